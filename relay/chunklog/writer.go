@@ -1,0 +1,92 @@
+package chunklog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// ErrFenced is returned by Append when another writer extended the stream:
+// the caller no longer owns it and must abandon it without acking.
+var ErrFenced = errors.New("chunklog: stream taken over by another writer")
+
+// Writer appends frames to one stream, each chained on the one before, so
+// that it fails as soon as another writer appended anything.
+type Writer struct {
+	js       jetstream.JetStream
+	reader   *Reader
+	streamID string
+	subject  string
+	last     uint64 // JetStream sequence of the stream's last frame
+	seq      uint64 // per-stream sequence of the last chunk
+}
+
+// NewWriter returns a writer that continues after the frame stored at
+// JetStream sequence last (0 for an empty stream), whose last chunk has
+// sequence seq.
+func NewWriter(js jetstream.JetStream, reader *Reader, streamID string, last, seq uint64) *Writer {
+	return &Writer{js: js, reader: reader, streamID: streamID, subject: protocol.ChunkSubject(streamID), last: last, seq: seq}
+}
+
+// Seq is the per-stream sequence of the last chunk appended.
+func (w *Writer) Seq() uint64 { return w.seq }
+
+// Append stores f after the last frame. Chunks get the next per-stream
+// sequence. It returns the frame's cursor.
+func (w *Writer) Append(ctx context.Context, f protocol.Frame) (protocol.Cursor, error) {
+	if f.Kind == protocol.KindChunk {
+		f.Seq = w.seq + 1
+	}
+	data := f.Encode()
+	msg := &nats.Msg{Subject: w.subject, Data: data}
+	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(w.last))
+	switch {
+	case err == nil:
+		w.advance(f, ack.Sequence)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return protocol.Cursor{}, fmt.Errorf("chunklog: append: %w", err)
+	case isWrongLastSequence(err):
+		// Either another writer appended, or our own earlier attempt of this
+		// very frame was stored and only its ack was lost (a timeout across
+		// a server restart). Only the stored bytes can tell.
+		seq, ok := w.storedAfter(ctx, data)
+		if !ok {
+			return protocol.Cursor{}, ErrFenced
+		}
+		w.advance(f, seq)
+	default:
+		return protocol.Cursor{}, fmt.Errorf("chunklog: append to %s: %w", w.subject, err)
+	}
+	return protocol.Cursor{Seq: w.seq, JSSeq: w.last}, nil
+}
+
+func (w *Writer) advance(f protocol.Frame, jsSeq uint64) {
+	w.last = jsSeq
+	if f.Kind == protocol.KindChunk {
+		w.seq = f.Seq
+	}
+}
+
+// storedAfter reports whether the only frame stored after w.last is data.
+func (w *Writer) storedAfter(ctx context.Context, data []byte) (uint64, bool) {
+	var found []Entry
+	_, err := w.reader.Read(ctx, w.streamID, w.last, func(e Entry) error {
+		found = append(found, e)
+		return nil
+	})
+	if err != nil || len(found) != 1 || !bytes.Equal(found[0].Frame.Encode(), data) {
+		return 0, false
+	}
+	return found[0].JSSeq, true
+}
+
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}

@@ -1,0 +1,118 @@
+// Package natsconn connects a role to NATS the same way everywhere: with
+// the configured credentials, reconnecting forever, and with JetStream.
+package natsconn
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config says where NATS is and how to authenticate. The zero value
+// connects to nats://127.0.0.1:4222 without credentials.
+type Config struct {
+	// URL is a comma-separated list of server URLs.
+	URL string `koanf:"url"`
+	// Credentials; at most one kind may be set.
+	User      string `koanf:"user"`
+	Password  string `koanf:"password"`
+	Token     string `koanf:"token"`
+	NKeySeed  string `koanf:"nkey_seed_file"`
+	CredsFile string `koanf:"creds_file"`
+	// TLS: a CA file to trust, and a client certificate for mutual TLS.
+	CAFile   string `koanf:"ca_file"`
+	CertFile string `koanf:"cert_file"`
+	KeyFile  string `koanf:"key_file"`
+}
+
+// Validate names the first invalid field under prefix.
+func (c Config) Validate(prefix string) error {
+	kinds := 0
+	for _, set := range []bool{c.User != "" || c.Password != "", c.Token != "", c.NKeySeed != "", c.CredsFile != ""} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		return fmt.Errorf("%s: set only one of user/password, token, nkey_seed_file, creds_file", prefix)
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return fmt.Errorf("%s.cert_file, %s.key_file: set both or neither", prefix, prefix)
+	}
+	return nil
+}
+
+// Connect dials NATS. The connection reconnects forever: a role outlives a
+// server restart and resumes where it was.
+func Connect(cfg Config, name string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	url := cfg.URL
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectBufSize(16 << 20),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			logger.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			logger.Warn("nats async error", "subject", subject, "err", err)
+		}),
+	}
+	switch {
+	case cfg.User != "":
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	case cfg.Token != "":
+		opts = append(opts, nats.Token(cfg.Token))
+	case cfg.NKeySeed != "":
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeySeed)
+		if err != nil {
+			return nil, nil, fmt.Errorf("natsconn: nkey seed: %w", err)
+		}
+		opts = append(opts, o)
+	case cfg.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.CAFile))
+	}
+	if cfg.CertFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.CertFile, cfg.KeyFile))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("natsconn: connect %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("natsconn: jetstream: %w", err)
+	}
+	return nc, js, nil
+}
+
+// ErrNotConnected is returned by Ready when the connection is down.
+var ErrNotConnected = errors.New("nats not connected")
+
+// Ready reports whether nc is connected, for readiness probes.
+func Ready(nc *nats.Conn) error {
+	if !nc.IsConnected() {
+		return ErrNotConnected
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+// Package natsserver runs an embedded nats-server with JetStream. It is the
+// default single-machine mode of `relay dev` and the server every test
+// starts; production runs a real NATS cluster instead.
+package natsserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Config of the embedded server. The zero value listens on a random
+// loopback port and stores in a directory the caller must still name.
+type Config struct {
+	// Listen is host:port for clients; port 0 or -1 picks a free one
+	// (zero: "127.0.0.1:-1").
+	Listen string `koanf:"listen"`
+	// StoreDir holds JetStream's files (required).
+	StoreDir string `koanf:"store_dir"`
+}
+
+// Validate names the first invalid field under prefix.
+func (c Config) Validate(prefix string) error {
+	if c.StoreDir == "" {
+		return fmt.Errorf("%s.store_dir: required", prefix)
+	}
+	if c.Listen != "" {
+		if _, _, err := splitHostPort(c.Listen); err != nil {
+			return fmt.Errorf("%s.listen: %v", prefix, err)
+		}
+	}
+	return nil
+}
+
+func splitHostPort(listen string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", portText)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	return host, port, nil
+}
+
+// Start runs the server and waits until it accepts clients.
+func Start(cfg Config) (*server.Server, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:-1"
+	}
+	host, port, err := splitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("natsserver: listen %q: %w", cfg.Listen, err)
+	}
+	if cfg.StoreDir == "" {
+		return nil, errors.New("natsserver: store dir required")
+	}
+	opts := &server.Options{
+		ServerName: "relay-embedded",
+		Host:       host,
+		Port:       port,
+		NoLog:      true,
+		NoSigs:     true,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		// Every KV watcher is a consumer; the default cap of 1,000 per
+		// stream would refuse the 1,001st watcher of a large fleet.
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("natsserver: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("natsserver: not ready after 10s")
+	}
+	return s, nil
+}

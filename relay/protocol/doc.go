@@ -1,0 +1,38 @@
+// Package protocol is the wire contract between the relay's roles: the
+// JetStream streams and subjects they share, the messages on them, and the
+// cursor clients resume with. Every role imports it; nothing else defines a
+// subject or a frame.
+//
+// # Protocol flow
+//
+//	client ──POST──▶ edge
+//	                  │ 1. Meta            KV  relay_streams[<id>]       (Create: the id is new)
+//	                  │ 2. Request         JS  relay.requests             (work queue, Nats-Msg-Id = <id>)
+//	                  ▼
+//	              worker ◀── pull, one message per free slot; InProgress while streaming
+//	                  │ 3. claim frame     JS  relay.chunks.<id>          (fences any earlier writer)
+//	                  │ 4. chunk frames    JS  relay.chunks.<id>          (seq 1..N, each chained on the last)
+//	                  │ 5. end frame       JS  relay.chunks.<id>          (status done|incomplete|failed|cancelled)
+//	                  │ 6. ack the request (only while it still owns the stream)
+//	                  ▼
+//	  RELAY_CHUNKS republishes every stored frame to relay.live.<id> with
+//	  Nats-Sequence and Nats-Last-Sequence headers
+//	                  ▼
+//	edge ── one core subscription per stream it serves; history and gaps are
+//	        read with batched direct gets; every client event carries a Cursor.
+//
+// # Fencing
+//
+// Every frame a worker appends is published with
+// Nats-Expected-Last-Subject-Sequence set to the stream sequence of the
+// frame before it. A worker that takes a stream over appends a claim frame
+// chained on what it read, so the previous owner's next append fails with
+// "wrong last sequence" and that worker abandons the stream without acking.
+//
+// # Cursors
+//
+// A client sees only chunk frames. Each carries a per-stream sequence (1, 2,
+// 3, ... without gaps) and is stored at a JetStream sequence; the pair is the
+// Cursor ("<seq>-<jsseq>"), so a resume seeks straight to the next frame and
+// can verify that the cursor belongs to the stream.
+package protocol

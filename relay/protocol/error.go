@@ -1,0 +1,25 @@
+package protocol
+
+// Error is an error in OpenAI's shape. It is what a client receives in an
+// HTTP error body, in an SSE error event before [DONE], and in a WebSocket
+// end message; Status is the HTTP status it maps to.
+type Error struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    string `json:"code,omitempty"`
+	Param   string `json:"param,omitempty"`
+	Status  int    `json:"-"`
+}
+
+func (e *Error) Error() string { return e.Type + ": " + e.Message }
+
+// Error types used by the relay, following OpenAI's vocabulary where it has
+// one.
+const (
+	TypeInvalidRequest = "invalid_request_error"
+	TypeNotFound       = "not_found_error"
+	TypeUpstream       = "upstream_error"
+	TypeIncomplete     = "incomplete_stream"
+	TypeCancelled      = "cancelled"
+	TypeServer         = "server_error"
+)

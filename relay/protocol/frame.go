@@ -1,0 +1,107 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Kind says what a frame on a stream's chunk subject is.
+type Kind string
+
+const (
+	// KindClaim marks that a worker took ownership of the stream. Clients
+	// never see it; it exists so that the previous owner is fenced off.
+	KindClaim Kind = "claim"
+	// KindChunk carries generated text (or a tool-call delta).
+	KindChunk Kind = "chunk"
+	// KindEnd is the terminal frame. Nothing follows it.
+	KindEnd Kind = "end"
+)
+
+// Status is the terminal status of a stream.
+type Status string
+
+const (
+	// StatusDone: the provider finished the answer (FinishReason says how).
+	StatusDone Status = "done"
+	// StatusIncomplete: some text was delivered, then the relay gave up.
+	// The client knows the answer is cut.
+	StatusIncomplete Status = "incomplete"
+	// StatusFailed: nothing usable was generated.
+	StatusFailed Status = "failed"
+	// StatusCancelled: a client cancelled the generation.
+	StatusCancelled Status = "cancelled"
+)
+
+// Seam names why a chunk starts a new upstream attempt. Clients see it in
+// the chunk's relay extension, so they can tell which provider and model
+// produced which part of an answer.
+type Seam string
+
+const (
+	SeamRetry        Seam = "retry"
+	SeamContinuation Seam = "continuation"
+	SeamFallback     Seam = "fallback"
+	SeamTakeover     Seam = "takeover"
+)
+
+// Frame is one message on a stream's chunk subject.
+type Frame struct {
+	Kind Kind `json:"kind"`
+
+	// Seq is the chunk's per-stream sequence (chunks only).
+	Seq uint64 `json:"seq,omitempty"`
+	// Role is set on the first chunk ("assistant").
+	Role      string          `json:"role,omitempty"`
+	Content   string          `json:"content,omitempty"`
+	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+
+	// Provider and Model say who generated a chunk; Attempt counts upstream
+	// calls within the stream (1 for the first); Seam is set on the first
+	// chunk of an attempt after the first.
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	Attempt  int    `json:"attempt,omitempty"`
+	Seam     Seam   `json:"seam,omitempty"`
+
+	// Worker identifies the claiming worker (claim frames).
+	Worker string `json:"worker,omitempty"`
+
+	// End frames only.
+	Status       Status  `json:"status,omitempty"`
+	FinishReason string  `json:"finish_reason,omitempty"`
+	Error        *Error  `json:"error,omitempty"`
+	Usage        *Usage  `json:"usage,omitempty"`
+	Cost         float64 `json:"cost,omitempty"`
+	Attempts     int     `json:"attempts,omitempty"`
+}
+
+// Usage counts tokens over every upstream attempt of a stream.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Encode renders the frame for publishing.
+func (f Frame) Encode() []byte {
+	b, err := json.Marshal(f)
+	if err != nil {
+		// Frame has no field that can fail to marshal.
+		panic(fmt.Sprintf("protocol: encode frame: %v", err))
+	}
+	return b
+}
+
+// DecodeFrame parses a stored frame.
+func DecodeFrame(data []byte) (Frame, error) {
+	var f Frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return Frame{}, fmt.Errorf("protocol: decode frame: %w", err)
+	}
+	switch f.Kind {
+	case KindClaim, KindChunk, KindEnd:
+		return f, nil
+	}
+	return Frame{}, fmt.Errorf("protocol: decode frame: unknown kind %q", f.Kind)
+}

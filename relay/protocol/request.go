@@ -1,0 +1,26 @@
+package protocol
+
+import "encoding/json"
+
+// Request is the work-queue message for one generation.
+type Request struct {
+	StreamID string `json:"stream_id"`
+	Tenant   string `json:"tenant,omitempty"`
+	// Model is the model the client asked for.
+	Model string `json:"model"`
+	// Body is the client's chat completion request, validated by the edge.
+	// Workers forward its fields to the provider.
+	Body json.RawMessage `json:"body"`
+	// Created is the Unix time the edge accepted the request; it is the
+	// "created" field of every chunk object.
+	Created int64 `json:"created"`
+}
+
+// Meta is the metadata an edge stores in MetaBucket when it accepts a
+// request. A resuming edge reads it to tell an unknown stream from one that
+// is queued but has no frames yet, and to render chunk objects.
+type Meta struct {
+	Tenant  string `json:"tenant,omitempty"`
+	Model   string `json:"model"`
+	Created int64  `json:"created"`
+}

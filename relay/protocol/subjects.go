@@ -1,0 +1,43 @@
+package protocol
+
+import "strings"
+
+// JetStream names shared by every role. They are constants rather than
+// configuration because every process in a cluster must agree on them.
+const (
+	// RequestStream is the work queue of generation requests.
+	RequestStream = "RELAY_REQUESTS"
+	// RequestSubject carries one Request per generation.
+	RequestSubject = "relay.requests"
+	// WorkerConsumer is the durable pull consumer all workers share.
+	WorkerConsumer = "workers"
+
+	// ChunkStream stores every stream's frames, one subject per stream.
+	ChunkStream = "RELAY_CHUNKS"
+	// chunkPrefix and livePrefix are followed by the stream id.
+	chunkPrefix = "relay.chunks."
+	livePrefix  = "relay.live."
+
+	// MetaBucket is the KV bucket of stream metadata, keyed by stream id.
+	MetaBucket = "relay_streams"
+)
+
+// ChunkSubject is the stored subject of one stream's frames.
+func ChunkSubject(streamID string) string { return chunkPrefix + streamID }
+
+// LiveSubject is the core subject RELAY_CHUNKS republishes a stream's
+// frames to once they are stored.
+func LiveSubject(streamID string) string { return livePrefix + streamID }
+
+// StreamIDFromLive returns the stream id of a live subject.
+func StreamIDFromLive(subject string) (string, bool) {
+	return strings.CutPrefix(subject, livePrefix)
+}
+
+// Headers set by JetStream on republished and directly fetched messages.
+const (
+	HeaderSequence     = "Nats-Sequence"
+	HeaderLastSequence = "Nats-Last-Sequence"
+	HeaderSubject      = "Nats-Subject"
+	HeaderNumPending   = "Nats-Num-Pending"
+)

@@ -1,0 +1,143 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Topology sizes the JetStream assets. The zero value means the defaults.
+type Topology struct {
+	// Replicas of every stream and bucket (zero: 1). Use 3 on a cluster.
+	Replicas int `koanf:"replicas"`
+	// Retention is how long a stream's frames, and its metadata, can be
+	// resumed after they were written (zero: 24h).
+	Retention time.Duration `koanf:"retention"`
+	// MemoryStorage keeps streams in memory instead of files: faster, and
+	// lost when the server stops. Off by default.
+	MemoryStorage bool `koanf:"memory_storage"`
+	// AckWait is how long a request stays with a worker that stopped
+	// reporting progress before it is handed to another (zero: 4s). Workers
+	// report progress at a quarter of it.
+	AckWait time.Duration `koanf:"ack_wait"`
+}
+
+// Defaults.
+const (
+	DefaultRetention = 24 * time.Hour
+	DefaultAckWait   = 4 * time.Second
+)
+
+// WithDefaults fills zero fields.
+func (t Topology) WithDefaults() Topology {
+	if t.Replicas == 0 {
+		t.Replicas = 1
+	}
+	if t.Retention == 0 {
+		t.Retention = DefaultRetention
+	}
+	if t.AckWait == 0 {
+		t.AckWait = DefaultAckWait
+	}
+	return t
+}
+
+// Validate names the first invalid field under prefix (e.g. "streams").
+func (t Topology) Validate(prefix string) error {
+	switch {
+	case t.Replicas < 0 || t.Replicas > 5:
+		return fmt.Errorf("%s.replicas: %d is not between 1 and 5", prefix, t.Replicas)
+	case t.Retention < 0:
+		return fmt.Errorf("%s.retention: must not be negative", prefix)
+	case t.AckWait < 0:
+		return fmt.Errorf("%s.ack_wait: must not be negative", prefix)
+	case t.AckWait > 0 && t.AckWait < 100*time.Millisecond:
+		return fmt.Errorf("%s.ack_wait: %v is below 100ms", prefix, t.AckWait)
+	}
+	return nil
+}
+
+// Setup creates or updates the streams, the worker consumer and the
+// buckets. Every role calls it at start, so any role can come up first; it
+// is idempotent.
+func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	t = t.WithDefaults()
+	storage := jetstream.FileStorage
+	if t.MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	req, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:       RequestStream,
+		Subjects:   []string{RequestSubject},
+		Retention:  jetstream.WorkQueuePolicy,
+		Storage:    storage,
+		Replicas:   t.Replicas,
+		MaxAge:     t.Retention,
+		Duplicates: 2 * time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("protocol: stream %s: %w", RequestStream, err)
+	}
+	_, err = req.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:   WorkerConsumer,
+		AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait:   t.AckWait,
+		// Redeliver for as long as the request lives: a stream is given up
+		// by its worker (with a terminal frame), never by the queue.
+		MaxDeliver: -1,
+		// Every worker slot holds one pull and at most one unacked
+		// message; the defaults (512 pulls, 1,000 pending) would cap a
+		// fleet silently.
+		MaxWaiting:    1 << 14,
+		MaxAckPending: -1,
+		Replicas:      t.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("protocol: consumer %s: %w", WorkerConsumer, err)
+	}
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        ChunkStream,
+		Subjects:    []string{chunkPrefix + "*"},
+		Storage:     storage,
+		Replicas:    t.Replicas,
+		MaxAge:      t.Retention,
+		AllowDirect: true,
+		RePublish: &jetstream.RePublish{
+			Source:      chunkPrefix + "*",
+			Destination: livePrefix + "{{wildcard(1)}}",
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("protocol: stream %s: %w", ChunkStream, err)
+	}
+	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:   MetaBucket,
+		History:  1,
+		TTL:      t.Retention,
+		Storage:  storage,
+		Replicas: t.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("protocol: bucket %s: %w", MetaBucket, err)
+	}
+	return nil
+}
+
+// ErrNotSetUp is returned by Check when an asset is missing.
+var ErrNotSetUp = errors.New("protocol: JetStream assets missing")
+
+// Check reports whether the streams and buckets exist, for readiness.
+func Check(ctx context.Context, js jetstream.JetStream) error {
+	for _, name := range []string{RequestStream, ChunkStream} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			return fmt.Errorf("%w: stream %s: %v", ErrNotSetUp, name, err)
+		}
+	}
+	if _, err := js.KeyValue(ctx, MetaBucket); err != nil {
+		return fmt.Errorf("%w: bucket %s: %v", ErrNotSetUp, MetaBucket, err)
+	}
+	return nil
+}
