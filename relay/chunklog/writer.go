@@ -37,10 +37,11 @@ func NewWriter(js jetstream.JetStream, reader *Reader, streamID string, last, se
 // Seq is the per-stream sequence of the last chunk appended.
 func (w *Writer) Seq() uint64 { return w.seq }
 
-// Append stores f after the last frame. Chunks get the next per-stream
-// sequence. It returns the frame's cursor.
+// Append stores f after the last frame. Chunks and the end frame get the
+// next per-stream sequence (so a client sees events 1..N+1, the last one
+// terminal). It returns the frame's cursor.
 func (w *Writer) Append(ctx context.Context, f protocol.Frame) (protocol.Cursor, error) {
-	if f.Kind == protocol.KindChunk {
+	if f.Kind != protocol.KindClaim {
 		f.Seq = w.seq + 1
 	}
 	data := f.Encode()
@@ -68,7 +69,7 @@ func (w *Writer) Append(ctx context.Context, f protocol.Frame) (protocol.Cursor,
 
 func (w *Writer) advance(f protocol.Frame, jsSeq uint64) {
 	w.last = jsSeq
-	if f.Kind == protocol.KindChunk {
+	if f.Kind != protocol.KindClaim {
 		w.seq = f.Seq
 	}
 }

@@ -31,8 +31,9 @@
 //
 // # Cursors
 //
-// A client sees only chunk frames. Each carries a per-stream sequence (1, 2,
-// 3, ... without gaps) and is stored at a JetStream sequence; the pair is the
-// Cursor ("<seq>-<jsseq>"), so a resume seeks straight to the next frame and
-// can verify that the cursor belongs to the stream.
+// A client sees chunk frames and the end frame. Each carries a per-stream
+// sequence (1, 2, 3, ... without gaps; the end frame is last) and is stored
+// at a JetStream sequence; the pair is the Cursor ("<seq>-<jsseq>"), so a
+// resume seeks straight to the next frame and can verify that the cursor
+// belongs to the stream.
 package protocol

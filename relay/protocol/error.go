@@ -8,7 +8,9 @@ type Error struct {
 	Type    string `json:"type"`
 	Code    string `json:"code,omitempty"`
 	Param   string `json:"param,omitempty"`
-	Status  int    `json:"-"`
+	// Status is the HTTP status the error maps to; stored in frames so any
+	// edge renders it the same, and left out of client JSON by the edge.
+	Status int `json:"http_status,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Type + ": " + e.Message }

@@ -49,7 +49,8 @@ const (
 type Frame struct {
 	Kind Kind `json:"kind"`
 
-	// Seq is the chunk's per-stream sequence (chunks only).
+	// Seq is the per-stream sequence of chunks and of the end frame (one
+	// past the last chunk); claims have none.
 	Seq uint64 `json:"seq,omitempty"`
 	// Role is set on the first chunk ("assistant").
 	Role      string          `json:"role,omitempty"`

@@ -1,0 +1,177 @@
+package mockupstream
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ending is how a stream ends early, if it does.
+type ending int
+
+const (
+	endNormal    ending = iota
+	endCut              // cut_after: the connection is dropped
+	endEOF              // eof_after: the body ends cleanly, too early
+	endMalformed        // malformed_after: a broken data line, then the end
+)
+
+// faults is a parsed fault spec. The zero value injects nothing.
+type faults struct {
+	spec string // as written, for logs
+
+	status       int
+	retryAfter   string // Retry-After header value, "" for none
+	retryAfterMS string // retry-after-ms header value, "" for none
+
+	end      ending
+	endAfter int // content tokens sent before end
+
+	stallBefore time.Duration
+	stallAfter  int
+	stallFor    time.Duration
+
+	splitUTF8     bool
+	noDone        bool
+	rejectPrefill bool
+	overlap       int
+
+	// times is how many of a conversation's first requests the faults apply
+	// to; 0 means all of them.
+	times int
+}
+
+// parseFaults parses a fault spec: "key=value" items separated by commas,
+// with optional spaces; a boolean key alone means key=true. Errors name the
+// offending item.
+func parseFaults(spec string) (faults, error) {
+	f := faults{spec: strings.TrimSpace(spec), times: 1}
+	seen := make(map[string]bool)
+	for item := range strings.SplitSeq(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		key, value, hasValue := strings.Cut(item, "=")
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		if seen[key] {
+			return faults{}, fmt.Errorf("directive %q: %s is given twice", item, key)
+		}
+		seen[key] = true
+		if err := f.set(key, value, hasValue); err != nil {
+			return faults{}, fmt.Errorf("directive %q: %w", item, err)
+		}
+	}
+	if err := checkCombination(seen); err != nil {
+		return faults{}, fmt.Errorf("directives %q: %w", spec, err)
+	}
+	return f, nil
+}
+
+// set applies one key=value item.
+func (f *faults) set(key, value string, hasValue bool) error {
+	var err error
+	switch key {
+	case "status":
+		f.status, err = intIn(value, 400, 599)
+	case "retry_after":
+		f.retryAfter, err = header(value)
+	case "retry_after_ms":
+		f.retryAfterMS, err = header(value)
+	case "cut_after":
+		f.end = endCut
+		f.endAfter, err = count(value)
+	case "eof_after":
+		f.end = endEOF
+		f.endAfter, err = count(value)
+	case "malformed_after":
+		f.end = endMalformed
+		f.endAfter, err = count(value)
+	case "stall_before":
+		f.stallBefore, err = duration(value)
+	case "stall_after":
+		f.stallAfter, err = count(value)
+	case "stall_for":
+		f.stallFor, err = duration(value)
+	case "split_utf8":
+		f.splitUTF8, err = boolean(value, hasValue)
+	case "no_done":
+		f.noDone, err = boolean(value, hasValue)
+	case "reject_prefill":
+		f.rejectPrefill, err = boolean(value, hasValue)
+	case "overlap":
+		f.overlap, err = count(value)
+	case "times":
+		f.times, err = count(value)
+	default:
+		return fmt.Errorf("unknown key %q (known: status, retry_after, retry_after_ms, cut_after, eof_after, malformed_after, "+
+			"stall_before, stall_after, stall_for, split_utf8, no_done, reject_prefill, overlap, times)", key)
+	}
+	return err
+}
+
+// checkCombination rejects keys that make no sense together, so that a
+// typo'd test fails loudly instead of testing nothing.
+func checkCombination(seen map[string]bool) error {
+	var ends []string
+	for _, k := range [...]string{"cut_after", "eof_after", "malformed_after"} {
+		if seen[k] {
+			ends = append(ends, k)
+		}
+	}
+	switch {
+	case len(ends) > 1:
+		return fmt.Errorf("%s exclude each other", strings.Join(ends, " and "))
+	case seen["stall_after"] != seen["stall_for"]:
+		return errors.New("stall_after and stall_for go together")
+	case (seen["retry_after"] || seen["retry_after_ms"]) && !seen["status"]:
+		return errors.New("retry_after and retry_after_ms need a status")
+	}
+	return nil
+}
+
+func intIn(value string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(value)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("want an integer from %d to %d", lo, hi)
+	}
+	return n, nil
+}
+
+func count(value string) (int, error) {
+	n, err := strconv.Atoi(value)
+	if err != nil || n < 0 {
+		return 0, errors.New("want a non-negative integer")
+	}
+	return n, nil
+}
+
+// header validates a non-negative integer and keeps it as written, ready to
+// be sent as a header value.
+func header(value string) (string, error) {
+	if _, err := count(value); err != nil {
+		return "", err
+	}
+	return value, nil
+}
+
+func duration(value string) (time.Duration, error) {
+	d, err := time.ParseDuration(value)
+	if err != nil || d < 0 {
+		return 0, errors.New("want a non-negative Go duration such as 500ms or 2s")
+	}
+	return d, nil
+}
+
+func boolean(value string, hasValue bool) (bool, error) {
+	if !hasValue {
+		return true, nil
+	}
+	b, err := strconv.ParseBool(value)
+	if err != nil {
+		return false, errors.New("want true or false")
+	}
+	return b, nil
+}
