@@ -25,8 +25,8 @@ type Config struct {
 
 	// TokenInterval is the pause before each content token, which makes a
 	// stream last about Tokens × TokenInterval, like a real model. Zero means
-	// 20ms. A negative value (for example -1ns, or -1 in YAML) removes the
-	// pause: tokens are sent at full speed, which is what most tests want.
+	// 20ms. A negative value such as -1ns removes the pause: tokens are sent
+	// at full speed, which is what most tests want.
 	TokenInterval time.Duration `koanf:"token_interval"`
 
 	// CommentInterval makes a stream that is already open send an SSE
@@ -107,4 +107,11 @@ func (c Config) withDefaults() Config {
 		c.Models = defaultModels
 	}
 	return c
+}
+
+// ServedModels returns the models the server answers for, with the default
+// applied, so that `relay dev` can register the fake as a provider of
+// exactly those.
+func (c Config) ServedModels() []string {
+	return c.withDefaults().Models
 }

@@ -29,8 +29,8 @@ func writeError(w http.ResponseWriter, status int, e apiError) {
 	}{e})
 }
 
-// writeJSON sends v as a JSON response. Encoding the mock's own types cannot
-// fail, so an error here can only be a client that went away.
+// writeJSON sends v as a JSON response. A failed write means the client
+// went away, and there is nobody left to tell.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := marshal(v)
 	if err != nil {

@@ -65,7 +65,7 @@ func parseFaults(spec string) (faults, error) {
 		}
 	}
 	if err := checkCombination(seen); err != nil {
-		return faults{}, fmt.Errorf("directives %q: %w", spec, err)
+		return faults{}, fmt.Errorf("directives %q: %w", f.spec, err)
 	}
 	return f, nil
 }

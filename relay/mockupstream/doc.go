@@ -1,0 +1,128 @@
+// Package mockupstream is relay's built-in fake LLM provider: a real HTTP
+// server that speaks the OpenAI chat completions protocol, with answers you
+// can predict and faults you can order per request. It backs the
+// "relay mock-upstream" subcommand, local development, failure drills and
+// the tests of every role.
+//
+// # Endpoints
+//
+//   - POST /v1/chat/completions: with "stream": true, server-sent events
+//     "data: {chat.completion.chunk}", one per event and flushed at once: a
+//     chunk with delta {"role":"assistant","content":""}, one chunk per token
+//     with delta {"content":...}, a chunk with an empty delta and
+//     finish_reason "stop" (or "length" when max_tokens or
+//     max_completion_tokens cut the answer), then, if the request has
+//     "stream_options": {"include_usage": true}, a chunk with empty choices
+//     and usage, and finally "data: [DONE]". With "stream": false, one
+//     "chat.completion" object, sent after the time the stream would have
+//     taken.
+//   - GET /v1/models: the configured models, in OpenAI's list shape.
+//   - GET /mock/stats: the Stats counters as JSON (no API key needed).
+//
+// Errors have OpenAI's shape:
+//
+//	{"error":{"message":"...","type":"invalid_request_error","param":null,"code":null}}
+//
+// An unknown model gets 404 with code "model_not_found"; a missing or wrong
+// API key gets 401 with code "invalid_api_key".
+//
+// # Answers
+//
+// The answer is a pure function of the system, developer and user messages
+// and of Config.Tokens; see Answer and AnswerText. It does not depend on the
+// model, so a fallback to another model continues the same answer, nor on
+// assistant messages. Tokens mix ASCII words, German umlauts and ß, CJK and
+// 4-byte emoji; each is at least two runes long.
+//
+// The mock continues an answer the way a model continues a prefilled one:
+//
+//   - Prefill: if the last message is an assistant message whose content is
+//     a prefix of the answer, only the rest is sent. If the prefix ends
+//     inside a token, the first chunk is the rest of that token, so prefix
+//     plus the streamed text is exactly the answer. A prefill that is not a
+//     prefix of the answer is ignored and the whole answer is sent.
+//   - Prompt mode: if the conversation ends with an assistant message and
+//     then one user message (in any wording, such as "continue exactly where
+//     you stopped"), and that assistant content is a non-empty prefix of the
+//     answer to the messages before it, the mock continues from there too.
+//     Otherwise the final user message is a new turn. A consequence: a chat
+//     whose previous assistant message is the mock's complete answer gets an
+//     empty next answer.
+//
+// In both cases the answer and the conversation key are those of the
+// messages before that assistant message, so a continuation is counted with
+// the request it continues. Usage counts only the tokens of this response,
+// and max_tokens limits them.
+//
+// # Fault directives
+//
+// Faults are written inside any user message as a directive, or server-wide
+// in Config.Faults with the same list and without the brackets:
+//
+//	directive = "[[mock:" [ item { "," item } ] "]]"
+//	item      = key "=" value | key          (a key alone sets a boolean to true)
+//
+// Spaces around keys, values and commas are ignored. All directives of a
+// request are read together; a key may appear once. A request with any
+// directive, even an empty "[[mock:]]", ignores Config.Faults. A malformed
+// directive, an unknown key or a bad value is answered with 400 and a
+// message naming the item. The directive's text stays part of the message,
+// so it is part of what decides the answer.
+//
+// Durations are Go durations (500ms, 2s, 1m). Counts N are content tokens
+// sent in this response (the overlap chunk included); a fault "after N"
+// never fires in a response that has fewer than N tokens.
+//
+//   - status=CODE: answer with HTTP status CODE (400-599) and an OpenAI
+//     error whose type and code fit the status (429: "requests" and
+//     "rate_limit_exceeded"; 5xx: "server_error").
+//     [[mock: status=503]]
+//   - retry_after=SECONDS, retry_after_ms=N: with status, also send the
+//     header Retry-After or retry-after-ms, as OpenAI does on 429 and 503.
+//     [[mock: status=429, retry_after=2, retry_after_ms=1500]]
+//   - cut_after=N: drop the connection abruptly after N content tokens: no
+//     finish reason, no [DONE], no end of the chunked body.
+//     [[mock: cut_after=5]]
+//   - eof_after=N: end the body cleanly after N content tokens, without
+//     finish reason or [DONE].
+//     [[mock: eof_after=5]]
+//   - malformed_after=N: after N content tokens send a data line with
+//     truncated JSON, then end the body.
+//     [[mock: malformed_after=3]]
+//   - stall_before=DUR: send nothing at all, not even the status line, for
+//     DUR before answering; keepalive comments are not sent then.
+//     [[mock: stall_before=30s]]
+//   - stall_after=N, stall_for=DUR (always together): after N content
+//     tokens, send no chunk for DUR (keepalive comments are, if
+//     Config.CommentInterval is set), then carry on.
+//     [[mock: stall_after=3, stall_for=10s]]
+//   - split_utf8=true: write each event in small writes cut inside
+//     multi-byte characters, flushing each.
+//     [[mock: split_utf8]]
+//   - no_done=true: end the stream after the finish reason (and usage)
+//     without "data: [DONE]".
+//     [[mock: no_done]]
+//   - reject_prefill=true: answer 400 invalid_request_error when the last
+//     message is an assistant message, like providers without prefill. As
+//     the first request of a conversation has no prefill, this usually
+//     wants times=0.
+//     [[mock: reject_prefill, times=0]]
+//   - overlap=N: on a continuation, first re-send the last N runes of the
+//     prefix as a chunk of their own, like a model that repeats itself.
+//     [[mock: overlap=4, times=0]]
+//   - times=K: the directive's faults apply to the first K requests of the
+//     conversation (counted as in Stats.ByConversation, so retries and
+//     continuations count) and later requests are answered normally.
+//     Default 1; times=0 means every request.
+//     [[mock: status=503, times=3]]
+//
+// Only status, retry_after, retry_after_ms, stall_before, reject_prefill,
+// overlap and times apply to non-streaming requests. Stalls end as soon as
+// the client goes away. cut_after, eof_after and malformed_after exclude
+// each other.
+//
+// # Speed
+//
+// Tokens are paced by Config.TokenInterval (default 20ms). A negative
+// TokenInterval sends them at full speed, which is what most tests want.
+package mockupstream

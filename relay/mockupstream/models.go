@@ -1,0 +1,17 @@
+package mockupstream
+
+import "net/http"
+
+// modelsCreated is the fixed "created" time of the listed models.
+const modelsCreated = 1700000000
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r) {
+		return
+	}
+	list := modelList{Object: "list", Data: make([]model, 0, len(s.cfg.Models))}
+	for _, id := range s.cfg.Models {
+		list.Data = append(list.Data, model{ID: id, Object: "model", Created: modelsCreated, OwnedBy: "relay-mock"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}

@@ -1,0 +1,104 @@
+package mockupstream
+
+import (
+	"maps"
+	"net/http"
+	"sync"
+)
+
+// Stats counts what the mock was asked, so that a test can assert "exactly
+// one upstream call" or "no request while the breaker was open". It is also
+// served as JSON at GET /mock/stats.
+type Stats struct {
+	// ChatRequests counts every POST /v1/chat/completions, including the
+	// ones rejected for a bad API key or body.
+	ChatRequests int `json:"chat_requests"`
+	// ByStatus counts chat requests by the HTTP status they were answered
+	// with. A stream cut by a fault counts as 200; a request whose client
+	// left during stall_before, before any response, is not counted here.
+	ByStatus map[int]int `json:"by_status"`
+	// ByConversation counts, by conversation key (see ConversationKey), the
+	// chat requests that passed authentication and request checks (body,
+	// model, max_tokens). Retries and continuations of one conversation
+	// count under the same key.
+	ByConversation map[string]int `json:"by_conversation"`
+}
+
+// stats is the live, locked version of Stats.
+type stats struct {
+	mu             sync.Mutex
+	chatRequests   int
+	byStatus       map[int]int
+	byConversation map[string]int
+}
+
+func newStats() *stats {
+	return &stats{byStatus: make(map[int]int), byConversation: make(map[string]int)}
+}
+
+func (s *stats) chatRequest() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chatRequests++
+}
+
+// conversation counts a request of the conversation and returns its
+// 1-based number within it, which times=K compares against.
+func (s *stats) conversation(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byConversation[key]++
+	return s.byConversation[key]
+}
+
+func (s *stats) status(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byStatus[code]++
+}
+
+func (s *stats) snapshot() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{
+		ChatRequests:   s.chatRequests,
+		ByStatus:       maps.Clone(s.byStatus),
+		ByConversation: maps.Clone(s.byConversation),
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	return s.stats.snapshot()
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Stats())
+}
+
+// statusCounter records the status of each chat response in Stats. Unwrap
+// lets http.ResponseController reach the connection's Flush.
+type statusCounter struct {
+	http.ResponseWriter
+	stats *stats
+	wrote bool
+}
+
+func (c *statusCounter) WriteHeader(code int) {
+	if !c.wrote {
+		c.wrote = true
+		c.stats.status(code)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *statusCounter) Write(b []byte) (int, error) {
+	if !c.wrote {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *statusCounter) Unwrap() http.ResponseWriter {
+	return c.ResponseWriter
+}
