@@ -1,0 +1,172 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero Client.
+const (
+	// DefaultFirstByteTimeout is generous because reasoning models may think
+	// for a long time before the first token, and not all providers send
+	// keep-alive comments meanwhile.
+	DefaultFirstByteTimeout = 2 * time.Minute
+	// DefaultStallTimeout bounds the silence between two bytes of a stream
+	// that has started.
+	DefaultStallTimeout = time.Minute
+)
+
+// maxErrorBody bounds how much of a non-2xx body is kept in StatusError.
+const maxErrorBody = 64 << 10
+
+// Target is one provider endpoint.
+type Target struct {
+	// Provider names the provider in errors. Keep it a bounded name from
+	// config, since callers use it as a metric label.
+	Provider string
+	// BaseURL is the API root, such as "https://api.openai.com/v1";
+	// "/chat/completions" is appended.
+	BaseURL string
+	// APIKey is sent as a bearer token; empty sends no Authorization header,
+	// for local servers that need none.
+	APIKey string
+}
+
+// Client calls providers' streaming chat completions. The zero value is
+// ready to use. It is safe for concurrent use, and cheap to copy: to use
+// other bounds for some calls, copy it and change the copy's fields.
+type Client struct {
+	// HTTPClient sends the requests; nil means http.DefaultClient. Its
+	// Timeout must be zero, or it cuts long streams: the stall bounds below
+	// are how a silent provider is detected.
+	HTTPClient *http.Client
+
+	// FirstByteTimeout bounds the wait from sending the request to the
+	// first byte of the response body (headers alone do not count).
+	// Zero means DefaultFirstByteTimeout; negative means no bound.
+	FirstByteTimeout time.Duration
+
+	// StallTimeout bounds the silence between two bytes once the body has
+	// started. Any byte counts, keep-alive comments included.
+	// Zero means DefaultStallTimeout; negative means no bound.
+	StallTimeout time.Duration
+
+	// MaxEventSize bounds one SSE line and one event's data.
+	// Zero means DefaultMaxEventSize.
+	MaxEventSize int
+}
+
+// NewClient returns a Client that sends with httpClient (nil means
+// http.DefaultClient) and uses the default bounds.
+func NewClient(httpClient *http.Client) *Client {
+	return &Client{HTTPClient: httpClient}
+}
+
+// Stream posts body, a chat completion request with "stream": true, to
+// t.BaseURL + "/chat/completions" and returns the open event stream.
+//
+// A non-2xx answer is a *StatusError. A 2xx answer with a JSON body instead
+// of an event stream is the provider's error (wrapping *OpenAIError) or
+// ErrMalformed. A silent provider fails with ErrStalled; see
+// FirstByteTimeout. When ctx ends, the error wraps ctx.Err().
+//
+// ctx governs the whole stream, not just this call: cancelling it aborts
+// Stream.Next. The caller must Close the returned Stream.
+func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, error) {
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	wd := startWatchdog(bound(c.FirstByteTimeout, DefaultFirstByteTimeout), bound(c.StallTimeout, DefaultStallTimeout), cancel)
+	fail := func(err error) (*Stream, error) {
+		wd.stop()
+		cancel(nil)
+		return nil, err
+	}
+
+	url := strings.TrimRight(t.BaseURL, "/") + "/chat/completions"
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return fail(fmt.Errorf("upstream: %s: %w", t.Provider, err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if t.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+t.APIKey)
+	}
+
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return fail(fmt.Errorf("upstream: %s: %w", t.Provider, requestErr(reqCtx, err)))
+	}
+	rb := activityReader{r: resp.Body, wd: wd}
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		se := &StatusError{
+			Provider:   t.Provider,
+			Status:     resp.StatusCode,
+			RetryAfter: retryAfter(resp.Header, time.Now()),
+		}
+		// A failed read still leaves the status, which is what matters.
+		se.Body, _ = io.ReadAll(io.LimitReader(rb, maxErrorBody))
+		se.Err, _ = parseErrorBody(se.Body)
+		_ = resp.Body.Close()
+		return fail(se)
+	}
+
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		b, _ := io.ReadAll(io.LimitReader(rb, maxErrorBody))
+		_ = resp.Body.Close()
+		if e, ok := parseErrorBody(b); ok {
+			return fail(fmt.Errorf("upstream: %s: error response: %w", t.Provider, &e))
+		}
+		return fail(fmt.Errorf("upstream: %s: %w: JSON response instead of an event stream", t.Provider, ErrMalformed))
+	}
+
+	return &Stream{
+		provider: t.Provider,
+		ctx:      reqCtx,
+		cancel:   cancel,
+		wd:       wd,
+		body:     resp.Body,
+		events:   NewEventReader(rb, c.MaxEventSize),
+	}, nil
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTPClient != nil {
+		return c.HTTPClient
+	}
+	return http.DefaultClient
+}
+
+// bound applies the zero-means-default, negative-means-off convention;
+// the watchdog takes zero as off.
+func bound(d, def time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d == 0:
+		return def
+	}
+	return d
+}
+
+// requestErr explains an error that may have been caused by the end of the
+// request context: the watchdog's ErrStalled, Close's ErrClosed, or the
+// caller's ctx, whose Err (Canceled or DeadlineExceeded) is kept in the
+// chain alongside any custom cause.
+func requestErr(reqCtx context.Context, err error) error {
+	if reqCtx.Err() == nil {
+		return err
+	}
+	cause := context.Cause(reqCtx)
+	if errors.Is(cause, ErrStalled) || errors.Is(cause, ErrClosed) || errors.Is(cause, reqCtx.Err()) {
+		return cause
+	}
+	return fmt.Errorf("%w: %w", reqCtx.Err(), cause)
+}

@@ -1,0 +1,123 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Stream is an open streaming chat completion. Next is for one goroutine;
+// Close may be called from any goroutine, also while Next blocks.
+type Stream struct {
+	provider string
+	// ctx is the request's context, kept because its cause tells why a
+	// body read failed: stall, Close, or the caller.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wd     *watchdog
+	body   io.Closer
+	events *EventReader
+
+	closeOnce sync.Once
+	closeErr  error
+
+	finish  string
+	sawDone bool
+	err     error // sticky result of Next
+}
+
+// doneData is the sentinel event data that ends an OpenAI stream.
+var doneData = []byte("[DONE]")
+
+// Next returns the next chunk's Delta. Comments and events without a chunk
+// are skipped (they still reset the stall bound).
+//
+// It returns io.EOF when the stream is complete: after "data: [DONE]", or
+// when anything but Close or the caller's ctx ends the stream after a chunk
+// carried a finish_reason. The answer is whole then, only [DONE] or a
+// trailing usage chunk is missing or unreadable; SawDone tells which end it
+// was. If the body ends before any finish_reason, the error wraps
+// ErrTruncated (and the transport error, if any). Other errors wrap
+// ErrStalled, ErrMalformed, *OpenAIError (an error payload mid-stream),
+// ErrClosed or the caller's ctx.Err(). Errors, and io.EOF, are sticky.
+func (s *Stream) Next() (Delta, error) {
+	if s.err != nil {
+		return Delta{}, s.err
+	}
+	for {
+		if err := s.ctx.Err(); err != nil {
+			// Closed, stalled or cancelled: buffered events are not
+			// delivered after the request ended.
+			return Delta{}, s.end(s.readErr(err))
+		}
+		ev, err := s.events.Next()
+		if err != nil {
+			return Delta{}, s.end(s.readErr(err))
+		}
+		if ev.Comment {
+			continue
+		}
+		if bytes.Equal(bytes.TrimSpace(ev.Data), doneData) {
+			s.sawDone = true
+			return Delta{}, s.end(io.EOF)
+		}
+		d, err := ParseChunk(ev.Data)
+		if err != nil && s.finish != "" {
+			return Delta{}, s.end(io.EOF)
+		}
+		if err != nil {
+			return Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, err))
+		}
+		if d.FinishReason != "" {
+			s.finish = d.FinishReason
+		}
+		return d, nil
+	}
+}
+
+// end records the final result of Next and disarms the watchdog.
+func (s *Stream) end(err error) error {
+	s.err = err
+	s.wd.stop()
+	return err
+}
+
+// readErr maps a failure of the event reader to Next's contract.
+func (s *Stream) readErr(err error) error {
+	err = requestErr(s.ctx, err)
+	stalled := errors.Is(err, ErrStalled)
+	switch {
+	case s.ctx.Err() != nil && !stalled:
+		// Closed, or the caller's ctx ended: never reported as done.
+	case s.finish != "":
+		return io.EOF
+	case stalled || errors.Is(err, ErrMalformed):
+		// Said as is: the provider went silent, or sent what cannot be read.
+	case errors.Is(err, io.EOF):
+		err = ErrTruncated
+	default:
+		err = fmt.Errorf("%w: %w", ErrTruncated, err)
+	}
+	return fmt.Errorf("upstream: %s: %w", s.provider, err)
+}
+
+// SawDone reports whether the stream ended with "data: [DONE]". After Next
+// returned io.EOF, false means the provider omitted it after finishing.
+func (s *Stream) SawDone() bool { return s.sawDone }
+
+// FinishReason returns the last finish_reason seen, "" if none.
+func (s *Stream) FinishReason() string { return s.finish }
+
+// Close aborts the request if it is still running and releases the
+// connection. It is idempotent and returns the first Close's result.
+func (s *Stream) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel(ErrClosed)
+		s.wd.stop()
+		s.closeErr = s.body.Close()
+	})
+	return s.closeErr
+}
