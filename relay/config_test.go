@@ -1,0 +1,42 @@
+package relay
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string // substring of the error; "" for valid
+	}{
+		{Config{}, ""},
+		{Config{ID: "w-1", MaxInflight: 1}, ""},
+		{Config{MaxInflight: 1 << 14}, ""},
+		{Config{MaxInflight: -1}, "worker.max_inflight:"},
+		{Config{MaxInflight: 1<<14 + 1}, "worker.max_inflight:"},
+		{Config{ID: "has space"}, "worker.id:"},
+		{Config{ID: strings.Repeat("x", 129)}, "worker.id:"},
+	} {
+		err := tc.cfg.Validate("worker")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: unexpected error %v", tc.cfg, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("%+v: error %v, want one naming %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	a, b := Config{}.withDefaults(), Config{}.withDefaults()
+	if a.MaxInflight != DefaultMaxInflight {
+		t.Errorf("MaxInflight = %d, want %d", a.MaxInflight, DefaultMaxInflight)
+	}
+	if a.ID == "" || a.ID == b.ID {
+		t.Errorf("default ids %q and %q: want unique non-empty ids", a.ID, b.ID)
+	}
+	if err := a.Validate("worker"); err != nil {
+		t.Errorf("default config invalid: %v", err)
+	}
+}

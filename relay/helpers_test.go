@@ -1,0 +1,287 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/relaytest"
+)
+
+// waitFor bounds every Eventually in these tests: generous for -race on two
+// cores, and only reached when a test fails.
+const waitFor = 20 * time.Second
+
+// setup configures one test's world.
+type setup struct {
+	mock     mockupstream.Config
+	worker   Config
+	topology protocol.Topology
+	// wrap, if set, wraps the mock's handler, served by an http.Server on
+	// the loopback listener instead of by mock.Serve.
+	wrap func(http.Handler) http.Handler
+}
+
+// harness is an embedded NATS with the relay's streams, a mock upstream on
+// a loopback listener, and a running worker.
+type harness struct {
+	t      *testing.T
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	reader *chunklog.Reader
+	mock   *mockupstream.Server
+	logs   *logStore
+	// stop shuts the worker down and waits for Run to return.
+	stop func()
+}
+
+func start(t *testing.T, s setup) *harness {
+	t.Helper()
+	if s.worker.ID == "" {
+		s.worker.ID = "test-worker"
+	}
+	srv := relaytest.NATS(t)
+	nc, js := relaytest.Connect(t, srv, s.topology)
+	h := &harness{t: t, nc: nc, js: js, reader: chunklog.NewReader(nc, ""), logs: &logStore{}}
+	logger := slog.New(&recorder{inner: relaytest.Logger(t).Handler(), store: h.logs})
+
+	mock, err := mockupstream.New(s.mock, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mock = mock
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mockCtx, stopMock := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	if s.wrap == nil {
+		go func() { served <- mock.Serve(mockCtx, ln) }()
+	} else {
+		hs := &http.Server{Handler: s.wrap(mock.Handler())}
+		go func() { served <- hs.Serve(ln) }()
+		go func() {
+			<-mockCtx.Done()
+			hs.Close()
+		}()
+	}
+	t.Cleanup(func() {
+		stopMock()
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("mock upstream: %v", err)
+		}
+	})
+
+	catalog, err := provider.NewCatalog([]provider.Config{{
+		Name:    "mock",
+		BaseURL: "http://" + ln.Addr().String() + "/v1",
+		APIKeys: []string{"key-1"},
+		Models:  []string{"mock-1"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(s.worker, Deps{NC: nc, JS: js, Catalog: catalog, Logger: logger, Topology: s.topology})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	var once sync.Once
+	h.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-ran; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(h.stop)
+	return h
+}
+
+// userMessages is the conversation of a request with one user message.
+func userMessages(content string) []mockupstream.Message {
+	return []mockupstream.Message{{Role: "user", Content: content}}
+}
+
+// submit queues a request for stream id as an edge does, with a field the
+// relay does not know, which must reach the provider untouched.
+func (h *harness) submit(id, content string) {
+	h.t.Helper()
+	body, _ := json.Marshal(map[string]any{
+		"model":       "mock-1",
+		"messages":    userMessages(content),
+		"temperature": 0.2,
+		"x_custom":    map[string]any{"kept": true},
+	})
+	data, _ := json.Marshal(protocol.Request{StreamID: id, Model: "mock-1", Body: body, Created: time.Now().Unix()})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := h.js.Publish(ctx, protocol.RequestSubject, data, jetstream.WithMsgID(id)); err != nil {
+		h.t.Fatalf("submit: %v", err)
+	}
+}
+
+// frames reads a stream's frames.
+func (h *harness) frames(id string) []chunklog.Entry {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out []chunklog.Entry
+	if _, err := h.reader.Read(ctx, id, 0, func(e chunklog.Entry) error {
+		out = append(out, e)
+		return nil
+	}); err != nil {
+		h.t.Fatalf("read %s: %v", id, err)
+	}
+	return out
+}
+
+// waitEnd waits for the stream's end frame and returns all its frames.
+func (h *harness) waitEnd(id string) []chunklog.Entry {
+	h.t.Helper()
+	var out []chunklog.Entry
+	relaytest.Eventually(h.t, waitFor, 5*time.Millisecond, func() bool {
+		out = h.frames(id)
+		return len(out) > 0 && out[len(out)-1].Frame.Kind == protocol.KindEnd
+	})
+	return out
+}
+
+// waitJob waits for the worker's log line about the stream's job and
+// returns its status.
+func (h *harness) waitJob(id string) string {
+	h.t.Helper()
+	var status string
+	relaytest.Eventually(h.t, waitFor, 5*time.Millisecond, func() bool {
+		line, ok := h.logs.find(func(l map[string]string) bool { return l["msg"] == "job finished" && l["stream"] == id })
+		status = line["status"]
+		return ok
+	})
+	return status
+}
+
+// ackPending returns how many requests are delivered and not acked, and how
+// many wait for delivery.
+func (h *harness) ackPending() (unacked, waiting uint64) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cons, err := h.js.Consumer(ctx, protocol.RequestStream, protocol.WorkerConsumer)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return uint64(info.NumAckPending), info.NumPending
+}
+
+// appendFrames stores frames as another writer would, after what the
+// stream holds.
+func (h *harness) appendFrames(id string, frames ...protocol.Frame) error {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hist, err := readHistory(ctx, h.reader, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	w := chunklog.NewWriter(h.js, h.reader, id, hist.last, hist.seq)
+	for _, f := range frames {
+		if _, err := w.Append(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunkText checks that the chunks are numbered 1..N without gaps, that the
+// end frame follows as N+1, and returns their text.
+func chunkText(t *testing.T, frames []chunklog.Entry) (string, []protocol.Frame) {
+	t.Helper()
+	var text string
+	var chunks []protocol.Frame
+	for _, e := range frames {
+		f := e.Frame
+		switch f.Kind {
+		case protocol.KindChunk:
+			chunks = append(chunks, f)
+			if f.Seq != uint64(len(chunks)) {
+				t.Fatalf("chunk %d has seq %d", len(chunks), f.Seq)
+			}
+			text += f.Content
+		case protocol.KindEnd:
+			if f.Seq != uint64(len(chunks)+1) {
+				t.Fatalf("end frame has seq %d after %d chunks", f.Seq, len(chunks))
+			}
+		}
+	}
+	return text, chunks
+}
+
+// recorder keeps every log record for assertions and passes it on.
+type recorder struct {
+	inner slog.Handler
+	attrs []slog.Attr
+	store *logStore
+}
+
+type logStore struct {
+	mu    sync.Mutex
+	lines []map[string]string
+}
+
+func (s *logStore) find(match func(map[string]string) bool) (map[string]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.lines {
+		if match(l) {
+			return l, true
+		}
+	}
+	return nil, false
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (r *recorder) Handle(ctx context.Context, rec slog.Record) error {
+	line := map[string]string{"msg": rec.Message, "level": rec.Level.String()}
+	for _, a := range r.attrs {
+		line[a.Key] = a.Value.String()
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		line[a.Key] = a.Value.String()
+		return true
+	})
+	r.store.mu.Lock()
+	r.store.lines = append(r.store.lines, line)
+	r.store.mu.Unlock()
+	return r.inner.Handle(ctx, rec)
+}
+
+func (r *recorder) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &recorder{inner: r.inner.WithAttrs(attrs), attrs: append(slices.Clip(r.attrs), attrs...), store: r.store}
+}
+
+func (r *recorder) WithGroup(name string) slog.Handler {
+	return &recorder{inner: r.inner.WithGroup(name), attrs: r.attrs, store: r.store}
+}

@@ -1,0 +1,116 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/upstream"
+)
+
+// outcome is how an attempt ended, in one of three ways:
+//   - logErr != nil: the chunk log refused a frame; with chunklog.ErrFenced
+//     another worker owns the stream now;
+//   - err != nil: the provider or the request failed, as class says;
+//   - otherwise the provider finished the answer with finishReason.
+type outcome struct {
+	finishReason string
+	err          error
+	class        upstream.Class
+	logErr       error
+}
+
+// refused is the outcome of a request the relay cannot send anywhere; err
+// is the *protocol.Error the client gets.
+func refused(err error) outcome {
+	return outcome{err: err, class: upstream.RequestFault}
+}
+
+// errNoToolCallContinuation ends a stream whose earlier owner published
+// tool calls: a prefill continues text, not a half-sent tool call.
+var errNoToolCallContinuation = errors.New("relay: a takeover cannot continue an answer with tool calls")
+
+// endFrame is the terminal frame for out. An answer with any chunk that
+// did not finish is incomplete, never done, so the client knows it is cut.
+func (j *job) endFrame(out outcome) protocol.Frame {
+	f := protocol.Frame{Kind: protocol.KindEnd, Usage: j.usage, Attempts: j.attempts}
+	switch {
+	case out.err == nil:
+		f.Status, f.FinishReason = protocol.StatusDone, out.finishReason
+	case j.writer.Seq() > 0:
+		f.Status = protocol.StatusIncomplete
+		f.Error = &protocol.Error{
+			Message: "The answer is incomplete: " + reason(j.provider, out) + ".",
+			Type:    protocol.TypeIncomplete,
+			Status:  http.StatusBadGateway,
+		}
+	default:
+		f.Status = protocol.StatusFailed
+		f.Error = failure(j.provider, out)
+	}
+	return f
+}
+
+// failure is the error of a stream that failed before any chunk. A request
+// fault is the client's to fix, so it gets the provider's own error and
+// status; anything else is the relay's or the provider's problem.
+func failure(provider string, out outcome) *protocol.Error {
+	if pe := (*protocol.Error)(nil); errors.As(out.err, &pe) {
+		return pe
+	}
+	if out.class == upstream.RequestFault {
+		return providerError(out.err)
+	}
+	return &protocol.Error{
+		Message: "The upstream provider failed: " + reason(provider, out) + ".",
+		Type:    protocol.TypeUpstream,
+		Status:  http.StatusBadGateway,
+	}
+}
+
+// reason says why an attempt failed without quoting the provider's error
+// text, which can hold details of the relay's credentials.
+func reason(provider string, out outcome) string {
+	if errors.Is(out.err, errNoToolCallContinuation) {
+		return "the worker streaming it stopped, and tool calls cannot be continued"
+	}
+	switch out.class {
+	case upstream.Credential:
+		return fmt.Sprintf("provider %s rejected the relay's credentials", provider)
+	case upstream.RequestFault:
+		return fmt.Sprintf("provider %s rejected the request", provider)
+	case upstream.Canceled:
+		return fmt.Sprintf("the call to provider %s was cancelled", provider)
+	}
+	return fmt.Sprintf("provider %s failed or stopped responding", provider)
+}
+
+// providerError renders a request fault as the provider reported it: from
+// a non-2xx answer with its status, or from an error chunk mid-stream,
+// whose status is its code when that is one (vLLM) and 400 otherwise.
+func providerError(err error) *protocol.Error {
+	if se := (*upstream.StatusError)(nil); errors.As(err, &se) {
+		return fromOpenAI(se.Err, se.Status)
+	}
+	if oe := (*upstream.OpenAIError)(nil); errors.As(err, &oe) {
+		status := http.StatusBadRequest
+		if code, convErr := strconv.Atoi(oe.Code); convErr == nil && code >= 400 && code <= 499 {
+			status = code
+		}
+		return fromOpenAI(*oe, status)
+	}
+	return &protocol.Error{Message: err.Error(), Type: protocol.TypeInvalidRequest, Status: http.StatusBadRequest}
+}
+
+func fromOpenAI(e upstream.OpenAIError, status int) *protocol.Error {
+	out := &protocol.Error{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Status: status}
+	if out.Message == "" {
+		out.Message = http.StatusText(status)
+	}
+	if out.Type == "" {
+		out.Type = protocol.TypeInvalidRequest
+	}
+	return out
+}

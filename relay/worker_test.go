@@ -1,0 +1,305 @@
+package relay
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/relaytest"
+)
+
+func TestStreamsAnswer(t *testing.T) {
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: time.Millisecond}})
+	id := protocol.NewStreamID()
+	h.submit(id, "tell me a story")
+
+	frames := h.waitEnd(id)
+	if f := frames[0].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
+		t.Fatalf("first frame = %+v, want a claim by test-worker", f)
+	}
+	text, chunks := chunkText(t, frames)
+	if want := mockupstream.AnswerText(userMessages("tell me a story"), 40); text != want {
+		t.Fatalf("text = %q\nwant   %q", text, want)
+	}
+	for i, c := range chunks {
+		if wantRole := map[bool]string{true: "assistant"}[i == 0]; c.Role != wantRole {
+			t.Errorf("chunk %d role = %q, want %q", c.Seq, c.Role, wantRole)
+		}
+		if c.Provider != "mock" || c.Model != "mock-1" || c.Attempt != 1 || c.Seam != "" {
+			t.Errorf("chunk %d = %+v, want provider mock, model mock-1, attempt 1, no seam", c.Seq, c)
+		}
+	}
+	end := frames[len(frames)-1].Frame
+	if end.Status != protocol.StatusDone || end.FinishReason != "stop" || end.Attempts != 1 || end.Error != nil {
+		t.Fatalf("end = %+v, want done/stop after 1 attempt", end)
+	}
+	if u := end.Usage; u == nil || u.CompletionTokens != 40 || u.PromptTokens == 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+		t.Fatalf("usage = %+v, want 40 completion tokens", end.Usage)
+	}
+	if status := h.waitJob(id); status != "done" {
+		t.Fatalf("job status = %q", status)
+	}
+	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
+		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
+	}
+}
+
+func TestCoalescesChunks(t *testing.T) {
+	const tokens = 3000
+	h := start(t, setup{mock: mockupstream.Config{Tokens: tokens, TokenInterval: -1}})
+	id := protocol.NewStreamID()
+	h.submit(id, "a long one")
+
+	frames := h.waitEnd(id)
+	text, chunks := chunkText(t, frames)
+	if want := mockupstream.AnswerText(userMessages("a long one"), tokens); text != want {
+		t.Fatalf("text differs from the mock's answer (%d vs %d bytes)", len(text), len(want))
+	}
+	if len(chunks) >= tokens {
+		t.Fatalf("%d chunks for %d tokens: deltas were not coalesced", len(chunks), tokens)
+	}
+	for _, c := range chunks {
+		if !utf8.ValidString(c.Content) {
+			t.Fatalf("chunk %d is not valid UTF-8", c.Seq)
+		}
+	}
+	t.Logf("%d tokens in %d chunks", tokens, len(chunks))
+}
+
+func TestRequestFaultFailsWithProviderError(t *testing.T) {
+	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}})
+	id := protocol.NewStreamID()
+	h.submit(id, "[[mock: status=400]] hello")
+
+	frames := h.waitEnd(id)
+	if _, chunks := chunkText(t, frames); len(chunks) != 0 {
+		t.Fatalf("%d chunks published for a rejected request", len(chunks))
+	}
+	end := frames[len(frames)-1].Frame
+	want := protocol.Error{Message: "mock-upstream: injected fault status=400", Type: "invalid_request_error", Status: http.StatusBadRequest}
+	if end.Status != protocol.StatusFailed || end.Error == nil || *end.Error != want {
+		t.Fatalf("end = %+v, error %+v; want failed with %+v", end, end.Error, want)
+	}
+	h.waitJob(id)
+	if st := h.mock.Stats(); st.ChatRequests != 1 || st.ByStatus[http.StatusBadRequest] != 1 {
+		t.Fatalf("mock stats = %+v, want exactly one request answered 400", st)
+	}
+	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
+		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
+	}
+}
+
+func TestCutStreamEndsIncomplete(t *testing.T) {
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}})
+	id := protocol.NewStreamID()
+	content := "[[mock: cut_after=5]] hello"
+	h.submit(id, content)
+
+	frames := h.waitEnd(id)
+	text, _ := chunkText(t, frames)
+	if want := strings.Join(mockupstream.Answer(userMessages(content), 40)[:5], ""); text != want {
+		t.Fatalf("text = %q, want the first 5 tokens %q", text, want)
+	}
+	end := frames[len(frames)-1].Frame
+	if end.Status != protocol.StatusIncomplete || end.FinishReason != "" || end.Error == nil || end.Error.Type != protocol.TypeIncomplete {
+		t.Fatalf("end = %+v, error %+v; want incomplete", end, end.Error)
+	}
+	h.waitJob(id)
+	if st := h.mock.Stats(); st.ChatRequests != 1 {
+		t.Fatalf("%d upstream requests, want 1 (no retries yet)", st.ChatRequests)
+	}
+}
+
+func TestEndedStreamIsOnlyAcked(t *testing.T) {
+	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}})
+	id := protocol.NewStreamID()
+	if err := h.appendFrames(id,
+		protocol.Frame{Kind: protocol.KindClaim, Worker: "earlier"},
+		protocol.Frame{Kind: protocol.KindChunk, Role: "assistant", Content: "hi", Provider: "mock", Model: "mock-1", Attempt: 1},
+		protocol.Frame{Kind: protocol.KindEnd, Status: protocol.StatusDone, FinishReason: "stop", Attempts: 1},
+	); err != nil {
+		t.Fatal(err)
+	}
+	h.submit(id, "hello again")
+
+	if status := h.waitJob(id); status != "already_ended" {
+		t.Fatalf("job status = %q, want already_ended", status)
+	}
+	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
+		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
+	}
+	if n := len(h.frames(id)); n != 3 {
+		t.Fatalf("stream has %d frames, want the 3 it had", n)
+	}
+	if st := h.mock.Stats(); st.ChatRequests != 0 {
+		t.Fatalf("%d upstream requests for an ended stream", st.ChatRequests)
+	}
+}
+
+func TestTakeoverContinuesAnswer(t *testing.T) {
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}})
+	id := protocol.NewStreamID()
+	content := "take it over"
+	answer := mockupstream.AnswerText(userMessages(content), 40)
+	// The dead worker stopped in the middle of a token, on a rune boundary.
+	cut := cutUTF8([]byte(answer), len(answer)/2)
+	first := cutUTF8([]byte(answer), cut/2)
+	if err := h.appendFrames(id,
+		protocol.Frame{Kind: protocol.KindClaim, Worker: "dead-worker"},
+		protocol.Frame{Kind: protocol.KindChunk, Role: "assistant", Content: answer[:first], Provider: "mock", Model: "mock-1", Attempt: 1},
+		protocol.Frame{Kind: protocol.KindChunk, Content: answer[first:cut], Provider: "mock", Model: "mock-1", Attempt: 1},
+	); err != nil {
+		t.Fatal(err)
+	}
+	h.submit(id, content)
+
+	frames := h.waitEnd(id)
+	if f := frames[3].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
+		t.Fatalf("frame after the dead worker's = %+v, want our claim", f)
+	}
+	text, chunks := chunkText(t, frames)
+	if text != answer {
+		t.Fatalf("text = %q\nwant   %q", text, answer)
+	}
+	if len(chunks) < 3 {
+		t.Fatalf("no new chunks after the takeover")
+	}
+	if c := chunks[2]; c.Seam != protocol.SeamTakeover || c.Attempt != 2 || c.Role != "" {
+		t.Fatalf("first new chunk = %+v, want seam takeover, attempt 2, no role", c)
+	}
+	for _, c := range chunks[3:] {
+		if c.Seam != "" || c.Attempt != 2 {
+			t.Fatalf("later chunk = %+v, want attempt 2 without seam", c)
+		}
+	}
+	if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusDone || end.Attempts != 2 {
+		t.Fatalf("end = %+v, want done after 2 attempts", end)
+	}
+	if st := h.mock.Stats(); st.ChatRequests != 1 {
+		t.Fatalf("%d upstream requests, want 1", st.ChatRequests)
+	}
+}
+
+func TestTakeoverOfToolCallsEndsIncomplete(t *testing.T) {
+	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}})
+	id := protocol.NewStreamID()
+	if err := h.appendFrames(id,
+		protocol.Frame{Kind: protocol.KindClaim, Worker: "dead-worker"},
+		protocol.Frame{Kind: protocol.KindChunk, Role: "assistant", Attempt: 1,
+			ToolCalls: []byte(`[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{"}}]`)},
+	); err != nil {
+		t.Fatal(err)
+	}
+	h.submit(id, "call a tool")
+
+	frames := h.waitEnd(id)
+	if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusIncomplete || end.Error == nil || end.Error.Type != protocol.TypeIncomplete {
+		t.Fatalf("end = %+v, want incomplete", end)
+	}
+	if st := h.mock.Stats(); st.ChatRequests != 0 {
+		t.Fatalf("%d upstream requests, want none", st.ChatRequests)
+	}
+}
+
+func TestFencedJobStops(t *testing.T) {
+	// A long AckWait keeps the unacked request from coming back during the
+	// test; slow tokens keep the stream running while it is taken over.
+	h := start(t, setup{
+		mock:     mockupstream.Config{Tokens: 500, TokenInterval: 10 * time.Millisecond},
+		topology: protocol.Topology{AckWait: time.Minute},
+	})
+	id := protocol.NewStreamID()
+	h.submit(id, "slow answer")
+
+	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool {
+		_, chunks := chunkText(t, h.frames(id))
+		return len(chunks) > 0
+	})
+	// Appending races with the worker's appends; retry until our claim is
+	// chained on its latest frame.
+	relaytest.Eventually(t, waitFor, time.Millisecond, func() bool {
+		err := h.appendFrames(id, protocol.Frame{Kind: protocol.KindClaim, Worker: "usurper"})
+		if err != nil && !errors.Is(err, chunklog.ErrFenced) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+
+	if status := h.waitJob(id); status != "fenced" {
+		t.Fatalf("job status = %q, want fenced", status)
+	}
+	frames := h.frames(id)
+	if last := frames[len(frames)-1].Frame; last.Kind != protocol.KindClaim || last.Worker != "usurper" {
+		t.Fatalf("last frame = %+v, want the usurper's claim: the fenced worker wrote after it", last)
+	}
+	if unacked, _ := h.ackPending(); unacked != 1 {
+		t.Fatalf("%d unacked requests, want 1: a fenced job must not ack", unacked)
+	}
+}
+
+func TestShutdownLeavesStreamUnacked(t *testing.T) {
+	h := start(t, setup{
+		mock:     mockupstream.Config{Tokens: 500, TokenInterval: 10 * time.Millisecond},
+		topology: protocol.Topology{AckWait: time.Minute},
+	})
+	id := protocol.NewStreamID()
+	h.submit(id, "interrupted")
+	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool {
+		_, chunks := chunkText(t, h.frames(id))
+		return len(chunks) > 0
+	})
+
+	h.stop()
+	if status := h.waitJob(id); status != "shutdown" {
+		t.Fatalf("job status = %q, want shutdown", status)
+	}
+	if last := h.frames(id); last[len(last)-1].Frame.Kind == protocol.KindEnd {
+		t.Fatal("a job stopped by shutdown wrote an end frame")
+	}
+	if unacked, _ := h.ackPending(); unacked != 1 {
+		t.Fatalf("%d unacked requests, want 1", unacked)
+	}
+}
+
+func TestMaxInflightBoundsConcurrency(t *testing.T) {
+	const slots, requests = 2, 6
+	var active, peak atomic.Int64
+	h := start(t, setup{
+		mock:   mockupstream.Config{Tokens: 20, TokenInterval: 5 * time.Millisecond},
+		worker: Config{MaxInflight: slots},
+		wrap: func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := active.Add(1)
+				defer active.Add(-1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				next.ServeHTTP(w, r)
+			})
+		},
+	})
+	ids := make([]string, requests)
+	for i := range ids {
+		ids[i] = protocol.NewStreamID()
+		h.submit(ids[i], "request "+ids[i])
+	}
+	for _, id := range ids {
+		frames := h.waitEnd(id)
+		text, _ := chunkText(t, frames)
+		if want := mockupstream.AnswerText(userMessages("request "+id), 20); text != want {
+			t.Errorf("stream %s: text = %q, want %q", id, text, want)
+		}
+		if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusDone {
+			t.Errorf("stream %s ended %s", id, end.Status)
+		}
+	}
+	if p := peak.Load(); p != slots {
+		t.Fatalf("peak concurrent upstream calls = %d, want %d", p, slots)
+	}
+}
