@@ -1,0 +1,166 @@
+package edge
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// serveCompletion answers a request with "stream": false. It follows the
+// same durable stream as a streaming client and answers once it ended: one
+// chat.completion if the stream is done, otherwise the end frame's error, so
+// that a cut answer never looks finished.
+func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origin) {
+	ctx, done := s.clients.add(r.Context(), clientUnary)
+	defer done()
+	f, err := s.hub.follow(o.view.id, o.after.JSSeq, s.cfg.ClientBuffer)
+	if err != nil {
+		writeError(w, unavailable("following the stream", err))
+		return
+	}
+	defer f.close()
+	var acc completion
+	var end chunklog.Entry
+	for !f.ended() {
+		entries, err := f.next(ctx, s.cfg.Keepalive)
+		for _, e := range entries {
+			if e.Frame.Kind == protocol.KindEnd {
+				end = e
+			} else if aerr := acc.add(e.Frame); aerr != nil && err == nil {
+				err = aerr
+			}
+		}
+		if err != nil {
+			if r.Context().Err() != nil {
+				return // the client left
+			}
+			if !errors.Is(err, errShuttingDown) {
+				s.log.Warn("completion interrupted", "stream_id", o.view.id, "err", err)
+			}
+			writeError(w, &protocol.Error{Message: err.Error(), Type: protocol.TypeServer, Code: CodeInterrupted, Status: http.StatusBadGateway})
+			return
+		}
+	}
+	if end.Frame.Status != protocol.StatusDone {
+		e := endError(end.Frame)
+		writeJSON(w, e.Status, failureObject{Error: newErrorObject(e), Relay: o.view.endRelay(end)})
+		return
+	}
+	writeJSON(w, http.StatusOK, acc.object(o.view, end))
+}
+
+// completion accumulates a stream's chunks into one message.
+type completion struct {
+	content strings.Builder
+	// toolCalls by their index in the deltas.
+	toolCalls map[int]*toolCall
+	// provider and model generated the last chunk.
+	provider, model string
+}
+
+// completionObject is OpenAI's chat.completion.
+type completionObject struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *protocol.Usage    `json:"usage,omitempty"`
+	Relay   completionRelay    `json:"relay"`
+}
+
+type completionChoice struct {
+	Index        int               `json:"index"`
+	Message      completionMessage `json:"message"`
+	FinishReason string            `json:"finish_reason"`
+}
+
+type completionMessage struct {
+	Role string `json:"role"`
+	// Content is null when the answer is only tool calls, as OpenAI sends it.
+	Content   *string    `json:"content"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+}
+
+type completionRelay struct {
+	endRelay
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+}
+
+// toolCall is a complete tool call, as in a chat.completion message.
+type toolCall struct {
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// toolCallDelta is a streamed fragment of a tool call: the call is named by
+// index, its arguments split across chunks.
+type toolCallDelta struct {
+	Index    int          `json:"index"`
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+func (c *completion) add(f protocol.Frame) error {
+	c.content.WriteString(f.Content)
+	if f.Provider != "" {
+		c.provider, c.model = f.Provider, f.Model
+	}
+	if len(f.ToolCalls) == 0 {
+		return nil
+	}
+	var deltas []toolCallDelta
+	if err := json.Unmarshal(f.ToolCalls, &deltas); err != nil {
+		return fmt.Errorf("edge: chunk %d: tool_calls: %w", f.Seq, err)
+	}
+	if c.toolCalls == nil {
+		c.toolCalls = map[int]*toolCall{}
+	}
+	for _, d := range deltas {
+		tc := c.toolCalls[d.Index]
+		if tc == nil {
+			tc = &toolCall{}
+			c.toolCalls[d.Index] = tc
+		}
+		tc.ID = cmp.Or(d.ID, tc.ID)
+		tc.Type = cmp.Or(d.Type, tc.Type)
+		tc.Function.Name += d.Function.Name
+		tc.Function.Arguments += d.Function.Arguments
+	}
+	return nil
+}
+
+func (c *completion) object(v view, end chunklog.Entry) completionObject {
+	msg := completionMessage{Role: "assistant"}
+	for _, i := range slices.Sorted(maps.Keys(c.toolCalls)) {
+		msg.ToolCalls = append(msg.ToolCalls, *c.toolCalls[i])
+	}
+	if content := c.content.String(); content != "" || len(msg.ToolCalls) == 0 {
+		msg.Content = &content
+	}
+	return completionObject{
+		ID:      v.completionID(),
+		Object:  "chat.completion",
+		Created: v.meta.Created,
+		Model:   v.meta.Model,
+		Choices: []completionChoice{{Message: msg, FinishReason: finishReason(end.Frame)}},
+		Usage:   end.Frame.Usage,
+		Relay:   completionRelay{endRelay: v.endRelay(end), Provider: c.provider, Model: c.model},
+	}
+}

@@ -1,0 +1,87 @@
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+func TestNonStreamingCompletion(t *testing.T) {
+	e := newEnv(t)
+	w := e.startWorker(&worker{script: answer(5)})
+	edge := e.startEdge(Config{})
+
+	// No "stream" means false, as with OpenAI.
+	res := do(t, "POST", edge.url+"/v1/chat/completions", `{"model":"gpt-test","messages":[{"role":"user","content":"hi"}]}`, nil)
+	body := readAll(t, res)
+	id := res.Header.Get("X-Relay-Stream-Id")
+	req := <-w.reqs
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("status %d: %s", res.StatusCode, body)
+	}
+	want := fmt.Sprintf(`{"id":"chatcmpl-%[1]s","object":"chat.completion","created":%[2]d,"model":"gpt-test",`+
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"w1 w2 w3 w4 w5 "},"finish_reason":"stop"}],`+
+		`"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8},`+
+		`"relay":{"stream_id":"%[1]s","seq":6,"cursor":"6-7","status":"done","attempts":1,"cost":0.25,"provider":"alpha","model":"gpt-test"}}`+"\n",
+		id, req.Created)
+	if body != want {
+		t.Fatalf("body\n%s\nwant\n%s", body, want)
+	}
+}
+
+func TestNonStreamingToolCalls(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: func(protocol.Request) []protocol.Frame {
+		return []protocol.Frame{
+			{Kind: protocol.KindChunk, Role: "assistant", ToolCalls: []byte(`[{"index":0,"id":"call_a","type":"function","function":{"name":"get","arguments":""}},{"index":1,"id":"call_b","type":"function","function":{"name":"put","arguments":"{\"k\""}}]`)},
+			{Kind: protocol.KindChunk, ToolCalls: []byte(`[{"index":1,"function":{"arguments":":1}"}},{"index":0,"function":{"arguments":"{}"}}]`)},
+			{Kind: protocol.KindEnd, Status: protocol.StatusDone, FinishReason: "tool_calls", Attempts: 1},
+		}
+	}})
+	edge := e.startEdge(Config{})
+	var got struct {
+		Choices []struct {
+			Message      completionMessage `json:"message"`
+			FinishReason string            `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	body := readAll(t, do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "call"), nil))
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	msg := got.Choices[0].Message
+	if msg.Content != nil || len(msg.ToolCalls) != 2 || got.Choices[0].FinishReason != "tool_calls" ||
+		msg.ToolCalls[0].ID != "call_a" || msg.ToolCalls[0].Function.Arguments != "{}" ||
+		msg.ToolCalls[1].Function.Name != "put" || msg.ToolCalls[1].Function.Arguments != `{"k":1}` {
+		t.Fatalf("body %s", body)
+	}
+}
+
+func TestNonStreamingErrorTerminal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    *protocol.Error
+		status int
+	}{
+		{"status from the error", &protocol.Error{Message: "rate limited everywhere", Type: protocol.TypeUpstream, Code: "rate_limited", Status: 429}, 429},
+		{"default 502", nil, 502},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.startWorker(&worker{script: failing(protocol.StatusFailed, tc.err)})
+			edge := e.startEdge(Config{})
+			res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "hi"), nil)
+			body := readAll(t, res)
+			var got failureObject
+			if err := json.Unmarshal([]byte(body), &got); err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != tc.status || got.Error.Type != protocol.TypeUpstream || got.Relay.Status != protocol.StatusFailed || got.Relay.StreamID != res.Header.Get("X-Relay-Stream-Id") {
+				t.Fatalf("status %d: %s", res.StatusCode, body)
+			}
+		})
+	}
+}

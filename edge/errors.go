@@ -1,0 +1,93 @@
+package edge
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// Error codes the edge puts in OpenAI error bodies. Clients branch on them,
+// so they are part of the API.
+const (
+	CodeInvalidJSON      = "invalid_json"
+	CodeInvalidValue     = "invalid_value"
+	CodeBodyTooLarge     = "body_too_large"
+	CodeModelNotFound    = "model_not_found"
+	CodeInvalidStreamID  = "invalid_stream_id"
+	CodeInvalidCursor    = "invalid_cursor"
+	CodeStreamNotFound   = "stream_not_found"
+	CodeCursorMismatch   = "cursor_mismatch"
+	CodeCursorExpired    = "cursor_expired"
+	CodeStreamActive     = "stream_active"
+	CodeUnknownURL       = "unknown_url"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeUnavailable      = "unavailable"
+	// CodeInterrupted ends a response the edge could not finish (it shuts
+	// down, or lost the log): the client resumes from its last cursor.
+	CodeInterrupted = "stream_interrupted"
+)
+
+// invalid is a 400 naming the parameter at fault.
+func invalid(param, code, format string, args ...any) *protocol.Error {
+	return &protocol.Error{
+		Message: fmt.Sprintf(format, args...),
+		Type:    protocol.TypeInvalidRequest,
+		Param:   param,
+		Code:    code,
+		Status:  http.StatusBadRequest,
+	}
+}
+
+// unavailable is a 503 for a NATS call that failed: the request may succeed
+// on a retry, here or on another edge.
+func unavailable(what string, err error) *protocol.Error {
+	return &protocol.Error{
+		Message: fmt.Sprintf("%s: %v", what, err),
+		Type:    protocol.TypeServer,
+		Code:    CodeUnavailable,
+		Status:  http.StatusServiceUnavailable,
+	}
+}
+
+// errorObject is OpenAI's error object. param and code are null rather than
+// absent when unset, as OpenAI sends them; Status never reaches a client.
+type errorObject struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+func newErrorObject(e *protocol.Error) errorObject {
+	o := errorObject{Message: e.Message, Type: e.Type}
+	if e.Param != "" {
+		o.Param = &e.Param
+	}
+	if e.Code != "" {
+		o.Code = &e.Code
+	}
+	return o
+}
+
+// statusOf is the HTTP status an error maps to; fallback when it has none.
+func statusOf(e *protocol.Error, fallback int) int {
+	if e.Status >= 400 && e.Status <= 599 {
+		return e.Status
+	}
+	return fallback
+}
+
+// writeError answers with e as an OpenAI error body.
+func writeError(w http.ResponseWriter, e *protocol.Error) {
+	writeJSON(w, statusOf(e, http.StatusInternalServerError), struct {
+		Error errorObject `json:"error"`
+	}{newErrorObject(e)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body := marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}

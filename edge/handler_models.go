@@ -1,0 +1,25 @@
+package edge
+
+import "net/http"
+
+type modelList struct {
+	Object string        `json:"object"`
+	Data   []modelObject `json:"data"`
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// handleModels lists the Catalog's models, so SDKs and UIs that list models
+// first work unchanged.
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	list := modelList{Object: "list", Data: []modelObject{}}
+	for _, m := range s.catalog.Models() {
+		list.Data = append(list.Data, modelObject{ID: m, Object: "model", OwnedBy: "relay"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}

@@ -1,0 +1,82 @@
+package edge
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// handleStream serves GET /v1/streams/{id}: the stream as server-sent
+// events after the client's cursor, live until the end frame. The cursor is
+// the Last-Event-ID header an EventSource sends when it reconnects, or the
+// last_event_id query parameter for a first connection; the header wins.
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
+	cursor, cursorParam := r.Header.Get("Last-Event-ID"), "Last-Event-ID"
+	if cursor == "" {
+		cursor, cursorParam = r.URL.Query().Get("last_event_id"), "last_event_id"
+	}
+	o, e := s.open(r.Context(), r.PathValue("id"), "id", cursor, cursorParam)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.serveSSE(w, r, o)
+}
+
+// serveSSE streams the frames after o.after as server-sent events until the
+// end frame (then "data: [DONE]"), the client leaves, or the edge stops.
+func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin) {
+	out := newSSEWriter(w)
+	if o.end != nil {
+		out.start(s.cfg.RetryHint)
+		out.done()
+		out.flush()
+		return
+	}
+	ctx, done := s.clients.add(r.Context(), clientSSE)
+	defer done()
+	f, err := s.hub.follow(o.view.id, o.after.JSSeq, s.cfg.ClientBuffer)
+	if err != nil {
+		writeError(w, unavailable("following the stream", err))
+		return
+	}
+	defer f.close()
+	out.start(s.cfg.RetryHint)
+	if err := out.flush(); err != nil {
+		return
+	}
+	for {
+		entries, err := f.next(ctx, s.cfg.Keepalive)
+		for _, e := range entries {
+			out.event(cursorOf(e).String(), marshal(o.view.object(e)))
+		}
+		switch {
+		case f.ended():
+			out.done()
+		case err != nil:
+			if r.Context().Err() != nil {
+				return // the client left
+			}
+			if !errors.Is(err, errShuttingDown) {
+				s.log.Warn("stream interrupted", "stream_id", o.view.id, "err", err)
+			}
+			out.event("", interrupted(err))
+		case len(entries) == 0:
+			out.keepalive()
+		}
+		if werr := out.flush(); werr != nil || err != nil || f.ended() {
+			return
+		}
+	}
+}
+
+// interrupted is the data of the event that ends a response the edge could
+// not finish. It has no id, so an EventSource reconnects after the last
+// frame it got; an SDK raises it as an error rather than returning a cut
+// answer.
+func interrupted(cause error) []byte {
+	return marshal(struct {
+		Error errorObject `json:"error"`
+	}{newErrorObject(&protocol.Error{Message: cause.Error(), Type: protocol.TypeServer, Code: CodeInterrupted})})
+}

@@ -1,0 +1,297 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// # WebSocket protocol (GET /v1/ws)
+//
+// Every message is one JSON object with a "type". One connection may follow
+// several streams at once; every server message about a stream carries its
+// stream_id.
+//
+//	from    type     fields                                   meaning
+//	client  start    request: a chat completion request       queue a generation and follow it ("stream" is ignored)
+//	client  resume   stream_id, after: a cursor or ""         follow a stream after the cursor ("" = from the start)
+//	server  started  stream_id                                a start was accepted; answers come in the order starts were sent
+//	server  chunk    stream_id, cursor, chunk                 chunk is the chat.completion.chunk an SSE client gets
+//	server  end      stream_id, cursor, status,               the stream ended; nothing follows for that stream_id.
+//	                 finish_reason?, usage?, error?,          finish_reason and usage when status is "done", error
+//	                 attempts, cost                           (OpenAI's shape) otherwise
+//	server  error    stream_id?, error                        a start or resume was refused, or a stream could not be
+//	                                                          followed further (code "stream_interrupted": resume it)
+//
+// A future {"type":"cancel","stream_id"} will cancel a generation.
+//
+// The server pings every Keepalive and drops a client it heard nothing
+// from (not even a pong) for two intervals. A message larger than
+// MaxBodyBytes plus a small envelope closes the connection (1009). When the
+// edge shuts down it closes with 1001 (going away): resume each stream
+// elsewhere after its last cursor.
+
+// wsEnvelope is the room a WebSocket message has for its envelope beyond
+// MaxBodyBytes of request.
+const wsEnvelope = 4 << 10
+
+// errWSClosed ends a connection's reader when the client closed or broke
+// the connection, so that the writer and the streams stop too.
+var errWSClosed = errors.New("edge: websocket closed")
+
+// wsIn is a client message.
+type wsIn struct {
+	Type     string          `json:"type"`
+	Request  json.RawMessage `json:"request"`
+	StreamID string          `json:"stream_id"`
+	After    string          `json:"after"`
+}
+
+// wsOut is a server message.
+type wsOut struct {
+	Type         string          `json:"type"`
+	StreamID     string          `json:"stream_id,omitempty"`
+	Cursor       string          `json:"cursor,omitempty"`
+	Chunk        *chunkObject    `json:"chunk,omitempty"`
+	Status       protocol.Status `json:"status,omitempty"`
+	FinishReason string          `json:"finish_reason,omitempty"`
+	Usage        *protocol.Usage `json:"usage,omitempty"`
+	Error        *errorObject    `json:"error,omitempty"`
+	Attempts     int             `json:"attempts,omitempty"`
+	Cost         float64         `json:"cost,omitempty"`
+}
+
+// handleWS serves GET /v1/ws.
+func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	conn, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader answered the client
+	}
+	ctx, done := s.clients.add(r.Context(), clientWS)
+	defer done()
+	c := &wsConn{s: s, conn: conn, out: make(chan wsOut, s.cfg.ClientBuffer), active: map[string]bool{}}
+	if err := c.run(ctx); !errors.Is(err, errWSClosed) && !errors.Is(err, errShuttingDown) {
+		s.log.Debug("websocket ended", "err", err)
+	}
+}
+
+// wsConn is one WebSocket client: a reader, a writer, and one goroutine per
+// stream it follows, all feeding the bounded send queue.
+type wsConn struct {
+	s    *Server
+	conn *websocket.Conn
+	out  chan wsOut
+
+	mu     sync.Mutex
+	active map[string]bool // streams followed on this connection
+
+	streams sync.WaitGroup
+}
+
+func (c *wsConn) run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.readLoop(ctx) })
+	g.Go(func() error { return c.writeLoop(ctx) })
+	err := g.Wait()
+	c.streams.Wait()
+	return err
+}
+
+func (c *wsConn) readLoop(ctx context.Context) error {
+	wait := 2 * c.s.cfg.Keepalive
+	c.conn.SetReadLimit(c.s.cfg.MaxBodyBytes + wsEnvelope)
+	c.conn.SetReadDeadline(time.Now().Add(wait))
+	c.conn.SetPongHandler(func(string) error { return c.conn.SetReadDeadline(time.Now().Add(wait)) })
+	for {
+		_, data, err := c.conn.ReadMessage()
+		if err != nil {
+			return fmt.Errorf("%w: %v", errWSClosed, err)
+		}
+		if err := c.handle(ctx, data); err != nil {
+			return err
+		}
+		// Extended after handling, which may take a NATS round trip: pongs
+		// that arrived meanwhile are only read by the next ReadMessage.
+		c.conn.SetReadDeadline(time.Now().Add(wait))
+	}
+}
+
+// writeLoop sends what is queued, everything queued at once, and pings.
+// It closes the connection when it returns, which also ends the reader.
+func (c *wsConn) writeLoop(ctx context.Context) error {
+	defer c.conn.Close()
+	ping := time.NewTicker(c.s.cfg.Keepalive)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errShuttingDown) {
+				msg := websocket.FormatCloseMessage(websocket.CloseGoingAway, "edge shutting down; resume elsewhere")
+				c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+			}
+			return context.Cause(ctx)
+		case m := <-c.out:
+			c.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if err := c.writeQueued(m); err != nil {
+				return err
+			}
+		case <-ping.C:
+			if err := c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (c *wsConn) writeQueued(m wsOut) error {
+	for {
+		if err := c.conn.WriteJSON(m); err != nil {
+			return err
+		}
+		select {
+		case m = <-c.out:
+		default:
+			return nil
+		}
+	}
+}
+
+// send queues a message, waiting while the queue is full: a slow client
+// slows its own streams, whose followers then catch up from the log.
+func (c *wsConn) send(ctx context.Context, m wsOut) error {
+	select {
+	case c.out <- m:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (c *wsConn) sendError(ctx context.Context, streamID string, e *protocol.Error) error {
+	obj := newErrorObject(e)
+	return c.send(ctx, wsOut{Type: "error", StreamID: streamID, Error: &obj})
+}
+
+// handle acts on one client message. It returns an error only when the
+// connection is ending; a bad message is answered with an error message.
+func (c *wsConn) handle(ctx context.Context, data []byte) error {
+	var in wsIn
+	if err := json.Unmarshal(data, &in); err != nil {
+		return c.sendError(ctx, "", invalid("", CodeInvalidJSON, "a message must be a JSON object with a type"))
+	}
+	switch in.Type {
+	case "start":
+		req, e := parseChatRequest(in.Request, c.s.catalog.Serves)
+		if e != nil {
+			return c.sendError(ctx, "", e)
+		}
+		id, meta, e := c.s.submit(ctx, "", req)
+		if e != nil {
+			return c.sendError(ctx, "", e)
+		}
+		if err := c.send(ctx, wsOut{Type: "started", StreamID: id}); err != nil {
+			return err
+		}
+		return c.follow(ctx, origin{view: view{id: id, meta: meta}})
+	case "resume":
+		o, e := c.s.open(ctx, in.StreamID, "stream_id", in.After, "after")
+		if e != nil {
+			return c.sendError(ctx, in.StreamID, e)
+		}
+		if o.end != nil {
+			return c.send(ctx, endMessage(o.view, *o.end))
+		}
+		return c.follow(ctx, o)
+	}
+	return c.sendError(ctx, "", invalid("type", CodeInvalidValue, "unknown message type %q: want start or resume", in.Type))
+}
+
+// follow starts a goroutine that sends the stream's frames after o.after.
+func (c *wsConn) follow(ctx context.Context, o origin) error {
+	id := o.view.id
+	c.mu.Lock()
+	if c.active[id] {
+		c.mu.Unlock()
+		e := invalid("stream_id", CodeStreamActive, "stream %s is already followed on this connection", id)
+		e.Status = http.StatusConflict
+		return c.sendError(ctx, id, e)
+	}
+	c.active[id] = true
+	c.mu.Unlock()
+	f, err := c.s.hub.follow(id, o.after.JSSeq, c.s.cfg.ClientBuffer)
+	if err != nil {
+		c.inactive(id)
+		return c.sendError(ctx, id, unavailable("following the stream", err))
+	}
+	c.streams.Go(func() {
+		defer c.inactive(id)
+		defer f.close()
+		c.pump(ctx, o.view, f)
+	})
+	return nil
+}
+
+func (c *wsConn) inactive(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.active, id)
+}
+
+// pump sends one stream's frames until its end frame or the connection
+// ends.
+func (c *wsConn) pump(ctx context.Context, v view, f *follower) {
+	for !f.ended() {
+		entries, err := f.next(ctx, c.s.cfg.Keepalive)
+		for _, e := range entries {
+			if c.send(ctx, message(v, e)) != nil {
+				return
+			}
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				c.s.log.Warn("stream interrupted", "stream_id", v.id, "err", err)
+				c.sendError(ctx, v.id, &protocol.Error{Message: err.Error(), Type: protocol.TypeServer, Code: CodeInterrupted})
+			}
+			return
+		}
+	}
+}
+
+// message renders a chunk or end frame.
+func message(v view, e chunklog.Entry) wsOut {
+	if e.Frame.Kind == protocol.KindEnd {
+		return endMessage(v, e)
+	}
+	chunk := v.chunk(e)
+	return wsOut{Type: "chunk", StreamID: v.id, Cursor: cursorOf(e).String(), Chunk: &chunk}
+}
+
+func endMessage(v view, e chunklog.Entry) wsOut {
+	f := e.Frame
+	m := wsOut{
+		Type:     "end",
+		StreamID: v.id,
+		Cursor:   cursorOf(e).String(),
+		Status:   f.Status,
+		Attempts: f.Attempts,
+		Cost:     f.Cost,
+	}
+	if f.Status == protocol.StatusDone {
+		m.FinishReason = finishReason(f)
+		m.Usage = f.Usage
+	} else {
+		obj := newErrorObject(endError(f))
+		m.Error = &obj
+	}
+	return m
+}

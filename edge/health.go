@@ -1,0 +1,34 @@
+package edge
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/relaydev/relay/relay/natsconn"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// handleHealth reports that the process serves HTTP; it checks nothing
+// else, so a NATS outage does not get the edge restarted.
+func handleHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}
+
+// handleReady reports whether the edge can accept requests: NATS is
+// connected and the streams and bucket exist.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), natsTimeout)
+	defer cancel()
+	err := natsconn.Ready(s.nc)
+	if err == nil {
+		err = protocol.Check(ctx, s.js)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(err.Error() + "\n"))
+		return
+	}
+	w.Write([]byte("ok\n"))
+}

@@ -1,0 +1,225 @@
+package edge
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// hubQueue is the capacity of the one channel every live subscription of an
+// edge delivers into. A channel subscription has no pending limits of its
+// own: nats.go drops a message when the channel is full, so it is sized for
+// bursts across all streams, and the hub tells followers to re-read the log
+// when it was ever full.
+const hubQueue = 1 << 16
+
+// hub fans live frames out to the followers on this edge: one core
+// subscription per stream served here, however many clients follow it, all
+// delivering into one channel that one dispatcher goroutine routes. No
+// goroutine and no JetStream consumer is created per stream or per client.
+//
+// The dispatcher lives as long as the NATS connection: it stops when the
+// connection is closed.
+type hub struct {
+	nc     *nats.Conn
+	hist   history
+	log    *slog.Logger
+	msgs   chan *nats.Msg
+	status chan nats.Status
+
+	mu      sync.RWMutex
+	streams map[string]*hubStream
+
+	stats readStats
+}
+
+// hubStream is one stream's subscription and the followers it feeds.
+type hubStream struct {
+	sub       *nats.Subscription
+	followers map[*follower]struct{}
+}
+
+// readStats counts how the read path coped; metrics will export them.
+type readStats struct {
+	// dropped counts live frames not queued because a follower's queue was
+	// full; the follower re-reads them from the log.
+	dropped atomic.Uint64
+	// resyncs counts the times every follower was told to re-read the log:
+	// after a reconnect, or after the hub channel filled up.
+	resyncs atomic.Uint64
+	// catchUps counts re-reads of the log, by what triggered them.
+	catchUps [numCatchUpReasons]atomic.Uint64
+}
+
+// catchUpReason says why a follower re-read the log after the frame it
+// had.
+type catchUpReason int
+
+const (
+	// catchUpGap: a live frame did not follow the last one (a message was
+	// lost, or a queue overflowed and later frames were queued again).
+	catchUpGap catchUpReason = iota
+	// catchUpWoken: the hub dropped frames for this follower, or asked every
+	// follower to re-read.
+	catchUpWoken
+	// catchUpIdle: nothing arrived for a keepalive interval; the re-read
+	// finds frames whose live copy never arrived (e.g. a history read served
+	// by a lagging replica).
+	catchUpIdle
+	numCatchUpReasons
+)
+
+func newHub(nc *nats.Conn, hist history, log *slog.Logger) *hub {
+	h := &hub{
+		nc:      nc,
+		hist:    hist,
+		log:     log,
+		msgs:    make(chan *nats.Msg, hubQueue),
+		status:  nc.StatusChanged(nats.CONNECTED, nats.CLOSED),
+		streams: map[string]*hubStream{},
+	}
+	go h.run()
+	return h
+}
+
+// follow returns a follower of stream id that starts after JetStream
+// sequence after. It is subscribed before it reads any history, so nothing
+// stored meanwhile is missed. The caller must close it.
+func (h *hub) follow(id string, after uint64, buffer int) (*follower, error) {
+	f := newFollower(h, id, after, buffer)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hs := h.streams[id]
+	if hs == nil {
+		sub, err := h.nc.ChanSubscribe(protocol.LiveSubject(id), h.msgs)
+		if err != nil {
+			return nil, fmt.Errorf("edge: subscribe %s: %w", protocol.LiveSubject(id), err)
+		}
+		hs = &hubStream{sub: sub, followers: map[*follower]struct{}{}}
+		h.streams[id] = hs
+	}
+	hs.followers[f] = struct{}{}
+	return f, nil
+}
+
+// leave removes f, and the stream's subscription with its last follower.
+func (h *hub) leave(f *follower) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hs := h.streams[f.id]
+	if hs == nil {
+		return
+	}
+	delete(hs.followers, f)
+	if len(hs.followers) == 0 {
+		if err := hs.sub.Unsubscribe(); err != nil && !h.nc.IsClosed() {
+			h.log.Warn("unsubscribe live subject", "stream_id", f.id, "err", err)
+		}
+		delete(h.streams, f.id)
+	}
+}
+
+// subscriptions is how many streams the hub is subscribed to.
+func (h *hub) subscriptions() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.streams)
+}
+
+func (h *hub) run() {
+	defer h.nc.RemoveStatusListener(h.status)
+	saturated := false
+	for {
+		select {
+		case m := <-h.msgs:
+			// Just after a receive the channel can hold at most cap-1
+			// messages; holding that many means it was full, and nats.go
+			// may have dropped messages for any stream.
+			if len(h.msgs) >= cap(h.msgs)-1 {
+				saturated = true
+			}
+			h.dispatch(m)
+			if saturated && len(h.msgs) == 0 {
+				saturated = false
+				h.resync()
+			}
+		case st := <-h.status:
+			switch st {
+			case nats.CLOSED:
+				return
+			case nats.CONNECTED:
+				// Live messages published while disconnected are lost.
+				h.resync()
+			}
+		}
+	}
+}
+
+func (h *hub) dispatch(m *nats.Msg) {
+	id, _ := protocol.StreamIDFromLive(m.Subject)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	hs := h.streams[id]
+	if hs == nil {
+		return
+	}
+	lf, err := decodeLive(m)
+	if err != nil {
+		// Followers see the next frame's gap and read this one from the
+		// log, where it fails loudly.
+		h.log.Warn("undecodable live frame", "stream_id", id, "err", err)
+		return
+	}
+	for f := range hs.followers {
+		select {
+		case f.live <- lf:
+		default:
+			h.stats.dropped.Add(1)
+			f.wakeUp()
+		}
+	}
+}
+
+// resync tells every follower to re-read the log after its last frame.
+func (h *hub) resync() {
+	h.stats.resyncs.Add(1)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, hs := range h.streams {
+		for f := range hs.followers {
+			f.wakeUp()
+		}
+	}
+}
+
+// liveFrame is one frame republished by RELAY_CHUNKS, decoded once and
+// shared read-only by every follower of its stream.
+type liveFrame struct {
+	entry chunklog.Entry
+	// prev is Nats-Last-Sequence: the JetStream sequence of the frame
+	// stored before this one on the same subject, 0 for the first.
+	prev uint64
+}
+
+func decodeLive(m *nats.Msg) (*liveFrame, error) {
+	seq, err := strconv.ParseUint(m.Header.Get(protocol.HeaderSequence), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("edge: %s header: %w", protocol.HeaderSequence, err)
+	}
+	prev, err := strconv.ParseUint(m.Header.Get(protocol.HeaderLastSequence), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("edge: %s header: %w", protocol.HeaderLastSequence, err)
+	}
+	frame, err := protocol.DecodeFrame(m.Data)
+	if err != nil {
+		return nil, err
+	}
+	return &liveFrame{entry: chunklog.Entry{JSSeq: seq, Frame: frame}, prev: prev}, nil
+}

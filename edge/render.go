@@ -1,0 +1,179 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// view renders one stream's frames as the OpenAI objects clients expect,
+// with a "relay" extension that SDKs ignore and relay-aware clients read.
+type view struct {
+	id   string
+	meta protocol.Meta
+}
+
+// chunkObject is OpenAI's chat.completion.chunk.
+type chunkObject struct {
+	ID      string          `json:"id"`
+	Object  string          `json:"object"`
+	Created int64           `json:"created"`
+	Model   string          `json:"model"`
+	Choices []chunkChoice   `json:"choices"`
+	Usage   *protocol.Usage `json:"usage,omitempty"`
+	Relay   any             `json:"relay"`
+}
+
+type chunkChoice struct {
+	Index        int        `json:"index"`
+	Delta        chunkDelta `json:"delta"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type chunkDelta struct {
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+}
+
+// chunkRelay says where a chunk is in the stream and who generated it.
+type chunkRelay struct {
+	StreamID string        `json:"stream_id"`
+	Seq      uint64        `json:"seq"`
+	Cursor   string        `json:"cursor"`
+	Provider string        `json:"provider"`
+	Model    string        `json:"model"`
+	Attempt  int           `json:"attempt"`
+	Seam     protocol.Seam `json:"seam,omitempty"`
+}
+
+// endRelay describes how a stream ended.
+type endRelay struct {
+	StreamID string          `json:"stream_id"`
+	Seq      uint64          `json:"seq"`
+	Cursor   string          `json:"cursor"`
+	Status   protocol.Status `json:"status"`
+	Attempts int             `json:"attempts"`
+	Cost     float64         `json:"cost"`
+}
+
+// failureObject is the data of the event that ends a stream that is not
+// done: an OpenAI error, so SDKs raise instead of returning a cut answer.
+type failureObject struct {
+	Error errorObject `json:"error"`
+	Relay endRelay    `json:"relay"`
+}
+
+func cursorOf(e chunklog.Entry) protocol.Cursor {
+	return protocol.Cursor{Seq: e.Frame.Seq, JSSeq: e.JSSeq}
+}
+
+func (v view) completionID() string { return "chatcmpl-" + v.id }
+
+// object renders a chunk or an end frame as SSE data: a chunkObject, or a
+// failureObject for an end that is not done.
+func (v view) object(e chunklog.Entry) any {
+	f := e.Frame
+	switch {
+	case f.Kind == protocol.KindChunk:
+		return v.chunk(e)
+	case f.Status == protocol.StatusDone:
+		return v.final(e)
+	}
+	return failureObject{Error: newErrorObject(endError(f)), Relay: v.endRelay(e)}
+}
+
+// chunk renders a chunk frame.
+func (v view) chunk(e chunklog.Entry) chunkObject {
+	f := e.Frame
+	content := f.Content
+	return chunkObject{
+		ID:      v.completionID(),
+		Object:  "chat.completion.chunk",
+		Created: v.meta.Created,
+		Model:   v.meta.Model,
+		Choices: []chunkChoice{{Delta: chunkDelta{Role: f.Role, Content: &content, ToolCalls: f.ToolCalls}}},
+		Relay: chunkRelay{
+			StreamID: v.id,
+			Seq:      f.Seq,
+			Cursor:   cursorOf(e).String(),
+			Provider: f.Provider,
+			Model:    f.Model,
+			Attempt:  f.Attempt,
+			Seam:     f.Seam,
+		},
+	}
+}
+
+// final is the last chunk of a done stream: an empty delta with the finish
+// reason and the usage.
+func (v view) final(e chunklog.Entry) chunkObject {
+	reason := finishReason(e.Frame)
+	return chunkObject{
+		ID:      v.completionID(),
+		Object:  "chat.completion.chunk",
+		Created: v.meta.Created,
+		Model:   v.meta.Model,
+		Choices: []chunkChoice{{FinishReason: &reason}},
+		Usage:   e.Frame.Usage,
+		Relay:   v.endRelay(e),
+	}
+}
+
+func (v view) endRelay(e chunklog.Entry) endRelay {
+	return endRelay{
+		StreamID: v.id,
+		Seq:      e.Frame.Seq,
+		Cursor:   cursorOf(e).String(),
+		Status:   e.Frame.Status,
+		Attempts: e.Frame.Attempts,
+		Cost:     e.Frame.Cost,
+	}
+}
+
+// marshal renders an object the edge built; none can fail to encode.
+func marshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("edge: encode: " + err.Error())
+	}
+	return b
+}
+
+// finishReason of a done end frame; "stop" if the worker left it empty, so
+// a finished answer never looks unfinished.
+func finishReason(f protocol.Frame) string {
+	if f.FinishReason == "" {
+		return "stop"
+	}
+	return f.FinishReason
+}
+
+// endError is the error of an end frame that is not done, with a status:
+// the frame's own, or one made up from the terminal status.
+func endError(f protocol.Frame) *protocol.Error {
+	var e protocol.Error
+	if f.Error != nil {
+		e = *f.Error
+	}
+	if e.Type == "" {
+		switch f.Status {
+		case protocol.StatusIncomplete:
+			e.Type = protocol.TypeIncomplete
+		case protocol.StatusCancelled:
+			e.Type = protocol.TypeCancelled
+		default:
+			e.Type = protocol.TypeUpstream
+		}
+	}
+	if e.Message == "" {
+		e.Message = "the stream ended " + string(f.Status) + " before the answer was complete"
+	}
+	if e.Code == "" {
+		e.Code = string(f.Status)
+	}
+	e.Status = statusOf(&e, http.StatusBadGateway)
+	return &e
+}

@@ -1,0 +1,66 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// origin is where a client's view of a stream begins.
+type origin struct {
+	view view
+	// after is the last frame the client has; zero for the start.
+	after protocol.Cursor
+	// end is set when that frame is the end frame: nothing follows.
+	end *chunklog.Entry
+}
+
+// open checks that id names a known stream and that cursor (empty for the
+// start) is one of its client-visible frames, before anything is streamed:
+// a bad resume is an error response, never a partial replay. idParam and
+// cursorParam name the inputs in errors.
+func (s *Server) open(ctx context.Context, id, idParam, cursor, cursorParam string) (origin, *protocol.Error) {
+	if !protocol.ValidStreamID(id) {
+		return origin{}, invalid(idParam, CodeInvalidStreamID, "%q is not a stream id", id)
+	}
+	after, err := protocol.ParseCursor(cursor)
+	if err != nil {
+		return origin{}, invalid(cursorParam, CodeInvalidCursor, "%v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
+	defer cancel()
+	meta, err := s.meta.get(ctx, id)
+	if errors.Is(err, errNoMeta) {
+		return origin{}, &protocol.Error{
+			Message: "stream " + id + " does not exist or has expired",
+			Type:    protocol.TypeNotFound,
+			Param:   idParam,
+			Code:    CodeStreamNotFound,
+			Status:  http.StatusNotFound,
+		}
+	}
+	if err != nil {
+		return origin{}, unavailable("reading stream metadata", err)
+	}
+	o := origin{view: view{id: id, meta: meta}, after: after}
+	if after.IsZero() {
+		return o, nil
+	}
+	subject, frame, err := s.reader.At(ctx, after.JSSeq)
+	switch {
+	case errors.Is(err, chunklog.ErrNoFrame):
+		e := invalid(cursorParam, CodeCursorExpired, "the frame at cursor %s has expired; restart from the beginning", after)
+		e.Status = http.StatusGone
+		return origin{}, e
+	case err != nil:
+		return origin{}, unavailable("reading the frame at the cursor", err)
+	case subject != protocol.ChunkSubject(id) || frame.Seq != after.Seq:
+		return origin{}, invalid(cursorParam, CodeCursorMismatch, "cursor %s does not belong to stream %s", after, id)
+	case frame.Kind == protocol.KindEnd:
+		o.end = &chunklog.Entry{JSSeq: after.JSSeq, Frame: frame}
+	}
+	return o, nil
+}

@@ -1,0 +1,52 @@
+package edge
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/chat/completions", methods{http.MethodPost: s.handleChat})
+	mux.Handle("/v1/streams/{id}", methods{http.MethodGet: s.handleStream})
+	mux.Handle("/v1/ws", methods{http.MethodGet: s.handleWS})
+	mux.Handle("/v1/models", methods{http.MethodGet: s.handleModels})
+	mux.Handle("/healthz", methods{http.MethodGet: handleHealth})
+	mux.Handle("/readyz", methods{http.MethodGet: s.handleReady})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &protocol.Error{
+			Message: fmt.Sprintf("unknown URL (%s %s)", r.Method, r.URL.Path),
+			Type:    protocol.TypeInvalidRequest,
+			Code:    CodeUnknownURL,
+			Status:  http.StatusNotFound,
+		})
+	})
+	return mux
+}
+
+// methods routes a path by method, answering any other method with an
+// OpenAI-style 405 (ServeMux's own is plain text).
+type methods map[string]http.HandlerFunc
+
+func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h, ok := m[r.Method]; ok {
+		h(w, r)
+		return
+	}
+	allowed := make([]string, 0, len(m))
+	for method := range m {
+		allowed = append(allowed, method)
+	}
+	slices.Sort(allowed)
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeError(w, &protocol.Error{
+		Message: fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path),
+		Type:    protocol.TypeInvalidRequest,
+		Code:    CodeMethodNotAllowed,
+		Status:  http.StatusMethodNotAllowed,
+	})
+}

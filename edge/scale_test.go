@@ -1,0 +1,114 @@
+package edge
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+func TestManyConcurrentStreams(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: answer(20), pace: time.Millisecond})
+	// A tiny client buffer, so that some followers overflow and catch up.
+	edge := e.startEdge(Config{ClientBuffer: 2})
+	const streams = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for i := range streams {
+		wg.Go(func() {
+			res, err := http.Post(edge.url+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(true, fmt.Sprint(i))))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer res.Body.Close()
+			var body strings.Builder
+			if _, err := bufio.NewReader(res.Body).WriteTo(&body); err != nil {
+				errs <- err
+				return
+			}
+			if !strings.HasSuffix(body.String(), "data: [DONE]\n\n") || strings.Count(body.String(), "\nid: ") != 21 {
+				errs <- fmt.Errorf("stream %d:\n%s", i, body.String())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	waitFor(t, func() bool { return edge.hub.subscriptions() == 0 && edge.clients.count(clientSSE) == 0 })
+	s := &edge.hub.stats
+	t.Logf("dropped %d, catch-ups: gap %d, woken %d, idle %d", s.dropped.Load(),
+		s.catchUps[catchUpGap].Load(), s.catchUps[catchUpWoken].Load(), s.catchUps[catchUpIdle].Load())
+}
+
+func TestTwoEdgesServeOneStream(t *testing.T) {
+	e := newEnv(t)
+	w := e.startWorker(&worker{script: answer(12), gate: make(chan struct{})})
+	a, b := e.startEdge(Config{}), e.startEdge(Config{})
+
+	res := do(t, "POST", a.url+"/v1/chat/completions", chatBody(true, "hi"), nil)
+	id := res.Header.Get("X-Relay-Stream-Id")
+	for range 4 {
+		w.gate <- struct{}{}
+	}
+	// The same stream, followed live from the other edge.
+	other := do(t, "GET", b.url+"/v1/streams/"+id, "", nil)
+	if other.StatusCode != http.StatusOK {
+		t.Fatalf("other edge: %d", other.StatusCode)
+	}
+	close(w.gate)
+	bodyA, bodyB := readAll(t, res), readAll(t, other)
+	checkAnswer(t, bodyA, 12)
+	if bodyA != bodyB {
+		t.Fatalf("edges disagree:\n%s\n---\n%s", bodyA, bodyB)
+	}
+}
+
+func TestShutdownEndsLiveClients(t *testing.T) {
+	e := newEnv(t)
+	w := e.startWorker(&worker{script: answer(5), gate: make(chan struct{})})
+	edge := e.startEdge(Config{})
+
+	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), nil)
+	id := res.Header.Get("X-Relay-Stream-Id")
+	w.gate <- struct{}{}
+	r := bufio.NewReader(res.Body)
+	first := readEvents(t, r, func(ev sseEvent) bool { return ev.ID != "" })
+
+	conn := dialWS(t, edge)
+	sendWS(t, conn, `{"type":"resume","stream_id":"`+id+`"}`)
+	if m := readWS(t, conn); m.Type != "chunk" {
+		t.Fatalf("ws: %+v", m)
+	}
+	waitFor(t, func() bool { return edge.clients.count(clientWS) == 1 })
+
+	if err := edge.shutdown(); err != nil {
+		t.Fatalf("Serve returned %v", err)
+	}
+	// The SSE response ends with an error event that has no id, so the
+	// client resumes after the frame it has; there is no [DONE].
+	rest := readAll(t, &http.Response{Body: readCloser{r}})
+	var ev struct {
+		Error errorObject `json:"error"`
+	}
+	events := parseSSE(t, rest)
+	if len(events) != 1 || events[0].ID != "" || decodeInto(events[0].Data, &ev) != nil || deref(ev.Error.Code) != CodeInterrupted {
+		t.Fatalf("after %+v, the response ended with %q", first, rest)
+	}
+	_, _, err := conn.ReadMessage()
+	if ce, ok := errors.AsType[*websocket.CloseError](err); !ok || ce.Code != websocket.CloseGoingAway {
+		t.Fatalf("websocket after shutdown: %v", err)
+	}
+	if n := edge.clients.count(clientSSE) + edge.clients.count(clientWS); n != 0 {
+		t.Fatalf("%d clients left", n)
+	}
+}

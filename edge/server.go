@@ -1,0 +1,120 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
+)
+
+// Deps are the edge's connections and collaborators.
+type Deps struct {
+	NC      *nats.Conn
+	JS      jetstream.JetStream
+	Catalog *provider.Catalog
+	// Logger may be nil (discard).
+	Logger *slog.Logger
+}
+
+// Server is one edge: the HTTP API over the relay's streams.
+type Server struct {
+	cfg      Config
+	js       jetstream.JetStream
+	nc       *nats.Conn
+	catalog  *provider.Catalog
+	log      *slog.Logger
+	reader   *chunklog.Reader
+	meta     *metaStore
+	hub      *hub
+	clients  *clients
+	upgrader websocket.Upgrader
+	handler  http.Handler
+}
+
+// Timeouts of the HTTP server. Streaming responses have no overall write
+// timeout: each batch gets writeTimeout instead.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+	writeTimeout      = 10 * time.Second
+	shutdownTimeout   = 10 * time.Second
+)
+
+// New validates cfg and returns an edge. It starts the goroutine that routes
+// live frames; that goroutine stops when deps.NC is closed.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if err := cfg.Validate("edge"); err != nil {
+		return nil, err
+	}
+	if deps.NC == nil || deps.JS == nil || deps.Catalog == nil {
+		return nil, errors.New("edge: Deps.NC, Deps.JS and Deps.Catalog are required")
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reader := chunklog.NewReader(deps.NC, "")
+	s := &Server{
+		cfg:     cfg.WithDefaults(),
+		js:      deps.JS,
+		nc:      deps.NC,
+		catalog: deps.Catalog,
+		log:     log,
+		reader:  reader,
+		meta:    &metaStore{js: deps.JS},
+		hub:     newHub(deps.NC, reader, log),
+		clients: newClients(),
+	}
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout: readHeaderTimeout,
+		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+			writeError(w, &protocol.Error{Message: reason.Error(), Type: protocol.TypeInvalidRequest, Status: status})
+		},
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler serves the edge's HTTP API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve serves HTTP on ln until ctx is done, then shuts down: live streams
+// are ended (clients resume elsewhere from their last cursor), and it waits
+// up to shutdownTimeout for requests to finish. It returns nil after a clean
+// shutdown, context.DeadlineExceeded when time ran out.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("edge: serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.clients.close()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-served // http.ErrServerClosed
+	if err != nil {
+		return err
+	}
+	// Hijacked WebSockets are not Shutdown's to wait for.
+	return s.clients.wait(sctx)
+}
