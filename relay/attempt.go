@@ -7,32 +7,33 @@ import (
 	"io"
 
 	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
 )
 
-// attempt makes one upstream call and streams its answer into the chunk
-// log after what the stream already holds. prefill is text already
-// published, which the provider is asked to continue; seam marks the first
-// chunk of this attempt.
-func (j *job) attempt(ctx context.Context, prefill string, seam protocol.Seam) outcome {
+// attempt makes one upstream call of candidate c with key, and streams its
+// answer into the chunk log after what the stream already holds. If the
+// stream holds text, the call asks the provider to continue it, and a
+// repeat of that text at the start of the answer is stripped. seam marks
+// the attempt's first chunk.
+func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, seam protocol.Seam) outcome {
 	j.attempts++
-	j.model = j.req.Model
-	target, err := chooseTarget(j.w.catalog, j.req.Model)
+	j.provider, j.model = c.Provider.Name, c.Model
+	cont := j.continuation(c)
+	body, err := upstreamBody(j.req.Body, c.Model, cont)
 	if err != nil {
 		return refused(err)
 	}
-	j.provider = target.Provider
-	body, err := upstreamBody(j.req.Body, j.req.Model, prefill)
+	client := *j.w.upstream
+	client.FirstByteTimeout, client.StallTimeout = c.Provider.FirstTokenBound(), c.Provider.StallBound()
+	target := upstream.Target{Provider: c.Provider.Name, BaseURL: c.Provider.BaseURL, APIKey: key}
+	stream, err := client.Stream(ctx, target, body)
 	if err != nil {
-		return refused(err)
-	}
-	stream, err := j.w.upstream.Stream(ctx, target, body)
-	if err != nil {
-		return outcome{err: err, class: upstream.Classify(err)}
+		return failed(err)
 	}
 	defer stream.Close()
 
-	pub := newPublisher(j.writer, protocol.Frame{Provider: target.Provider, Model: j.req.Model, Attempt: j.attempts}, seam)
+	pub := newPublisher(j.writer, protocol.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: j.attempts}, seam)
 	published := make(chan error, 1)
 	go func() {
 		err := pub.run(ctx)
@@ -42,25 +43,50 @@ func (j *job) attempt(ctx context.Context, prefill string, seam protocol.Seam) o
 		}
 		published <- err
 	}()
-	readErr := j.read(stream, pub)
+	var overlap *overlapFilter
+	if cont.text != "" {
+		overlap = newOverlapFilter(cont.text)
+	}
+	readErr := j.read(stream, pub, c.Price, overlap)
 	pub.close()
 	logErr := <-published
 	j.chunks += pub.chunks
 	j.model = pub.model
+	if overlap != nil && overlap.stripped > 0 {
+		j.log.Info("stripped a repeat at the seam", "provider", c.Provider.Name, "attempt", j.attempts, "bytes", overlap.stripped)
+	}
 	switch {
 	case logErr != nil:
 		return outcome{logErr: logErr}
 	case readErr != nil:
-		return outcome{err: readErr, class: upstream.Classify(readErr)}
+		return failed(readErr)
 	}
 	return outcome{finishReason: stream.FinishReason()}
 }
 
-// read hands the stream's deltas to pub until the stream ends. It returns
-// nil only when the provider finished the answer with a finish reason.
-func (j *job) read(stream *upstream.Stream, pub *publisher) error {
+// continuation says what attempts on c continue: the stream's text, in c's
+// mode unless a provider refused a prefill earlier in the request.
+func (j *job) continuation(c provider.Candidate) continuation {
+	mode := c.Continuation
+	if j.promptMode {
+		mode = provider.Prompt
+	}
+	return continuation{text: j.text.String(), mode: mode, prompt: c.ContinuePrompt}
+}
+
+// read hands the stream's deltas to pub until the stream ends, through the
+// overlap filter. It returns nil only when the provider finished the
+// answer with a finish reason.
+func (j *job) read(stream *upstream.Stream, pub *publisher, price provider.Price, overlap *overlapFilter) error {
 	for {
 		d, err := stream.Next()
+		if err != nil {
+			// What the filter held is new text, to be kept whatever
+			// happens next.
+			if perr := j.publish(pub, upstream.Delta{Content: overlap.flush()}); perr != nil {
+				return perr
+			}
+		}
 		if errors.Is(err, io.EOF) {
 			if stream.FinishReason() == "" {
 				// A provider may send [DONE] without ever giving a finish
@@ -72,15 +98,31 @@ func (j *job) read(stream *upstream.Stream, pub *publisher) error {
 		if err != nil {
 			return err
 		}
-		j.addUsage(d.Usage)
-		if err := pub.add(d); err != nil {
+		j.addUsage(d.Usage, price)
+		d.Content = overlap.feed(d.Content)
+		if len(d.ToolCalls) > 0 {
+			// A tool call follows its text, so the text is released.
+			d.Content += overlap.flush()
+		}
+		if err := j.publish(pub, d); err != nil {
 			return err
 		}
 	}
 }
 
-// addUsage sums the usage of every attempt: each call is paid for.
-func (j *job) addUsage(u *upstream.Usage) {
+// publish queues d and records what the stream now holds.
+func (j *job) publish(pub *publisher, d upstream.Delta) error {
+	if err := pub.add(d); err != nil {
+		return err
+	}
+	j.text.WriteString(d.Content)
+	j.toolCalls = j.toolCalls || len(d.ToolCalls) > 0
+	return nil
+}
+
+// addUsage sums the usage of every attempt, each call being paid for, and
+// prices it by the model that was called.
+func (j *job) addUsage(u *upstream.Usage, price provider.Price) {
 	if u == nil {
 		return
 	}
@@ -90,4 +132,5 @@ func (j *job) addUsage(u *upstream.Usage) {
 	j.usage.PromptTokens += u.PromptTokens
 	j.usage.CompletionTokens += u.CompletionTokens
 	j.usage.TotalTokens += u.TotalTokens
+	j.cost += price.Cost(u.PromptTokens, u.CompletionTokens)
 }

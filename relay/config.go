@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -21,13 +22,18 @@ type Config struct {
 	// outstanding pulls (MaxWaiting in protocol.Setup) from all workers
 	// together.
 	MaxInflight int `koanf:"max_inflight"`
+	// KeysPollInterval is how often the worker checks whether a provider's
+	// api_keys_file changed, to reload its keys. Zero: 1s; negative: never
+	// (reload on SIGHUP only).
+	KeysPollInterval time.Duration `koanf:"keys_poll_interval"`
 }
 
 // Defaults and bounds.
 const (
-	DefaultMaxInflight = 64
-	maxMaxInflight     = 1 << 14
-	maxIDLen           = 128
+	DefaultMaxInflight      = 64
+	DefaultKeysPollInterval = time.Second
+	maxMaxInflight          = 1 << 14
+	maxIDLen                = 128
 )
 
 // Validate names the first invalid field under prefix (e.g. "worker").
@@ -50,6 +56,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInflight == 0 {
 		c.MaxInflight = DefaultMaxInflight
+	}
+	if c.KeysPollInterval == 0 {
+		c.KeysPollInterval = DefaultKeysPollInterval
 	}
 	return c
 }

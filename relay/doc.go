@@ -10,9 +10,25 @@
 // A job reads what the stream already holds before it writes: a stream that
 // ended is only acknowledged (a duplicate or a redelivery after the ack was
 // lost); otherwise the job appends a claim frame chained on the last stored
-// frame, which fences any earlier owner. If an earlier owner had published
-// text, the job continues that text with a prefill continuation instead of
-// starting over, so the client sees one answer without repeats.
+// frame, which fences any earlier owner.
+//
+// The job then runs the attempt loop (loop.go): it walks the request's
+// route of providers and models (provider.Catalog.Route), retries
+// transient failures with full-jitter backoff (package backoff), falls back
+// along the route when a model or provider has spent its retries, and
+// continues after every failure the text already published (earlier
+// owners' included), in prefill or prompt mode, stripping a repeat at the
+// seam (overlap.go), so the client sees one answer. The first chunk of
+// every attempt after the first names its seam, provider, model and
+// attempt. A Gate is asked before each call and told each outcome once: the
+// seam for cluster-wide breakers and quotas. API keys rotate: a refused key
+// is replaced by the next at once, and key files are re-read when they
+// change and on Reload (SIGHUP).
+//
+// Every stream ends with one end frame: done (the provider finished),
+// incomplete (text was published, then the loop gave up), or failed
+// (nothing was published), with the usage of every call, its cost and the
+// number of calls.
 //
 // A job that loses its stream to another writer (chunklog.ErrFenced), or
 // whose worker shuts down, stops without a terminal frame and without

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/protocol"
@@ -34,7 +36,16 @@ type setup struct {
 	// wrap, if set, wraps the mock's handler, served by an http.Server on
 	// the loopback listener instead of by mock.Serve.
 	wrap func(http.Handler) http.Handler
+	// providers, if set, returns the providers given the mock's base URL;
+	// the default is provider "mock" serving mock-1 with fastRetry.
+	providers func(mockURL string) []provider.Config
+	models    []provider.Model
+	gate      Gate
 }
+
+// fastRetry keeps the backoff of tests short; what the delays are is the
+// backoff package's tests' concern.
+var fastRetry = backoff.Config{Base: 5 * time.Millisecond, Cap: 20 * time.Millisecond}
 
 // harness is an embedded NATS with the relay's streams, a mock upstream on
 // a loopback listener, and a running worker.
@@ -87,16 +98,22 @@ func start(t *testing.T, s setup) *harness {
 		}
 	})
 
-	catalog, err := provider.NewCatalog([]provider.Config{{
+	mockURL := "http://" + ln.Addr().String() + "/v1"
+	providers := []provider.Config{{
 		Name:    "mock",
-		BaseURL: "http://" + ln.Addr().String() + "/v1",
+		BaseURL: mockURL,
 		APIKeys: []string{"key-1"},
 		Models:  []string{"mock-1"},
-	}})
+		Retry:   fastRetry,
+	}}
+	if s.providers != nil {
+		providers = s.providers(mockURL)
+	}
+	catalog, err := provider.NewCatalog(providers, s.models...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(s.worker, Deps{NC: nc, JS: js, Catalog: catalog, Logger: logger, Topology: s.topology})
+	w, err := New(s.worker, Deps{NC: nc, JS: js, Catalog: catalog, Logger: logger, Topology: s.topology, Gate: s.gate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,13 +142,19 @@ func userMessages(content string) []mockupstream.Message {
 // relay does not know, which must reach the provider untouched.
 func (h *harness) submit(id, content string) {
 	h.t.Helper()
+	h.submitModel(id, "mock-1", content)
+}
+
+// submitModel is submit for another model than mock-1.
+func (h *harness) submitModel(id, model, content string) {
+	h.t.Helper()
 	body, _ := json.Marshal(map[string]any{
-		"model":       "mock-1",
+		"model":       model,
 		"messages":    userMessages(content),
 		"temperature": 0.2,
 		"x_custom":    map[string]any{"kept": true},
 	})
-	data, _ := json.Marshal(protocol.Request{StreamID: id, Model: "mock-1", Body: body, Created: time.Now().Unix()})
+	data, _ := json.Marshal(protocol.Request{StreamID: id, Model: model, Body: body, Created: time.Now().Unix()})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := h.js.Publish(ctx, protocol.RequestSubject, data, jetstream.WithMsgID(id)); err != nil {
@@ -284,4 +307,43 @@ func (r *recorder) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (r *recorder) WithGroup(name string) slog.Handler {
 	return &recorder{inner: r.inner.WithGroup(name), attrs: r.attrs, store: r.store}
+}
+
+// recordingGate admits every call except those to the providers in
+// refuse, and keeps the reports.
+type recordingGate struct {
+	refuse map[string]bool
+
+	mu      sync.Mutex
+	admits  []string // "provider/model", in order
+	reports []Report
+}
+
+func (g *recordingGate) Admit(_ context.Context, provider, model string) (Ticket, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.admits = append(g.admits, provider+"/"+model)
+	if g.refuse[provider] {
+		return nil, fmt.Errorf("test gate: %w", ErrProviderUnavailable)
+	}
+	return gateTicket{g}, nil
+}
+
+type gateTicket struct{ g *recordingGate }
+
+func (t gateTicket) Done(r Report) {
+	t.g.mu.Lock()
+	defer t.g.mu.Unlock()
+	t.g.reports = append(t.g.reports, r)
+}
+
+// verdicts returns "provider/model:verdict" for every report, in order.
+func (g *recordingGate) verdicts() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, r := range g.reports {
+		out = append(out, r.Provider+"/"+r.Model+":"+r.Verdict.String())
+	}
+	return out
 }

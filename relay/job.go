@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,11 +24,22 @@ type job struct {
 	start time.Time
 
 	writer *chunklog.Writer
+	// text is every chunk's content in the stream so far, earlier owners'
+	// included: what a continuation continues.
+	text strings.Builder
+	// toolCalls reports that some chunk carried tool calls; such an answer
+	// is never continued.
+	toolCalls bool
+	// promptMode is set once a provider refused a prefill: the rest of the
+	// request continues in prompt mode.
+	promptMode bool
 	// attempts counts upstream calls in the stream, earlier owners' included
 	// as far as their chunks tell.
 	attempts int
-	// usage sums the usage the providers reported to this job.
+	// usage sums the usage the providers reported to this job, and cost
+	// prices it by the model of each call.
 	usage *protocol.Usage
+	cost  float64
 	// chunks counts the chunks this job appended.
 	chunks int
 	// provider and model are those of the latest attempt; model is what the
@@ -55,21 +67,14 @@ func (j *job) run(ctx context.Context) {
 		return
 	}
 	j.attempts = h.attempts
+	j.text.WriteString(h.text)
+	j.toolCalls = h.toolCalls
 	j.writer = chunklog.NewWriter(j.w.js, j.w.reader, j.req.StreamID, h.last, h.seq)
 	if err := appendFrame(ctx, j.writer, protocol.Frame{Kind: protocol.KindClaim, Worker: j.w.id}); err != nil {
 		j.abandon(ctx, err)
 		return
 	}
-	var out outcome
-	switch {
-	case h.toolCalls:
-		out = refused(errNoToolCallContinuation)
-	case h.seq > 0:
-		out = j.attempt(ctx, h.text, protocol.SeamTakeover)
-	default:
-		out = j.attempt(ctx, "", "")
-	}
-	j.end(ctx, out)
+	j.end(ctx, j.serve(ctx, h.seq > 0))
 }
 
 // end appends the terminal frame for out and acknowledges the request, or
@@ -128,6 +133,7 @@ func (j *job) report(level slog.Level, status string, err error) {
 		slog.String("model", j.model),
 		slog.Int("chunks", j.chunks),
 		slog.Int("attempts", j.attempts),
+		slog.Float64("cost", j.cost),
 		slog.Duration("duration", time.Since(j.start)),
 	}
 	if err != nil {

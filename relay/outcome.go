@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/upstream"
@@ -20,6 +21,17 @@ type outcome struct {
 	err          error
 	class        upstream.Class
 	logErr       error
+	// retryAfter is the wait the provider asked for with a failed call.
+	retryAfter time.Duration
+}
+
+// failed is the outcome of a call that failed with err.
+func failed(err error) outcome {
+	out := outcome{err: err, class: upstream.Classify(err)}
+	if se := (*upstream.StatusError)(nil); errors.As(err, &se) {
+		out.retryAfter = se.RetryAfter
+	}
+	return out
 }
 
 // refused is the outcome of a request the relay cannot send anywhere; err
@@ -28,14 +40,15 @@ func refused(err error) outcome {
 	return outcome{err: err, class: upstream.RequestFault}
 }
 
-// errNoToolCallContinuation ends a stream whose earlier owner published
-// tool calls: a prefill continues text, not a half-sent tool call.
-var errNoToolCallContinuation = errors.New("relay: a takeover cannot continue an answer with tool calls")
+// errNoToolCallContinuation ends a stream that was cut after it published
+// tool calls, by a failed call or a worker that stopped: a continuation
+// continues text, not a half-sent tool call.
+var errNoToolCallContinuation = errors.New("relay: an answer with tool calls cannot be continued")
 
 // endFrame is the terminal frame for out. An answer with any chunk that
 // did not finish is incomplete, never done, so the client knows it is cut.
 func (j *job) endFrame(out outcome) protocol.Frame {
-	f := protocol.Frame{Kind: protocol.KindEnd, Usage: j.usage, Attempts: j.attempts}
+	f := protocol.Frame{Kind: protocol.KindEnd, Usage: j.usage, Cost: j.cost, Attempts: j.attempts}
 	switch {
 	case out.err == nil:
 		f.Status, f.FinishReason = protocol.StatusDone, out.finishReason
@@ -63,6 +76,13 @@ func failure(provider string, out outcome) *protocol.Error {
 	if out.class == upstream.RequestFault {
 		return providerError(out.err)
 	}
+	if errors.Is(out.err, ErrProviderUnavailable) {
+		return &protocol.Error{
+			Message: "No provider can take the request now: " + reason(provider, out) + ".",
+			Type:    protocol.TypeUpstream,
+			Status:  http.StatusServiceUnavailable,
+		}
+	}
 	return &protocol.Error{
 		Message: "The upstream provider failed: " + reason(provider, out) + ".",
 		Type:    protocol.TypeUpstream,
@@ -73,8 +93,11 @@ func failure(provider string, out outcome) *protocol.Error {
 // reason says why an attempt failed without quoting the provider's error
 // text, which can hold details of the relay's credentials.
 func reason(provider string, out outcome) string {
-	if errors.Is(out.err, errNoToolCallContinuation) {
-		return "the worker streaming it stopped, and tool calls cannot be continued"
+	switch {
+	case errors.Is(out.err, errNoToolCallContinuation):
+		return "it was cut after it held tool calls, which cannot be continued"
+	case errors.Is(out.err, ErrProviderUnavailable):
+		return fmt.Sprintf("provider %s is unavailable", provider)
 	}
 	switch out.class {
 	case upstream.Credential:

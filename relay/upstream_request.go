@@ -7,29 +7,27 @@ import (
 
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
-	"github.com/relaydev/relay/relay/upstream"
 )
 
-// chooseTarget picks the endpoint an attempt calls: the first provider that
-// serves model, with its first key. Fallback chains and key rotation will
-// choose among the others.
-func chooseTarget(c *provider.Catalog, model string) (upstream.Target, error) {
-	providers := c.For(model)
-	if len(providers) == 0 {
-		return upstream.Target{}, &protocol.Error{
-			Message: fmt.Sprintf("The model `%s` is not served by any configured provider.", model),
-			Type:    protocol.TypeInvalidRequest,
-			Code:    "model_not_found",
-			Param:   "model",
-			Status:  http.StatusNotFound,
-		}
+// modelNotServed is the error of a request for a model no provider serves
+// (the edge checks this too, but its catalog may be older than ours).
+func modelNotServed(model string) *protocol.Error {
+	return &protocol.Error{
+		Message: fmt.Sprintf("The model `%s` is not served by any configured provider.", model),
+		Type:    protocol.TypeInvalidRequest,
+		Code:    "model_not_found",
+		Param:   "model",
+		Status:  http.StatusNotFound,
 	}
-	p := providers[0]
-	t := upstream.Target{Provider: p.Name, BaseURL: p.BaseURL}
-	if len(p.APIKeys) > 0 {
-		t.APIKey = p.APIKeys[0]
-	}
-	return t, nil
+}
+
+// continuation is what an attempt asks the provider to continue: the
+// text already published, and how to ask for the rest. The zero value asks
+// for a fresh answer.
+type continuation struct {
+	text   string
+	mode   provider.Continuation
+	prompt string // the user message of prompt mode
 }
 
 // upstreamBody turns the client's chat completion request into the
@@ -37,9 +35,11 @@ func chooseTarget(c *provider.Catalog, model string) (upstream.Target, error) {
 // not, so new provider features pass through. The relay always streams and
 // always asks for usage, which it reports in the end frame.
 //
-// A non-empty prefill continues an answer an earlier attempt published: it
-// is sent as a final assistant message, which the provider extends.
-func upstreamBody(clientBody json.RawMessage, model, prefill string) ([]byte, error) {
+// A continuation with text continues an answer earlier attempts published:
+// the text is sent as an assistant message which, in prefill mode, the
+// provider extends, and which in prompt mode is followed by a user message
+// asking to continue it.
+func upstreamBody(clientBody json.RawMessage, model string, cont continuation) ([]byte, error) {
 	var body map[string]json.RawMessage
 	if err := json.Unmarshal(clientBody, &body); err != nil || body == nil {
 		return nil, badBody("the request body is not a JSON object")
@@ -57,12 +57,15 @@ func upstreamBody(clientBody json.RawMessage, model, prefill string) ([]byte, er
 	body["stream_options"] = mustJSON(opts)
 	body["stream"] = json.RawMessage("true")
 	body["model"] = mustJSON(model)
-	if prefill != "" {
+	if cont.text != "" {
 		var messages []json.RawMessage
 		if err := json.Unmarshal(body["messages"], &messages); err != nil {
 			return nil, badBody("messages is not an array")
 		}
-		messages = append(messages, mustJSON(map[string]string{"role": "assistant", "content": prefill}))
+		messages = append(messages, mustJSON(map[string]string{"role": "assistant", "content": cont.text}))
+		if cont.mode == provider.Prompt {
+			messages = append(messages, mustJSON(map[string]string{"role": "user", "content": cont.prompt}))
+		}
 		body["messages"] = mustJSON(messages)
 	}
 	return mustJSON(body), nil

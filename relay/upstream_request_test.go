@@ -14,17 +14,21 @@ func TestUpstreamBody(t *testing.T) {
 	client := `{"model":"m","messages":[{"role":"user","content":"hi","name":"bob"}],"stream":false,
 		"stream_options":{"include_usage":false,"x_opt":1},"temperature":0.5,"x_vendor":{"a":[1,2]}}`
 	for _, tc := range []struct {
-		name, prefill string
-		want          string
+		name string
+		cont continuation
+		want string
 	}{
-		{"fresh", "", `{"model":"m","messages":[{"role":"user","content":"hi","name":"bob"}],"stream":true,
+		{"fresh", continuation{}, `{"model":"m","messages":[{"role":"user","content":"hi","name":"bob"}],"stream":true,
 			"stream_options":{"include_usage":true,"x_opt":1},"temperature":0.5,"x_vendor":{"a":[1,2]}}`},
-		{"continuation", "Hello <wörld>", `{"model":"m","messages":[{"role":"user","content":"hi","name":"bob"},
+		{"prefill", continuation{text: "Hello <wörld>", mode: provider.Prefill, prompt: "unused"}, `{"model":"m","messages":[{"role":"user","content":"hi","name":"bob"},
 			{"role":"assistant","content":"Hello <wörld>"}],"stream":true,
+			"stream_options":{"include_usage":true,"x_opt":1},"temperature":0.5,"x_vendor":{"a":[1,2]}}`},
+		{"prompt", continuation{text: "Hello <wörld>", mode: provider.Prompt, prompt: "Go on."}, `{"model":"m","messages":[{"role":"user","content":"hi","name":"bob"},
+			{"role":"assistant","content":"Hello <wörld>"},{"role":"user","content":"Go on."}],"stream":true,
 			"stream_options":{"include_usage":true,"x_opt":1},"temperature":0.5,"x_vendor":{"a":[1,2]}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := upstreamBody(json.RawMessage(client), "m", tc.prefill)
+			got, err := upstreamBody(json.RawMessage(client), "m", tc.cont)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,7 +47,7 @@ func TestUpstreamBody(t *testing.T) {
 }
 
 func TestUpstreamBodyAddsStreamOptions(t *testing.T) {
-	got, err := upstreamBody(json.RawMessage(`{"messages":[],"stream_options":null}`), "m", "")
+	got, err := upstreamBody(json.RawMessage(`{"messages":[],"stream_options":null}`), "m", continuation{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,30 +68,10 @@ func TestUpstreamBodyRejects(t *testing.T) {
 		{`{"stream_options":3}`, ""},
 		{`{"messages":"x"}`, "so far"},
 	} {
-		_, err := upstreamBody(json.RawMessage(tc.body), "m", tc.prefill)
+		_, err := upstreamBody(json.RawMessage(tc.body), "m", continuation{text: tc.prefill})
 		var pe *protocol.Error
 		if !errors.As(err, &pe) || pe.Status != 400 || pe.Type != protocol.TypeInvalidRequest {
 			t.Errorf("upstreamBody(%s) error = %v, want a 400 invalid_request_error", tc.body, err)
 		}
-	}
-}
-
-func TestChooseTarget(t *testing.T) {
-	c, err := provider.NewCatalog([]provider.Config{
-		{Name: "a", BaseURL: "http://a/v1", Models: []string{"x"}},
-		{Name: "b", BaseURL: "http://b/v1", APIKeys: []string{"k1", "k2"}, Models: []string{"x", "y"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := chooseTarget(c, "y"); err != nil || got.Provider != "b" || got.BaseURL != "http://b/v1" || got.APIKey != "k1" {
-		t.Errorf("chooseTarget(y) = %+v, %v; want b with its first key", got, err)
-	}
-	if got, err := chooseTarget(c, "x"); err != nil || got.Provider != "a" || got.APIKey != "" {
-		t.Errorf("chooseTarget(x) = %+v, %v; want a without key", got, err)
-	}
-	var pe *protocol.Error
-	if _, err := chooseTarget(c, "z"); !errors.As(err, &pe) || pe.Status != 404 {
-		t.Errorf("chooseTarget(z) error = %v, want a 404", err)
 	}
 }

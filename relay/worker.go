@@ -34,6 +34,9 @@ type Deps struct {
 	// Topology must be the one protocol.Setup was called with: its AckWait
 	// decides how often a job reports progress.
 	Topology protocol.Topology
+	// Gate is asked before every upstream call and told how it ended
+	// (circuit breakers, shared backoff, quotas); nil admits every call.
+	Gate Gate
 }
 
 // Worker runs generation jobs. Create it with New and start it with Run.
@@ -44,7 +47,12 @@ type Worker struct {
 	reader      *chunklog.Reader
 	catalog     *provider.Catalog
 	upstream    *upstream.Client
+	gate        Gate
 	logger      *slog.Logger
+	// keys holds each provider's API keys, by provider name.
+	keys map[string]*keyring
+	// keysPoll is how often key files are checked; 0: never.
+	keysPoll time.Duration
 	// progressEvery is a quarter of AckWait: three reports can be lost
 	// before the queue gives the request to another worker.
 	progressEvery time.Duration
@@ -79,6 +87,17 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
+	if deps.Gate == nil {
+		deps.Gate = openGate{}
+	}
+	keys := map[string]*keyring{}
+	for _, p := range deps.Catalog.Providers() {
+		r, err := newKeyring(p)
+		if err != nil {
+			return nil, fmt.Errorf("relay: %w", err)
+		}
+		keys[p.Name] = r
+	}
 	return &Worker{
 		id:            cfg.ID,
 		maxInflight:   cfg.MaxInflight,
@@ -86,7 +105,10 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		reader:        chunklog.NewReader(deps.NC, ""),
 		catalog:       deps.Catalog,
 		upstream:      deps.Upstream,
+		gate:          deps.Gate,
 		logger:        deps.Logger.With("worker", cfg.ID),
+		keys:          keys,
+		keysPoll:      max(cfg.KeysPollInterval, 0),
 		progressEvery: deps.Topology.WithDefaults().AckWait / 4,
 	}, nil
 }
@@ -94,8 +116,9 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 // Run pulls and runs jobs until ctx is done, then stops pulling and waits
 // for the running jobs to stop. Jobs stop at once, without a terminal frame
 // and without acknowledging, so their requests go to another worker after
-// AckWait. Run returns nil after a shutdown, and an error only if the worker
-// consumer cannot be found at start (protocol.Setup was not run).
+// AckWait. While it runs it also reloads api_keys_files that changed (see
+// Reload). Run returns nil after a shutdown, and an error only if the
+// worker consumer cannot be found at start (protocol.Setup was not run).
 func (w *Worker) Run(ctx context.Context) error {
 	cons, err := w.js.Consumer(ctx, protocol.RequestStream, protocol.WorkerConsumer)
 	if ctx.Err() != nil {
@@ -106,6 +129,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.logger.Info("worker started", "max_inflight", w.maxInflight)
 	var wg sync.WaitGroup
+	if w.keysPoll > 0 && w.hasKeyFiles() {
+		wg.Go(func() { w.watchKeys(ctx, w.keysPoll) })
+	}
 	for range w.maxInflight {
 		wg.Go(func() { w.slot(ctx, cons) })
 	}

@@ -3,7 +3,6 @@ package relay
 import (
 	"errors"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,27 +92,6 @@ func TestRequestFaultFailsWithProviderError(t *testing.T) {
 	}
 	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
 		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
-	}
-}
-
-func TestCutStreamEndsIncomplete(t *testing.T) {
-	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}})
-	id := protocol.NewStreamID()
-	content := "[[mock: cut_after=5]] hello"
-	h.submit(id, content)
-
-	frames := h.waitEnd(id)
-	text, _ := chunkText(t, frames)
-	if want := strings.Join(mockupstream.Answer(userMessages(content), 40)[:5], ""); text != want {
-		t.Fatalf("text = %q, want the first 5 tokens %q", text, want)
-	}
-	end := frames[len(frames)-1].Frame
-	if end.Status != protocol.StatusIncomplete || end.FinishReason != "" || end.Error == nil || end.Error.Type != protocol.TypeIncomplete {
-		t.Fatalf("end = %+v, error %+v; want incomplete", end, end.Error)
-	}
-	h.waitJob(id)
-	if st := h.mock.Stats(); st.ChatRequests != 1 {
-		t.Fatalf("%d upstream requests, want 1 (no retries yet)", st.ChatRequests)
 	}
 }
 

@@ -13,21 +13,18 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Config of the embedded server. The zero value listens on a random
-// loopback port and stores in a directory the caller must still name.
+// Config of the embedded server. The zero value listens on a free
+// loopback port and stores under ./data.
 type Config struct {
 	// Listen is host:port for clients; port 0 or -1 picks a free one
 	// (zero: "127.0.0.1:-1").
 	Listen string `koanf:"listen"`
-	// StoreDir holds JetStream's files (required).
+	// StoreDir holds JetStream's files (zero: "./data").
 	StoreDir string `koanf:"store_dir"`
 }
 
 // Validate names the first invalid field under prefix.
 func (c Config) Validate(prefix string) error {
-	if c.StoreDir == "" {
-		return fmt.Errorf("%s.store_dir: required", prefix)
-	}
 	if c.Listen != "" {
 		if _, _, err := splitHostPort(c.Listen); err != nil {
 			return fmt.Errorf("%s.listen: %v", prefix, err)
@@ -61,7 +58,7 @@ func Start(cfg Config) (*server.Server, error) {
 		return nil, fmt.Errorf("natsserver: listen %q: %w", cfg.Listen, err)
 	}
 	if cfg.StoreDir == "" {
-		return nil, errors.New("natsserver: store dir required")
+		cfg.StoreDir = "data"
 	}
 	opts := &server.Options{
 		ServerName: "relay-embedded",

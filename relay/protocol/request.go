@@ -24,3 +24,21 @@ type Meta struct {
 	Model   string `json:"model"`
 	Created int64  `json:"created"`
 }
+
+// Health is the coordinator's last probe of one provider.
+type Health struct {
+	Provider string `json:"provider"`
+	// State is green (answering), yellow (answering slowly) or red (not
+	// answering).
+	State     string `json:"state"`
+	LatencyMS int64  `json:"latency_ms"`
+	LastError string `json:"last_error,omitempty"`
+	CheckedAt int64  `json:"checked_at"`
+}
+
+// Health states.
+const (
+	HealthGreen  = "green"
+	HealthYellow = "yellow"
+	HealthRed    = "red"
+)

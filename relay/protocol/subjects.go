@@ -20,6 +20,9 @@ const (
 
 	// MetaBucket is the KV bucket of stream metadata, keyed by stream id.
 	MetaBucket = "relay_streams"
+	// HealthBucket holds the coordinator's last probe of each provider,
+	// keyed by provider name.
+	HealthBucket = "relay_health"
 )
 
 // ChunkSubject is the stored subject of one stream's frames.

@@ -123,6 +123,15 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err != nil {
 		return fmt.Errorf("protocol: bucket %s: %w", MetaBucket, err)
 	}
+	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:   HealthBucket,
+		History:  1,
+		Storage:  storage,
+		Replicas: t.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("protocol: bucket %s: %w", HealthBucket, err)
+	}
 	return nil
 }
 
@@ -136,8 +145,10 @@ func Check(ctx context.Context, js jetstream.JetStream) error {
 			return fmt.Errorf("%w: stream %s: %v", ErrNotSetUp, name, err)
 		}
 	}
-	if _, err := js.KeyValue(ctx, MetaBucket); err != nil {
-		return fmt.Errorf("%w: bucket %s: %v", ErrNotSetUp, MetaBucket, err)
+	for _, name := range []string{MetaBucket, HealthBucket} {
+		if _, err := js.KeyValue(ctx, name); err != nil {
+			return fmt.Errorf("%w: bucket %s: %v", ErrNotSetUp, name, err)
+		}
 	}
 	return nil
 }

@@ -1,12 +1,28 @@
-// Package provider describes the upstream LLM providers a relay can call
-// and which of them serve which model. Any OpenAI-compatible endpoint is a
-// provider; nothing here is tied to one vendor.
+// Package provider describes the upstream LLM providers a relay can call,
+// which of them serve which model, and the route a request for a model
+// takes through them when calls fail (see Catalog.Route). Any
+// OpenAI-compatible endpoint is a provider; nothing here is tied to one
+// vendor.
 package provider
 
 import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
+	"time"
+
+	"github.com/relaydev/relay/relay/backoff"
+)
+
+// Defaults of a provider's zero fields.
+const (
+	// DefaultFirstTokenTimeout bounds the wait for the first byte of the
+	// answer: long enough for a loaded provider, short enough that a dead
+	// one is left while the client still waits.
+	DefaultFirstTokenTimeout = 30 * time.Second
+	// DefaultStallTimeout bounds the silence in a stream that has started.
+	DefaultStallTimeout = 15 * time.Second
 )
 
 // Config is one provider, an element of the top-level `providers` list.
@@ -16,16 +32,45 @@ type Config struct {
 	// BaseURL is the OpenAI-compatible API root, e.g.
 	// "https://api.example.com/v1"; the relay appends "/chat/completions".
 	BaseURL string `koanf:"base_url"`
-	// APIKeys are tried in order; a key the provider rejects is skipped.
+	// APIKeys are used in order: a key the provider rejects (401/403) is
+	// set aside and the next one takes over. Empty, with no APIKeysFile:
+	// requests carry no Authorization header.
 	APIKeys []string `koanf:"api_keys"`
+	// APIKeysFile names a file holding the keys instead, one per line
+	// (blank lines and lines starting with # are skipped). The worker
+	// re-reads it when it changes and on SIGHUP, so keys rotate without a
+	// restart. Exclusive with APIKeys.
+	APIKeysFile string `koanf:"api_keys_file"`
 	// Models this provider serves, by the name clients use.
 	Models []string `koanf:"models"`
+	// BackupProviders are tried, in order, right after this provider for
+	// the models they serve too, before any other provider of the model
+	// (see Catalog.Route).
+	BackupProviders []string `koanf:"backup_providers"`
+	// Retry is the backoff between calls to this provider and the number
+	// of retries a request may spend on it.
+	Retry backoff.Config `koanf:"retry"`
+	// FirstTokenTimeout bounds the wait from sending a request to the first
+	// byte of the answer (an SSE comment counts). Zero: 30s; negative: no
+	// bound.
+	FirstTokenTimeout time.Duration `koanf:"first_token_timeout"`
+	// StallTimeout bounds the silence between two bytes of a stream that
+	// has started; SSE keep-alive comments count as life. A stall aborts
+	// the call and the answer is continued. Zero: 15s; negative: no bound.
+	StallTimeout time.Duration `koanf:"stall_timeout"`
+	// Continuation is how a cut answer is continued on this provider,
+	// unless the model says otherwise. Zero: prefill.
+	Continuation Continuation `koanf:"continuation"`
+	// ContinuePrompt is the user message of prompt-mode continuations.
+	// Zero: DefaultContinuePrompt.
+	ContinuePrompt string `koanf:"continue_prompt"`
 }
 
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Validate names the first invalid field, with key the config path of the
-// provider (e.g. "providers[0]").
+// provider (e.g. "providers[0]"). Backup providers are checked by
+// NewCatalog, which knows the other providers.
 func (c Config) Validate(key string) error {
 	if !namePattern.MatchString(c.Name) {
 		return fmt.Errorf("%s.name: %q must be 1-64 letters, digits, '-' or '_'", key, c.Name)
@@ -33,6 +78,14 @@ func (c Config) Validate(key string) error {
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%s.base_url: %q is not an http(s) URL", key, c.BaseURL)
+	}
+	if len(c.APIKeys) > 0 && c.APIKeysFile != "" {
+		return fmt.Errorf("%s.api_keys_file: set api_keys or api_keys_file, not both", key)
+	}
+	for i, k := range c.APIKeys {
+		if k == "" {
+			return fmt.Errorf("%s.api_keys[%d]: empty key", key, i)
+		}
 	}
 	if len(c.Models) == 0 {
 		return fmt.Errorf("%s.models: at least one model required", key)
@@ -42,53 +95,33 @@ func (c Config) Validate(key string) error {
 			return fmt.Errorf("%s.models[%d]: empty model name", key, i)
 		}
 	}
+	if err := c.Retry.Validate(key + ".retry"); err != nil {
+		return err
+	}
+	if err := c.Continuation.validate(key + ".continuation"); err != nil {
+		return err
+	}
 	return nil
 }
 
-// Catalog answers which providers serve a model.
-type Catalog struct {
-	providers []Config
-	byModel   map[string][]int
-	models    []string
+// Serves reports whether the provider lists model.
+func (c Config) Serves(model string) bool { return slices.Contains(c.Models, model) }
+
+// FirstTokenBound is FirstTokenTimeout with its default applied; negative
+// means no bound, as in upstream.Client.
+func (c Config) FirstTokenBound() time.Duration {
+	return orDefault(c.FirstTokenTimeout, DefaultFirstTokenTimeout)
 }
 
-// NewCatalog validates the providers and indexes them by model.
-func NewCatalog(providers []Config) (*Catalog, error) {
-	c := &Catalog{providers: providers, byModel: map[string][]int{}}
-	names := map[string]bool{}
-	for i, p := range providers {
-		key := fmt.Sprintf("providers[%d]", i)
-		if err := p.Validate(key); err != nil {
-			return nil, err
-		}
-		if names[p.Name] {
-			return nil, fmt.Errorf("%s.name: %q is used twice", key, p.Name)
-		}
-		names[p.Name] = true
-		for _, m := range p.Models {
-			if _, seen := c.byModel[m]; !seen {
-				c.models = append(c.models, m)
-			}
-			c.byModel[m] = append(c.byModel[m], i)
-		}
+// StallBound is StallTimeout with its default applied; negative means no
+// bound, as in upstream.Client.
+func (c Config) StallBound() time.Duration {
+	return orDefault(c.StallTimeout, DefaultStallTimeout)
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
 	}
-	return c, nil
+	return d
 }
-
-// Models lists every served model once, in configuration order.
-func (c *Catalog) Models() []string { return c.models }
-
-// Serves reports whether some provider serves model.
-func (c *Catalog) Serves(model string) bool { return len(c.byModel[model]) > 0 }
-
-// For returns the providers that serve model, in configuration order.
-func (c *Catalog) For(model string) []Config {
-	var out []Config
-	for _, i := range c.byModel[model] {
-		out = append(out, c.providers[i])
-	}
-	return out
-}
-
-// Providers returns every provider in configuration order.
-func (c *Catalog) Providers() []Config { return c.providers }

@@ -1,0 +1,290 @@
+// Package app wires the roles into running processes: it is what each
+// subcommand of the relay binary runs, and what tests start in-process.
+// Roles stay libraries that are handed their connections and listeners;
+// only this package dials NATS and opens sockets.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/relaydev/relay/coordinator"
+	"github.com/relaydev/relay/edge"
+	"github.com/relaydev/relay/relay"
+	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/natsconn"
+	"github.com/relaydev/relay/relay/natsserver"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/upstream"
+)
+
+// Ready is told the addresses a process listens on once it serves.
+type Ready func(Addrs)
+
+// Addrs are the addresses a running process serves on; empty when the
+// role is not part of it.
+type Addrs struct {
+	NATS         string // client URL of the embedded server
+	Edge         string // host:port
+	MockUpstream string // host:port
+	Coordinator  string // host:port of /healthz, /readyz
+}
+
+// Run runs role with cfg until ctx ends.
+func Run(ctx context.Context, role config.Role, cfg config.Config, logger *slog.Logger, ready Ready) error {
+	if ready == nil {
+		ready = func(Addrs) {}
+	}
+	switch role {
+	case config.RoleMockUpstream:
+		return runMock(ctx, cfg, logger, ready)
+	case config.RoleDev:
+		return runDev(ctx, cfg, logger, ready)
+	}
+	nc, js, err := connect(ctx, cfg, string(role), logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	catalog, err := cfg.Catalog()
+	if err != nil {
+		return err
+	}
+	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger}
+	g, ctx := errgroup.WithContext(ctx)
+	var addrs Addrs
+	switch role {
+	case config.RoleEdge:
+		addrs.Edge, err = roles.edge(ctx, g)
+	case config.RoleWorker:
+		err = roles.worker(ctx, g)
+	case config.RoleCoordinator:
+		addrs.Coordinator, err = roles.coordinator(ctx, g)
+	default:
+		err = fmt.Errorf("app: unknown role %q", role)
+	}
+	if err != nil {
+		return err
+	}
+	ready(addrs)
+	return g.Wait()
+}
+
+// runDev runs everything in one process: an embedded nats-server, the fake
+// upstream (as provider "mock" unless providers are configured), the edge,
+// one worker and the coordinator.
+func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready Ready) error {
+	srv, err := natsserver.Start(cfg.EmbeddedNATS)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}()
+	cfg.NATS = natsconn.Config{URL: srv.ClientURL()}
+
+	g, ctx := errgroup.WithContext(ctx)
+	addrs := Addrs{NATS: srv.ClientURL()}
+	mockAddr, err := startMock(ctx, g, cfg.MockUpstream, "127.0.0.1:0", logger)
+	if err != nil {
+		return err
+	}
+	addrs.MockUpstream = mockAddr
+	if len(cfg.Providers) == 0 {
+		cfg.Providers = []provider.Config{cfg.MockUpstream.AsProvider("http://" + mockAddr + "/v1")}
+	}
+	catalog, err := cfg.Catalog()
+	if err != nil {
+		return err
+	}
+	nc, js, err := connect(ctx, cfg, "dev", logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger}
+	if addrs.Edge, err = roles.edge(ctx, g); err != nil {
+		return err
+	}
+	if err := roles.worker(ctx, g); err != nil {
+		return err
+	}
+	if addrs.Coordinator, err = roles.coordinator(ctx, g); err != nil {
+		return err
+	}
+	ready(addrs)
+	return g.Wait()
+}
+
+func runMock(ctx context.Context, cfg config.Config, logger *slog.Logger, ready Ready) error {
+	g, ctx := errgroup.WithContext(ctx)
+	addr, err := startMock(ctx, g, cfg.MockUpstream, "127.0.0.1:8081", logger)
+	if err != nil {
+		return err
+	}
+	ready(Addrs{MockUpstream: addr})
+	return g.Wait()
+}
+
+func startMock(ctx context.Context, g *errgroup.Group, cfg config.MockUpstream, defaultListen string, logger *slog.Logger) (string, error) {
+	m, err := mockupstream.New(cfg.Config, logger.With("role", "mock-upstream"))
+	if err != nil {
+		return "", err
+	}
+	ln, err := listen(cfg.Listen, defaultListen)
+	if err != nil {
+		return "", fmt.Errorf("app: mock upstream: %w", err)
+	}
+	g.Go(func() error { return m.Serve(ctx, ln) })
+	return ln.Addr().String(), nil
+}
+
+// connect dials NATS and sets up the streams. Setup is retried until the
+// server's JetStream answers, so roles can start before NATS does.
+func connect(ctx context.Context, cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	nc, js, err := natsconn.Connect(cfg.NATS, "relay-"+name, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		setupCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = protocol.Setup(setupCtx, js, cfg.Streams)
+		cancel()
+		if err == nil {
+			return nc, js, nil
+		}
+		if ctx.Err() != nil {
+			nc.Close()
+			return nil, nil, ctx.Err()
+		}
+		if attempt%10 == 0 {
+			logger.Warn("waiting for JetStream", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+type roles struct {
+	cfg     config.Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	catalog *provider.Catalog
+	logger  *slog.Logger
+}
+
+func (r roles) edge(ctx context.Context, g *errgroup.Group) (string, error) {
+	s, err := edge.New(r.cfg.Edge, edge.Deps{NC: r.nc, JS: r.js, Catalog: r.catalog, Logger: r.logger.With("role", "edge")})
+	if err != nil {
+		return "", err
+	}
+	ln, err := listen(r.cfg.Edge.Listen, "127.0.0.1:8080")
+	if err != nil {
+		return "", fmt.Errorf("app: edge: %w", err)
+	}
+	g.Go(func() error { return s.Serve(ctx, ln) })
+	return ln.Addr().String(), nil
+}
+
+func (r roles) worker(ctx context.Context, g *errgroup.Group) error {
+	w, err := relay.New(r.cfg.Worker, relay.Deps{
+		NC: r.nc, JS: r.js, Catalog: r.catalog,
+		Upstream: upstream.NewClient(&http.Client{}),
+		Logger:   r.logger.With("role", "worker"),
+		Topology: r.cfg.Streams,
+	})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return w.Run(ctx) })
+	g.Go(func() error { return reloadOnHangup(ctx, w, r.logger.With("role", "worker")) })
+	return nil
+}
+
+// reloadOnHangup re-reads the worker's api_keys_files on every SIGHUP
+// until ctx ends, so keys rotate without a restart.
+func reloadOnHangup(ctx context.Context, w *relay.Worker, logger *slog.Logger) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hup:
+			if err := w.Reload(); err != nil {
+				logger.Warn("SIGHUP: keys not reloaded", "err", err)
+				continue
+			}
+			logger.Info("SIGHUP: keys reloaded")
+		}
+	}
+}
+
+func (r roles) coordinator(ctx context.Context, g *errgroup.Group) (string, error) {
+	c, err := coordinator.New(r.cfg.Coordinator, coordinator.Deps{JS: r.js, Catalog: r.catalog, Logger: r.logger.With("role", "coordinator")})
+	if err != nil {
+		return "", err
+	}
+	ln, err := listen(c.ListenAddr(), "")
+	if err != nil {
+		return "", fmt.Errorf("app: coordinator: %w", err)
+	}
+	g.Go(func() error { return c.Run(ctx) })
+	g.Go(func() error { return serveOps(ctx, ln, r.nc, r.js) })
+	return ln.Addr().String(), nil
+}
+
+func listen(addr, fallback string) (net.Listener, error) {
+	if addr == "" {
+		addr = fallback
+	}
+	return net.Listen("tcp", addr)
+}
+
+// serveOps serves /healthz and /readyz for a role without an HTTP API of
+// its own.
+func serveOps(ctx context.Context, ln net.Listener, nc *nats.Conn, js jetstream.JetStream) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		err := natsconn.Ready(nc)
+		if err == nil {
+			err = protocol.Check(r.Context(), js)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdownCtx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+// Command relay runs the durable LLM token relay. One binary, one
+// subcommand per role:
+//
+//	relay dev            everything in one process: embedded NATS, edge,
+//	                     worker, coordinator and the fake upstream
+//	relay edge           the OpenAI-compatible HTTP/WebSocket front door
+//	relay worker         streams requests from the providers into JetStream
+//	relay coordinator    cluster-wide provider state
+//	relay mock-upstream  the fake OpenAI-compatible provider
+//	relay version        print the version
+//
+// Every role takes --config FILE (YAML) and --set key=value (repeatable);
+// RELAY_ environment variables override the file, --set overrides both.
+// SIGINT and SIGTERM stop a role; SIGHUP makes a worker (and dev) re-read
+// its providers' api_keys_file.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/relaydev/relay/relay/app"
+	"github.com/relaydev/relay/relay/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "relay:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		usage(stderr)
+		return errors.New("missing subcommand")
+	}
+	sub, args := args[0], args[1:]
+	role := config.Role(sub)
+	switch role {
+	case config.RoleDev, config.RoleEdge, config.RoleWorker, config.RoleCoordinator, config.RoleMockUpstream:
+	default:
+		switch sub {
+		case "version", "--version":
+			fmt.Fprintln(stdout, "relay", buildVersion())
+			return nil
+		case "help", "-h", "--help":
+			usage(stdout)
+			return nil
+		}
+		usage(stderr)
+		return fmt.Errorf("unknown subcommand %q", sub)
+	}
+
+	fs := flag.NewFlagSet("relay "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("config", "", "YAML configuration `file`")
+	var sets multiFlag
+	fs.Var(&sets, "set", "override one setting, `key=value` (repeatable), e.g. --set edge.listen=127.0.0.1:9090")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if role == config.RoleDev && *file == "" {
+		*file = defaultDevConfig()
+	}
+	cfg, err := config.Load(config.Sources{File: *file, Environ: os.Environ(), Set: sets}, role)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(cfg.Log.Handler(stderr))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return app.Run(ctx, role, cfg, logger, func(a app.Addrs) {
+		announce(stdout, role, a)
+	})
+}
+
+// defaultDevConfig is configs/dev.yaml when run from the repository root,
+// so `relay dev` there needs no flags; elsewhere the built-in defaults.
+func defaultDevConfig() string {
+	const path = "configs/dev.yaml"
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	return ""
+}
+
+// announce prints the one ready line.
+func announce(w io.Writer, role config.Role, a app.Addrs) {
+	switch role {
+	case config.RoleDev:
+		fmt.Fprintf(w, "relay dev ready: edge http://%s (nats %s, fake upstream http://%s) — try: curl -N http://%s/v1/chat/completions -d '{\"model\":\"mock-1\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
+			a.Edge, a.NATS, a.MockUpstream, a.Edge)
+	case config.RoleEdge:
+		fmt.Fprintf(w, "relay edge ready: http://%s\n", a.Edge)
+	case config.RoleMockUpstream:
+		fmt.Fprintf(w, "relay mock-upstream ready: http://%s/v1\n", a.MockUpstream)
+	case config.RoleCoordinator:
+		fmt.Fprintf(w, "relay coordinator ready: http://%s/readyz\n", a.Coordinator)
+	default:
+		fmt.Fprintf(w, "relay %s ready\n", role)
+	}
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: relay <subcommand> [--config file.yaml] [--set key=value ...]
+
+subcommands:
+  dev            everything in one process (embedded NATS, edge, worker,
+                 coordinator, fake upstream)
+  edge           OpenAI-compatible HTTP/SSE/WebSocket front door
+  worker         stream requests from providers into JetStream
+  coordinator    cluster-wide provider health and state
+  mock-upstream  the fake OpenAI-compatible provider (fault injection)
+  version        print the version
+`)
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,147 @@
+// Package config loads the relay's configuration in layers: the built-in
+// defaults (every zero value means the role's default), then a YAML file,
+// then RELAY_ environment variables, then --set flags. Unknown keys and
+// invalid values stop the process at start with a message naming the key.
+//
+// Environment variables name a key with "__" between levels:
+// RELAY_EDGE__LISTEN=0.0.0.0:8080 sets edge.listen, and
+// RELAY_WORKER__MAX_INFLIGHT=128 sets worker.max_inflight.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/relaydev/relay/coordinator"
+	"github.com/relaydev/relay/edge"
+	"github.com/relaydev/relay/relay"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/natsconn"
+	"github.com/relaydev/relay/relay/natsserver"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
+)
+
+// Config is the whole file. Each role reads the sections it needs; Validate
+// checks those for the role being started.
+type Config struct {
+	Log LogConfig `koanf:"log"`
+	// NATS is where every role but dev connects.
+	NATS natsconn.Config `koanf:"nats"`
+	// EmbeddedNATS is the server `relay dev` runs in-process.
+	EmbeddedNATS natsserver.Config `koanf:"embedded_nats"`
+	// Streams sizes the JetStream streams and buckets.
+	Streams     protocol.Topology  `koanf:"streams"`
+	Edge        edge.Config        `koanf:"edge"`
+	Worker      relay.Config       `koanf:"worker"`
+	Coordinator coordinator.Config `koanf:"coordinator"`
+	// Providers are the upstream OpenAI-compatible APIs. `relay dev` adds
+	// the built-in fake upstream as provider "mock" when the list is empty.
+	Providers []provider.Config `koanf:"providers"`
+	// Models holds per-model settings (fallback chains, retries per model,
+	// continuation mode, price) of models the providers serve; optional.
+	Models       []provider.Model `koanf:"models"`
+	MockUpstream MockUpstream     `koanf:"mock_upstream"`
+}
+
+// LogConfig selects the log format and level.
+type LogConfig struct {
+	// Level is debug, info (the default), warn or error.
+	Level string `koanf:"level"`
+	// Format is text (the default) or json.
+	Format string `koanf:"format"`
+}
+
+// MockUpstream is the fake provider's listener and behaviour.
+type MockUpstream struct {
+	// Listen is host:port (zero: 127.0.0.1:8081 for `relay mock-upstream`,
+	// a free loopback port for `relay dev`).
+	Listen              string `koanf:"listen"`
+	mockupstream.Config `koanf:",squash"`
+}
+
+// Role names a subcommand that runs from this configuration.
+type Role string
+
+const (
+	RoleDev          Role = "dev"
+	RoleEdge         Role = "edge"
+	RoleWorker       Role = "worker"
+	RoleCoordinator  Role = "coordinator"
+	RoleMockUpstream Role = "mock-upstream"
+)
+
+// Validate checks the sections role uses, naming the first bad key.
+func (c Config) Validate(role Role) error {
+	if err := c.Log.validate(); err != nil {
+		return err
+	}
+	if role == RoleMockUpstream {
+		return c.MockUpstream.Config.Validate()
+	}
+	if err := c.Streams.Validate("streams"); err != nil {
+		return err
+	}
+	if role == RoleDev {
+		if err := c.EmbeddedNATS.Validate("embedded_nats"); err != nil {
+			return err
+		}
+		if err := c.MockUpstream.Config.Validate(); err != nil {
+			return err
+		}
+	} else if err := c.NATS.Validate("nats"); err != nil {
+		return err
+	}
+	withMock := c
+	if role == RoleDev && len(c.Providers) == 0 {
+		// dev serves the fake upstream then; models may refer to it.
+		withMock.Providers = []provider.Config{c.MockUpstream.AsProvider("http://127.0.0.1/v1")}
+	}
+	if _, err := withMock.Catalog(); err != nil {
+		return err
+	}
+	if len(c.Providers) == 0 && role != RoleDev {
+		return fmt.Errorf("providers: at least one provider required for %s", role)
+	}
+	if role == RoleDev || role == RoleEdge {
+		if err := c.Edge.Validate("edge"); err != nil {
+			return err
+		}
+	}
+	if role == RoleDev || role == RoleWorker {
+		if err := c.Worker.Validate("worker"); err != nil {
+			return err
+		}
+	}
+	if role == RoleDev || role == RoleCoordinator {
+		if err := c.Coordinator.Validate("coordinator"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l LogConfig) validate() error {
+	switch l.Level {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log.level: %q is not debug, info, warn or error", l.Level)
+	}
+	switch l.Format {
+	case "", "text", "json":
+	default:
+		return fmt.Errorf("log.format: %q is not text or json", l.Format)
+	}
+	return nil
+}
+
+// Handler returns the slog handler the log section asks for.
+func (l LogConfig) Handler(w interface{ Write([]byte) (int, error) }) slog.Handler {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(l.Level)) // validated; "" stays info
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "json" {
+		return slog.NewJSONHandler(w, opts)
+	}
+	return slog.NewTextHandler(w, opts)
+}

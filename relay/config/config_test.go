@@ -1,0 +1,109 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// exampleRoles names the role each example in configs/ is written for.
+var exampleRoles = map[string]Role{
+	"dev.yaml":           RoleDev,
+	"edge.yaml":          RoleEdge,
+	"worker.yaml":        RoleWorker,
+	"coordinator.yaml":   RoleCoordinator,
+	"mock-upstream.yaml": RoleMockUpstream,
+}
+
+// Every YAML file in configs/ loads for its role, and none is left out.
+func TestExampleConfigsLoad(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "configs", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no configs: %v", err)
+	}
+	for _, f := range files {
+		if _, ok := exampleRoles[filepath.Base(f)]; !ok {
+			t.Errorf("%s has no role in exampleRoles; add it so it is loaded", f)
+		}
+	}
+	for file, role := range exampleRoles {
+		if _, err := Load(Sources{File: filepath.Join("..", "..", "configs", file)}, role); err != nil {
+			t.Errorf("%s: %v", file, err)
+		}
+	}
+}
+
+func TestLayersOverrideInOrder(t *testing.T) {
+	file := writeFile(t, `
+edge:
+  listen: 127.0.0.1:1000
+  keepalive: 5s
+worker:
+  max_inflight: 3
+providers:
+  - name: p
+    base_url: http://127.0.0.1:9/v1
+    models: [m]
+`)
+	cfg, err := Load(Sources{
+		File:    file,
+		Environ: []string{"RELAY_EDGE__LISTEN=127.0.0.1:2000", "RELAY_WORKER__MAX_INFLIGHT=7", "OTHER=x"},
+		Set:     []string{"edge.listen=127.0.0.1:3000"},
+	}, RoleDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Edge.Listen != "127.0.0.1:3000" {
+		t.Errorf("edge.listen = %q, want the --set value", cfg.Edge.Listen)
+	}
+	if cfg.Worker.MaxInflight != 7 {
+		t.Errorf("worker.max_inflight = %d, want the environment's 7", cfg.Worker.MaxInflight)
+	}
+	if cfg.Edge.Keepalive != 5*time.Second {
+		t.Errorf("edge.keepalive = %v, want the file's 5s", cfg.Edge.Keepalive)
+	}
+	if len(cfg.Providers) != 1 || cfg.Providers[0].Models[0] != "m" {
+		t.Errorf("providers = %+v", cfg.Providers)
+	}
+}
+
+func TestRejectsNamingTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		set        []string
+		role       Role
+		want       string
+	}{
+		{"unknown key", "edge:\n  lisen: x\n", nil, RoleDev, "edge.lisen"},
+		{"unknown section", "edges:\n  listen: x\n", nil, RoleDev, "edges"},
+		{"bad duration", "edge:\n  keepalive: soon\n", nil, RoleDev, "edge.keepalive"},
+		{"bad number", "", []string{"worker.max_inflight=many"}, RoleDev, "worker.max_inflight"},
+		{"invalid value", "", []string{"worker.max_inflight=-1"}, RoleDev, "worker.max_inflight"},
+		{"bad log level", "log:\n  level: loud\n", nil, RoleDev, "log.level"},
+		{"no providers for a worker", "", nil, RoleWorker, "providers"},
+		{"bad provider url", "providers:\n  - name: p\n    base_url: nowhere\n    models: [m]\n", nil, RoleWorker, "providers[0].base_url"},
+		{"bad set syntax", "", []string{"edge.listen"}, RoleDev, "--set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := Sources{Set: tc.set}
+			if tc.yaml != "" {
+				src.File = writeFile(t, tc.yaml)
+			}
+			_, err := Load(src, tc.role)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "relay.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

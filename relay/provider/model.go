@@ -1,0 +1,89 @@
+package provider
+
+import "fmt"
+
+// DefaultMaxRetriesPerModel is how many retries a request makes on one
+// model on one provider before the next step of its route takes over.
+const DefaultMaxRetriesPerModel = 3
+
+// Model is an element of the top-level `models` list: the settings of one
+// model name that providers serve. A model without an entry has no
+// fallbacks, no price and the defaults below.
+type Model struct {
+	// Name is the model, as clients and providers call it; some provider
+	// must serve it.
+	Name string `koanf:"name"`
+	// Fallbacks are tried, in order, after the providers of this model,
+	// when a request for it has spent its retries there; the fallback
+	// continues the same answer. Only the fallbacks of the requested model
+	// are followed, not the fallbacks' own.
+	Fallbacks []Fallback `koanf:"fallbacks"`
+	// MaxRetriesPerModel is how many retries a request makes on this model
+	// on one provider before the next step of the route takes over; with
+	// no next step, retries go on while the provider's retry.max_retries
+	// allows. Zero: 3; negative: move on after the first failure.
+	MaxRetriesPerModel int `koanf:"max_retries_per_model"`
+	// Continuation overrides the provider's continuation mode for this
+	// model. Zero: the provider's.
+	Continuation Continuation `koanf:"continuation"`
+	// ContinuePrompt overrides the provider's prompt-mode message for this
+	// model. Zero: the provider's.
+	ContinuePrompt string `koanf:"continue_prompt"`
+	// Price is what the model costs; the end of every stream reports the
+	// cost of its calls. Zero: not priced (cost 0).
+	Price Price `koanf:"price"`
+}
+
+// Fallback is one step of a model's fallback chain.
+type Fallback struct {
+	// Model is the model to continue with; some provider must serve it.
+	Model string `koanf:"model"`
+	// Provider, if set, restricts the step to this provider, which must
+	// serve Model; otherwise every provider of Model is tried, as for a
+	// request for it.
+	Provider string `koanf:"provider"`
+}
+
+// retriesPerModel applies the default and the "negative means none" rule.
+func (m Model) retriesPerModel() int {
+	switch {
+	case m.MaxRetriesPerModel == 0:
+		return DefaultMaxRetriesPerModel
+	case m.MaxRetriesPerModel < 0:
+		return 0
+	}
+	return m.MaxRetriesPerModel
+}
+
+// validate checks the entry against the providers, by name.
+func (m Model) validate(key string, providers map[string]Config, served func(string) bool) error {
+	if m.Name == "" {
+		return fmt.Errorf("%s.name: required", key)
+	}
+	if !served(m.Name) {
+		return fmt.Errorf("%s.name: no provider serves %q", key, m.Name)
+	}
+	for i, f := range m.Fallbacks {
+		fk := fmt.Sprintf("%s.fallbacks[%d]", key, i)
+		if f.Model == "" {
+			return fmt.Errorf("%s.model: required", fk)
+		}
+		if f.Provider == "" {
+			if !served(f.Model) {
+				return fmt.Errorf("%s.model: no provider serves %q", fk, f.Model)
+			}
+			continue
+		}
+		p, ok := providers[f.Provider]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s.provider: no provider is named %q", fk, f.Provider)
+		case !p.Serves(f.Model):
+			return fmt.Errorf("%s.model: provider %q does not serve %q", fk, f.Provider, f.Model)
+		}
+	}
+	if err := m.Continuation.validate(key + ".continuation"); err != nil {
+		return err
+	}
+	return m.Price.validate(key + ".price")
+}
