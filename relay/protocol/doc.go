@@ -29,6 +29,13 @@
 // chained on what it read, so the previous owner's next append fails with
 // "wrong last sequence" and that worker abandons the stream without acking.
 //
+// # Cancellation
+//
+// An edge sets Meta.Cancelled (the durable record) and publishes on
+// CancelSubject(<id>) (the prompt notice). The worker holding the stream
+// closes its upstream call and appends an end frame with status cancelled;
+// a worker that takes the request later finds the record first.
+//
 // # Cursors
 //
 // A client sees chunk frames and the end frame. Each carries a per-stream

@@ -23,6 +23,10 @@ type Meta struct {
 	Tenant  string `json:"tenant,omitempty"`
 	Model   string `json:"model"`
 	Created int64  `json:"created"`
+	// Cancelled is set (by a revision-checked update) when a client cancels
+	// the stream; a worker that takes the request then ends it cancelled
+	// without calling a provider.
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // Health is the coordinator's last probe of one provider.

@@ -15,8 +15,9 @@ const (
 	// ChunkStream stores every stream's frames, one subject per stream.
 	ChunkStream = "RELAY_CHUNKS"
 	// chunkPrefix and livePrefix are followed by the stream id.
-	chunkPrefix = "relay.chunks."
-	livePrefix  = "relay.live."
+	chunkPrefix  = "relay.chunks."
+	livePrefix   = "relay.live."
+	cancelPrefix = "relay.cancel."
 
 	// MetaBucket is the KV bucket of stream metadata, keyed by stream id.
 	MetaBucket = "relay_streams"
@@ -31,6 +32,12 @@ func ChunkSubject(streamID string) string { return chunkPrefix + streamID }
 // LiveSubject is the core subject RELAY_CHUNKS republishes a stream's
 // frames to once they are stored.
 func LiveSubject(streamID string) string { return livePrefix + streamID }
+
+// CancelSubject is the core subject on which an edge tells the worker
+// generating a stream to stop. A notice is fire-and-forget; the durable
+// record of a cancellation is Meta.Cancelled, which a worker reads when it
+// takes a request, so a cancellation is not lost while no worker holds it.
+func CancelSubject(streamID string) string { return cancelPrefix + streamID }
 
 // StreamIDFromLive returns the stream id of a live subject.
 func StreamIDFromLive(subject string) (string, bool) {
