@@ -27,8 +27,10 @@ type conversation struct {
 //     far;
 //   - prompt mode: an assistant message holding the text so far is followed by
 //     one final user message asking to continue (in any wording). This only
-//     counts when that text is a non-empty prefix of the answer to the
-//     messages before it; otherwise the user message starts a new turn.
+//     counts when that text is a non-empty, strict prefix of the answer to
+//     the messages before it; otherwise the user message starts a new turn,
+//     so a multi-turn chat (whose assistant messages are whole answers) gets
+//     a fresh answer on every turn.
 //
 // Either way the answer and the key come from the messages before the
 // assistant message, so they are those of the request being continued.
@@ -42,7 +44,8 @@ func resolveConversation(messages []Message, tokens int) conversation {
 		return c
 	}
 	if n >= 2 && messages[n-1].Role == roleUser && messages[n-2].Role == roleAssistant && messages[n-2].Content != "" {
-		if c := continueFrom(messages[:n-2], tokens, messages[n-2].Content); c.prefix != "" {
+		c := continueFrom(messages[:n-2], tokens, messages[n-2].Content)
+		if c.prefix != "" && c.prefix != strings.Join(c.answer, "") {
 			return c
 		}
 	}

@@ -86,7 +86,7 @@ func TestPromptModeContinuation(t *testing.T) {
 	msgs := conv("prompt mode")
 	answer := Answer(msgs, 10)
 	full := AnswerText(msgs, 10)
-	for _, cut := range []int{len(answer[0]), len(answer[0]) + len(answer[1]) + 1, len(full)} {
+	for _, cut := range []int{len(answer[0]), len(answer[0]) + len(answer[1]) + 1, len(full) - 1} {
 		prefix := full[:cut]
 		cont := with(msgs,
 			Message{Role: roleAssistant, Content: prefix},
@@ -98,6 +98,20 @@ func TestPromptModeContinuation(t *testing.T) {
 	}
 	if got := s.Stats().ByConversation[ConversationKey(msgs)]; got != 3 {
 		t.Fatalf("prompt-mode requests counted %d times under the conversation key, want 3", got)
+	}
+}
+
+// A whole answer followed by a user message is the next turn of a chat,
+// not a continuation: it gets a fresh answer.
+func TestWholeAnswerThenUserMessageIsNewTurn(t *testing.T) {
+	_, ts := newTestServer(t, fullSpeed(10))
+	first := conv("first")
+	turn2 := with(first,
+		Message{Role: roleAssistant, Content: AnswerText(first, 10)},
+		Message{Role: roleUser, Content: "and now?"})
+	r := stream(t, ts, chatBody(true, turn2))
+	if want := AnswerText(turn2, 10); r.text() != want || want == AnswerText(first, 10) {
+		t.Fatalf("text = %q, want the fresh answer %q", r.text(), want)
 	}
 }
 

@@ -43,11 +43,11 @@
 //     prefix of the answer is ignored and the whole answer is sent.
 //   - Prompt mode: if the conversation ends with an assistant message and
 //     then one user message (in any wording, such as "continue exactly where
-//     you stopped"), and that assistant content is a non-empty prefix of the
-//     answer to the messages before it, the mock continues from there too.
-//     Otherwise the final user message is a new turn. A consequence: a chat
-//     whose previous assistant message is the mock's complete answer gets an
-//     empty next answer.
+//     you stopped"), and that assistant content is a non-empty, strict prefix
+//     of the answer to the messages before it, the mock continues from there
+//     too. Otherwise the final user message is a new turn with a fresh
+//     answer, so a multi-turn chat (whose assistant messages are whole
+//     answers) works as with a real model.
 //
 // In both cases the answer and the conversation key are those of the
 // messages before that assistant message, so a continuation is counted with
