@@ -8,7 +8,8 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 run: ## everything in one process: embedded NATS, edge, worker, coordinator, fake upstream
 	$(GO) run ./relay/cmd/relay dev
 
-test: ## the whole suite, with the race detector
+test: ## the whole suite, with the race detector; e2e/setup.sh first installs what e2e needs (nginx) if missing
+	bash e2e/setup.sh
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 build:

@@ -1,16 +1,22 @@
 // Package coordinator is the role that keeps cluster-wide state in
-// JetStream KV. Today it probes every provider and publishes its health;
-// circuit breakers, shared quotas and canary routing build on the same
-// buckets. Workers never wait for it: with the coordinator down, requests
-// still flow.
+// JetStream KV. Today it probes every provider and publishes its health,
+// and watches the workers' heartbeats to hand a dead worker's requests to
+// another worker at once (protocol "Worker liveness"); circuit breakers,
+// shared quotas and canary routing build on the same buckets. Workers never
+// wait for it: with the coordinator down, requests still flow, and the
+// workers watch each other. Several coordinators may run: each handover is
+// recorded once in a KV bucket, so only one of them acts on it.
 package coordinator
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -65,17 +71,23 @@ func (c Config) Validate(prefix string) error {
 
 // Deps are the coordinator's connections.
 type Deps struct {
-	JS      jetstream.JetStream
-	Catalog *provider.Catalog
+	// JS is JetStream on the coordinator's connection, which also carries
+	// the workers' heartbeats. Required.
+	JS jetstream.JetStream
+	// Topology sizes the handover bucket if the coordinator creates it.
+	Topology protocol.Topology
+	Catalog  *provider.Catalog
 	// HTTP calls the providers (zero: http.DefaultClient).
 	HTTP   *http.Client
 	Logger *slog.Logger
 }
 
-// Coordinator probes providers and publishes their health.
+// Coordinator probes providers, publishes their health, and hands the
+// requests of silent workers over.
 type Coordinator struct {
 	cfg  Config
 	deps Deps
+	name string
 }
 
 // New validates cfg and returns a coordinator.
@@ -83,21 +95,32 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 	if err := cfg.Validate("coordinator"); err != nil {
 		return nil, err
 	}
+	if deps.JS == nil {
+		return nil, errors.New("coordinator: Deps.JS is required")
+	}
 	if deps.HTTP == nil {
 		deps.HTTP = http.DefaultClient
 	}
-	return &Coordinator{cfg: cfg.withDefaults(), deps: deps}, nil
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	host, _ := os.Hostname()
+	return &Coordinator{cfg: cfg.withDefaults(), deps: deps, name: fmt.Sprintf("coordinator@%s-%d", host, os.Getpid())}, nil
 }
 
 // ListenAddr is the configured ops address, with its default applied.
 func (c *Coordinator) ListenAddr() string { return c.cfg.Listen }
 
-// Run probes every provider each HealthInterval until ctx ends.
+// Run probes every provider each HealthInterval and watches the workers'
+// liveness until ctx ends.
 func (c *Coordinator) Run(ctx context.Context) error {
 	kv, err := c.deps.JS.KeyValue(ctx, protocol.HealthBucket)
 	if err != nil {
 		return fmt.Errorf("coordinator: bucket %s: %w", protocol.HealthBucket, err)
 	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { c.watchLiveness(ctx) })
 	tick := time.NewTicker(c.cfg.HealthInterval)
 	defer tick.Stop()
 	for {
@@ -108,6 +131,27 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		}
+	}
+}
+
+// watchRetry is the pause before the liveness watcher starts again after
+// it could not (NATS not ready).
+const watchRetry = 2 * time.Second
+
+// watchLiveness runs the liveness watcher until ctx ends.
+func (c *Coordinator) watchLiveness(ctx context.Context) {
+	w := protocol.Watcher{JS: c.deps.JS, Topology: c.deps.Topology, Name: c.name, Logger: c.deps.Logger}
+	for {
+		err := w.Run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.deps.Logger.Warn("liveness watcher stopped; starting it again", "err", err, "in", watchRetry)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(watchRetry):
 		}
 	}
 }

@@ -7,8 +7,7 @@ import (
 )
 
 // errShuttingDown is the cause of every live client's context when the edge
-// stops: responses end with an "interrupted" event or a WebSocket "going
-// away" close, and clients resume on another edge.
+// stops: each is told to reconnect (drain.go) and resumes on another edge.
 var errShuttingDown = errors.New("edge: shutting down; resume from the last cursor")
 
 // clientKind says how a client is connected.
@@ -63,6 +62,13 @@ func (c *clients) add(parent context.Context, kind clientKind) (context.Context,
 			close(c.gone)
 		}
 	}
+}
+
+// draining reports whether close was called: the edge is shutting down.
+func (c *clients) draining() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 // count is how many clients of kind are live.

@@ -17,14 +17,15 @@ import (
 // serveCompletion answers a request with "stream": false. It follows the
 // same durable stream as a streaming client and answers once it ended: one
 // chat.completion if the stream is done, otherwise the end frame's error, so
-// that a cut answer never looks finished.
-func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origin) {
+// that a cut answer never looks finished. It reports whether the client
+// left before the end.
+func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
 	ctx, done := s.clients.add(r.Context(), clientUnary)
 	defer done()
 	f, err := s.hub.follow(o.view.id, o.after.JSSeq, s.cfg.ClientBuffer)
 	if err != nil {
 		writeError(w, unavailable("following the stream", err))
-		return
+		return false
 	}
 	defer f.close()
 	var acc completion
@@ -40,21 +41,24 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origi
 		}
 		if err != nil {
 			if r.Context().Err() != nil {
-				return // the client left
+				return true
 			}
-			if !errors.Is(err, errShuttingDown) {
-				s.log.Warn("completion interrupted", "stream_id", o.view.id, "err", err)
+			if errors.Is(err, errShuttingDown) {
+				writeDraining(w, s.cfg.RetryHint, "the edge is shutting down; the answer is still being generated as stream "+
+					o.view.id+": read it with GET /v1/streams/"+o.view.id+" from another edge")
+				return false
 			}
+			s.log.Warn("completion interrupted", "stream_id", o.view.id, "err", err)
 			writeError(w, &protocol.Error{Message: err.Error(), Type: protocol.TypeServer, Code: CodeInterrupted, Status: http.StatusBadGateway})
-			return
+			return false
 		}
 	}
 	if end.Frame.Status != protocol.StatusDone {
-		e := endError(end.Frame)
-		writeJSON(w, e.Status, failureObject{Error: newErrorObject(e), Relay: o.view.endRelay(end)})
-		return
+		writeJSON(w, endError(end.Frame).Status, o.view.failure(end))
+		return false
 	}
 	writeJSON(w, http.StatusOK, acc.object(o.view, end))
+	return false
 }
 
 // completion accumulates a stream's chunks into one message.

@@ -79,7 +79,8 @@ func TestNonStreamingErrorTerminal(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &got); err != nil {
 				t.Fatal(err)
 			}
-			if res.StatusCode != tc.status || got.Error.Type != protocol.TypeUpstream || got.Relay.Status != protocol.StatusFailed || got.Relay.StreamID != res.Header.Get("X-Relay-Stream-Id") {
+			if res.StatusCode != tc.status || got.Error.Type != protocol.TypeUpstream || got.Relay.Status != protocol.StatusFailed || got.Relay.StreamID != res.Header.Get("X-Relay-Stream-Id") ||
+				got.Usage == nil || got.Usage.TotalTokens != 7 {
 				t.Fatalf("status %d: %s", res.StatusCode, body)
 			}
 		})

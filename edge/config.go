@@ -28,6 +28,13 @@ type Config struct {
 	// further ones are dropped and the client catches up from JetStream
 	// instead (zero: 256).
 	ClientBuffer int `koanf:"client_buffer"`
+	// OnClientDisconnect is what happens to a generation whose starting
+	// client goes away before the end: "continue" (zero: the generation
+	// runs on and can be resumed) or "cancel_after <duration>" (cancel it
+	// once no client on any edge has followed it for that long). A request
+	// may override it with the X-Relay-On-Disconnect header; see
+	// DisconnectPolicy.
+	OnClientDisconnect DisconnectPolicy `koanf:"on_client_disconnect"`
 }
 
 // Defaults.
@@ -81,6 +88,8 @@ func (c Config) Validate(prefix string) error {
 		return fmt.Errorf("%s.max_body_bytes: must not be negative", prefix)
 	case c.ClientBuffer < 0:
 		return fmt.Errorf("%s.client_buffer: must not be negative", prefix)
+	case c.OnClientDisconnect.CancelAfter < 0:
+		return fmt.Errorf("%s.on_client_disconnect: cancel_after must be positive", prefix)
 	}
 	return nil
 }

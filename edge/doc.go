@@ -9,12 +9,20 @@
 //	                            as SSE ("stream": true) or answer one chat.completion
 //	GET  /v1/streams/{id}       the same SSE stream, resumed after Last-Event-ID
 //	                            (header) or last_event_id (query); EventSource-ready
+//	DELETE /v1/streams/{id}     cancel the generation; 200 with the terminal status,
+//	                            or 202 "cancelling" (cancel.go)
 //	GET  /v1/ws                 WebSocket: several streams per connection (handler_ws.go)
 //	GET  /v1/models             the Catalog's models as an OpenAI list
 //	GET  /healthz, /readyz      liveness; readiness = NATS connected and assets set up
 //
 // Every error body has OpenAI's shape {"error":{"message","type","param","code"}},
 // so official SDKs raise it.
+//
+// A generation outlives its client: when the client that started it goes
+// away, the disconnect policy (disconnect.go, orphans.go) lets it run on or
+// cancels it once no client on any edge follows it. When the edge itself
+// stops, it drains (drain.go): every live client is told to reconnect and
+// resumes on another edge.
 //
 // # Read path
 //

@@ -23,9 +23,13 @@ const (
 	CodeUnknownURL       = "unknown_url"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeUnavailable      = "unavailable"
-	// CodeInterrupted ends a response the edge could not finish (it shuts
-	// down, or lost the log): the client resumes from its last cursor.
+	// CodeInterrupted ends a response the edge could not finish (it lost
+	// the log): the client resumes from its last cursor.
 	CodeInterrupted = "stream_interrupted"
+	// CodeDraining ends responses and refuses requests while the edge shuts
+	// down: the client reconnects (to another edge) and resumes from its
+	// last cursor. The generation itself goes on.
+	CodeDraining = "edge_draining"
 )
 
 // invalid is a 400 naming the parameter at fault.
@@ -36,6 +40,19 @@ func invalid(param, code, format string, args ...any) *protocol.Error {
 		Param:   param,
 		Code:    code,
 		Status:  http.StatusBadRequest,
+	}
+}
+
+// notFound is the 404 for a stream that does not exist or has expired.
+// Once streams belong to tenants, a stream of another tenant gets it too,
+// so that an error never reveals that someone else's stream exists.
+func notFound(id, param string) *protocol.Error {
+	return &protocol.Error{
+		Message: "stream " + id + " does not exist or has expired",
+		Type:    protocol.TypeNotFound,
+		Param:   param,
+		Code:    CodeStreamNotFound,
+		Status:  http.StatusNotFound,
 	}
 }
 

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -25,26 +26,28 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveSSE streams the frames after o.after as server-sent events until the
-// end frame (then "data: [DONE]"), the client leaves, or the edge stops.
-func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin) {
+// end frame (then "data: [DONE]"), the client leaves, or the edge stops
+// (then a last event tells the client to reconnect). It reports whether
+// the client left before the end, which the disconnect policy acts on.
+func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
 	out := newSSEWriter(w)
 	if o.end != nil {
 		out.start(s.cfg.RetryHint)
 		out.done()
 		out.flush()
-		return
+		return false
 	}
 	ctx, done := s.clients.add(r.Context(), clientSSE)
 	defer done()
 	f, err := s.hub.follow(o.view.id, o.after.JSSeq, s.cfg.ClientBuffer)
 	if err != nil {
 		writeError(w, unavailable("following the stream", err))
-		return
+		return false
 	}
 	defer f.close()
 	out.start(s.cfg.RetryHint)
 	if err := out.flush(); err != nil {
-		return
+		return !errors.Is(context.Cause(ctx), errShuttingDown)
 	}
 	for {
 		entries, err := f.next(ctx, s.cfg.Keepalive)
@@ -56,25 +59,37 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin) {
 			out.done()
 		case err != nil:
 			if r.Context().Err() != nil {
-				return // the client left
+				return true
 			}
-			if !errors.Is(err, errShuttingDown) {
-				s.log.Warn("stream interrupted", "stream_id", o.view.id, "err", err)
+			if errors.Is(err, errShuttingDown) {
+				out.retry(s.cfg.RetryHint)
+				out.event("", drainingEvent())
+				break
 			}
+			s.log.Warn("stream interrupted", "stream_id", o.view.id, "err", err)
 			out.event("", interrupted(err))
 		case len(entries) == 0:
 			out.keepalive()
 		}
-		if werr := out.flush(); werr != nil || err != nil || f.ended() {
-			return
+		werr := out.flush()
+		switch {
+		case f.ended():
+			return false
+		case err != nil:
+			return false // told to reconnect
+		case werr != nil:
+			// The client is gone, or too slow to take a batch within
+			// writeTimeout; either way it left, unless the edge is
+			// ending the response.
+			return !errors.Is(context.Cause(ctx), errShuttingDown)
 		}
 	}
 }
 
 // interrupted is the data of the event that ends a response the edge could
-// not finish. It has no id, so an EventSource reconnects after the last
-// frame it got; an SDK raises it as an error rather than returning a cut
-// answer.
+// not finish because it lost the log. It has no id, so an EventSource
+// reconnects after the last frame it got; an SDK raises it as an error
+// rather than returning a cut answer.
 func interrupted(cause error) []byte {
 	return marshal(struct {
 		Error errorObject `json:"error"`

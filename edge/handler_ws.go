@@ -22,24 +22,33 @@ import (
 // several streams at once; every server message about a stream carries its
 // stream_id.
 //
-//	from    type     fields                                   meaning
-//	client  start    request: a chat completion request       queue a generation and follow it ("stream" is ignored)
-//	client  resume   stream_id, after: a cursor or ""         follow a stream after the cursor ("" = from the start)
-//	server  started  stream_id                                a start was accepted; answers come in the order starts were sent
-//	server  chunk    stream_id, cursor, chunk                 chunk is the chat.completion.chunk an SSE client gets
-//	server  end      stream_id, cursor, status,               the stream ended; nothing follows for that stream_id.
-//	                 finish_reason?, usage?, error?,          finish_reason and usage when status is "done", error
-//	                 attempts, cost                           (OpenAI's shape) otherwise
-//	server  error    stream_id?, error                        a start or resume was refused, or a stream could not be
-//	                                                          followed further (code "stream_interrupted": resume it)
+//	from    type          fields                              meaning
+//	client  start         request: a chat completion request  queue a generation and follow it ("stream" is ignored)
+//	client  resume        stream_id, after: a cursor or ""    follow a stream after the cursor ("" = from the start)
+//	client  cancel        stream_id                           cancel a generation, as DELETE /v1/streams/{id} does
+//	server  started       stream_id                           a start was accepted; answers come in the order starts were sent
+//	server  chunk         stream_id, cursor, chunk            chunk is the chat.completion.chunk an SSE client gets
+//	server  end           stream_id, cursor, status,          the stream ended; nothing follows for that stream_id.
+//	                      finish_reason?, usage?, error?,     finish_reason when status is "done", error (OpenAI's
+//	                      attempts, cost                      shape) otherwise; usage on every status the worker counted
+//	server  cancellation  stream_id, status                   the answer to a cancel: the terminal status once the end
+//	                                                          frame was seen ("cancelled", or e.g. "done" if it had
+//	                                                          finished), "cancelling" if it did not appear within 2 s;
+//	                                                          a stream followed here also gets its end, in either order
+//	server  error         stream_id?, error                   a start, resume or cancel was refused, or a stream could not
+//	                                                          be followed further (code "stream_interrupted": resume it)
+//	server  reconnect     retry_ms, error                     the edge is draining (code "edge_draining"): a close 1001
+//	                                                          follows; reconnect after retry_ms, to another edge, and
+//	                                                          resume each stream after its last cursor
 //
-// A future {"type":"cancel","stream_id"} will cancel a generation.
+// The upgrade request may carry X-Relay-On-Disconnect (see
+// DisconnectPolicy); it applies to the streams started on the connection
+// when the connection ends before they do.
 //
 // The server pings every Keepalive and drops a client it heard nothing
 // from (not even a pong) for two intervals. A message larger than
 // MaxBodyBytes plus a small envelope closes the connection (1009). When the
-// edge shuts down it closes with 1001 (going away): resume each stream
-// elsewhere after its last cursor.
+// edge shuts down it sends reconnect and closes with 1001 (going away).
 
 // wsEnvelope is the room a WebSocket message has for its envelope beyond
 // MaxBodyBytes of request.
@@ -69,28 +78,40 @@ type wsOut struct {
 	Error        *errorObject    `json:"error,omitempty"`
 	Attempts     int             `json:"attempts,omitempty"`
 	Cost         float64         `json:"cost,omitempty"`
+	RetryMS      int64           `json:"retry_ms,omitempty"`
 }
 
 // handleWS serves GET /v1/ws.
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	if s.clients.draining() {
+		writeDraining(w, s.cfg.RetryHint, drainMessage)
+		return
+	}
+	policy, e := s.disconnectPolicy(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	conn, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader answered the client
 	}
 	ctx, done := s.clients.add(r.Context(), clientWS)
 	defer done()
-	c := &wsConn{s: s, conn: conn, out: make(chan wsOut, s.cfg.ClientBuffer), active: map[string]bool{}}
+	c := &wsConn{s: s, conn: conn, policy: policy, out: make(chan wsOut, s.cfg.ClientBuffer), active: map[string]bool{}}
 	if err := c.run(ctx); !errors.Is(err, errWSClosed) && !errors.Is(err, errShuttingDown) {
 		s.log.Debug("websocket ended", "err", err)
 	}
 }
 
 // wsConn is one WebSocket client: a reader, a writer, and one goroutine per
-// stream it follows, all feeding the bounded send queue.
+// stream it follows or cancels, all feeding the bounded send queue.
 type wsConn struct {
 	s    *Server
 	conn *websocket.Conn
-	out  chan wsOut
+	// policy applies to the streams started on this connection.
+	policy DisconnectPolicy
+	out    chan wsOut
 
 	mu     sync.Mutex
 	active map[string]bool // streams followed on this connection
@@ -136,8 +157,7 @@ func (c *wsConn) writeLoop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			if errors.Is(context.Cause(ctx), errShuttingDown) {
-				msg := websocket.FormatCloseMessage(websocket.CloseGoingAway, "edge shutting down; resume elsewhere")
-				c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+				c.reconnect()
 			}
 			return context.Cause(ctx)
 		case m := <-c.out:
@@ -151,6 +171,19 @@ func (c *wsConn) writeLoop(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// reconnect tells the client that the edge drains, within a second: what
+// is still queued is dropped, and the client resumes every stream after the
+// last cursor it got.
+func (c *wsConn) reconnect() {
+	deadline := time.Now().Add(time.Second)
+	c.conn.SetWriteDeadline(deadline)
+	if c.conn.WriteJSON(reconnectMessage(c.s.cfg.RetryHint)) != nil {
+		return
+	}
+	msg := websocket.FormatCloseMessage(websocket.CloseGoingAway, "edge draining; resume elsewhere")
+	c.conn.WriteControl(websocket.CloseMessage, msg, deadline)
 }
 
 func (c *wsConn) writeQueued(m wsOut) error {
@@ -202,7 +235,7 @@ func (c *wsConn) handle(ctx context.Context, data []byte) error {
 		if err := c.send(ctx, wsOut{Type: "started", StreamID: id}); err != nil {
 			return err
 		}
-		return c.follow(ctx, origin{view: view{id: id, meta: meta}})
+		return c.follow(ctx, origin{view: view{id: id, meta: meta}}, true)
 	case "resume":
 		o, e := c.s.open(ctx, in.StreamID, "stream_id", in.After, "after")
 		if e != nil {
@@ -211,13 +244,29 @@ func (c *wsConn) handle(ctx context.Context, data []byte) error {
 		if o.end != nil {
 			return c.send(ctx, endMessage(o.view, *o.end))
 		}
-		return c.follow(ctx, o)
+		return c.follow(ctx, o, false)
+	case "cancel":
+		// Waiting for the end takes up to cancelWait: not on the reader.
+		c.streams.Go(func() { c.cancel(ctx, in.StreamID) })
+		return nil
 	}
-	return c.sendError(ctx, "", invalid("type", CodeInvalidValue, "unknown message type %q: want start or resume", in.Type))
+	return c.sendError(ctx, "", invalid("type", CodeInvalidValue, "unknown message type %q: want start, resume or cancel", in.Type))
+}
+
+// cancel cancels stream id and answers with a cancellation message.
+func (c *wsConn) cancel(ctx context.Context, id string) {
+	status, e := c.s.cancelAndWait(ctx, "", id, "stream_id")
+	if e != nil {
+		c.sendError(ctx, id, e)
+		return
+	}
+	c.send(ctx, wsOut{Type: "cancellation", StreamID: id, Status: status})
 }
 
 // follow starts a goroutine that sends the stream's frames after o.after.
-func (c *wsConn) follow(ctx context.Context, o origin) error {
+// started says the stream was started on this connection, so the
+// disconnect policy applies to it.
+func (c *wsConn) follow(ctx context.Context, o origin, started bool) error {
 	id := o.view.id
 	c.mu.Lock()
 	if c.active[id] {
@@ -235,8 +284,11 @@ func (c *wsConn) follow(ctx context.Context, o origin) error {
 	}
 	c.streams.Go(func() {
 		defer c.inactive(id)
-		defer f.close()
-		c.pump(ctx, o.view, f)
+		ended := c.pump(ctx, o.view, f)
+		f.close()
+		if started && !ended && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShuttingDown) {
+			c.s.orphans.watch("", id, c.policy)
+		}
 	})
 	return nil
 }
@@ -248,13 +300,13 @@ func (c *wsConn) inactive(id string) {
 }
 
 // pump sends one stream's frames until its end frame or the connection
-// ends.
-func (c *wsConn) pump(ctx context.Context, v view, f *follower) {
+// ends; it reports whether the end frame was queued.
+func (c *wsConn) pump(ctx context.Context, v view, f *follower) bool {
 	for !f.ended() {
 		entries, err := f.next(ctx, c.s.cfg.Keepalive)
 		for _, e := range entries {
 			if c.send(ctx, message(v, e)) != nil {
-				return
+				return false
 			}
 		}
 		if err != nil {
@@ -262,9 +314,10 @@ func (c *wsConn) pump(ctx context.Context, v view, f *follower) {
 				c.s.log.Warn("stream interrupted", "stream_id", v.id, "err", err)
 				c.sendError(ctx, v.id, &protocol.Error{Message: err.Error(), Type: protocol.TypeServer, Code: CodeInterrupted})
 			}
-			return
+			return false
 		}
 	}
+	return true
 }
 
 // message renders a chunk or end frame.
@@ -285,10 +338,10 @@ func endMessage(v view, e chunklog.Entry) wsOut {
 		Status:   f.Status,
 		Attempts: f.Attempts,
 		Cost:     f.Cost,
+		Usage:    f.Usage,
 	}
 	if f.Status == protocol.StatusDone {
 		m.FinishReason = finishReason(f)
-		m.Usage = f.Usage
 	} else {
 		obj := newErrorObject(endError(f))
 		m.Error = &obj

@@ -15,12 +15,18 @@ func handleHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Write([]byte("ok\n"))
 }
 
-// handleReady reports whether the edge can accept requests: NATS is
-// connected and the streams and bucket exist.
+// handleReady reports whether the edge can accept requests: it is not
+// draining, NATS is connected and the streams and bucket exist.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), natsTimeout)
 	defer cancel()
-	err := natsconn.Ready(s.nc)
+	var err error
+	if s.clients.draining() {
+		err = errShuttingDown
+	}
+	if err == nil {
+		err = natsconn.Ready(s.nc)
+	}
 	if err == nil {
 		err = protocol.Check(ctx, s.js)
 	}

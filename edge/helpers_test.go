@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -114,12 +115,14 @@ func answer(n int) script {
 	}
 }
 
-// failing is one chunk, then an end frame with status and err.
+// failing is one chunk, then an end frame with status and err, and the
+// usage and cost of the attempts.
 func failing(status protocol.Status, err *protocol.Error) script {
 	return func(protocol.Request) []protocol.Frame {
 		return []protocol.Frame{
 			{Kind: protocol.KindChunk, Role: "assistant", Content: "partial", Provider: "alpha", Model: testModel, Attempt: 1},
-			{Kind: protocol.KindEnd, Status: status, Error: err, Attempts: 2},
+			{Kind: protocol.KindEnd, Status: status, Error: err, Attempts: 2, Cost: 0.0625,
+				Usage: &protocol.Usage{PromptTokens: 6, CompletionTokens: 1, TotalTokens: 7}},
 		}
 	}
 }
@@ -127,18 +130,43 @@ func failing(status protocol.Status, err *protocol.Error) script {
 // worker stands in for the worker role, written concurrently with the
 // edge: it takes requests from the work queue and appends a claim and the
 // frames of its script, pausing pace between frames, or, with a gate, one
-// frame per value received from it.
+// frame per value received from it. It honours cancellation as the
+// protocol asks: a request whose Meta is cancelled when taken, or whose
+// notice arrives on its cancel subject while it waits for the next frame,
+// ends with a cancelled end frame instead of the rest of its script. Like
+// a real worker it gives a stream up quietly when fenced: on a loaded
+// machine a request can be redelivered while the first delivery is still
+// being served (the worker reports no progress), and only one of the two
+// gets to append.
 type worker struct {
 	script script
 	pace   time.Duration
 	gate   chan struct{}
 	reqs   chan protocol.Request
+	// cancelled receives the id of every stream the worker ended cancelled.
+	cancelled chan string
+}
+
+// cancelledEnd is the scripted worker's end frame for a stream cancelled
+// after chunks chunks: the usage of what was generated, as a real worker
+// reports it.
+func cancelledEnd(chunks int) protocol.Frame {
+	return protocol.Frame{
+		Kind: protocol.KindEnd, Status: protocol.StatusCancelled, Attempts: 1, Cost: 0.125,
+		Error: &protocol.Error{Message: "the generation was cancelled", Type: protocol.TypeCancelled, Code: "cancelled", Status: 499},
+		Usage: &protocol.Usage{PromptTokens: 3, CompletionTokens: chunks, TotalTokens: 3 + chunks},
+	}
 }
 
 func (e *env) startWorker(w *worker) *worker {
 	e.t.Helper()
 	w.reqs = make(chan protocol.Request, 1024)
+	w.cancelled = make(chan string, 1024)
 	cons, err := e.js.Consumer(context.Background(), protocol.RequestStream, protocol.WorkerConsumer)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kv, err := e.js.KeyValue(context.Background(), protocol.MetaBucket)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -153,25 +181,56 @@ func (e *env) startWorker(w *worker) *worker {
 				return
 			}
 			w.reqs <- req
-			wr := chunklog.NewWriter(e.js, reader, req.StreamID, 0, 0)
-			if _, err := wr.Append(ctx, protocol.Frame{Kind: protocol.KindClaim, Worker: "scripted"}); err != nil {
-				e.t.Errorf("worker: claim: %v", err)
+			// Subscribed before anything is appended, so that no notice
+			// sent after a client saw a frame is missed.
+			notices := make(chan *nats.Msg, 1)
+			sub, err := e.nc.ChanSubscribe(protocol.CancelSubject(req.StreamID), notices)
+			if err != nil {
+				e.t.Errorf("worker: subscribe: %v", err)
 				return
 			}
-			for _, f := range w.script(req) {
-				if w.gate != nil {
+			defer sub.Unsubscribe()
+			var meta protocol.Meta
+			if entry, err := kv.Get(ctx, req.StreamID); err != nil || json.Unmarshal(entry.Value(), &meta) != nil {
+				e.t.Errorf("worker: meta of %s: %v", req.StreamID, err)
+				return
+			}
+			wr := chunklog.NewWriter(e.js, reader, req.StreamID, 0, 0)
+			if _, err := wr.Append(ctx, protocol.Frame{Kind: protocol.KindClaim, Worker: "scripted"}); err != nil {
+				if !errors.Is(err, chunklog.ErrFenced) {
+					e.t.Errorf("worker: claim: %v", err)
+				}
+				return
+			}
+			cancelled := meta.Cancelled
+			for i, f := range w.script(req) {
+				if !cancelled {
+					var tick <-chan time.Time
+					if w.gate == nil {
+						tick = time.After(w.pace)
+					}
 					select {
 					case <-w.gate:
+						time.Sleep(w.pace)
+					case <-tick:
+					case <-notices:
+						cancelled = true
 					case <-ctx.Done():
 						return
 					}
 				}
-				time.Sleep(w.pace)
+				if cancelled {
+					f = cancelledEnd(i)
+				}
 				if _, err := wr.Append(ctx, f); err != nil {
-					if ctx.Err() == nil {
+					if ctx.Err() == nil && !errors.Is(err, chunklog.ErrFenced) {
 						e.t.Errorf("worker: append: %v", err)
 					}
 					return
+				}
+				if cancelled {
+					w.cancelled <- req.StreamID
+					break
 				}
 			}
 			msg.Ack()
@@ -213,6 +272,24 @@ func (e *env) writeStream(id string, meta protocol.Meta, frames []protocol.Frame
 		cursors = append(cursors, c)
 	}
 	return cursors
+}
+
+// meta reads a stream's Meta and its revision straight from the bucket.
+func (e *env) meta(id string) (protocol.Meta, uint64) {
+	e.t.Helper()
+	kv, err := e.js.KeyValue(context.Background(), protocol.MetaBucket)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	entry, err := kv.Get(context.Background(), id)
+	if err != nil {
+		e.t.Fatalf("meta %s: %v", id, err)
+	}
+	var m protocol.Meta
+	if err := json.Unmarshal(entry.Value(), &m); err != nil {
+		e.t.Fatal(err)
+	}
+	return m, entry.Revision()
 }
 
 func mustJSON(t *testing.T, v any) []byte {

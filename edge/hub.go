@@ -24,6 +24,8 @@ const hubQueue = 1 << 16
 // subscription per stream served here, however many clients follow it, all
 // delivering into one channel that one dispatcher goroutine routes. No
 // goroutine and no JetStream consumer is created per stream or per client.
+// With it goes a subscription to the stream's presence subject, so that
+// any edge can ask whether the stream is followed (presence.go).
 //
 // The dispatcher lives as long as the NATS connection: it stops when the
 // connection is closed.
@@ -32,6 +34,7 @@ type hub struct {
 	hist   history
 	log    *slog.Logger
 	msgs   chan *nats.Msg
+	asks   chan *nats.Msg
 	status chan nats.Status
 
 	mu      sync.RWMutex
@@ -40,9 +43,10 @@ type hub struct {
 	stats readStats
 }
 
-// hubStream is one stream's subscription and the followers it feeds.
+// hubStream is one stream's subscriptions and the followers it feeds.
 type hubStream struct {
-	sub       *nats.Subscription
+	sub       *nats.Subscription // live frames
+	ask       *nats.Subscription // presence questions
 	followers map[*follower]struct{}
 }
 
@@ -82,6 +86,7 @@ func newHub(nc *nats.Conn, hist history, log *slog.Logger) *hub {
 		hist:    hist,
 		log:     log,
 		msgs:    make(chan *nats.Msg, hubQueue),
+		asks:    make(chan *nats.Msg, askQueue),
 		status:  nc.StatusChanged(nats.CONNECTED, nats.CLOSED),
 		streams: map[string]*hubStream{},
 	}
@@ -102,14 +107,19 @@ func (h *hub) follow(id string, after uint64, buffer int) (*follower, error) {
 		if err != nil {
 			return nil, fmt.Errorf("edge: subscribe %s: %w", protocol.LiveSubject(id), err)
 		}
-		hs = &hubStream{sub: sub, followers: map[*follower]struct{}{}}
+		ask, err := h.nc.ChanSubscribe(presenceSubject(id), h.asks)
+		if err != nil {
+			sub.Unsubscribe()
+			return nil, fmt.Errorf("edge: subscribe %s: %w", presenceSubject(id), err)
+		}
+		hs = &hubStream{sub: sub, ask: ask, followers: map[*follower]struct{}{}}
 		h.streams[id] = hs
 	}
 	hs.followers[f] = struct{}{}
 	return f, nil
 }
 
-// leave removes f, and the stream's subscription with its last follower.
+// leave removes f, and the stream's subscriptions with its last follower.
 func (h *hub) leave(f *follower) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -119,8 +129,10 @@ func (h *hub) leave(f *follower) {
 	}
 	delete(hs.followers, f)
 	if len(hs.followers) == 0 {
-		if err := hs.sub.Unsubscribe(); err != nil && !h.nc.IsClosed() {
-			h.log.Warn("unsubscribe live subject", "stream_id", f.id, "err", err)
+		for _, sub := range []*nats.Subscription{hs.sub, hs.ask} {
+			if err := sub.Unsubscribe(); err != nil && !h.nc.IsClosed() {
+				h.log.Warn("unsubscribe", "subject", sub.Subject, "err", err)
+			}
 		}
 		delete(h.streams, f.id)
 	}
@@ -150,6 +162,8 @@ func (h *hub) run() {
 				saturated = false
 				h.resync()
 			}
+		case m := <-h.asks:
+			h.answer(m)
 		case st := <-h.status:
 			switch st {
 			case nats.CLOSED:

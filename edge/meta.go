@@ -37,24 +37,64 @@ func (m *metaStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	return m.kv, nil
 }
 
-// get returns the stream's metadata, or errNoMeta.
-func (m *metaStore) get(ctx context.Context, id string) (protocol.Meta, error) {
+// get returns the stream's metadata and its revision, or errNoMeta.
+func (m *metaStore) get(ctx context.Context, id string) (protocol.Meta, uint64, error) {
 	kv, err := m.bucket(ctx)
 	if err != nil {
-		return protocol.Meta{}, err
+		return protocol.Meta{}, 0, err
 	}
 	entry, err := kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return protocol.Meta{}, errNoMeta
+		return protocol.Meta{}, 0, errNoMeta
 	}
 	if err != nil {
-		return protocol.Meta{}, fmt.Errorf("edge: get meta %s: %w", id, err)
+		return protocol.Meta{}, 0, fmt.Errorf("edge: get meta %s: %w", id, err)
 	}
 	var meta protocol.Meta
 	if err := json.Unmarshal(entry.Value(), &meta); err != nil {
-		return protocol.Meta{}, fmt.Errorf("edge: decode meta %s: %w", id, err)
+		return protocol.Meta{}, 0, fmt.Errorf("edge: decode meta %s: %w", id, err)
 	}
-	return meta, nil
+	return meta, entry.Revision(), nil
+}
+
+// updateAttempts bounds the writes update tries: each lost one means another
+// writer changed the Meta in between, which only a handful of racing
+// cancellations (or a worker) can do.
+const updateAttempts = 5
+
+// errContended is returned by update when every attempt lost the race.
+var errContended = errors.New("edge: meta changed by other writers on every attempt")
+
+// update applies next, a pure function of the stored Meta, with writes
+// checked against the revision read, so no other writer's change is lost:
+// on a mismatch it reads again and recomputes. meta and revision are what
+// the caller read last. next reports false when the Meta needs no write.
+func (m *metaStore) update(ctx context.Context, id string, meta protocol.Meta, revision uint64, next func(protocol.Meta) (protocol.Meta, bool)) error {
+	kv, err := m.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	for range updateAttempts {
+		changed, write := next(meta)
+		if !write {
+			return nil
+		}
+		value, err := json.Marshal(changed)
+		if err != nil {
+			return fmt.Errorf("edge: encode meta: %w", err)
+		}
+		_, err = kv.Update(ctx, id, value, revision)
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			if err != nil {
+				return fmt.Errorf("edge: update meta %s: %w", id, err)
+			}
+			return nil
+		}
+		if meta, revision, err = m.get(ctx, id); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %s", errContended, id)
 }
 
 // create stores the metadata of a new stream; it fails if the id exists.

@@ -60,10 +60,16 @@ type endRelay struct {
 }
 
 // failureObject is the data of the event that ends a stream that is not
-// done: an OpenAI error, so SDKs raise instead of returning a cut answer.
+// done (and the body of a "stream": false answer to one): an OpenAI error,
+// so SDKs raise instead of returning a cut answer. Usage, next to the
+// error, is what the stream consumed before it ended: incomplete,
+// failed and cancelled generations are billed too, so every terminal
+// status carries it (when the worker counted any), as relay carries cost
+// and attempts.
 type failureObject struct {
-	Error errorObject `json:"error"`
-	Relay endRelay    `json:"relay"`
+	Error errorObject     `json:"error"`
+	Usage *protocol.Usage `json:"usage,omitempty"`
+	Relay endRelay        `json:"relay"`
 }
 
 func cursorOf(e chunklog.Entry) protocol.Cursor {
@@ -82,7 +88,12 @@ func (v view) object(e chunklog.Entry) any {
 	case f.Status == protocol.StatusDone:
 		return v.final(e)
 	}
-	return failureObject{Error: newErrorObject(endError(f)), Relay: v.endRelay(e)}
+	return v.failure(e)
+}
+
+// failure renders an end frame that is not done.
+func (v view) failure(e chunklog.Entry) failureObject {
+	return failureObject{Error: newErrorObject(endError(e.Frame)), Usage: e.Frame.Usage, Relay: v.endRelay(e)}
 }
 
 // chunk renders a chunk frame.

@@ -28,3 +28,27 @@ func FuzzParseChatRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDisconnectPolicy: X-Relay-On-Disconnect comes from clients. A policy
+// parses or is refused with a message, and what parses renders back to
+// itself.
+func FuzzDisconnectPolicy(f *testing.F) {
+	for _, s := range []string{"continue", "cancel_after 30s", "cancel_after 1h2m3.5s", "cancel_after", "cancel_after -1s", " ", "cancel_after 1e9h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := parseDisconnectPolicy(s)
+		if err != nil {
+			if err.Error() == "" || p != (DisconnectPolicy{}) {
+				t.Fatalf("%q: %+v, %v", s, p, err)
+			}
+			return
+		}
+		if p.CancelAfter < 0 {
+			t.Fatalf("%q: negative %v", s, p.CancelAfter)
+		}
+		if back, err := parseDisconnectPolicy(p.String()); err != nil || back != p {
+			t.Fatalf("%q: %v renders as %q, which parses as %+v, %v", s, p, p.String(), back, err)
+		}
+	})
+}

@@ -32,15 +32,9 @@ func (s *Server) open(ctx context.Context, id, idParam, cursor, cursorParam stri
 	}
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
-	meta, err := s.meta.get(ctx, id)
+	meta, _, err := s.meta.get(ctx, id)
 	if errors.Is(err, errNoMeta) {
-		return origin{}, &protocol.Error{
-			Message: "stream " + id + " does not exist or has expired",
-			Type:    protocol.TypeNotFound,
-			Param:   idParam,
-			Code:    CodeStreamNotFound,
-			Status:  http.StatusNotFound,
-		}
+		return origin{}, notFound(id, idParam)
 	}
 	if err != nil {
 		return origin{}, unavailable("reading stream metadata", err)

@@ -12,7 +12,7 @@ import (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/chat/completions", methods{http.MethodPost: s.handleChat})
-	mux.Handle("/v1/streams/{id}", methods{http.MethodGet: s.handleStream})
+	mux.Handle("/v1/streams/{id}", methods{http.MethodGet: s.handleStream, http.MethodDelete: s.handleCancel})
 	mux.Handle("/v1/ws", methods{http.MethodGet: s.handleWS})
 	mux.Handle("/v1/models", methods{http.MethodGet: s.handleModels})
 	mux.Handle("/healthz", methods{http.MethodGet: handleHealth})

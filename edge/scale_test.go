@@ -2,15 +2,12 @@ package edge
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/gorilla/websocket"
 )
 
 func TestManyConcurrentStreams(t *testing.T) {
@@ -70,45 +67,5 @@ func TestTwoEdgesServeOneStream(t *testing.T) {
 	checkAnswer(t, bodyA, 12)
 	if bodyA != bodyB {
 		t.Fatalf("edges disagree:\n%s\n---\n%s", bodyA, bodyB)
-	}
-}
-
-func TestShutdownEndsLiveClients(t *testing.T) {
-	e := newEnv(t)
-	w := e.startWorker(&worker{script: answer(5), gate: make(chan struct{})})
-	edge := e.startEdge(Config{})
-
-	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), nil)
-	id := res.Header.Get("X-Relay-Stream-Id")
-	w.gate <- struct{}{}
-	r := bufio.NewReader(res.Body)
-	first := readEvents(t, r, func(ev sseEvent) bool { return ev.ID != "" })
-
-	conn := dialWS(t, edge)
-	sendWS(t, conn, `{"type":"resume","stream_id":"`+id+`"}`)
-	if m := readWS(t, conn); m.Type != "chunk" {
-		t.Fatalf("ws: %+v", m)
-	}
-	waitFor(t, func() bool { return edge.clients.count(clientWS) == 1 })
-
-	if err := edge.shutdown(); err != nil {
-		t.Fatalf("Serve returned %v", err)
-	}
-	// The SSE response ends with an error event that has no id, so the
-	// client resumes after the frame it has; there is no [DONE].
-	rest := readAll(t, &http.Response{Body: readCloser{r}})
-	var ev struct {
-		Error errorObject `json:"error"`
-	}
-	events := parseSSE(t, rest)
-	if len(events) != 1 || events[0].ID != "" || decodeInto(events[0].Data, &ev) != nil || deref(ev.Error.Code) != CodeInterrupted {
-		t.Fatalf("after %+v, the response ended with %q", first, rest)
-	}
-	_, _, err := conn.ReadMessage()
-	if ce, ok := errors.AsType[*websocket.CloseError](err); !ok || ce.Code != websocket.CloseGoingAway {
-		t.Fatalf("websocket after shutdown: %v", err)
-	}
-	if n := edge.clients.count(clientSSE) + edge.clients.count(clientWS); n != 0 {
-		t.Fatalf("%d clients left", n)
 	}
 }

@@ -36,10 +36,16 @@ type Server struct {
 	log      *slog.Logger
 	reader   *chunklog.Reader
 	meta     *metaStore
+	tail     *tailReader
 	hub      *hub
 	clients  *clients
+	orphans  *orphans
 	upgrader websocket.Upgrader
 	handler  http.Handler
+
+	// cancelWait is how long a cancellation waits for the end frame: the
+	// constant cancelWait, which tests shorten.
+	cancelWait time.Duration
 }
 
 // Timeouts of the HTTP server. Streaming responses have no overall write
@@ -73,9 +79,19 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log:     log,
 		reader:  reader,
 		meta:    &metaStore{js: deps.JS},
+		tail:    &tailReader{js: deps.JS},
 		hub:     newHub(deps.NC, reader, log),
 		clients: newClients(),
+
+		cancelWait: cancelWait,
 	}
+	s.orphans = newOrphans(
+		func(ctx context.Context, id string) (bool, error) { return followed(ctx, deps.NC, id) },
+		func(ctx context.Context, tenant, id string) (chunklog.Entry, *protocol.Error) {
+			return s.cancel(ctx, tenant, id, "id")
+		},
+		log,
+	)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: readHeaderTimeout,
 		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
@@ -89,10 +105,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // Handler serves the edge's HTTP API.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Serve serves HTTP on ln until ctx is done, then shuts down: live streams
-// are ended (clients resume elsewhere from their last cursor), and it waits
-// up to shutdownTimeout for requests to finish. It returns nil after a clean
-// shutdown, context.DeadlineExceeded when time ran out.
+// Serve serves HTTP on ln until ctx is done, then drains (drain.go): it
+// stops accepting, tells every live client to reconnect elsewhere and
+// resume from its last cursor, and waits up to shutdownTimeout for requests
+// and WebSockets to finish. It returns nil after a clean shutdown,
+// context.DeadlineExceeded when time ran out.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler,
@@ -100,18 +117,25 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	// Shutdown runs this once it closed the listener, so a client told to
+	// reconnect cannot land on this edge again.
+	srv.RegisterOnShutdown(s.clients.close)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
+		s.orphans.close()
 		return fmt.Errorf("edge: serve: %w", err)
 	case <-ctx.Done():
 	}
-	s.clients.close()
+	s.orphans.close()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	<-served // http.ErrServerClosed
+	// Shutdown starts clients.close without waiting for it; it is
+	// idempotent, and needed before clients.wait.
+	s.clients.close()
 	if err != nil {
 		return err
 	}

@@ -29,9 +29,17 @@ func (s *sseWriter) start(retry time.Duration) {
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("Connection", "keep-alive")
+	s.retry(retry)
+	s.buf.WriteByte('\n')
+}
+
+// retry queues a "retry:" field, the delay before an EventSource
+// reconnects. Followed by a blank line it is an event of its own; followed
+// by an event's fields, it is part of that event.
+func (s *sseWriter) retry(d time.Duration) {
 	s.buf.WriteString("retry: ")
-	s.buf.WriteString(strconv.FormatInt(retry.Milliseconds(), 10))
-	s.buf.WriteString("\n\n")
+	s.buf.WriteString(strconv.FormatInt(d.Milliseconds(), 10))
+	s.buf.WriteByte('\n')
 }
 
 // event queues an event. id is empty for events that must not move the

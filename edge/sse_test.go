@@ -80,6 +80,18 @@ func TestFailedStreamWireFormat(t *testing.T) {
 	golden(t, "replay_incomplete.sse", readAll(t, do(t, "GET", edge.url+"/v1/streams/"+fixedID, "", nil)))
 }
 
+// TestCancelledStreamWireFormat pins the end of a cancelled stream: an
+// error event with the usage of what was generated.
+func TestCancelledStreamWireFormat(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{})
+	e.writeStream(fixedID, protocol.Meta{Model: testModel, Created: 1700000000, Cancelled: true}, []protocol.Frame{
+		{Kind: protocol.KindChunk, Role: "assistant", Content: "Hel", Provider: "alpha", Model: testModel, Attempt: 1},
+		cancelledEnd(1),
+	})
+	golden(t, "replay_cancelled.sse", readAll(t, do(t, "GET", edge.url+"/v1/streams/"+fixedID, "", nil)))
+}
+
 func TestPostStreams(t *testing.T) {
 	e := newEnv(t)
 	w := e.startWorker(&worker{script: answer(20), pace: time.Millisecond})
@@ -153,6 +165,10 @@ func TestErrorTerminalsEndWithAnErrorEvent(t *testing.T) {
 			end := decodeChunk(t, frames[1].Data)
 			if end.Error == nil || end.Error.Type != tc.wantType || *end.Error.Code != tc.wantCode || end.Relay.Status != tc.status || end.Relay.Attempts != 2 {
 				t.Fatalf("end event %s", frames[1].Data)
+			}
+			// What the generation consumed is reported whatever the status.
+			if end.Usage == nil || end.Usage.TotalTokens != 7 {
+				t.Fatalf("end event without usage: %s", frames[1].Data)
 			}
 			if strings.Contains(frames[1].Data, "http_status") || strings.Contains(frames[1].Data, "finish_reason") {
 				t.Fatalf("end event leaks fields: %s", frames[1].Data)

@@ -25,6 +25,7 @@ type wsMsg struct {
 	Usage        *protocol.Usage `json:"usage"`
 	Error        *errorObject    `json:"error"`
 	Attempts     int             `json:"attempts"`
+	RetryMS      int64           `json:"retry_ms"`
 }
 
 func dialWS(t *testing.T, edge *testEdge) *websocket.Conn {

@@ -36,7 +36,9 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	pub := newPublisher(j.writer, protocol.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: j.attempts}, seam)
 	published := make(chan error, 1)
 	go func() {
-		err := pub.run(ctx)
+		// The chunk log outlives the call: what was received before a
+		// cancellation or a handover is still published.
+		err := pub.run(j.logCtx)
 		if err != nil {
 			// Nobody will see the rest of this answer: stop paying for it.
 			stream.Close()

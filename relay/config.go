@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/relaydev/relay/relay/protocol"
 )
 
 // Config configures a worker. The zero value means the defaults.
@@ -26,14 +29,49 @@ type Config struct {
 	// api_keys_file changed, to reload its keys. Zero: 1s; negative: never
 	// (reload on SIGHUP only).
 	KeysPollInterval time.Duration `koanf:"keys_poll_interval"`
+
+	// HeartbeatInterval is how often the worker publishes its heartbeat,
+	// listing the requests it holds, so that watchers hand them over soon
+	// after it dies (see protocol "Worker liveness"). Zero: 500ms;
+	// negative: no heartbeats, and a dead worker's requests wait for
+	// streams.ack_wait.
+	HeartbeatInterval time.Duration `koanf:"heartbeat_interval"`
+	// LivenessTimeout is how long watchers wait after the worker's last
+	// heartbeat before they hand its requests over. It travels in every
+	// heartbeat, so coordinators and peers apply the worker's own value.
+	// Zero: 1.5s; at least twice HeartbeatInterval. A paused worker (GC,
+	// SIGSTOP) silent for longer loses its requests, and is fenced.
+	LivenessTimeout time.Duration `koanf:"liveness_timeout"`
+	// DisablePeerWatch stops this worker from watching the other workers'
+	// heartbeats. By default every worker watches, so that requests are
+	// handed over while no coordinator runs; each watcher receives every
+	// heartbeat, which in a large fleet is worth leaving to the
+	// coordinators (see configs/README.md).
+	DisablePeerWatch bool `koanf:"disable_peer_watch"`
+	// DrainTimeout is how long a draining worker (SIGTERM) lets its
+	// streams run to their end; those still running then are handed to
+	// another worker, which continues them at once. Zero: 10s; negative:
+	// hand every stream over at once.
+	DrainTimeout time.Duration `koanf:"drain_timeout"`
+	// AppendRetry bounds how long a job retries a chunk-log write or read
+	// that failed for a reason other than losing the stream (NATS
+	// restarting, a replica leader election), while the upstream keeps
+	// streaming into memory. Zero: 30s; negative: no retry.
+	AppendRetry time.Duration `koanf:"append_retry"`
 }
 
 // Defaults and bounds.
 const (
-	DefaultMaxInflight      = 64
-	DefaultKeysPollInterval = time.Second
-	maxMaxInflight          = 1 << 14
-	maxIDLen                = 128
+	DefaultMaxInflight       = 64
+	DefaultKeysPollInterval  = time.Second
+	DefaultHeartbeatInterval = 500 * time.Millisecond
+	DefaultLivenessTimeout   = protocol.DefaultLivenessTimeout
+	DefaultDrainTimeout      = 10 * time.Second
+	DefaultAppendRetry       = 30 * time.Second
+	minHeartbeatInterval     = 10 * time.Millisecond
+	minLivenessTimeout       = 100 * time.Millisecond
+	maxMaxInflight           = 1 << 14
+	maxIDLen                 = 128
 )
 
 // Validate names the first invalid field under prefix (e.g. "worker").
@@ -43,6 +81,16 @@ func (c Config) Validate(prefix string) error {
 		return fmt.Errorf("%s.max_inflight: %d is not between 1 and %d (0 for the default %d)", prefix, c.MaxInflight, maxMaxInflight, DefaultMaxInflight)
 	case len(c.ID) > maxIDLen:
 		return fmt.Errorf("%s.id: longer than %d bytes", prefix, maxIDLen)
+	case c.HeartbeatInterval > 0 && c.HeartbeatInterval < minHeartbeatInterval:
+		return fmt.Errorf("%s.heartbeat_interval: %v is below %v", prefix, c.HeartbeatInterval, minHeartbeatInterval)
+	case c.LivenessTimeout < 0:
+		return fmt.Errorf("%s.liveness_timeout: must not be negative (a negative heartbeat_interval turns liveness off)", prefix)
+	case c.LivenessTimeout > 0 && c.LivenessTimeout < minLivenessTimeout:
+		return fmt.Errorf("%s.liveness_timeout: %v is below %v", prefix, c.LivenessTimeout, minLivenessTimeout)
+	case c.LivenessTimeout > 0 && c.HeartbeatInterval >= 0 && c.LivenessTimeout < 2*cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval):
+		return fmt.Errorf("%s.liveness_timeout: %v is less than twice heartbeat_interval", prefix, c.LivenessTimeout)
+	case c.LivenessTimeout == 0 && c.HeartbeatInterval > DefaultLivenessTimeout/2:
+		return fmt.Errorf("%s.heartbeat_interval: %v needs a liveness_timeout of at least twice as much (the default is %v)", prefix, c.HeartbeatInterval, DefaultLivenessTimeout)
 	case strings.ContainsFunc(c.ID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }):
 		return fmt.Errorf("%s.id: %q contains spaces or control characters", prefix, c.ID)
 	}
@@ -59,6 +107,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeysPollInterval == 0 {
 		c.KeysPollInterval = DefaultKeysPollInterval
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.LivenessTimeout == 0 {
+		c.LivenessTimeout = DefaultLivenessTimeout
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.AppendRetry == 0 {
+		c.AppendRetry = DefaultAppendRetry
 	}
 	return c
 }

@@ -7,6 +7,27 @@
 // so no request waits in a client-side buffer while its AckWait runs out,
 // and reports progress on it at a quarter of AckWait while it streams.
 //
+// A worker publishes a heartbeat listing the requests it holds, and
+// watches its peers' (see the protocol package's "Worker liveness"): when
+// a worker falls silent for its liveness timeout, a watcher hands its
+// requests over at once, well before AckWait. Its pulls expire within half
+// that timeout, so a paused worker holds none when its requests come back.
+//
+// Drain (SIGTERM) stops pulling, lets streams finish within DrainTimeout
+// and hands the rest over: each stops its upstream call, publishes what it
+// received and gives its request back with a NAK, so the next worker
+// continues it at once. Ending Run's context hands every stream over at
+// once.
+//
+// A client's cancellation reaches a job as a notice on the stream's cancel
+// subject (one wildcard subscription per worker), or as Meta.Cancelled when
+// the job starts: the job closes its upstream call, appends an end frame
+// cancelled and acks. The Gate hears a cancelled call as Neutral.
+//
+// Chunk-log writes and reads that fail for any reason but a lost stream
+// (NATS restarting, a replica election) are retried for AppendRetry while
+// the upstream keeps streaming into memory.
+//
 // A job reads what the stream already holds before it writes: a stream that
 // ended is only acknowledged (a duplicate or a redelivery after the ack was
 // lost); otherwise the job appends a claim frame chained on the last stored
@@ -26,12 +47,13 @@
 // change and on Reload (SIGHUP).
 //
 // Every stream ends with one end frame: done (the provider finished),
-// incomplete (text was published, then the loop gave up), or failed
-// (nothing was published), with the usage of every call, its cost and the
+// incomplete (text was published, then the loop gave up), failed
+// (nothing was published) or cancelled (by the client), with the usage of every call, its cost and the
 // number of calls.
 //
-// A job that loses its stream to another writer (chunklog.ErrFenced), or
-// whose worker shuts down, stops without a terminal frame and without
-// acknowledging, so the queue hands the request to another worker after
-// AckWait.
+// A job that loses its stream to another writer (chunklog.ErrFenced) stops
+// without a terminal frame, without acknowledging and without a NAK: acks
+// are matched by sequence only, and the request is another worker's now.
+// A job whose chunk log stays unavailable beyond AppendRetry stops the same
+// way, and the queue hands its request to another worker after AckWait.
 package relay

@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
@@ -41,6 +43,10 @@ type setup struct {
 	providers func(mockURL string) []provider.Config
 	models    []provider.Model
 	gate      Gate
+	// srv is the NATS server; nil starts one.
+	srv *server.Server
+	// noWorker starts no worker: the test starts its own with startWorker.
+	noWorker bool
 }
 
 // fastRetry keeps the backoff of tests short; what the delays are is the
@@ -50,14 +56,28 @@ var fastRetry = backoff.Config{Base: 5 * time.Millisecond, Cap: 20 * time.Millis
 // harness is an embedded NATS with the relay's streams, a mock upstream on
 // a loopback listener, and a running worker.
 type harness struct {
-	t      *testing.T
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	reader *chunklog.Reader
-	mock   *mockupstream.Server
-	logs   *logStore
-	// stop shuts the worker down and waits for Run to return.
+	t        *testing.T
+	srv      *server.Server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	reader   *chunklog.Reader
+	mock     *mockupstream.Server
+	logs     *logStore
+	logger   *slog.Logger
+	catalog  *provider.Catalog
+	topology protocol.Topology
+	gate     Gate
+	// stop shuts the default worker down and waits for Run to return.
 	stop func()
+}
+
+// testWorker is a worker a test started.
+type testWorker struct {
+	*Worker
+	// stop ends Run's context (a hard stop) and waits for Run to return.
+	stop func()
+	// ran is closed when Run returned.
+	ran chan struct{}
 }
 
 func start(t *testing.T, s setup) *harness {
@@ -65,10 +85,13 @@ func start(t *testing.T, s setup) *harness {
 	if s.worker.ID == "" {
 		s.worker.ID = "test-worker"
 	}
-	srv := relaytest.NATS(t)
-	nc, js := relaytest.Connect(t, srv, s.topology)
-	h := &harness{t: t, nc: nc, js: js, reader: chunklog.NewReader(nc, ""), logs: &logStore{}}
+	if s.srv == nil {
+		s.srv = relaytest.NATS(t)
+	}
+	nc, js := relaytest.Connect(t, s.srv, s.topology)
+	h := &harness{t: t, srv: s.srv, nc: nc, js: js, reader: chunklog.NewReader(nc, ""), logs: &logStore{}, topology: s.topology, gate: s.gate}
 	logger := slog.New(&recorder{inner: relaytest.Logger(t).Handler(), store: h.logs})
+	h.logger = logger
 
 	mock, err := mockupstream.New(s.mock, logger)
 	if err != nil {
@@ -113,24 +136,68 @@ func start(t *testing.T, s setup) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(s.worker, Deps{NC: nc, JS: js, Catalog: catalog, Logger: logger, Topology: s.topology, Gate: s.gate})
+	h.catalog = catalog
+	h.stop = func() {}
+	if !s.noWorker {
+		h.stop = h.startWorker(s.worker, nc).stop
+	}
+	return h
+}
+
+// startWorker runs a worker with cfg on nc (the harness's connection if
+// nil) until the test ends.
+func (h *harness) startWorker(cfg Config, nc *nats.Conn) *testWorker {
+	h.t.Helper()
+	js := h.js
+	if nc == nil {
+		nc = h.nc
+	} else if nc != h.nc {
+		var err error
+		if js, err = jetstream.New(nc); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	if cfg.ID == "" {
+		cfg.ID = "test-worker"
+	}
+	w, err := New(cfg, Deps{NC: nc, JS: js, Catalog: h.catalog, Logger: h.logger, Topology: h.topology, Gate: h.gate})
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(ctx) }()
+	tw := &testWorker{Worker: w, ran: make(chan struct{})}
+	var runErr error
+	go func() {
+		defer close(tw.ran)
+		runErr = w.Run(ctx)
+	}()
 	var once sync.Once
-	h.stop = func() {
+	tw.stop = func() {
 		once.Do(func() {
 			cancel()
-			if err := <-ran; err != nil {
-				t.Errorf("Run: %v", err)
+			<-tw.ran
+			if runErr != nil {
+				h.t.Errorf("Run: %v", runErr)
 			}
 		})
 	}
-	t.Cleanup(h.stop)
-	return h
+	h.t.Cleanup(tw.stop)
+	return tw
+}
+
+// connect opens a connection of its own to url (the harness's server if
+// empty), closed when the test ends.
+func (h *harness) connect(url string) *nats.Conn {
+	h.t.Helper()
+	if url == "" {
+		url = h.srv.ClientURL()
+	}
+	nc, _, err := natsconn.Connect(natsconn.Config{URL: url}, h.t.Name(), h.logger)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(nc.Close)
+	return nc
 }
 
 // userMessages is the conversation of a request with one user message.
@@ -188,13 +255,22 @@ func (h *harness) waitEnd(id string) []chunklog.Entry {
 	return out
 }
 
-// waitJob waits for the worker's log line about the stream's job and
+// waitJob waits for a worker's log line about the stream's job and
 // returns its status.
 func (h *harness) waitJob(id string) string {
 	h.t.Helper()
+	return h.waitJobOf("", id)
+}
+
+// waitJobOf waits for the log line of worker's job of the stream (any
+// worker's if worker is empty) and returns its status.
+func (h *harness) waitJobOf(worker, id string) string {
+	h.t.Helper()
 	var status string
 	relaytest.Eventually(h.t, waitFor, 5*time.Millisecond, func() bool {
-		line, ok := h.logs.find(func(l map[string]string) bool { return l["msg"] == "job finished" && l["stream"] == id })
+		line, ok := h.logs.find(func(l map[string]string) bool {
+			return l["msg"] == "job finished" && l["stream"] == id && (worker == "" || l["worker"] == worker)
+		})
 		status = line["status"]
 		return ok
 	})

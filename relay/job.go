@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -23,7 +24,20 @@ type job struct {
 	log   *slog.Logger
 	start time.Time
 
-	writer *chunklog.Writer
+	// delivery names the request's delivery in heartbeats and handovers;
+	// its Seq is zero if the message's metadata could not be read.
+	delivery protocol.Delivery
+	// logCtx serves the chunk log and the ack, to the end of the job.
+	// callCtx serves the upstream calls and the waits between them;
+	// stopCall ends it with the cause errCancelled or errHandover, and the
+	// job then still publishes what it received and ends or hands over
+	// the stream.
+	logCtx, callCtx context.Context
+	stopCall        context.CancelCauseFunc
+	// stopProgress ends the progress reports on the request.
+	stopProgress func()
+
+	writer *streamWriter
 	// text is every chunk's content in the stream so far, earlier owners'
 	// included: what a continuation continues.
 	text strings.Builder
@@ -47,80 +61,147 @@ type job struct {
 	provider, model string
 }
 
-func newJob(w *Worker, msg jetstream.Msg, req protocol.Request) *job {
-	return &job{w: w, msg: msg, req: req, log: w.logger.With("stream", req.StreamID), start: time.Now()}
+func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req protocol.Request, stopProgress func()) *job {
+	j := &job{w: w, msg: msg, req: req, log: w.logger.With("stream", req.StreamID), start: time.Now(), logCtx: ctx, stopProgress: stopProgress}
+	j.callCtx, j.stopCall = context.WithCancelCause(ctx)
+	d, err := protocol.DeliveryOf(msg, req.StreamID)
+	if err != nil {
+		j.log.Warn("request cannot be handed over", "err", err)
+	}
+	j.delivery = d
+	return j
 }
+
+// retry is the job's retrier of chunk-log operations.
+func (j *job) retry() retrier { return retrier{bound: j.w.appendRetry, log: j.log} }
 
 // run serves the request: it claims the stream, streams an answer (or the
 // rest of an earlier owner's) and ends the stream, unless it finds the
-// stream ended or loses it.
-func (j *job) run(ctx context.Context) {
-	h, err := readHistory(ctx, j.w.reader, j.req.StreamID)
+// stream ended or loses it. A stream whose client cancelled it before is
+// ended cancelled without calling a provider.
+func (j *job) run() {
+	defer j.stopCall(nil)
+	cancelled := make(chan bool, 1)
+	go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
+	var h history
+	err := j.retry().do(j.logCtx, "read the stream", func(ctx context.Context) (err error) {
+		h, err = readHistory(ctx, j.w.reader, j.req.StreamID)
+		return err
+	})
+	wasCancelled := <-cancelled
 	if err != nil {
-		j.abandon(ctx, err)
+		j.abandon(err)
 		return
 	}
 	if h.ended {
 		// A duplicate, or a redelivery whose ack was lost: nothing to do.
-		j.ack(ctx)
+		j.ack()
 		j.report(slog.LevelInfo, "already_ended", nil)
 		return
 	}
 	j.attempts = h.attempts
 	j.text.WriteString(h.text)
 	j.toolCalls = h.toolCalls
-	j.writer = chunklog.NewWriter(j.w.js, j.w.reader, j.req.StreamID, h.last, h.seq)
-	if err := appendFrame(ctx, j.writer, protocol.Frame{Kind: protocol.KindClaim, Worker: j.w.id}); err != nil {
-		j.abandon(ctx, err)
+	j.writer = newStreamWriter(chunklog.NewWriter(j.w.js, j.w.reader, j.req.StreamID, h.last, h.seq), h.last, j.retry())
+	if err := j.writer.append(j.logCtx, protocol.Frame{Kind: protocol.KindClaim, Worker: j.w.id}); err != nil {
+		j.abandon(err)
 		return
 	}
-	j.end(ctx, j.serve(ctx, h.seq > 0))
+	if wasCancelled {
+		j.stopCall(errCancelled)
+		j.end(outcome{err: errCancelled, class: upstream.Canceled})
+		return
+	}
+	j.end(j.serve(j.callCtx, h.seq > 0))
 }
 
-// end appends the terminal frame for out and acknowledges the request, or
-// abandons the stream if the job no longer owns it or is shutting down.
-func (j *job) end(ctx context.Context, out outcome) {
-	if out.logErr != nil {
-		j.abandon(ctx, out.logErr)
+// end appends the terminal frame for out and acknowledges the request. A
+// job that lost the stream abandons it; one stopped for a handover hands
+// it over; one whose client cancelled it ends it cancelled, unless the
+// answer was finished anyway.
+func (j *job) end(out outcome) {
+	cause := context.Cause(j.callCtx)
+	switch {
+	case out.logErr != nil:
+		j.abandon(out.logErr)
 		return
-	}
-	if ctx.Err() != nil {
-		j.abandon(ctx, ctx.Err())
+	case out.err != nil && errors.Is(cause, errHandover):
+		j.handOver()
 		return
+	case out.err != nil && errors.Is(cause, errCancelled):
+		out.err = errCancelled
 	}
 	f := j.endFrame(out)
-	if err := appendFrame(ctx, j.writer, f); err != nil {
-		j.abandon(ctx, err)
+	if err := j.writer.append(j.logCtx, f); err != nil {
+		j.abandon(err)
 		return
 	}
-	j.ack(ctx)
+	j.ack()
 	level := slog.LevelInfo
-	if out.err != nil && out.class != upstream.RequestFault {
-		// The client's own mistakes are not the relay's warnings.
+	if out.err != nil && out.class != upstream.RequestFault && out.class != upstream.Canceled {
+		// The client's own mistakes and cancellations are not the relay's
+		// warnings.
 		level = slog.LevelWarn
 	}
 	j.report(level, string(f.Status), out.err)
 }
 
-// abandon leaves the stream without a terminal frame and without acking,
-// so the request goes to another worker after AckWait, which continues the
-// stream. A fenced job must never ack: acks are matched by sequence only,
-// and the new owner's delivery is the same message.
-func (j *job) abandon(ctx context.Context, err error) {
-	switch {
-	case errors.Is(err, chunklog.ErrFenced):
+// abandon leaves the stream without a terminal frame and without acking.
+// A fenced job must never ack, nor NAK: acks are matched by sequence only,
+// and the new owner's delivery is the same message. Any other failure
+// (the chunk log unavailable beyond the retry bound) leaves the request to
+// AckWait, by which time NATS may be back.
+func (j *job) abandon(err error) {
+	if errors.Is(err, chunklog.ErrFenced) {
 		j.report(slog.LevelInfo, "fenced", nil)
-	case ctx.Err() != nil:
-		j.report(slog.LevelInfo, "shutdown", nil)
-	default:
+		return
+	}
+	j.report(slog.LevelWarn, "abandoned", err)
+}
+
+// handoverTimeout bounds checking the stream and giving the request back.
+const handoverTimeout = 5 * time.Second
+
+// errWritten stops a read at the first frame found.
+var errWritten = errors.New("relay: frame found")
+
+// handOver gives the request back to the queue at once, so that another
+// worker continues the stream: unless another writer appended after this
+// job's last frame (the stream is no longer the job's to give), it records
+// the handover and NAKs the delivery (protocol.HandOver), which a watcher
+// that thought this worker dead cannot do a second time.
+func (j *job) handOver() {
+	j.stopProgress()
+	ctx, cancel := context.WithTimeout(j.logCtx, handoverTimeout)
+	defer cancel()
+	_, err := j.w.reader.Read(ctx, j.req.StreamID, j.writer.last, func(chunklog.Entry) error { return errWritten })
+	switch {
+	case errors.Is(err, errWritten):
+		j.report(slog.LevelInfo, "fenced", nil)
+		return
+	case err != nil:
+		j.report(slog.LevelWarn, "abandoned", fmt.Errorf("relay: hand over: %w", err))
+		return
+	}
+	err = protocol.HandOver(ctx, j.w.nc, j.w.handovers, j.delivery, j.w.id)
+	switch {
+	case errors.Is(err, protocol.ErrHandedOver):
+		// A watcher took this worker for dead in the meantime.
+		j.report(slog.LevelInfo, "fenced", nil)
+	case err != nil:
 		j.report(slog.LevelWarn, "abandoned", err)
+	default:
+		j.report(slog.LevelInfo, "handed_over", nil)
 	}
 }
 
-// ack confirms the request is done. If the ack is lost the request comes
-// back, finds the end frame and is acked then.
-func (j *job) ack(ctx context.Context) {
-	if err := j.msg.DoubleAck(ctx); err != nil {
+// ack confirms the request is done, retrying while NATS is away. If the
+// ack is lost all the same, the request comes back, finds the end frame
+// and is acked then.
+func (j *job) ack() {
+	j.stopProgress()
+	err := j.retry().do(j.logCtx, "ack", func(ctx context.Context) error { return j.msg.DoubleAck(ctx) })
+	if err != nil {
 		j.log.Warn("ack failed", "err", err)
 	}
 }

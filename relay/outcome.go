@@ -45,6 +45,10 @@ func refused(err error) outcome {
 // continues text, not a half-sent tool call.
 var errNoToolCallContinuation = errors.New("relay: an answer with tool calls cannot be continued")
 
+// statusClientClosedRequest is the status of a cancelled stream's error:
+// nginx's "client closed request", a 4xx because the client chose it.
+const statusClientClosedRequest = 499
+
 // endFrame is the terminal frame for out. An answer with any chunk that
 // did not finish is incomplete, never done, so the client knows it is cut.
 func (j *job) endFrame(out outcome) protocol.Frame {
@@ -52,6 +56,14 @@ func (j *job) endFrame(out outcome) protocol.Frame {
 	switch {
 	case out.err == nil:
 		f.Status, f.FinishReason = protocol.StatusDone, out.finishReason
+	case errors.Is(out.err, errCancelled):
+		f.Status = protocol.StatusCancelled
+		f.Error = &protocol.Error{
+			Message: "The stream was cancelled by the client.",
+			Type:    protocol.TypeCancelled,
+			Code:    string(protocol.StatusCancelled),
+			Status:  statusClientClosedRequest,
+		}
 	case j.writer.Seq() > 0:
 		f.Status = protocol.StatusIncomplete
 		f.Error = &protocol.Error{

@@ -10,7 +10,8 @@ import (
 
 // keepInProgress tells the server every interval that msg is still being
 // worked on, so it is not handed to another worker while this one streams.
-// The returned stop ends the reports and waits for the reporter to exit.
+// The returned stop ends the reports and waits for the reporter to exit;
+// it may be called more than once.
 func keepInProgress(msg jetstream.Msg, every time.Duration, logger *slog.Logger) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -30,8 +31,8 @@ func keepInProgress(msg jetstream.Msg, every time.Duration, logger *slog.Logger)
 			}
 		}
 	})
-	return func() {
+	return sync.OnceFunc(func() {
 		close(done)
 		wg.Wait()
-	}
+	})
 }

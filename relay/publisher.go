@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"time"
 	"unicode/utf8"
 
-	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/upstream"
 )
@@ -27,7 +25,7 @@ const maxChunkContent = 64 << 10
 // add and close are called by the goroutine reading the upstream; run by
 // another, the only one using the writer until run returns.
 type publisher struct {
-	writer *chunklog.Writer
+	writer *streamWriter
 	// template is copied into every chunk: Provider, Model and Attempt.
 	template protocol.Frame
 	// seam marks the attempt's first chunk when it does not start the
@@ -45,7 +43,7 @@ type publisher struct {
 	chunks int
 }
 
-func newPublisher(w *chunklog.Writer, template protocol.Frame, seam protocol.Seam) *publisher {
+func newPublisher(w *streamWriter, template protocol.Frame, seam protocol.Seam) *publisher {
 	template.Kind = protocol.KindChunk
 	return &publisher{writer: w, template: template, seam: seam, model: template.Model, wake: make(chan struct{}, 1)}
 }
@@ -90,8 +88,9 @@ func (p *publisher) signal() {
 }
 
 // run appends chunks until close was called and everything queued is
-// stored, or an append fails (chunklog.ErrFenced: another writer owns the
-// stream). After a failure, queued and later deltas are dropped.
+// stored, or an append fails: with chunklog.ErrFenced when another writer
+// owns the stream, or because the chunk log stayed unavailable beyond the
+// retry bound. After a failure, queued and later deltas are dropped.
 func (p *publisher) run(ctx context.Context) error {
 	for {
 		f, ok, closed := p.take()
@@ -112,7 +111,7 @@ func (p *publisher) run(ctx context.Context) error {
 		if p.chunks == 0 {
 			f.Seam = p.seam
 		}
-		if err := appendFrame(ctx, p.writer, f); err != nil {
+		if err := p.writer.append(ctx, f); err != nil {
 			return err
 		}
 		p.chunks++
@@ -138,18 +137,6 @@ func (p *publisher) take() (f protocol.Frame, ok, closed bool) {
 		p.tools = nil
 	}
 	return f, true, p.closed
-}
-
-// appendTimeout bounds one append, including the read-back the writer does
-// after an ambiguous failure: while a job waits, its request stays with it.
-const appendTimeout = 10 * time.Second
-
-// appendFrame appends f with a deadline.
-func appendFrame(ctx context.Context, w *chunklog.Writer, f protocol.Frame) error {
-	ctx, cancel := context.WithTimeout(ctx, appendTimeout)
-	defer cancel()
-	_, err := w.Append(ctx, f)
-	return err
 }
 
 // cutUTF8 returns the length of the longest prefix of b of at most n bytes

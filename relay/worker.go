@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +23,8 @@ import (
 // Deps are what a worker is handed instead of creating it, so that tests and
 // main wire the same code.
 type Deps struct {
-	// NC reads stream history (batched direct gets); required.
+	// NC reads stream history (batched direct gets), and carries
+	// heartbeats and cancel notices; required.
 	NC *nats.Conn
 	// JS pulls requests and appends frames; required.
 	JS jetstream.JetStream
@@ -32,23 +35,28 @@ type Deps struct {
 	// Logger receives one line per job; nil discards.
 	Logger *slog.Logger
 	// Topology must be the one protocol.Setup was called with: its AckWait
-	// decides how often a job reports progress.
+	// decides how often a job reports progress, and it sizes the handover
+	// bucket if the worker creates it.
 	Topology protocol.Topology
 	// Gate is asked before every upstream call and told how it ended
 	// (circuit breakers, shared backoff, quotas); nil admits every call.
 	Gate Gate
 }
 
-// Worker runs generation jobs. Create it with New and start it with Run.
+// Worker runs generation jobs. Create it with New, start it with Run (once)
+// and stop it with Drain, or by ending Run's context.
 type Worker struct {
 	id          string
+	instance    string
 	maxInflight int
+	nc          *nats.Conn
 	js          jetstream.JetStream
 	reader      *chunklog.Reader
 	catalog     *provider.Catalog
 	upstream    *upstream.Client
 	gate        Gate
 	logger      *slog.Logger
+	topology    protocol.Topology
 	// keys holds each provider's API keys, by provider name.
 	keys map[string]*keyring
 	// keysPoll is how often key files are checked; 0: never.
@@ -56,12 +64,37 @@ type Worker struct {
 	// progressEvery is a quarter of AckWait: three reports can be lost
 	// before the queue gives the request to another worker.
 	progressEvery time.Duration
+	// pullWait bounds one pull: at most maxPullWait, and at most half the
+	// liveness timeout, so that a worker paused (SIGSTOP) holds no pull
+	// by the time its requests are handed over; otherwise the server
+	// would deliver them straight back to it.
+	pullWait time.Duration
+	// heartbeatEvery is the heartbeat interval, 0 without liveness;
+	// livenessTimeout is declared in every heartbeat.
+	heartbeatEvery, livenessTimeout time.Duration
+	watchPeers                      bool
+	drainTimeout                    time.Duration
+	appendRetry                     time.Duration
+
+	jobs *inflight
+	// meta and handovers are set by Run: the stream metadata (read for
+	// a cancellation) and the handover records.
+	meta, handovers jetstream.KeyValue
+
+	// Lifecycle: draining is closed when Drain is first called; done when
+	// Run returned (or Drain was called and Run never ran).
+	mu        sync.Mutex
+	running   bool
+	drainOnce sync.Once
+	draining  chan struct{}
+	doneOnce  sync.Once
+	done      chan struct{}
 }
 
 const (
-	// pullWait bounds one pull, so that a pull the server forgot (after a
-	// reconnect) is replaced in time.
-	pullWait = 30 * time.Second
+	// maxPullWait bounds one pull: a pull the server forgot (after a
+	// restart) is replaced within it.
+	maxPullWait = time.Second
 	// pullRetry is the pause after a failed pull (NATS down, consumer
 	// missing), so a slot does not spin.
 	pullRetry = time.Second
@@ -99,60 +132,203 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		keys[p.Name] = r
 	}
 	return &Worker{
-		id:            cfg.ID,
-		maxInflight:   cfg.MaxInflight,
-		js:            deps.JS,
-		reader:        chunklog.NewReader(deps.NC, ""),
-		catalog:       deps.Catalog,
-		upstream:      deps.Upstream,
-		gate:          deps.Gate,
-		logger:        deps.Logger.With("worker", cfg.ID),
-		keys:          keys,
-		keysPoll:      max(cfg.KeysPollInterval, 0),
-		progressEvery: deps.Topology.WithDefaults().AckWait / 4,
+		id:              cfg.ID,
+		instance:        newInstance(),
+		maxInflight:     cfg.MaxInflight,
+		nc:              deps.NC,
+		js:              deps.JS,
+		reader:          chunklog.NewReader(deps.NC, ""),
+		catalog:         deps.Catalog,
+		upstream:        deps.Upstream,
+		gate:            deps.Gate,
+		logger:          deps.Logger.With("worker", cfg.ID),
+		topology:        deps.Topology,
+		keys:            keys,
+		keysPoll:        max(cfg.KeysPollInterval, 0),
+		progressEvery:   deps.Topology.WithDefaults().AckWait / 4,
+		pullWait:        min(maxPullWait, cfg.LivenessTimeout/2),
+		heartbeatEvery:  max(cfg.HeartbeatInterval, 0),
+		livenessTimeout: cfg.LivenessTimeout,
+		watchPeers:      !cfg.DisablePeerWatch,
+		drainTimeout:    cfg.DrainTimeout,
+		appendRetry:     cfg.AppendRetry,
+		jobs:            newInflight(),
+		draining:        make(chan struct{}),
+		done:            make(chan struct{}),
 	}, nil
 }
 
-// Run pulls and runs jobs until ctx is done, then stops pulling and waits
-// for the running jobs to stop. Jobs stop at once, without a terminal frame
-// and without acknowledging, so their requests go to another worker after
-// AckWait. While it runs it also reloads api_keys_files that changed (see
-// Reload). Run returns nil after a shutdown, and an error only if the
-// worker consumer cannot be found at start (protocol.Setup was not run).
+// newInstance names one worker process in heartbeats.
+func newInstance() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Run pulls and runs jobs until the worker is drained (Drain) or ctx
+// ends. When ctx ends, every running job stops at once and hands its
+// request to another worker, which continues the stream (see Drain).
+// While it runs, the worker publishes its heartbeat, watches its peers'
+// (unless DisablePeerWatch), follows cancel notices, and reloads
+// api_keys_files that changed (see Reload). Run returns nil after a
+// shutdown, and an error only if the worker consumer or the buckets cannot
+// be found at start (protocol.Setup was not run).
 func (w *Worker) Run(ctx context.Context) error {
+	if !w.begin() {
+		return nil
+	}
+	defer w.finish()
 	cons, err := w.js.Consumer(ctx, protocol.RequestStream, protocol.WorkerConsumer)
+	if err == nil {
+		w.meta, err = w.js.KeyValue(ctx, protocol.MetaBucket)
+	}
+	if err == nil {
+		w.handovers, err = protocol.OpenHandovers(ctx, w.js, w.topology)
+	}
 	if ctx.Err() != nil {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("relay: consumer %s on %s: %w", protocol.WorkerConsumer, protocol.RequestStream, err)
+		return fmt.Errorf("relay: %w", err)
 	}
-	w.logger.Info("worker started", "max_inflight", w.maxInflight)
-	var wg sync.WaitGroup
+	cancels, err := w.followCancels()
+	if err != nil {
+		return err
+	}
+	defer cancels.Unsubscribe()
+	w.logger.Info("worker started", "max_inflight", w.maxInflight, "instance", w.instance,
+		"heartbeat_interval", w.heartbeatEvery, "liveness_timeout", w.livenessTimeout, "watch_peers", w.watchPeers)
+
+	// Jobs write to the chunk log until they are done, also when ctx
+	// ended: a stopping job still publishes what it received and hands
+	// its request over, within the retry bound.
+	jobCtx := context.WithoutCancel(ctx)
+	stopPulling := make(chan struct{})
+	slotsDone := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-w.draining:
+		}
+		close(stopPulling)
+		// A drain hands the streams over when its time is up (Drain); the
+		// end of ctx, also during a drain, does at once.
+		select {
+		case <-ctx.Done():
+			w.jobs.handOverAll()
+		case <-slotsDone:
+		}
+	}()
+
+	// Background tasks outlive the slots, so the heartbeat lists the
+	// streams being handed over until they are.
+	bgCtx, stopBackground := context.WithCancel(jobCtx)
+	stopBeat := make(chan struct{})
+	var bg sync.WaitGroup
 	if w.keysPoll > 0 && w.hasKeyFiles() {
-		wg.Go(func() { w.watchKeys(ctx, w.keysPoll) })
+		bg.Go(func() { w.watchKeys(bgCtx, w.keysPoll) })
 	}
+	if w.heartbeatEvery > 0 {
+		bg.Go(func() { w.heartbeat().run(stopBeat) })
+	}
+	if w.watchPeers {
+		bg.Go(func() {
+			wa := protocol.Watcher{JS: w.js, Topology: w.topology, Self: w.instance, Name: w.id, Logger: w.logger}
+			if err := wa.Run(bgCtx); err != nil {
+				w.logger.Warn("not watching peers", "err", err)
+			}
+		})
+	}
+
+	var slots sync.WaitGroup
 	for range w.maxInflight {
-		wg.Go(func() { w.slot(ctx, cons) })
+		slots.Go(func() { w.slot(jobCtx, stopPulling, cons) })
 	}
-	wg.Wait()
+	slots.Wait()
+	close(slotsDone)
+	close(stopBeat)
+	stopBackground()
+	bg.Wait()
 	w.logger.Info("worker stopped")
 	return nil
 }
 
+// begin marks the worker running, unless it was drained before it ran.
+func (w *Worker) begin() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-w.draining:
+		w.finish()
+		return false
+	default:
+	}
+	w.running = true
+	return true
+}
+
+func (w *Worker) finish() { w.doneOnce.Do(func() { close(w.done) }) }
+
+// Closed is closed once the worker stopped: Run returned, or Drain was
+// called before Run.
+func (w *Worker) Closed() <-chan struct{} { return w.done }
+
+// heartbeat is the worker's liveness publisher.
+func (w *Worker) heartbeat() heartbeat {
+	return heartbeat{
+		every: w.heartbeatEvery,
+		base:  protocol.Heartbeat{Worker: w.id, Instance: w.instance, TimeoutMS: w.livenessTimeout.Milliseconds()},
+		jobs:  w.jobs,
+		send: func(hb protocol.Heartbeat) {
+			data, _ := json.Marshal(hb)
+			if err := w.nc.Publish(protocol.LivenessSubject, data); err != nil {
+				w.logger.Debug("heartbeat not sent", "err", err)
+			}
+			if hb.Leaving {
+				// The process may exit next: the last word must leave.
+				_ = w.nc.FlushTimeout(time.Second)
+			}
+		},
+	}
+}
+
 // slot runs one job at a time. It pulls a single message only when it is
 // free, so a request never waits in a buffer while its AckWait runs out.
-func (w *Worker) slot(ctx context.Context, cons jetstream.Consumer) {
-	for ctx.Err() == nil {
+// Once stop is closed it pulls no more. A pull is never cut short: the
+// server could deliver a message to it at that very moment, which would
+// then wait for AckWait; it runs out within pullWait instead, and what it
+// brings is given back.
+func (w *Worker) slot(ctx context.Context, stop <-chan struct{}, cons jetstream.Consumer) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
 		msg, err := w.pull(ctx, cons)
+		stopped := false
+		select {
+		case <-stop:
+			stopped = true
+		default:
+		}
 		switch {
 		case err != nil:
-			w.logger.Warn("pull failed", "err", err)
-			wait(ctx, pullRetry)
+			level := slog.LevelWarn
+			if !w.nc.IsConnected() {
+				// Every slot fails while NATS is away; the connection
+				// logs that once.
+				level = slog.LevelDebug
+			}
+			w.logger.Log(ctx, level, "pull failed", "err", err)
+			select {
+			case <-stop:
+			case <-time.After(pullRetry):
+			}
 		case msg == nil:
-		case ctx.Err() != nil:
-			// Received while shutting down: hand it back at once rather
-			// than after AckWait, as nothing of it was started.
+		case stopped:
+			// Received while stopping: hand it back at once rather than
+			// after AckWait, as nothing of it was started.
 			if err := msg.Nak(); err != nil {
 				w.logger.Warn("nak on shutdown failed", "err", err)
 			}
@@ -165,7 +341,7 @@ func (w *Worker) slot(ctx context.Context, cons jetstream.Consumer) {
 // pull waits up to pullWait for one message; nil without error means none
 // came or ctx ended.
 func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
-	pullCtx, cancel := context.WithTimeout(ctx, pullWait)
+	pullCtx, cancel := context.WithTimeout(ctx, w.pullWait)
 	defer cancel()
 	msg, err := cons.Next(jetstream.FetchContext(pullCtx))
 	switch {
@@ -177,8 +353,8 @@ func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer) (jetstream.M
 	return nil, err
 }
 
-// handle runs the job of one request message, reporting progress on it
-// until the job returns.
+// handle runs the job of one request message under ctx, reporting
+// progress on it until the job is done with it.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	stop := keepInProgress(msg, w.progressEvery, w.logger)
 	defer stop()
@@ -192,7 +368,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 		return
 	}
-	newJob(w, msg, req).run(ctx)
+	j := newJob(ctx, w, msg, req, stop)
+	w.jobs.add(j)
+	defer w.jobs.remove(j)
+	j.run()
 }
 
 // decodeRequest parses a work-queue message and checks that its stream id
@@ -206,14 +385,4 @@ func decodeRequest(data []byte) (protocol.Request, error) {
 		return req, fmt.Errorf("relay: request has invalid stream id %q", req.StreamID)
 	}
 	return req, nil
-}
-
-// wait pauses for d or until ctx ends.
-func wait(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

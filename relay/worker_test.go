@@ -222,9 +222,11 @@ func TestFencedJobStops(t *testing.T) {
 	}
 }
 
-func TestShutdownLeavesStreamUnacked(t *testing.T) {
+func TestStopHandsStreamOver(t *testing.T) {
+	// A long AckWait: the request can only be back in the queue at once
+	// because the stopping worker gave it back.
 	h := start(t, setup{
-		mock:     mockupstream.Config{Tokens: 500, TokenInterval: 10 * time.Millisecond},
+		mock:     mockupstream.Config{Tokens: 200, TokenInterval: 10 * time.Millisecond},
 		topology: protocol.Topology{AckWait: time.Minute},
 	})
 	id := protocol.NewStreamID()
@@ -235,14 +237,21 @@ func TestShutdownLeavesStreamUnacked(t *testing.T) {
 	})
 
 	h.stop()
-	if status := h.waitJob(id); status != "shutdown" {
-		t.Fatalf("job status = %q, want shutdown", status)
+	if status := h.waitJob(id); status != "handed_over" {
+		t.Fatalf("job status = %q, want handed_over", status)
 	}
 	if last := h.frames(id); last[len(last)-1].Frame.Kind == protocol.KindEnd {
 		t.Fatal("a job stopped by shutdown wrote an end frame")
 	}
-	if unacked, _ := h.ackPending(); unacked != 1 {
-		t.Fatalf("%d unacked requests, want 1", unacked)
+	// The next worker takes the request at once, not after AckWait, and
+	// finishes the answer.
+	stopped := time.Now()
+	h.startWorker(Config{ID: "next-worker"}, nil)
+	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool { return claimedBy(h.frames(id), "next-worker") })
+	t.Logf("next worker claimed the stream %v after the stop", time.Since(stopped).Round(time.Millisecond))
+	text, _ := chunkText(t, h.waitEnd(id))
+	if want := mockupstream.AnswerText(userMessages("interrupted"), 200); text != want {
+		t.Fatalf("text = %q\nwant   %q", text, want)
 	}
 }
 

@@ -45,7 +45,8 @@ type Addrs struct {
 	Coordinator  string // host:port of /healthz, /readyz
 }
 
-// Run runs role with cfg until ctx ends.
+// Run runs role with cfg until ctx ends, then shuts it down gracefully: a
+// worker drains (see relay.Worker.Drain), within worker.drain_timeout.
 func Run(ctx context.Context, role config.Role, cfg config.Config, logger *slog.Logger, ready Ready) error {
 	if ready == nil {
 		ready = func(Addrs) {}
@@ -214,7 +215,16 @@ func (r roles) worker(ctx context.Context, g *errgroup.Group) error {
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return w.Run(ctx) })
+	// The end of ctx (SIGTERM, SIGINT) drains the worker rather than
+	// stopping it: it takes no more requests, lets its streams finish
+	// within worker.drain_timeout and hands the others over. Run gets a
+	// context that does not end with ctx, so the drain decides when it
+	// stops.
+	g.Go(func() error { return w.Run(context.WithoutCancel(ctx)) })
+	g.Go(func() error {
+		<-ctx.Done()
+		return w.Drain(context.Background())
+	})
 	g.Go(func() error { return reloadOnHangup(ctx, w, r.logger.With("role", "worker")) })
 	return nil
 }
@@ -240,7 +250,7 @@ func reloadOnHangup(ctx context.Context, w *relay.Worker, logger *slog.Logger) e
 }
 
 func (r roles) coordinator(ctx context.Context, g *errgroup.Group) (string, error) {
-	c, err := coordinator.New(r.cfg.Coordinator, coordinator.Deps{JS: r.js, Catalog: r.catalog, Logger: r.logger.With("role", "coordinator")})
+	c, err := coordinator.New(r.cfg.Coordinator, coordinator.Deps{JS: r.js, Topology: r.cfg.Streams, Catalog: r.catalog, Logger: r.logger.With("role", "coordinator")})
 	if err != nil {
 		return "", err
 	}

@@ -72,6 +72,11 @@ func Start(cfg Config) (*server.Server, error) {
 		// stream would refuse the 1,001st watcher of a large fleet.
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
+	return run(opts)
+}
+
+// run starts a server with opts and waits until it accepts clients.
+func run(opts *server.Options) (*server.Server, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: %w", err)

@@ -43,4 +43,25 @@
 // at a JetStream sequence; the pair is the Cursor ("<seq>-<jsseq>"), so a
 // resume seeks straight to the next frame and can verify that the cursor
 // belongs to the stream.
+//
+// # Worker liveness
+//
+// Every worker publishes a Heartbeat on LivenessSubject (core NATS, every
+// worker.heartbeat_interval, default 500ms) listing the deliveries it holds
+// (reply subject, request sequence, delivery count) and its liveness
+// timeout (worker.liveness_timeout, default 1.5s). Every coordinator, and
+// every worker unless worker.disable_peer_watch, watches them:
+//
+//	worker A ── Heartbeat{deliveries} ──▶ relay.liveness ──▶ watchers (coordinators, workers B, C…)
+//	           …silence for A's timeout…
+//	watcher  ── KV Create relay_handovers[<seq>.<delivered>]   (exactly one watcher wins)
+//	winner   ── "-NAK" to the delivery's reply subject          (the queue redelivers at once)
+//	worker B ◀── the request; claim frame (fences A); continuation
+//
+// A watcher that does not hear its own echo (its connection is down or
+// stalled, or it was paused) judges no one until it does. A worker's pulls
+// expire within half its liveness timeout, so a paused worker holds no pull
+// when its requests are redelivered. A draining worker hands its own
+// streams over the same way, after checking that no one wrote to them
+// after its last frame; AckWait remains the fallback for everything else.
 package protocol

@@ -11,8 +11,11 @@
 //
 // Every role takes --config FILE (YAML) and --set key=value (repeatable);
 // RELAY_ environment variables override the file, --set overrides both.
-// SIGINT and SIGTERM stop a role; SIGHUP makes a worker (and dev) re-read
-// its providers' api_keys_file.
+// SIGINT and SIGTERM stop a role gracefully: a worker takes no more
+// requests, lets its streams finish within worker.drain_timeout and hands
+// the rest to other workers, which continue them at once; a second signal
+// ends the process at once. SIGHUP makes a worker (and dev) re-read its
+// providers' api_keys_file.
 package main
 
 import (
@@ -86,6 +89,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// The first signal starts the graceful shutdown; restoring the
+		// default lets a second one end the process at once.
+		<-ctx.Done()
+		stop()
+	}()
 	return app.Run(ctx, role, cfg, logger, func(a app.Addrs) {
 		announce(stdout, role, a)
 	})

@@ -1,0 +1,152 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/coordinator"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/relaytest"
+)
+
+// msgLog keeps the messages of the records logged through it.
+type msgLog struct {
+	slog.Handler
+	mu   *sync.Mutex
+	msgs *[]string
+}
+
+func newMsgLog(t *testing.T) msgLog {
+	return msgLog{Handler: relaytest.Logger(t).Handler(), mu: &sync.Mutex{}, msgs: &[]string{}}
+}
+
+func (l msgLog) Handle(ctx context.Context, r slog.Record) error {
+	l.mu.Lock()
+	*l.msgs = append(*l.msgs, r.Message)
+	l.mu.Unlock()
+	return l.Handler.Handle(ctx, r)
+}
+
+func (l msgLog) WithAttrs(a []slog.Attr) slog.Handler {
+	return msgLog{Handler: l.Handler.WithAttrs(a), mu: l.mu, msgs: l.msgs}
+}
+
+func (l msgLog) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range *l.msgs {
+		if m == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCoordinatorsHandOverASilentWorkerOnce runs two coordinators and a
+// fake worker that holds a request, beats, and falls silent: the request is
+// redelivered long before AckWait, after one NAK in all.
+func TestCoordinatorsHandOverASilentWorkerOnce(t *testing.T) {
+	const (
+		ackWait = 30 * time.Second
+		timeout = 500 * time.Millisecond
+	)
+	top := protocol.Topology{AckWait: ackWait}
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), top)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"data":[]}`)) }))
+	defer up.Close()
+	catalog, err := provider.NewCatalog([]provider.Config{{Name: "up", BaseURL: up.URL + "/v1", Models: []string{"m"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := newMsgLog(t)
+	var running sync.WaitGroup
+	defer running.Wait()
+	defer cancel()
+	for range 2 {
+		c, err := coordinator.New(coordinator.Config{}, coordinator.Deps{JS: js, Topology: top, Catalog: catalog, Logger: slog.New(logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running.Go(func() {
+			if err := c.Run(ctx); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool { return logs.count("watching worker liveness") == 2 })
+
+	// Every ack and NAK of the worker consumer, by anyone.
+	var mu sync.Mutex
+	naks := 0
+	sub, err := nc.Subscribe("$JS.ACK."+protocol.RequestStream+"."+protocol.WorkerConsumer+".>", func(m *nats.Msg) {
+		if string(m.Data) == "-NAK" {
+			mu.Lock()
+			naks++
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	// The fake worker takes a request and beats with it.
+	id := protocol.NewStreamID()
+	if _, err := js.Publish(ctx, protocol.RequestSubject, []byte(`{"stream_id":"`+id+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, protocol.RequestStream, protocol.WorkerConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := protocol.DeliveryOf(msg, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat := protocol.Heartbeat{Worker: "fake", Instance: "fake-1", TimeoutMS: timeout.Milliseconds(), Deliveries: []protocol.Delivery{d}}
+	data, _ := json.Marshal(beat)
+	for range 4 {
+		if err := nc.Publish(protocol.LivenessSubject, data); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(timeout / 5)
+	}
+	silent := time.Now()
+
+	again, err := cons.Next(jetstream.FetchMaxWait(ackWait / 2))
+	if err != nil {
+		t.Fatalf("request not redelivered within half of AckWait: %v", err)
+	}
+	gap := time.Since(silent)
+	t.Logf("redelivered %v after the worker fell silent (liveness timeout %v, AckWait %v)", gap.Round(time.Millisecond), timeout, ackWait)
+	md, _ := again.Metadata()
+	if md.NumDelivered != 2 || gap > timeout+time.Second {
+		t.Fatalf("delivery %d after %v; want the second, within about the liveness timeout", md.NumDelivered, gap)
+	}
+	// Both coordinators saw the silence at about the same time; give a
+	// second NAK, were there one, the time to arrive.
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if naks != 1 {
+		t.Fatalf("%d NAKs sent, want exactly 1", naks)
+	}
+}

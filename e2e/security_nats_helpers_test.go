@@ -1,0 +1,346 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/edge"
+	"github.com/relaydev/relay/relay"
+	"github.com/relaydev/relay/relay/app"
+	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/natsconn"
+	"github.com/relaydev/relay/relay/natsserver"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/upstream"
+)
+
+// natsServerConfig is the shipped nats-server configuration the security
+// tests run with, unchanged but for the port and the store directory.
+var natsServerConfig = filepath.Join("..", "configs", "nats", "nats-server.conf")
+
+// securedNATS is a nats-server running natsServerConfig, with a fresh
+// password for each of its role users.
+type securedNATS struct {
+	srv      *server.Server
+	password map[string]string // by user (role) name
+}
+
+// startSecuredNATS runs natsServerConfig on a free port. The passwords
+// reach the file through its $RELAY_NATS_<ROLE>_PASSWORD variables, so the
+// test must not run in parallel with others.
+func startSecuredNATS(t *testing.T) *securedNATS {
+	t.Helper()
+	s := &securedNATS{password: map[string]string{}}
+	for _, role := range []string{"edge", "worker", "coordinator"} {
+		var b [16]byte
+		rand.Read(b[:])
+		s.password[role] = hex.EncodeToString(b[:])
+		t.Setenv("RELAY_NATS_"+strings.ToUpper(role)+"_PASSWORD", s.password[role])
+	}
+	srv, err := natsserver.StartFile(natsServerConfig, natsserver.Config{Listen: "127.0.0.1:-1", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	s.srv = srv
+	return s
+}
+
+// creds is the connection config of a role's user.
+func (s *securedNATS) creds(role string) natsconn.Config {
+	return natsconn.Config{URL: s.srv.ClientURL(), User: role, Password: s.password[role]}
+}
+
+// violationLog records the log lines that report a NATS permissions
+// violation, so a test can assert that the roles never hit one.
+type violationLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (v *violationLog) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), "Permissions Violation") {
+		v.mu.Lock()
+		v.lines = append(v.lines, strings.TrimSpace(string(p)))
+		v.mu.Unlock()
+	}
+	return len(p), nil
+}
+
+func (v *violationLog) Lines() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]string(nil), v.lines...)
+}
+
+// securedSystem is a relay whose roles each connect as their own NATS
+// user: the fake upstream, a coordinator, a worker and an edge.
+type securedSystem struct {
+	NATS       *securedNATS
+	Mock       *mockupstream.Server
+	Edge       string // base URL
+	Violations *violationLog
+}
+
+// startSecured runs the roles against a securedNATS. The coordinator runs
+// as the relay binary runs it (app.Run), so it sets the JetStream topology
+// up with its own rights. The edge and the worker are wired like app.Run
+// wires them but without protocol.Setup, which they have no rights for:
+// they wait until the topology exists.
+func startSecured(t *testing.T, mock mockupstream.Config) *securedSystem {
+	t.Helper()
+	sec := startSecuredNATS(t)
+	s := &securedSystem{NATS: sec, Violations: &violationLog{}}
+	logger := slog.New(slog.NewMultiHandler(relaytest.Logger(t).Handler(), slog.NewTextHandler(s.Violations, nil)))
+	// Registered first, so it runs last and sees every line.
+	t.Cleanup(func() {
+		if lines := s.Violations.Lines(); len(lines) > 0 {
+			t.Errorf("roles were refused operations they need:\n%s", strings.Join(lines, "\n"))
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var running []chan error
+	run := func(f func() error) {
+		done := make(chan error, 1)
+		running = append(running, done)
+		go func() { done <- f() }()
+	}
+	// Registered first, so it runs last: after the roles stopped.
+	var conns []*nats.Conn
+	t.Cleanup(func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		for _, done := range running {
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("role stopped with: %v", err)
+			}
+		}
+	})
+
+	m, err := mockupstream.New(mock, logger.With("role", "mock-upstream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Mock = m
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(func() error { return m.Serve(ctx, ln) })
+	cfg := config.Config{
+		Providers: []provider.Config{{
+			Name:    "mock",
+			BaseURL: "http://" + ln.Addr().String() + "/v1",
+			APIKeys: mock.APIKeys,
+			Models:  []string{"mock-1", "mock-2"},
+		}},
+	}
+	cfg.Edge.Listen = "127.0.0.1:0"
+	cfg.Coordinator.Listen = "127.0.0.1:0"
+	catalog, err := cfg.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	coord := cfg
+	coord.NATS = sec.creds("coordinator")
+	if err := coord.Validate(config.RoleCoordinator); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan app.Addrs, 1)
+	run(func() error {
+		return app.Run(ctx, config.RoleCoordinator, coord, logger.With("instance", "coordinator"), func(a app.Addrs) { ready <- a })
+	})
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		t.Fatal("coordinator not ready: it sets the topology up")
+	}
+
+	connect := func(role string) (*nats.Conn, jetstream.JetStream) {
+		t.Helper()
+		nc, js, err := natsconn.Connect(sec.creds(role), "relay-"+role, logger.With("instance", role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, nc)
+		checkCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := protocol.Check(checkCtx, js); err != nil {
+			t.Fatalf("%s: %v", role, err)
+		}
+		return nc, js
+	}
+	// The coordinator creates the handover bucket when its liveness
+	// watcher starts, just after it is ready; a worker could not.
+	_, cjs := connect("coordinator")
+	relaytest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool {
+		kvCtx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := cjs.KeyValue(kvCtx, protocol.HandoverBucket)
+		return err == nil
+	})
+
+	nc, js := connect("worker")
+	w, err := relay.New(cfg.Worker, relay.Deps{
+		NC: nc, JS: js, Catalog: catalog,
+		Upstream: upstream.NewClient(&http.Client{}),
+		Logger:   logger.With("role", "worker"),
+		Topology: cfg.Streams,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(func() error { return w.Run(ctx) })
+
+	nc, js = connect("edge")
+	e, err := edge.New(cfg.Edge, edge.Deps{NC: nc, JS: js, Catalog: catalog, Logger: logger.With("role", "edge")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eln, err := net.Listen("tcp", cfg.Edge.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(func() error { return e.Serve(ctx, eln) })
+	s.Edge = "http://" + eln.Addr().String()
+	return s
+}
+
+// natsProbe is a bare connection as one role's user, which reports the
+// server's permissions violations to the test.
+type natsProbe struct {
+	t    *testing.T
+	user string
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	errs chan error
+}
+
+func (s *securedNATS) probe(t *testing.T, role string) *natsProbe {
+	t.Helper()
+	p := &natsProbe{t: t, user: role, errs: make(chan error, 64)}
+	creds := s.creds(role)
+	nc, err := nats.Connect(creds.URL, nats.UserInfo(creds.User, creds.Password),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case p.errs <- err:
+			default:
+			}
+		}))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", role, err)
+	}
+	t.Cleanup(nc.Close)
+	if p.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	p.nc = nc
+	return p
+}
+
+// allowPublish and allowSubscribe use a subject that must be allowed; a
+// violation they cause fails the next deny check, which sees it first.
+func (p *natsProbe) allowPublish(subject string) {
+	p.t.Helper()
+	must(p.t, p.nc.Publish(subject, []byte("probe")))
+}
+
+func (p *natsProbe) allowSubscribe(subject string) {
+	p.t.Helper()
+	sub, err := p.nc.SubscribeSync(subject)
+	must(p.t, err)
+	p.t.Cleanup(func() { sub.Unsubscribe() })
+}
+
+// denyPublish publishes on subject and waits for the server to refuse it.
+func (p *natsProbe) denyPublish(subject string) {
+	p.t.Helper()
+	must(p.t, p.nc.Publish(subject, []byte("probe")))
+	p.expectViolation(fmt.Sprintf("Publish to %q", subject))
+}
+
+// denySubscribe subscribes to subject and waits for the server to refuse it.
+func (p *natsProbe) denySubscribe(subject string) {
+	p.t.Helper()
+	sub, err := p.nc.SubscribeSync(subject)
+	must(p.t, err)
+	defer sub.Unsubscribe()
+	p.expectViolation(fmt.Sprintf("Subscription to %q", subject))
+}
+
+// expectViolation waits for the violation that names what. Violations
+// arrive in order, so any other one came from an operation before it that
+// should have been allowed.
+func (p *natsProbe) expectViolation(what string) {
+	p.t.Helper()
+	must(p.t, p.nc.Flush())
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case err := <-p.errs:
+			switch {
+			case !errors.Is(err, nats.ErrPermissionViolation):
+				p.t.Logf("%s: async error: %v", p.user, err)
+			case strings.Contains(err.Error(), what):
+				return
+			default:
+				p.t.Fatalf("%s: refused an operation the role needs: %v", p.user, err)
+			}
+		case <-timeout:
+			p.t.Fatalf("%s: the server allowed it: no permissions violation for %s", p.user, what)
+		}
+	}
+}
+
+// jsPublishFails publishes to JetStream and requires that no ack comes.
+func (p *natsProbe) jsPublishFails(subject string, data []byte) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 750*time.Millisecond)
+	defer cancel()
+	if ack, err := p.js.Publish(ctx, subject, data); err == nil {
+		p.t.Fatalf("%s: JetStream stored a message on %s at sequence %d", p.user, subject, ack.Sequence)
+	}
+	p.expectViolation(fmt.Sprintf("Publish to %q", subject))
+}
+
+// lastSeqs returns the last sequence of each of the relay's streams.
+func (p *natsProbe) lastSeqs(names ...string) map[string]uint64 {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out := map[string]uint64{}
+	for _, name := range names {
+		st, err := p.js.Stream(ctx, name)
+		if err != nil {
+			p.t.Fatalf("%s: stream %s: %v", p.user, name, err)
+		}
+		out[name] = st.CachedInfo().State.LastSeq
+	}
+	return out
+}

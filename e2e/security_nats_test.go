@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// Every role connects as its own user of configs/nats/nats-server.conf: a
+// streamed answer, cut and resumed, works under those permissions, and
+// each role's credentials are refused what the role must not do: an edge
+// cannot write chunks (neither a core publish nor a JetStream publish is
+// stored) or change the streams, a worker cannot queue requests or forge
+// metadata.
+func TestNATSPermissionsLeastPrivilege(t *testing.T) {
+	const tokens = 30
+	sys := startSecured(t, mockupstream.Config{Tokens: tokens, TokenInterval: 2 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// The edge queues the request and reads the chunks the worker writes.
+	msgs, want := prompt("Least privilege, please.", tokens)
+	s, err := openSSE(ctx, http.MethodPost, sys.Edge+"/v1/chat/completions", chatBody(t, msgs, true), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.resp.Header.Get("X-Relay-Stream-Id")
+	tr := &transcript{}
+	must(t, tr.readUntil(s, 5))
+	s.Close()
+	if s, err = openSSE(ctx, http.MethodGet, sys.Edge+"/v1/streams/"+id, nil, tr.lastID); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	must(t, tr.readUntil(s, 0))
+	s.Close()
+	if got := tr.text.String(); got != want || tr.status != "done" {
+		t.Fatalf("status %q, text differs:\n got %q\nwant %q", tr.status, got, want)
+	}
+
+	coordinator := sys.NATS.probe(t, "coordinator")
+	before := coordinator.lastSeqs(protocol.RequestStream, protocol.ChunkStream)
+
+	t.Run("edge", func(t *testing.T) {
+		p := sys.NATS.probe(t, "edge")
+		forged := protocol.NewStreamID()
+		p.allowSubscribe("relay.live.>")
+		p.allowSubscribe("relay.presence.>")
+		p.allowPublish(protocol.CancelSubject(forged))
+		p.allowPublish("relay.presence." + forged)
+
+		// It reads chunks: the whole stream above, with its credentials.
+		reader := chunklog.NewReader(p.nc, "")
+		frames := 0
+		if _, err := reader.Read(ctx, id, 0, func(chunklog.Entry) error { frames++; return nil }); err != nil {
+			t.Fatalf("edge cannot read chunks: %v", err)
+		}
+		if frames < tokens {
+			t.Fatalf("edge read %d frames of the stream, want at least %d", frames, tokens)
+		}
+
+		// It cannot write them.
+		frame := protocol.Frame{Kind: protocol.KindChunk, Seq: 1, Content: "forged"}.Encode()
+		p.denyPublish(protocol.ChunkSubject(forged))
+		p.jsPublishFails(protocol.ChunkSubject(forged), frame)
+		p.jsPublishFails(protocol.ChunkSubject(id), frame)
+		frames = 0
+		if _, err := reader.Read(ctx, forged, 0, func(chunklog.Entry) error { frames++; return nil }); err != nil || frames != 0 {
+			t.Fatalf("forged stream has %d frames (err %v), want none", frames, err)
+		}
+
+		// Nor reconfigure or delete the streams, nor write provider health,
+		// nor read other edges' requests off the wire.
+		p.denyPublish("$JS.API.STREAM.UPDATE." + protocol.ChunkStream)
+		p.denyPublish("$JS.API.STREAM.DELETE." + protocol.ChunkStream)
+		p.denyPublish("$JS.API.STREAM.PURGE." + protocol.RequestStream)
+		p.denyPublish("$JS.API.CONSUMER.MSG.NEXT." + protocol.RequestStream + "." + protocol.WorkerConsumer)
+		p.denyPublish("$KV." + protocol.HealthBucket + ".mock")
+		p.denySubscribe(protocol.RequestSubject)
+		p.denySubscribe("relay.chunks.>")
+	})
+
+	t.Run("worker", func(t *testing.T) {
+		p := sys.NATS.probe(t, "worker")
+		p.allowSubscribe("relay.cancel.>")
+		p.allowSubscribe(protocol.LivenessSubject)
+
+		req := []byte(`{"stream_id":"` + protocol.NewStreamID() + `","model":"mock-1","body":{}}`)
+		p.denyPublish(protocol.RequestSubject)
+		p.jsPublishFails(protocol.RequestSubject, req)
+		p.denyPublish("$KV." + protocol.MetaBucket + "." + id)
+		p.denyPublish("$JS.API.STREAM.UPDATE." + protocol.RequestStream)
+		p.denyPublish("$JS.API.STREAM.DELETE.KV_" + protocol.MetaBucket)
+		p.denySubscribe("relay.live.>")
+	})
+
+	t.Run("coordinator", func(t *testing.T) {
+		p := coordinator
+		p.denyPublish(protocol.RequestSubject)
+		p.denyPublish(protocol.ChunkSubject(id))
+		p.denyPublish("$JS.API.STREAM.DELETE." + protocol.ChunkStream)
+	})
+
+	// Nothing the refused publishes carried was stored.
+	if after := coordinator.lastSeqs(protocol.RequestStream, protocol.ChunkStream); after[protocol.RequestStream] != before[protocol.RequestStream] || after[protocol.ChunkStream] != before[protocol.ChunkStream] {
+		t.Fatalf("stream sequences moved from %v to %v: a refused publish was stored", before, after)
+	}
+	// startSecured checks at the end that the roles themselves were
+	// refused nothing.
+}

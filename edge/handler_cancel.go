@@ -1,0 +1,23 @@
+package edge
+
+import "net/http"
+
+// handleCancel serves DELETE /v1/streams/{id} (cancel.go): 200 with the
+// terminal status once the stream ended, "cancelled" or, for a stream that
+// had ended before and was left alone, however it ended; 202 with status
+// "cancelling" when the cancellation is recorded but the end did not
+// appear within cancelWait.
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	// Tenants come with authentication; until then every stream is "".
+	status, e := s.cancelAndWait(r.Context(), "", id, "id")
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	code := http.StatusOK
+	if status == statusCancelling {
+		code = http.StatusAccepted
+	}
+	writeJSON(w, code, newCancelObject(id, status))
+}

@@ -1,0 +1,144 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/relaytest"
+)
+
+// putMeta stores a stream's metadata as an edge does.
+func (h *harness) putMeta(id string, m protocol.Meta) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := h.js.KeyValue(ctx, protocol.MetaBucket)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	data, _ := json.Marshal(m)
+	if _, err := kv.Put(ctx, id, data); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// checkCancelled checks the end frame of a cancelled stream.
+func checkCancelled(t *testing.T, end protocol.Frame) {
+	t.Helper()
+	if end.Kind != protocol.KindEnd || end.Status != protocol.StatusCancelled || end.Error == nil ||
+		end.Error.Type != protocol.TypeCancelled || end.Error.Status != statusClientClosedRequest {
+		t.Fatalf("end = %+v (error %+v), want cancelled", end, end.Error)
+	}
+}
+
+func TestCancelledBeforePickupEndsWithoutCallingAProvider(t *testing.T) {
+	gate := &recordingGate{}
+	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, gate: gate})
+	id := protocol.NewStreamID()
+	h.putMeta(id, protocol.Meta{Model: "mock-1", Created: time.Now().Unix(), Cancelled: true})
+	h.submit(id, "never mind")
+
+	frames := h.waitEnd(id)
+	checkCancelled(t, endOf(frames))
+	if _, chunks := chunkText(t, frames); len(chunks) != 0 {
+		t.Fatalf("%d chunks in a stream cancelled before it started", len(chunks))
+	}
+	if st := h.mock.Stats(); st.ChatRequests != 0 {
+		t.Fatalf("%d upstream requests for a cancelled stream", st.ChatRequests)
+	}
+	if admits := len(gate.verdicts()); admits != 0 {
+		t.Fatalf("the gate heard of %d calls", admits)
+	}
+	if status := h.waitJob(id); status != "cancelled" {
+		t.Fatalf("job status = %q", status)
+	}
+	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
+		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
+	}
+}
+
+// upstreamClosings records when the fake upstream saw each chat request's
+// client go away.
+type upstreamClosings struct {
+	mu     sync.Mutex
+	closed []time.Time
+}
+
+func (u *upstreamClosings) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		if r.URL.Path == "/v1/chat/completions" && r.Context().Err() != nil {
+			u.mu.Lock()
+			u.closed = append(u.closed, time.Now())
+			u.mu.Unlock()
+		}
+	})
+}
+
+func (u *upstreamClosings) all() []time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]time.Time(nil), u.closed...)
+}
+
+func TestCancelNoticeStopsTheStreamAtOnce(t *testing.T) {
+	const tokens = 500
+	gate := &recordingGate{}
+	closings := &upstreamClosings{}
+	h := start(t, setup{
+		mock: mockupstream.Config{Tokens: tokens, TokenInterval: 10 * time.Millisecond},
+		gate: gate,
+		wrap: closings.wrap,
+	})
+	id, content := protocol.NewStreamID(), "stop me"
+	h.putMeta(id, protocol.Meta{Model: "mock-1", Created: time.Now().Unix()})
+	h.submit(id, content)
+	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool {
+		_, chunks := chunkText(t, h.frames(id))
+		return len(chunks) > 2
+	})
+
+	// What an edge does on DELETE: the durable record, then the notice.
+	h.putMeta(id, protocol.Meta{Model: "mock-1", Created: time.Now().Unix(), Cancelled: true})
+	cancelled := time.Now()
+	if err := h.nc.Publish(protocol.CancelSubject(id), nil); err != nil {
+		t.Fatal(err)
+	}
+	frames := h.waitEnd(id)
+	ended := time.Since(cancelled)
+	checkCancelled(t, endOf(frames))
+	t.Logf("end frame %v after the cancel notice", ended.Round(time.Millisecond))
+	if ended > time.Second {
+		t.Fatalf("stream ended %v after the cancel notice, want within 1s", ended)
+	}
+	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return len(closings.all()) == 1 })
+	if d := closings.all()[0].Sub(cancelled); d > time.Second {
+		t.Fatalf("upstream request closed %v after the notice, want within 1s", d)
+	}
+	text, chunks := chunkText(t, frames)
+	if answer := mockupstream.AnswerText(userMessages(content), tokens); !strings.HasPrefix(answer, text) || text == answer {
+		t.Fatalf("text %q is not a strict prefix of the answer", text)
+	}
+	if len(chunks) == 0 {
+		t.Fatal("no chunks kept")
+	}
+	if v := gate.verdicts(); len(v) != 1 || v[0] != "mock/mock-1:neutral" {
+		t.Fatalf("gate verdicts = %v, want one neutral: a cancellation is not the provider's failure", v)
+	}
+	if status := h.waitJob(id); status != "cancelled" {
+		t.Fatalf("job status = %q", status)
+	}
+	if st := h.mock.Stats(); st.ChatRequests != 1 {
+		t.Fatalf("%d upstream requests, want 1", st.ChatRequests)
+	}
+	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
+		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
+	}
+}
