@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/relay
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: run test build lint bench clean
+.PHONY: run test build lint bench bench-quick clean
 
 run: ## everything in one process: embedded NATS, edge, worker, coordinator, fake upstream
 	$(GO) run ./relay/cmd/relay dev
@@ -19,8 +19,15 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-bench:
-	@echo "no benchmarks yet"
+bench: ## the benchmark of issue 3: one table, about 8 minutes on 2 cores (e2e/BENCHMARKS.md)
+	$(GO) run ./e2e/bench
+
+bench-quick: ## the same figures with small counts, under a minute; CI runs it so it keeps working
+	$(GO) run ./e2e/bench --quick
+
+.PHONY: cluster
+cluster: ## a local cluster of separate processes: 3 nats-servers (JetStream, R3), 2 edges, 3 workers, the coordinator, the fake upstream; Ctrl-C stops it (configs/cluster/)
+	GO=$(GO) bash configs/cluster/run.sh
 
 clean:
 	rm -rf bin data

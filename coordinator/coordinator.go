@@ -1,16 +1,25 @@
-// Package coordinator is the role that keeps cluster-wide state in
-// JetStream KV. Today it probes every provider and publishes its health,
-// and watches the workers' heartbeats to hand a dead worker's requests to
-// another worker at once (protocol "Worker liveness"); circuit breakers,
-// shared quotas and canary routing build on the same buckets. Workers never
-// wait for it: with the coordinator down, requests still flow, and the
-// workers watch each other. Several coordinators may run: each handover is
-// recorded once in a KV bucket, so only one of them acts on it.
+// Package coordinator is the role that keeps cluster-wide provider state in
+// JetStream KV (protocol "Cluster-wide provider state"). Every coordinator
+// watches the workers' heartbeats and hands a dead worker's requests to
+// another worker at once (protocol "Worker liveness"). One of them, the
+// holder of a KV lease, is active and also
+//
+//   - probes every provider and publishes its health (health.go),
+//   - probes a breaker whose cooldown ended while no worker had a request
+//     to probe it with (probe.go),
+//   - splits the shared rate limits into per-node shares (quota.go),
+//   - drives the canary ramps (canary.go).
+//
+// Workers never wait for a coordinator: with none running, requests still
+// flow, breakers still trip and recover (the workers make every transition
+// themselves, and probe with real requests), quota shares keep their last
+// value and ramps hold their step. Several coordinators may run; a standby
+// takes over within coordinator.lease_ttl of the active one's death, at
+// once after a graceful stop.
 package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +30,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/cluster"
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 )
@@ -35,14 +45,45 @@ type Config struct {
 	// SlowThreshold marks a provider yellow when a probe takes longer
 	// (zero: 2s).
 	SlowThreshold time.Duration `koanf:"slow_threshold"`
+	// FailureWindow marks a provider yellow while a worker's call failed
+	// within it (zero: 1m).
+	FailureWindow time.Duration `koanf:"failure_window"`
 	// Listen is host:port of the coordinator's /healthz and /readyz (zero:
 	// 127.0.0.1:8082). Used by main.
 	Listen string `koanf:"listen"`
+	// LeaseTTL is how long the active coordinator's lease outlives it:
+	// a standby takes over that long after the active one died (at once
+	// after a graceful stop). Zero: 10s; at least 1s.
+	LeaseTTL time.Duration `koanf:"lease_ttl"`
+	// QuotaInterval is how often the active coordinator splits the shared
+	// limits into shares by the nodes' demand (zero: 1s).
+	QuotaInterval time.Duration `koanf:"quota_interval"`
+	// CanaryInterval is how often it moves the canary ramps (zero: 1s).
+	CanaryInterval time.Duration `koanf:"canary_interval"`
+	// ProbeGrace is how long a breaker may stay open after its cooldown
+	// ended without a worker claiming its probe before the coordinator
+	// probes the provider itself (GET /models). Zero: 1s; negative: never.
+	ProbeGrace time.Duration `koanf:"probe_grace"`
+	// TenantRPM is every tenant's requests per minute over all edges,
+	// unless TenantLimits names it. Zero: no limit.
+	TenantRPM int `koanf:"tenant_rpm"`
+	// TenantLimits are per-tenant requests per minute, by tenant.
+	TenantLimits map[string]int `koanf:"tenant_limits"`
 }
+
+// Defaults.
+const (
+	DefaultHealthInterval = 30 * time.Second
+	DefaultLeaseTTL       = 10 * time.Second
+	DefaultQuotaInterval  = time.Second
+	DefaultCanaryInterval = time.Second
+	DefaultProbeGrace     = time.Second
+	DefaultFailureWindow  = time.Minute
+)
 
 func (c Config) withDefaults() Config {
 	if c.HealthInterval == 0 {
-		c.HealthInterval = 30 * time.Second
+		c.HealthInterval = DefaultHealthInterval
 	}
 	if c.HealthTimeout == 0 {
 		c.HealthTimeout = 5 * time.Second
@@ -50,8 +91,23 @@ func (c Config) withDefaults() Config {
 	if c.SlowThreshold == 0 {
 		c.SlowThreshold = 2 * time.Second
 	}
+	if c.FailureWindow == 0 {
+		c.FailureWindow = DefaultFailureWindow
+	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8082"
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.QuotaInterval == 0 {
+		c.QuotaInterval = DefaultQuotaInterval
+	}
+	if c.CanaryInterval == 0 {
+		c.CanaryInterval = DefaultCanaryInterval
+	}
+	if c.ProbeGrace == 0 {
+		c.ProbeGrace = DefaultProbeGrace
 	}
 	return c
 }
@@ -65,6 +121,21 @@ func (c Config) Validate(prefix string) error {
 		return fmt.Errorf("%s.health_timeout: must not be negative", prefix)
 	case c.SlowThreshold < 0:
 		return fmt.Errorf("%s.slow_threshold: must not be negative", prefix)
+	case c.FailureWindow < 0:
+		return fmt.Errorf("%s.failure_window: must not be negative", prefix)
+	case c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < time.Second):
+		return fmt.Errorf("%s.lease_ttl: %v is below 1s", prefix, c.LeaseTTL)
+	case c.QuotaInterval < 0 || (c.QuotaInterval > 0 && c.QuotaInterval < 10*time.Millisecond):
+		return fmt.Errorf("%s.quota_interval: %v is below 10ms", prefix, c.QuotaInterval)
+	case c.CanaryInterval < 0 || (c.CanaryInterval > 0 && c.CanaryInterval < 10*time.Millisecond):
+		return fmt.Errorf("%s.canary_interval: %v is below 10ms", prefix, c.CanaryInterval)
+	case c.TenantRPM < 0:
+		return fmt.Errorf("%s.tenant_rpm: must not be negative (0: no limit)", prefix)
+	}
+	for tenant, rpm := range c.TenantLimits {
+		if rpm < 0 {
+			return fmt.Errorf("%s.tenant_limits.%s: must not be negative", prefix, tenant)
+		}
 	}
 	return nil
 }
@@ -72,7 +143,9 @@ func (c Config) Validate(prefix string) error {
 // Deps are the coordinator's connections.
 type Deps struct {
 	// JS is JetStream on the coordinator's connection, which also carries
-	// the workers' heartbeats. Required.
+	// the workers' heartbeats; in a region that is not the home, the
+	// region's view (shared buckets read locally, written to the home).
+	// Required.
 	JS jetstream.JetStream
 	// Topology sizes the handover bucket if the coordinator creates it.
 	Topology protocol.Topology
@@ -80,14 +153,31 @@ type Deps struct {
 	// HTTP calls the providers (zero: http.DefaultClient).
 	HTTP   *http.Client
 	Logger *slog.Logger
+	// Name identifies the coordinator in its lease and records (zero:
+	// coordinator@<host>-<pid>-<random>).
+	Name string
+	// Events receives the transitions the coordinator makes (probes,
+	// ramps), after they are logged; nil for none.
+	Events func(Event)
 }
 
-// Coordinator probes providers, publishes their health, and hands the
-// requests of silent workers over.
+// Event is a transition the active coordinator made, for logs and tests.
+type Event struct {
+	At   time.Time
+	Kind string // "lease", "probe", "canary"
+	Text string
+}
+
+// Coordinator probes providers, publishes their health, hands the requests
+// of silent workers over and, while it holds the lease, drives the shared
+// state.
 type Coordinator struct {
 	cfg  Config
 	deps Deps
 	name string
+
+	mu     sync.Mutex
+	active bool
 }
 
 // New validates cfg and returns a coordinator.
@@ -98,41 +188,76 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 	if deps.JS == nil {
 		return nil, errors.New("coordinator: Deps.JS is required")
 	}
+	if deps.Catalog == nil {
+		return nil, errors.New("coordinator: Deps.Catalog is required")
+	}
 	if deps.HTTP == nil {
 		deps.HTTP = http.DefaultClient
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	host, _ := os.Hostname()
-	return &Coordinator{cfg: cfg.withDefaults(), deps: deps, name: fmt.Sprintf("coordinator@%s-%d", host, os.Getpid())}, nil
+	name := deps.Name
+	if name == "" {
+		host, _ := os.Hostname()
+		name = fmt.Sprintf("coordinator@%s-%d-%s", host, os.Getpid(), randomID())
+	}
+	return &Coordinator{cfg: cfg.withDefaults(), deps: deps, name: name}, nil
 }
 
 // ListenAddr is the configured ops address, with its default applied.
 func (c *Coordinator) ListenAddr() string { return c.cfg.Listen }
 
-// Run probes every provider each HealthInterval and watches the workers'
-// liveness until ctx ends.
+// Name is the name the coordinator holds its lease by.
+func (c *Coordinator) Name() string { return c.name }
+
+// Active reports whether this coordinator holds the lease now.
+func (c *Coordinator) Active() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active
+}
+
+func (c *Coordinator) setActive(v bool) {
+	c.mu.Lock()
+	c.active = v
+	c.mu.Unlock()
+}
+
+// event logs and forwards a transition.
+func (c *Coordinator) event(kind, text string, level slog.Level) {
+	c.deps.Logger.Log(context.Background(), level, kind+" event", "event", text)
+	if c.deps.Events != nil {
+		c.deps.Events(Event{At: time.Now(), Kind: kind, Text: text})
+	}
+}
+
+// Run watches the workers' liveness and competes for the lease until ctx
+// ends; while it holds the lease it drives the shared state. It returns
+// an error only if the shared buckets are missing (protocol.Setup did not
+// run).
 func (c *Coordinator) Run(ctx context.Context) error {
-	kv, err := c.deps.JS.KeyValue(ctx, protocol.HealthBucket)
+	kv, err := c.deps.JS.KeyValue(ctx, protocol.LeaseBucket)
 	if err != nil {
-		return fmt.Errorf("coordinator: bucket %s: %w", protocol.HealthBucket, err)
+		return fmt.Errorf("coordinator: bucket %s: %w", protocol.LeaseBucket, err)
+	}
+	s, err := c.openState(ctx)
+	if err != nil {
+		return err
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { c.watchLiveness(ctx) })
-	tick := time.NewTicker(c.cfg.HealthInterval)
-	defer tick.Stop()
-	for {
-		for _, p := range c.deps.Catalog.Providers() {
-			c.publish(ctx, kv, c.probe(ctx, p))
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
+	lease := cluster.Lease{JS: c.deps.JS, KV: kv, Key: protocol.CoordinatorLeaseKey, Holder: c.name, TTL: c.cfg.LeaseTTL, Logger: c.deps.Logger}
+	return lease.Run(ctx, func(ctx context.Context) {
+		c.setActive(true)
+		c.event("lease", c.name+" is the active coordinator", slog.LevelInfo)
+		defer func() {
+			c.setActive(false)
+			c.event("lease", c.name+" is no longer active", slog.LevelInfo)
+		}()
+		c.drive(ctx, s)
+	})
 }
 
 // watchRetry is the pause before the liveness watcher starts again after
@@ -156,45 +281,18 @@ func (c *Coordinator) watchLiveness(ctx context.Context) {
 	}
 }
 
-// probe asks the provider for its model list: cheap, authenticated, and
-// served by every OpenAI-compatible API.
-func (c *Coordinator) probe(ctx context.Context, p provider.Config) protocol.Health {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.HealthTimeout)
+// drive runs the active coordinator's duties until ctx ends.
+func (c *Coordinator) drive(ctx context.Context, s *state) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	h := protocol.Health{Provider: p.Name, State: protocol.HealthRed}
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.BaseURL+"/models", nil)
-	if err == nil && len(p.APIKeys) > 0 {
-		req.Header.Set("Authorization", "Bearer "+p.APIKeys[0])
+	for _, run := range []func(context.Context) error{s.breakers.Run, s.canaries.Run, s.reports.Run} {
+		wg.Go(func() { _ = run(ctx) })
 	}
-	var resp *http.Response
-	if err == nil {
-		resp, err = c.deps.HTTP.Do(req)
-	}
-	h.LatencyMS = time.Since(start).Milliseconds()
-	h.CheckedAt = time.Now().Unix()
-	switch {
-	case err != nil:
-		h.LastError = err.Error()
-	case resp.StatusCode != http.StatusOK:
-		h.LastError = "GET /models: " + resp.Status
-	case time.Since(start) > c.cfg.SlowThreshold:
-		h.State = protocol.HealthYellow
-		h.LastError = fmt.Sprintf("slow: %v", time.Since(start).Round(time.Millisecond))
-	default:
-		h.State = protocol.HealthGreen
-	}
-	if resp != nil {
-		resp.Body.Close()
-	}
-	return h
-}
-
-func (c *Coordinator) publish(ctx context.Context, kv jetstream.KeyValue, h protocol.Health) {
-	data, _ := json.Marshal(h)
-	if _, err := kv.Put(ctx, h.Provider, data); err != nil && ctx.Err() == nil {
-		c.deps.Logger.Warn("publish health", "provider", h.Provider, "err", err)
-		return
-	}
-	c.deps.Logger.Debug("provider health", "provider", h.Provider, "state", h.State, "latency_ms", h.LatencyMS, "err", h.LastError)
+	wg.Go(func() { c.runHealth(ctx, s) })
+	wg.Go(func() { c.runProbes(ctx, s) })
+	wg.Go(func() { c.runQuotas(ctx, s) })
+	wg.Go(func() { c.runCanaries(ctx, s) })
+	<-ctx.Done()
 }

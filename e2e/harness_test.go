@@ -3,8 +3,13 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,6 +19,7 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
+	"github.com/relaydev/relay/relay/natsserver"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
 )
@@ -29,8 +35,14 @@ type system struct {
 type options struct {
 	Edges, Workers int
 	Mock           mockupstream.Config
-	// Tune adjusts the configuration every role is started with.
+	// Tune adjusts the configuration every role is started with. Edges
+	// allow anonymous clients unless it sets edge.allow_anonymous false.
 	Tune func(*config.Config)
+	// Logs, when set, receives every role's log (debug level) instead of
+	// the test log.
+	Logs io.Writer
+	// NATSPassword, when set, makes NATS require user "relay" with it.
+	NATSPassword string
 }
 
 // start runs a system for the test and stops it when the test ends.
@@ -42,8 +54,16 @@ func start(t *testing.T, o options) *system {
 	if o.Workers == 0 {
 		o.Workers = 1
 	}
-	s := &system{NATS: relaytest.NATS(t)}
+	s := &system{}
+	if o.NATSPassword != "" {
+		s.NATS = natsWithPassword(t, o.NATSPassword)
+	} else {
+		s.NATS = relaytest.NATS(t)
+	}
 	logger := relaytest.Logger(t)
+	if o.Logs != nil {
+		logger = slog.New(slog.NewTextHandler(o.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 
 	mock, err := mockupstream.New(o.Mock, logger.With("role", "mock-upstream"))
@@ -64,7 +84,9 @@ func start(t *testing.T, o options) *system {
 	t.Cleanup(func() {
 		cancel()
 		for _, done := range running {
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			// A server whose graceful shutdown ran out of time (a client
+			// still streaming) closed its connections: not a failure here.
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("role stopped with: %v", err)
 			}
 		}
@@ -80,7 +102,11 @@ func start(t *testing.T, o options) *system {
 			Models:  []string{"mock-1", "mock-2"},
 		}},
 	}
+	if o.NATSPassword != "" {
+		cfg.NATS.User, cfg.NATS.Password = "relay", o.NATSPassword
+	}
 	cfg.Edge.Listen = "127.0.0.1:0"
+	cfg.Edge.AllowAnonymous = true
 	cfg.Coordinator.Listen = "127.0.0.1:0"
 	if o.Tune != nil {
 		o.Tune(&cfg)
@@ -110,6 +136,26 @@ func start(t *testing.T, o options) *system {
 		s.Edges = append(s.Edges, "http://"+a.Edge)
 	}
 	return s
+}
+
+// natsWithPassword starts a server that requires user "relay" with
+// password, and shuts it down when the test ends.
+func natsWithPassword(t *testing.T, password string) *server.Server {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	text := fmt.Sprintf("jetstream {}\nauthorization { user: relay, password: %q }\n", password)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := natsserver.StartFile(conf, natsserver.Config{Listen: "127.0.0.1:-1", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	return srv
 }
 
 // httpClient has no overall timeout: streams are long; tests bound them

@@ -8,6 +8,7 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/quota"
 )
 
 // Issue 4, fallback chains: when a model or a provider keeps failing, the
@@ -22,6 +23,12 @@ func TestPrimaryModelExhaustedFallbackContinues(t *testing.T) {
 		Mock: mockupstream.Config{Tokens: 40, TokenInterval: -1},
 		Tune: func(cfg *config.Config) {
 			cfg.Providers[0].Retry = fastRetry
+			// The breaker would open after three cuts in a row and send the
+			// fourth call to the fallback early; this test is about
+			// max_retries_per_model, so the breaker and the retry budget
+			// stay out of the way.
+			cfg.Providers[0].Breaker.Failures = 10
+			cfg.Providers[0].RetryBudget = quota.BudgetConfig{Ratio: -1}
 			cfg.Models = []provider.Model{{Name: "mock-1", Fallbacks: []provider.Fallback{{Model: "mock-2"}}}}
 		},
 	})

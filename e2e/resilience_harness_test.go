@@ -123,6 +123,7 @@ func startResilience(t *testing.T, o resilience) *rsys {
 		}},
 	}
 	cfg.Edge.Listen = "127.0.0.1:0"
+	cfg.Edge.AllowAnonymous = true
 	cfg.Worker.ID = "resilience-worker"
 	if o.tune != nil {
 		o.tune(&cfg, s.mockURL)

@@ -1,39 +1,52 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end tests need and the machine lacks. `make test`
 # runs it first; it is idempotent and returns at once when everything is
-# present, so it never needs apt (or the network) on a prepared machine.
+# present, so it never needs apt, npm (or the network) on a prepared machine.
 #
-#   nginx   the reverse proxy of e2e/nginx_test.go (Debian's package)
+#   nginx     the reverse proxy of e2e/nginx_test.go (Debian's package)
+#   chromium  the browser e2e/browser_test.go drives headless (Debian's
+#             package, /usr/bin/chromium)
+#   e2e/node/node_modules
+#             the official openai npm package, at the version pinned in
+#             e2e/node/package-lock.json, for e2e/sdk_test.go (`npm ci`)
 #
 # Run it as root, or as a user that may sudo; it says what it installs.
 set -euo pipefail
 
 # Debian installs nginx to /usr/sbin, which a non-root PATH may lack.
 export PATH="$PATH:/usr/sbin:/sbin"
+here="$(cd "$(dirname "$0")" && pwd)"
 
 missing=()
 command -v nginx >/dev/null 2>&1 || missing+=(nginx)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 
-if [ ${#missing[@]} -eq 0 ]; then
-	exit 0
-fi
-
-if ! command -v apt-get >/dev/null 2>&1; then
-	echo "e2e/setup.sh: missing ${missing[*]} and no apt-get to install it; install it by hand" >&2
-	exit 1
-fi
-
-as_root=()
-if [ "$(id -u)" -ne 0 ]; then
-	if ! command -v sudo >/dev/null 2>&1; then
-		echo "e2e/setup.sh: missing ${missing[*]}; run this script as root (or install sudo) to install it" >&2
+if [ ${#missing[@]} -gt 0 ]; then
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "e2e/setup.sh: missing ${missing[*]} and no apt-get to install it; install it by hand" >&2
 		exit 1
 	fi
-	as_root=(sudo)
+	as_root=()
+	if [ "$(id -u)" -ne 0 ]; then
+		if ! command -v sudo >/dev/null 2>&1; then
+			echo "e2e/setup.sh: missing ${missing[*]}; run this script as root (or install sudo) to install it" >&2
+			exit 1
+		fi
+		as_root=(sudo)
+	fi
+	echo "e2e/setup.sh: installing ${missing[*]} with apt-get" >&2
+	"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	command -v nginx >/dev/null 2>&1 || { echo "e2e/setup.sh: nginx still not on PATH after install" >&2; exit 1; }
+	[ -x /usr/bin/chromium ] || { echo "e2e/setup.sh: /usr/bin/chromium still missing after install" >&2; exit 1; }
+	echo "e2e/setup.sh: installed $(nginx -v 2>&1), $(/usr/bin/chromium --version 2>/dev/null || echo chromium)" >&2
 fi
 
-echo "e2e/setup.sh: installing ${missing[*]} with apt-get" >&2
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-command -v nginx >/dev/null 2>&1 || { echo "e2e/setup.sh: nginx still not on PATH after install" >&2; exit 1; }
-echo "e2e/setup.sh: installed $(nginx -v 2>&1)" >&2
+if [ ! -d "$here/node/node_modules/openai" ]; then
+	if ! command -v npm >/dev/null 2>&1; then
+		echo "e2e/setup.sh: npm is missing; install Node.js (20 or later) with npm" >&2
+		exit 1
+	fi
+	echo "e2e/setup.sh: installing the openai npm package in e2e/node (npm ci)" >&2
+	(cd "$here/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi

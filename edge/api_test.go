@@ -3,6 +3,7 @@ package edge
 import (
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -31,8 +32,8 @@ func TestChatRequestValidation(t *testing.T) {
 		{`{"model":"gpt-test"}`, 400, "messages", CodeInvalidValue},
 		{`{"model":"gpt-test","messages":[]}`, 400, "messages", CodeInvalidValue},
 		{`{"model":"gpt-test","messages":{"role":"user"}}`, 400, "messages", CodeInvalidValue},
-		{`{"model":"gpt-test","messages":[{"role":"user"},"hi"]}`, 400, "messages[1]", CodeInvalidValue},
-		{`{"model":"gpt-test","messages":[{"role":"user"},{"content":"x"}]}`, 400, "messages[1].role", CodeInvalidValue},
+		{`{"model":"gpt-test","messages":[{"role":"user","content":"x"},"hi"]}`, 400, "messages[1]", CodeInvalidValue},
+		{`{"model":"gpt-test","messages":[{"role":"user","content":"x"},{"content":"x"}]}`, 400, "messages[1].role", CodeInvalidValue},
 		{`{"model":"gpt-test","messages":[{"role":5}]}`, 400, "messages[0].role", CodeInvalidValue},
 		{`{"model":"gpt-test","stream":"yes",` + msgs + `}`, 400, "stream", CodeInvalidValue},
 		{`{"model":"gpt-test","n":2,` + msgs + `}`, 400, "n", CodeInvalidValue},
@@ -127,7 +128,11 @@ func TestNotReadyWithoutAssets(t *testing.T) {
 
 func TestConfig(t *testing.T) {
 	d := Config{}.WithDefaults()
-	if d != (Config{Listen: DefaultListen, Keepalive: DefaultKeepalive, RetryHint: DefaultRetryHint, MaxBodyBytes: DefaultMaxBodyBytes, ClientBuffer: DefaultClientBuffer}) {
+	if !reflect.DeepEqual(d, Config{
+		Listen: DefaultListen, Keepalive: DefaultKeepalive, RetryHint: DefaultRetryHint, MaxBodyBytes: DefaultMaxBodyBytes, ClientBuffer: DefaultClientBuffer,
+		ResumeTokenTTL: DefaultResumeTokenTTL, IdempotencyWindow: DefaultIdempotencyWindow, MaxMessages: DefaultMaxMessages,
+		MaxTokensCap: DefaultMaxTokensCap, WSMaxMessagesPerSecond: DefaultWSMaxMessagesPerSecond,
+	}) {
 		t.Fatalf("defaults %+v", d)
 	}
 	if err := (Config{}).Validate("edge"); err != nil {
@@ -143,6 +148,14 @@ func TestConfig(t *testing.T) {
 		{Config{RetryHint: -1}, "edge.retry_hint: "},
 		{Config{MaxBodyBytes: -1}, "edge.max_body_bytes: "},
 		{Config{ClientBuffer: -1}, "edge.client_buffer: "},
+		{Config{ResumeTokenSecret: "short"}, "edge.resume_token_secret: "},
+		{Config{ResumeTokenTTL: -1}, "edge.resume_token_ttl: "},
+		{Config{APIKeys: []APIKey{{Tenant: "a", KeySHA256: "nothex"}}}, "edge.api_keys[0].key_sha256: "},
+		{Config{APIKeys: []APIKey{{Tenant: "a b", KeySHA256: keyHash("k")}}}, "edge.api_keys[0].tenant: "},
+		{Config{APIKeys: []APIKey{{Tenant: "a", KeySHA256: keyHash("k")}, {Tenant: "b", KeySHA256: keyHash("k")}}}, "edge.api_keys[1].key_sha256: "},
+		{Config{APIKeys: []APIKey{{Tenant: "a", KeySHA256: keyHash("k"), Models: []string{""}}}}, "edge.api_keys[0].models[0]: "},
+		{Config{CORSAllowedOrigins: []string{"https://a.example/path"}}, "edge.cors_allowed_origins[0]: "},
+		{Config{CORSAllowedOrigins: []string{"a.example"}}, "edge.cors_allowed_origins[0]: "},
 	} {
 		if err := tc.cfg.Validate("edge"); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%+v: err %v, want prefix %q", tc.cfg, err, tc.want)
@@ -153,5 +166,11 @@ func TestConfig(t *testing.T) {
 	}
 	if _, err := New(Config{}, Deps{}); err == nil {
 		t.Error("New without deps succeeded")
+	}
+	e := newEnv(t)
+	_, err := New(Config{APIKeys: []APIKey{{Tenant: "a", KeySHA256: keyHash("k"), Models: []string{testModel, "gpt-nope"}}}},
+		Deps{NC: e.nc, JS: e.js, Catalog: testCatalog(t)})
+	if err == nil || !strings.HasPrefix(err.Error(), "edge.api_keys[0].models[1]: ") {
+		t.Errorf("New with a key for a model nobody serves: %v", err)
 	}
 }

@@ -15,9 +15,8 @@ import (
 // disconnect policy all cancel the same way (protocol/doc.go has the
 // contract):
 //
-//  1. The Meta must exist (404 otherwise) and, once streams have tenants,
-//     belong to the caller's tenant (404 too, so a foreign stream's
-//     existence is not revealed).
+//  1. The Meta must exist (404 otherwise) and belong to the caller's
+//     tenant (404 too, so a foreign stream's existence is not revealed).
 //  2. A stream that already ended is left alone: the answer is its
 //     terminal status, "done" included, and its Meta is not touched.
 //  3. Meta.Cancelled is set by a revision-checked update (the durable

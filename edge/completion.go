@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/protocol"
 )
 
@@ -20,6 +21,8 @@ import (
 // that a cut answer never looks finished. It reports whether the client
 // left before the end.
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
+	sess := s.sseSession(r, o, metrics.TransportCompletion)
+	defer sess.close()
 	ctx, done := s.clients.add(r.Context(), clientUnary)
 	defer done()
 	f, err := s.hub.follow(o.view.id, o.after.JSSeq, s.cfg.ClientBuffer)
@@ -32,6 +35,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origi
 	var end chunklog.Entry
 	for !f.ended() {
 		entries, err := f.next(ctx, s.cfg.Keepalive)
+		sess.delivered(entries)
 		for _, e := range entries {
 			if e.Frame.Kind == protocol.KindEnd {
 				end = e
@@ -54,6 +58,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origi
 		}
 	}
 	if end.Frame.Status != protocol.StatusDone {
+		setRetryAfter(w, endError(end.Frame)) // tenant_limit.go
 		writeJSON(w, endError(end.Frame).Status, o.view.failure(end))
 		return false
 	}

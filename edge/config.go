@@ -35,6 +35,64 @@ type Config struct {
 	// may override it with the X-Relay-On-Disconnect header; see
 	// DisconnectPolicy.
 	OnClientDisconnect DisconnectPolicy `koanf:"on_client_disconnect"`
+
+	// APIKeys are the client keys the edge accepts as "Authorization:
+	// Bearer <key>", each naming its tenant (auth.go). Only their SHA-256
+	// is configured. With none, every request is served as the anonymous
+	// tenant: relay/config allows that only for `relay dev`, or with
+	// AllowAnonymous.
+	APIKeys []APIKey `koanf:"api_keys"`
+	// AllowAnonymous serves requests without an Authorization header as
+	// the anonymous tenant, next to APIKeys (a wrong key is still refused).
+	// Off by default; outside `relay dev`, it must be set to run without
+	// APIKeys.
+	AllowAnonymous bool `koanf:"allow_anonymous"`
+	// ResumeTokenSecret signs resume tokens (resume_token.go), which let a
+	// client that cannot send headers (EventSource) resume its stream. All
+	// edges of a cluster must share it. Zero: a random secret per process,
+	// so only the edge that issued a token accepts it (fine for `relay
+	// dev`; relay/config requires the secret elsewhere when APIKeys are
+	// set). At least 32 bytes.
+	ResumeTokenSecret string `koanf:"resume_token_secret"`
+	// ResumeTokenTTL is how long a resume token is valid (zero: 1h).
+	ResumeTokenTTL time.Duration `koanf:"resume_token_ttl"`
+	// IdempotencyWindow is how long an Idempotency-Key (or X-Request-Id)
+	// attaches a repeated POST to the stream the first one started (zero:
+	// 24h; at most streams.retention). Negative: the headers are ignored.
+	IdempotencyWindow time.Duration `koanf:"idempotency_window"`
+	// MaxMessages caps the messages of a request (zero: 256; negative: no
+	// cap).
+	MaxMessages int `koanf:"max_messages"`
+	// MaxTokensCap is the largest max_tokens (and max_completion_tokens) a
+	// request may ask for (zero: 32768; negative: no cap).
+	MaxTokensCap int `koanf:"max_tokens_cap"`
+	// WSMaxMessagesPerSecond is how many messages a WebSocket client may
+	// send per second, in bursts of as many; a client that sends more is
+	// closed with 1008 (zero: 20; negative: no limit).
+	WSMaxMessagesPerSecond float64 `koanf:"ws_max_messages_per_second"`
+	// CORSAllowedOrigins are the browser origins ("https://app.example.com")
+	// allowed to call the API from another origin, and to open WebSockets;
+	// "*" allows every origin. Zero: none (same-origin pages and
+	// non-browser clients only).
+	CORSAllowedOrigins []string `koanf:"cors_allowed_origins"`
+	// Demo serves the demo chat at / and its helpers POST /v1/streams and
+	// POST /v1/streams/{id}/drop (demo.go). Off by default; `relay dev`
+	// turns it on.
+	Demo bool `koanf:"demo"`
+}
+
+// APIKey is one client key: the SHA-256 of the key, never the key itself
+// (compute it with `printf %s "$KEY" | sha256sum`), and the tenant whose
+// streams it may start, resume and cancel.
+type APIKey struct {
+	// Tenant owns the streams started with the key; required. Several keys
+	// may share a tenant.
+	Tenant string `koanf:"tenant"`
+	// KeySHA256 is the hex SHA-256 of the key; required.
+	KeySHA256 string `koanf:"key_sha256"`
+	// Models, when set, are the only models the key may ask for; zero: every
+	// model the relay serves.
+	Models []string `koanf:"models"`
 }
 
 // Defaults.
@@ -44,7 +102,17 @@ const (
 	DefaultRetryHint    = time.Second
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultClientBuffer = 256
+
+	DefaultResumeTokenTTL         = time.Hour
+	DefaultIdempotencyWindow      = 24 * time.Hour
+	DefaultMaxMessages            = 256
+	DefaultMaxTokensCap           = 32768
+	DefaultWSMaxMessagesPerSecond = 20
 )
+
+// minResumeTokenSecret is the shortest accepted resume token secret, in
+// bytes: HMAC-SHA256 keys shorter than its output weaken it.
+const minResumeTokenSecret = 32
 
 // minKeepalive keeps a misconfigured keepalive from turning into a busy loop
 // of pings and log re-reads.
@@ -66,6 +134,21 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ClientBuffer == 0 {
 		c.ClientBuffer = DefaultClientBuffer
+	}
+	if c.ResumeTokenTTL == 0 {
+		c.ResumeTokenTTL = DefaultResumeTokenTTL
+	}
+	if c.IdempotencyWindow == 0 {
+		c.IdempotencyWindow = DefaultIdempotencyWindow
+	}
+	if c.MaxMessages == 0 {
+		c.MaxMessages = DefaultMaxMessages
+	}
+	if c.MaxTokensCap == 0 {
+		c.MaxTokensCap = DefaultMaxTokensCap
+	}
+	if c.WSMaxMessagesPerSecond == 0 {
+		c.WSMaxMessagesPerSecond = DefaultWSMaxMessagesPerSecond
 	}
 	return c
 }
@@ -90,6 +173,19 @@ func (c Config) Validate(prefix string) error {
 		return fmt.Errorf("%s.client_buffer: must not be negative", prefix)
 	case c.OnClientDisconnect.CancelAfter < 0:
 		return fmt.Errorf("%s.on_client_disconnect: cancel_after must be positive", prefix)
+	case c.ResumeTokenSecret != "" && len(c.ResumeTokenSecret) < minResumeTokenSecret:
+		// The value is a secret: never part of the message.
+		return fmt.Errorf("%s.resume_token_secret: shorter than %d bytes (generate one with `openssl rand -hex 32`)", prefix, minResumeTokenSecret)
+	case c.ResumeTokenTTL < 0:
+		return fmt.Errorf("%s.resume_token_ttl: must not be negative", prefix)
+	}
+	if err := validateAPIKeys(c.APIKeys, prefix+".api_keys"); err != nil {
+		return err
+	}
+	for i, o := range c.CORSAllowedOrigins {
+		if err := validateOrigin(o); err != nil {
+			return fmt.Errorf("%s.cors_allowed_origins[%d]: %w", prefix, i, err)
+		}
 	}
 	return nil
 }

@@ -18,6 +18,31 @@
 // Every error body has OpenAI's shape {"error":{"message","type","param","code"}},
 // so official SDKs raise it.
 //
+// # Front door
+//
+// The API faces the internet; each concern has its file:
+//
+//	auth.go           Authorization: Bearer <key>, checked against SHA-256 hashes in constant time;
+//	                  401 invalid_api_key. A key names a tenant; only the tenant sees its streams
+//	                  (another tenant gets the unknown stream's 404)
+//	resume_token.go   X-Relay-Resume-Token (and relay.resume_token in the first SSE event, the
+//	                  WebSocket "started" message): GET /v1/streams/{id}?token= without a key;
+//	                  403 invalid_resume_token when forged, expired or for another stream
+//	idempotency.go    Idempotency-Key / X-Request-Id: one generation per key and tenant; replays
+//	                  get the same stream (Idempotent-Replayed: true), another body 409
+//	                  idempotency_key_reused
+//	request.go        body size (413 body_too_large), message count and max_tokens
+//	                  (400 limit_exceeded), the key's models (400 model_not_found), types and
+//	                  ranges of the common parameters (400 invalid_value / invalid_json)
+//	follower.go       a slow client catches up from JetStream in bounded batches; it never
+//	                  holds back the hub, the worker or other clients
+//	handler_ws.go     WebSocket close codes: 1003 garbage, 1008 flooding, 1009 too large
+//	cors.go           edge.cors_allowed_origins: preflights, exposed headers, WebSocket origins
+//	sse.go            Cache-Control: no-cache, no-transform; X-Accel-Buffering: no; retry:
+//
+// Nothing a client sends as a credential (keys, tokens) is logged or echoed
+// in an error.
+//
 // A generation outlives its client: when the client that started it goes
 // away, the disconnect policy (disconnect.go, orphans.go) lets it run on or
 // cancels it once no client on any edge follows it. When the edge itself

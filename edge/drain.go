@@ -48,7 +48,8 @@ func drainError(message string) *protocol.Error {
 // with Retry-After, which clients and OpenAI SDKs retry, reaching another
 // edge through the load balancer. For a refused POST nothing was queued;
 // a waiting "stream": false request's generation runs on, and a retried
-// POST starts a second one (until idempotency keys attach it).
+// POST starts a second one unless it carries an Idempotency-Key, which
+// attaches it to the first (idempotency.go).
 func writeDraining(w http.ResponseWriter, retry time.Duration, message string) {
 	w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(retry), 10))
 	w.Header().Set("Connection", "close")

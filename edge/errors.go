@@ -43,9 +43,9 @@ func invalid(param, code, format string, args ...any) *protocol.Error {
 	}
 }
 
-// notFound is the 404 for a stream that does not exist or has expired.
-// Once streams belong to tenants, a stream of another tenant gets it too,
-// so that an error never reveals that someone else's stream exists.
+// notFound is the 404 for a stream that does not exist or has expired. A
+// stream of another tenant gets it too, so that an error never reveals
+// that someone else's stream exists.
 func notFound(id, param string) *protocol.Error {
 	return &protocol.Error{
 		Message: "stream " + id + " does not exist or has expired",
@@ -97,6 +97,7 @@ func statusOf(e *protocol.Error, fallback int) int {
 
 // writeError answers with e as an OpenAI error body.
 func writeError(w http.ResponseWriter, e *protocol.Error) {
+	setRetryAfter(w, e) // tenant_limit.go
 	writeJSON(w, statusOf(e, http.StatusInternalServerError), struct {
 		Error errorObject `json:"error"`
 	}{newErrorObject(e)})

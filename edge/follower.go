@@ -18,6 +18,13 @@ type history interface {
 // errEnded stops a history read at the end frame.
 var errEnded = errors.New("edge: end frame reached")
 
+// errBatchFull stops a history read once a batch holds limit frames.
+var errBatchFull = errors.New("edge: batch full")
+
+// minBatch is the smallest batch limit, so that a tiny ClientBuffer does
+// not turn a catch-up into one log read per frame.
+const minBatch = 64
+
 // follower delivers one client's view of one stream: the history after its
 // cursor, then live frames from the hub, each exactly once and in order.
 // It is used by one goroutine; only its queues are shared with the hub.
@@ -27,8 +34,12 @@ type follower struct {
 	// live is the bounded queue the dispatcher fills without blocking.
 	live chan *liveFrame
 	// wake asks for a re-read of the log: frames were dropped, or may have
-	// been lost.
+	// been lost, or a read stopped at limit.
 	wake chan struct{}
+	// limit bounds the frames one call of next returns, so that a client
+	// far behind catches up from the log in bounded batches: what the edge
+	// holds for one client is at most limit frames and the live queue.
+	limit int
 
 	// last is the JetStream sequence of the last frame taken, claims
 	// included: a live frame is taken only if it was stored right after it.
@@ -42,12 +53,13 @@ func newFollower(h *hub, id string, after uint64, buffer int) *follower {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	return &follower{
-		hub:  h,
-		id:   id,
-		live: make(chan *liveFrame, buffer),
-		wake: make(chan struct{}, 1),
-		last: after,
-		idle: idle,
+		hub:   h,
+		id:    id,
+		live:  make(chan *liveFrame, buffer),
+		wake:  make(chan struct{}, 1),
+		limit: max(buffer, minBatch),
+		last:  after,
+		idle:  idle,
 	}
 }
 
@@ -72,10 +84,10 @@ func (f *follower) wakeUp() {
 // in one batch. It returns no frames and no error when idle passed with
 // nothing new (the caller sends a keepalive). The caller stops once ended()
 // reports the end frame was returned. On an error it still returns the
-// frames taken before it: they count as delivered.
-func (f *follower) next(ctx context.Context, idle time.Duration) ([]chunklog.Entry, error) {
-	var out []chunklog.Entry
-	var err error
+// frames taken before it: they count as delivered. It returns at most
+// limit frames; the rest follow on the next call.
+func (f *follower) next(ctx context.Context, idle time.Duration) (out []chunklog.Entry, err error) {
+	defer func() { f.hub.stats.held(len(out) + len(f.live)) }()
 	if !f.started {
 		f.started = true
 		out, err = f.read(ctx, out)
@@ -97,7 +109,7 @@ func (f *follower) next(ctx context.Context, idle time.Duration) ([]chunklog.Ent
 			}
 		}
 	}
-	for err == nil && !f.end {
+	for err == nil && !f.end && len(out) < f.limit {
 		select {
 		case lf := <-f.live:
 			out, err = f.take(ctx, lf, out)
@@ -137,13 +149,18 @@ func (f *follower) read(ctx context.Context, out []chunklog.Entry) ([]chunklog.E
 	defer cancel()
 	_, err := f.hub.hist.Read(rctx, f.id, f.last, func(e chunklog.Entry) error {
 		out = f.emit(e, out)
-		if f.end {
+		switch {
+		case f.end:
 			return errEnded
+		case len(out) >= f.limit:
+			// The next call reads on from here.
+			f.wakeUp()
+			return errBatchFull
 		}
 		return nil
 	})
 	switch {
-	case err == nil || errors.Is(err, errEnded):
+	case err == nil || errors.Is(err, errEnded) || errors.Is(err, errBatchFull):
 		return out, nil
 	case ctx.Err() != nil:
 		return out, context.Cause(ctx)

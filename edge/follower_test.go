@@ -57,13 +57,16 @@ func TestFollowerOverflowCatchesUp(t *testing.T) {
 
 	// A claim, 99 chunks and the end arrive while the client does not
 	// read: two are queued, the other 99 dropped, and the follower is woken
-	// to re-read them.
+	// to re-read them, in two batches of at most minBatch frames.
 	const n = 100
 	e.writeStream(id, protocol.Meta{Model: testModel}, answer(n-1)(protocol.Request{}))
 	waitFor(t, func() bool { return h.stats.dropped.Load() == 99 })
 	checkSeqs(t, collect(t, f, time.Minute), n)
-	if got := h.stats.catchUps[catchUpWoken].Load(); got != 1 {
-		t.Fatalf("%d woken catch-ups, want 1", got)
+	if got := h.stats.catchUps[catchUpWoken].Load(); got != 2 {
+		t.Fatalf("%d woken catch-ups, want 2", got)
+	}
+	if held := h.stats.maxHeld.Load(); held > minBatch+2 {
+		t.Fatalf("%d frames held at once, more than %d", held, minBatch+2)
 	}
 }
 

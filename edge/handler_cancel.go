@@ -6,11 +6,11 @@ import "net/http"
 // terminal status once the stream ended, "cancelled" or, for a stream that
 // had ended before and was left alone, however it ended; 202 with status
 // "cancelling" when the cancellation is recorded but the end did not
-// appear within cancelWait.
+// appear within cancelWait. Another tenant's stream answers 404, as an
+// unknown one.
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	// Tenants come with authentication; until then every stream is "".
-	status, e := s.cancelAndWait(r.Context(), "", id, "id")
+	status, e := s.cancelAndWait(r.Context(), principalOf(r).tenant, id, "id")
 	if e != nil {
 		writeError(w, e)
 		return

@@ -7,45 +7,61 @@ import (
 )
 
 // handleChat serves POST /v1/chat/completions: it validates the request,
-// queues it, and then serves the new stream like any resumed one, from the
-// start. The X-Relay-Stream-Id header names the stream, so a client that
-// loses the response resumes it with GET /v1/streams/{id}. If the client
-// goes away before the end, the disconnect policy (Config.OnClientDisconnect,
-// or the request's X-Relay-On-Disconnect header) decides the generation's
-// fate.
+// queues it (or, with an idempotency key, attaches to the stream the key
+// started: idempotency.go), and then serves the stream like any resumed
+// one, from the start. The X-Relay-Stream-Id header names the stream, so a
+// client that loses the response resumes it with GET /v1/streams/{id};
+// X-Relay-Resume-Token lets it do so without its key (resume_token.go).
+// If the client that started the generation goes away before the end, the
+// disconnect policy (Config.OnClientDisconnect, or the request's
+// X-Relay-On-Disconnect header) decides the generation's fate.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if s.clients.draining() {
 		writeDraining(w, s.cfg.RetryHint, drainMessage)
 		return
 	}
+	p := principalOf(r)
 	policy, e := s.disconnectPolicy(r)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	req, e := readChatRequest(w, r, s.cfg.MaxBodyBytes, s.catalog.Serves)
+	key, e := idempotencyKeyOf(r)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	// Tenants come with authentication; until then every stream is "".
-	const tenant = ""
-	id, meta, e := s.submit(r.Context(), tenant, req)
+	req, e := readChatRequest(w, r, s.cfg.MaxBodyBytes, s.limits(p))
 	if e != nil {
-		s.log.Warn("submit failed", "err", e.Message)
 		writeError(w, e)
 		return
 	}
-	w.Header().Set("X-Relay-Stream-Id", id)
-	o := origin{view: view{id: id, meta: meta}}
+	st, e := s.start(r.Context(), p.tenant, key, req)
+	if e != nil {
+		if e.Status >= 500 {
+			s.log.Warn("submit failed", "err", e.Message)
+		}
+		writeError(w, e)
+		return
+	}
+	token := s.tokens.issue(st.id, p.tenant)
+	w.Header().Set("X-Relay-Stream-Id", st.id)
+	w.Header().Set(HeaderResumeToken, token)
+	if st.replay {
+		w.Header().Set(HeaderIdempotentReplayed, "true")
+	}
+	o := origin{view: view{id: st.id, meta: st.meta}}
 	var left bool
 	if req.Stream {
+		o.view.resumeToken = token
 		left = s.serveSSE(w, r, o)
 	} else {
 		left = s.serveCompletion(w, r, o)
 	}
-	if left {
-		s.orphans.watch(tenant, id, policy)
+	// A replay did not start the generation: the first request's policy
+	// applies to it.
+	if left && !st.replay {
+		s.orphans.watch(p.tenant, st.id, policy)
 	}
 }
 

@@ -14,11 +14,15 @@ type modelObject struct {
 	OwnedBy string `json:"owned_by"`
 }
 
-// handleModels lists the Catalog's models, so SDKs and UIs that list models
-// first work unchanged.
-func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+// handleModels lists the Catalog's models the caller's key may use, so SDKs
+// and UIs that list models first work unchanged.
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	p := principalOf(r)
 	list := modelList{Object: "list", Data: []modelObject{}}
 	for _, m := range s.catalog.Models() {
+		if !p.allows(m) {
+			continue
+		}
 		list.Data = append(list.Data, modelObject{ID: m, Object: "model", OwnedBy: "relay"})
 	}
 	writeJSON(w, http.StatusOK, list)

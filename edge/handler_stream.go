@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/protocol"
 )
 
@@ -12,12 +13,13 @@ import (
 // events after the client's cursor, live until the end frame. The cursor is
 // the Last-Event-ID header an EventSource sends when it reconnects, or the
 // last_event_id query parameter for a first connection; the header wins.
+// Only the stream's tenant may read it (a resume token in ?token= names
+// the tenant for a client that cannot send a key); to anyone else it
+// answers 404, like an unknown stream.
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
-	cursor, cursorParam := r.Header.Get("Last-Event-ID"), "Last-Event-ID"
-	if cursor == "" {
-		cursor, cursorParam = r.URL.Query().Get("last_event_id"), "last_event_id"
-	}
-	o, e := s.open(r.Context(), r.PathValue("id"), "id", cursor, cursorParam)
+	cursor, cursorParam := requestCursor(r)
+	o, e := s.open(r.Context(), principalOf(r).tenant, r.PathValue("id"), "id", cursor, cursorParam)
+	s.obs.resume(cursor, e)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -25,11 +27,23 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	s.serveSSE(w, r, o)
 }
 
+// requestCursor is the cursor a GET /v1/streams/{id} resumes after, and
+// the parameter it came from: the Last-Event-ID header, else the
+// last_event_id query parameter.
+func requestCursor(r *http.Request) (cursor, param string) {
+	if c := r.Header.Get("Last-Event-ID"); c != "" {
+		return c, "Last-Event-ID"
+	}
+	return r.URL.Query().Get("last_event_id"), "last_event_id"
+}
+
 // serveSSE streams the frames after o.after as server-sent events until the
 // end frame (then "data: [DONE]"), the client leaves, or the edge stops
 // (then a last event tells the client to reconnect). It reports whether
 // the client left before the end, which the disconnect policy acts on.
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
+	sess := s.sseSession(r, o, metrics.TransportSSE)
+	defer sess.close()
 	out := newSSEWriter(w)
 	if o.end != nil {
 		out.start(s.cfg.RetryHint)
@@ -49,10 +63,14 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin) (lef
 	if err := out.flush(); err != nil {
 		return !errors.Is(context.Cause(ctx), errShuttingDown)
 	}
+	// The first event carries the view's resume token, if any.
+	v := o.view
 	for {
 		entries, err := f.next(ctx, s.cfg.Keepalive)
+		sess.delivered(entries)
 		for _, e := range entries {
-			out.event(cursorOf(e).String(), marshal(o.view.object(e)))
+			out.event(cursorOf(e).String(), marshal(v.object(e)))
+			v.resumeToken = ""
 		}
 		switch {
 		case f.ended():

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/protocol"
 )
 
@@ -23,10 +25,13 @@ import (
 // stream_id.
 //
 //	from    type          fields                              meaning
-//	client  start         request: a chat completion request  queue a generation and follow it ("stream" is ignored)
+//	client  start         request: a chat completion request, queue a generation and follow it ("stream" is ignored);
+//	                      idempotency_key?                    with idempotency_key, as a POST with Idempotency-Key
 //	client  resume        stream_id, after: a cursor or ""    follow a stream after the cursor ("" = from the start)
 //	client  cancel        stream_id                           cancel a generation, as DELETE /v1/streams/{id} does
-//	server  started       stream_id                           a start was accepted; answers come in the order starts were sent
+//	server  started       stream_id, resume_token,            a start was accepted; answers come in the order starts were
+//	                      replayed?                           sent; resume_token as in X-Relay-Resume-Token; replayed
+//	                                                          when an idempotency key attached it to an earlier start
 //	server  chunk         stream_id, cursor, chunk            chunk is the chat.completion.chunk an SSE client gets
 //	server  end           stream_id, cursor, status,          the stream ended; nothing follows for that stream_id.
 //	                      finish_reason?, usage?, error?,     finish_reason when status is "done", error (OpenAI's
@@ -41,14 +46,27 @@ import (
 //	                                                          follows; reconnect after retry_ms, to another edge, and
 //	                                                          resume each stream after its last cursor
 //
-// The upgrade request may carry X-Relay-On-Disconnect (see
-// DisconnectPolicy); it applies to the streams started on the connection
-// when the connection ends before they do.
+// The upgrade request is authenticated like any request (auth.go): the
+// connection acts for that tenant, and may resume and cancel only the
+// tenant's streams (others are not found). Browsers may open it from the
+// origins of edge.cors_allowed_origins and from the edge's own origin. It
+// may carry X-Relay-On-Disconnect (see DisconnectPolicy); that applies to
+// the streams started on the connection when the connection ends before
+// they do.
 //
 // The server pings every Keepalive and drops a client it heard nothing
-// from (not even a pong) for two intervals. A message larger than
-// MaxBodyBytes plus a small envelope closes the connection (1009). When the
-// edge shuts down it sends reconnect and closes with 1001 (going away).
+// from (not even a pong) for two intervals. A message that is valid but
+// asks for something impossible (an invalid request, an unknown stream) is
+// answered with an error message; a client that breaks the protocol is
+// closed with a close code and a reason:
+//
+//	code  when
+//	1001  the edge shuts down (after a reconnect message)
+//	1003  a binary message, or a text message that is not a JSON object
+//	      with a known type and fields of the right types
+//	1008  more than edge.ws_max_messages_per_second messages a second
+//	      (bursts of as many allowed)
+//	1009  a message larger than MaxBodyBytes plus a small envelope
 
 // wsEnvelope is the room a WebSocket message has for its envelope beyond
 // MaxBodyBytes of request.
@@ -60,10 +78,36 @@ var errWSClosed = errors.New("edge: websocket closed")
 
 // wsIn is a client message.
 type wsIn struct {
-	Type     string          `json:"type"`
-	Request  json.RawMessage `json:"request"`
-	StreamID string          `json:"stream_id"`
-	After    string          `json:"after"`
+	Type           string          `json:"type"`
+	Request        json.RawMessage `json:"request"`
+	StreamID       string          `json:"stream_id"`
+	After          string          `json:"after"`
+	IdempotencyKey string          `json:"idempotency_key"`
+}
+
+// wsTypes are the client message types.
+var wsTypes = map[string]bool{"start": true, "resume": true, "cancel": true}
+
+// wsCloseError ends a connection with a close code, for a client that
+// broke the protocol.
+type wsCloseError struct {
+	code   int
+	reason string
+}
+
+func (e *wsCloseError) Error() string {
+	return fmt.Sprintf("edge: websocket closed with %d: %s", e.code, e.reason)
+}
+
+// decodeWSMessage decodes a client message, or says how to close a
+// connection that sent it.
+func decodeWSMessage(data []byte) (wsIn, *wsCloseError) {
+	var in wsIn
+	if err := json.Unmarshal(data, &in); err != nil || !wsTypes[in.Type] {
+		return wsIn{}, &wsCloseError{websocket.CloseUnsupportedData,
+			"a message must be a JSON object with type start, resume or cancel"}
+	}
+	return in, nil
 }
 
 // wsOut is a server message.
@@ -79,6 +123,8 @@ type wsOut struct {
 	Attempts     int             `json:"attempts,omitempty"`
 	Cost         float64         `json:"cost,omitempty"`
 	RetryMS      int64           `json:"retry_ms,omitempty"`
+	ResumeToken  string          `json:"resume_token,omitempty"`
+	Replayed     bool            `json:"replayed,omitempty"`
 }
 
 // handleWS serves GET /v1/ws.
@@ -98,7 +144,12 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, done := s.clients.add(r.Context(), clientWS)
 	defer done()
-	c := &wsConn{s: s, conn: conn, policy: policy, out: make(chan wsOut, s.cfg.ClientBuffer), active: map[string]bool{}}
+	c := &wsConn{
+		s: s, conn: conn, p: principalOf(r), policy: policy,
+		out:    make(chan wsOut, s.cfg.ClientBuffer),
+		active: map[string]bool{},
+		limit:  newRateLimiter(s.cfg.WSMaxMessagesPerSecond),
+	}
 	if err := c.run(ctx); !errors.Is(err, errWSClosed) && !errors.Is(err, errShuttingDown) {
 		s.log.Debug("websocket ended", "err", err)
 	}
@@ -109,6 +160,10 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 type wsConn struct {
 	s    *Server
 	conn *websocket.Conn
+	// p is who the connection acts for.
+	p principal
+	// limit bounds the rate of client messages; used by the reader only.
+	limit *rateLimiter
 	// policy applies to the streams started on this connection.
 	policy DisconnectPolicy
 	out    chan wsOut
@@ -134,11 +189,25 @@ func (c *wsConn) readLoop(ctx context.Context) error {
 	c.conn.SetReadDeadline(time.Now().Add(wait))
 	c.conn.SetPongHandler(func(string) error { return c.conn.SetReadDeadline(time.Now().Add(wait)) })
 	for {
-		_, data, err := c.conn.ReadMessage()
+		kind, data, err := c.conn.ReadMessage()
 		if err != nil {
 			return fmt.Errorf("%w: %v", errWSClosed, err)
 		}
-		if err := c.handle(ctx, data); err != nil {
+		if !c.limit.allow(time.Now()) {
+			c.s.wsStats.closed[wsClosedFlood].Add(1)
+			return &wsCloseError{websocket.ClosePolicyViolation, "too many messages; at most " +
+				strconv.FormatFloat(c.s.cfg.WSMaxMessagesPerSecond, 'f', -1, 64) + " a second"}
+		}
+		if kind != websocket.TextMessage {
+			c.s.wsStats.closed[wsClosedUnsupported].Add(1)
+			return &wsCloseError{websocket.CloseUnsupportedData, "binary messages are not supported; send JSON text"}
+		}
+		in, ce := decodeWSMessage(data)
+		if ce != nil {
+			c.s.wsStats.closed[wsClosedUnsupported].Add(1)
+			return ce
+		}
+		if err := c.handle(ctx, in); err != nil {
 			return err
 		}
 		// Extended after handling, which may take a NATS round trip: pongs
@@ -156,10 +225,14 @@ func (c *wsConn) writeLoop(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), errShuttingDown) {
+			cause := context.Cause(ctx)
+			if errors.Is(cause, errShuttingDown) {
 				c.reconnect()
 			}
-			return context.Cause(ctx)
+			if ce, ok := errors.AsType[*wsCloseError](cause); ok {
+				c.closeWith(ce)
+			}
+			return cause
 		case m := <-c.out:
 			c.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 			if err := c.writeQueued(m); err != nil {
@@ -186,10 +259,36 @@ func (c *wsConn) reconnect() {
 	c.conn.WriteControl(websocket.CloseMessage, msg, deadline)
 }
 
-func (c *wsConn) writeQueued(m wsOut) error {
+// closeWith closes the connection of a client that broke the protocol with
+// a close code and reason, and waits (a second at most) for the client's
+// close while discarding what it still sends: closing a socket with unread
+// data would reset it, and the client might lose the reason. The reader
+// has returned, so reading here is safe.
+func (c *wsConn) closeWith(ce *wsCloseError) {
+	deadline := time.Now().Add(time.Second)
+	msg := websocket.FormatCloseMessage(ce.code, ce.reason)
+	if c.conn.WriteControl(websocket.CloseMessage, msg, deadline) != nil {
+		return
+	}
+	c.conn.SetReadDeadline(deadline)
 	for {
+		if _, _, err := c.conn.NextReader(); err != nil {
+			return
+		}
+	}
+}
+
+// writeQueued writes m and what was queued behind it when it was taken, one
+// batch under one write deadline. Messages queued meanwhile wait for the
+// next batch: a slow client that the streams keep feeding must still take
+// each batch within writeTimeout, not the whole stream.
+func (c *wsConn) writeQueued(m wsOut) error {
+	for n := len(c.out); ; n-- {
 		if err := c.conn.WriteJSON(m); err != nil {
 			return err
+		}
+		if n == 0 {
+			return nil
 		}
 		select {
 		case m = <-c.out:
@@ -216,28 +315,30 @@ func (c *wsConn) sendError(ctx context.Context, streamID string, e *protocol.Err
 }
 
 // handle acts on one client message. It returns an error only when the
-// connection is ending; a bad message is answered with an error message.
-func (c *wsConn) handle(ctx context.Context, data []byte) error {
-	var in wsIn
-	if err := json.Unmarshal(data, &in); err != nil {
-		return c.sendError(ctx, "", invalid("", CodeInvalidJSON, "a message must be a JSON object with a type"))
-	}
+// connection is ending; a message that cannot be served is answered with
+// an error message.
+func (c *wsConn) handle(ctx context.Context, in wsIn) error {
 	switch in.Type {
 	case "start":
-		req, e := parseChatRequest(in.Request, c.s.catalog.Serves)
+		if e := checkIdempotencyKey(in.IdempotencyKey, "idempotency_key"); e != nil {
+			return c.sendError(ctx, "", e)
+		}
+		req, e := parseChatRequest(in.Request, c.s.limits(c.p))
 		if e != nil {
 			return c.sendError(ctx, "", e)
 		}
-		id, meta, e := c.s.submit(ctx, "", req)
+		st, e := c.s.start(ctx, c.p.tenant, in.IdempotencyKey, req)
 		if e != nil {
 			return c.sendError(ctx, "", e)
 		}
-		if err := c.send(ctx, wsOut{Type: "started", StreamID: id}); err != nil {
+		token := c.s.tokens.issue(st.id, c.p.tenant)
+		if err := c.send(ctx, wsOut{Type: "started", StreamID: st.id, ResumeToken: token, Replayed: st.replay}); err != nil {
 			return err
 		}
-		return c.follow(ctx, origin{view: view{id: id, meta: meta}}, true)
+		return c.follow(ctx, origin{view: view{id: st.id, meta: st.meta}}, !st.replay)
 	case "resume":
-		o, e := c.s.open(ctx, in.StreamID, "stream_id", in.After, "after")
+		o, e := c.s.open(ctx, c.p.tenant, in.StreamID, "stream_id", in.After, "after")
+		c.s.obs.resume(in.After, e)
 		if e != nil {
 			return c.sendError(ctx, in.StreamID, e)
 		}
@@ -245,17 +346,16 @@ func (c *wsConn) handle(ctx context.Context, data []byte) error {
 			return c.send(ctx, endMessage(o.view, *o.end))
 		}
 		return c.follow(ctx, o, false)
-	case "cancel":
+	default: // "cancel"
 		// Waiting for the end takes up to cancelWait: not on the reader.
 		c.streams.Go(func() { c.cancel(ctx, in.StreamID) })
 		return nil
 	}
-	return c.sendError(ctx, "", invalid("type", CodeInvalidValue, "unknown message type %q: want start, resume or cancel", in.Type))
 }
 
 // cancel cancels stream id and answers with a cancellation message.
 func (c *wsConn) cancel(ctx context.Context, id string) {
-	status, e := c.s.cancelAndWait(ctx, "", id, "stream_id")
+	status, e := c.s.cancelAndWait(ctx, c.p.tenant, id, "stream_id")
 	if e != nil {
 		c.sendError(ctx, id, e)
 		return
@@ -284,10 +384,12 @@ func (c *wsConn) follow(ctx context.Context, o origin, started bool) error {
 	}
 	c.streams.Go(func() {
 		defer c.inactive(id)
-		ended := c.pump(ctx, o.view, f)
+		sess := c.s.obs.session(o.view, o.after, metrics.TransportWebSocket, started, time.Now())
+		defer sess.close()
+		ended := c.pump(ctx, o.view, f, sess)
 		f.close()
 		if started && !ended && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShuttingDown) {
-			c.s.orphans.watch("", id, c.policy)
+			c.s.orphans.watch(c.p.tenant, id, c.policy)
 		}
 	})
 	return nil
@@ -301,9 +403,10 @@ func (c *wsConn) inactive(id string) {
 
 // pump sends one stream's frames until its end frame or the connection
 // ends; it reports whether the end frame was queued.
-func (c *wsConn) pump(ctx context.Context, v view, f *follower) bool {
+func (c *wsConn) pump(ctx context.Context, v view, f *follower, sess *session) bool {
 	for !f.ended() {
 		entries, err := f.next(ctx, c.s.cfg.Keepalive)
+		sess.delivered(entries)
 		for _, e := range entries {
 			if c.send(ctx, message(v, e)) != nil {
 				return false

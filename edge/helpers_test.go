@@ -69,12 +69,18 @@ type testEdge struct {
 // process would, and shuts it down when the test ends.
 func (e *env) startEdge(cfg Config) *testEdge {
 	e.t.Helper()
-	nc, js := relaytest.Connect(e.t, e.srv, protocol.Topology{MemoryStorage: true})
-	s, err := New(cfg, Deps{NC: nc, JS: js, Catalog: testCatalog(e.t), Logger: relaytest.Logger(e.t)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return e.startEdgeOn(cfg, ln)
+}
+
+// startEdgeOn is startEdge serving on ln.
+func (e *env) startEdgeOn(cfg Config, ln net.Listener) *testEdge {
+	e.t.Helper()
+	nc, js := relaytest.Connect(e.t, e.srv, protocol.Topology{MemoryStorage: true})
+	s, err := New(cfg, Deps{NC: nc, JS: js, Catalog: testCatalog(e.t), Logger: relaytest.Logger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -60,6 +60,21 @@ type readStats struct {
 	resyncs atomic.Uint64
 	// catchUps counts re-reads of the log, by what triggered them.
 	catchUps [numCatchUpReasons]atomic.Uint64
+	// maxHeld is the most frames the edge held for one client at once: a
+	// batch returned by follower.next and what stayed queued behind it. It
+	// is bounded by twice ClientBuffer (at least minBatch + ClientBuffer),
+	// however far behind a client is.
+	maxHeld atomic.Uint64
+}
+
+// held records that n frames were held for one client.
+func (s *readStats) held(n int) {
+	for {
+		old := s.maxHeld.Load()
+		if uint64(n) <= old || s.maxHeld.CompareAndSwap(old, uint64(n)) {
+			return
+		}
+	}
 }
 
 // catchUpReason says why a follower re-read the log after the frame it

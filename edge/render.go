@@ -13,6 +13,9 @@ import (
 type view struct {
 	id   string
 	meta protocol.Meta
+	// resumeToken, when set, is rendered in the relay object (the first
+	// event of a POST's stream carries it).
+	resumeToken string
 }
 
 // chunkObject is OpenAI's chat.completion.chunk.
@@ -47,6 +50,8 @@ type chunkRelay struct {
 	Model    string        `json:"model"`
 	Attempt  int           `json:"attempt"`
 	Seam     protocol.Seam `json:"seam,omitempty"`
+	// ResumeToken is in the first event of a stream a POST started.
+	ResumeToken string `json:"resume_token,omitempty"`
 }
 
 // endRelay describes how a stream ended.
@@ -57,6 +62,8 @@ type endRelay struct {
 	Status   protocol.Status `json:"status"`
 	Attempts int             `json:"attempts"`
 	Cost     float64         `json:"cost"`
+	// ResumeToken is in the first event of a stream a POST started.
+	ResumeToken string `json:"resume_token,omitempty"`
 }
 
 // failureObject is the data of the event that ends a stream that is not
@@ -114,6 +121,8 @@ func (v view) chunk(e chunklog.Entry) chunkObject {
 			Model:    f.Model,
 			Attempt:  f.Attempt,
 			Seam:     f.Seam,
+
+			ResumeToken: v.resumeToken,
 		},
 	}
 }
@@ -141,6 +150,8 @@ func (v view) endRelay(e chunklog.Entry) endRelay {
 		Status:   e.Frame.Status,
 		Attempts: e.Frame.Attempts,
 		Cost:     e.Frame.Cost,
+
+		ResumeToken: v.resumeToken,
 	}
 }
 

@@ -18,22 +18,20 @@ type origin struct {
 	end *chunklog.Entry
 }
 
-// open checks that id names a known stream and that cursor (empty for the
-// start) is one of its client-visible frames, before anything is streamed:
-// a bad resume is an error response, never a partial replay. idParam and
+// open checks that id names a known stream of tenant and that cursor (empty
+// for the start) is one of its client-visible frames, before anything is
+// streamed: a bad resume is an error response, never a partial replay.
+// Another tenant's stream is not found, as an unknown one. idParam and
 // cursorParam name the inputs in errors.
-func (s *Server) open(ctx context.Context, id, idParam, cursor, cursorParam string) (origin, *protocol.Error) {
-	if !protocol.ValidStreamID(id) {
-		return origin{}, invalid(idParam, CodeInvalidStreamID, "%q is not a stream id", id)
-	}
-	after, err := protocol.ParseCursor(cursor)
-	if err != nil {
-		return origin{}, invalid(cursorParam, CodeInvalidCursor, "%v", err)
+func (s *Server) open(ctx context.Context, tenant, id, idParam, cursor, cursorParam string) (origin, *protocol.Error) {
+	after, e := parseResume(id, idParam, cursor, cursorParam)
+	if e != nil {
+		return origin{}, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	meta, _, err := s.meta.get(ctx, id)
-	if errors.Is(err, errNoMeta) {
+	if errors.Is(err, errNoMeta) || err == nil && meta.Tenant != tenant {
 		return origin{}, notFound(id, idParam)
 	}
 	if err != nil {
@@ -57,4 +55,17 @@ func (s *Server) open(ctx context.Context, id, idParam, cursor, cursorParam stri
 		o.end = &chunklog.Entry{JSSeq: after.JSSeq, Frame: frame}
 	}
 	return o, nil
+}
+
+// parseResume checks the shape of a resume's stream id and cursor, before
+// either reaches NATS.
+func parseResume(id, idParam, cursor, cursorParam string) (protocol.Cursor, *protocol.Error) {
+	if !protocol.ValidStreamID(id) {
+		return protocol.Cursor{}, invalid(idParam, CodeInvalidStreamID, "%q is not a stream id", id)
+	}
+	after, err := protocol.ParseCursor(cursor)
+	if err != nil {
+		return protocol.Cursor{}, invalid(cursorParam, CodeInvalidCursor, "%v", err)
+	}
+	return after, nil
 }

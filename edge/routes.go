@@ -17,6 +17,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/models", methods{http.MethodGet: s.handleModels})
 	mux.Handle("/healthz", methods{http.MethodGet: handleHealth})
 	mux.Handle("/readyz", methods{http.MethodGet: s.handleReady})
+	mux.Handle("/v1/relay/status", methods{http.MethodGet: s.handleRelayStatus})
+	s.opsRoutes(mux) // /metrics, /dashboard, the demo (dashboard.go)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &protocol.Error{
 			Message: fmt.Sprintf("unknown URL (%s %s)", r.Method, r.URL.Path),
@@ -25,7 +27,7 @@ func (s *Server) routes() http.Handler {
 			Status:  http.StatusNotFound,
 		})
 	})
-	return mux
+	return routed{mux}
 }
 
 // methods routes a path by method, answering any other method with an

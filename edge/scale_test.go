@@ -65,6 +65,8 @@ func TestTwoEdgesServeOneStream(t *testing.T) {
 	close(w.gate)
 	bodyA, bodyB := readAll(t, res), readAll(t, other)
 	checkAnswer(t, bodyA, 12)
+	// Only the POST's first event carries the resume token.
+	bodyA = strings.Replace(bodyA, `,"resume_token":"`+res.Header.Get(HeaderResumeToken)+`"`, "", 1)
 	if bodyA != bodyB {
 		t.Fatalf("edges disagree:\n%s\n---\n%s", bodyA, bodyB)
 	}

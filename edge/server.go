@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/protocol"
@@ -25,6 +26,12 @@ type Deps struct {
 	Catalog *provider.Catalog
 	// Logger may be nil (discard).
 	Logger *slog.Logger
+	// Registerer receives the edge's metrics (relay/metrics), and Gatherer
+	// is what GET /metrics serves (and the dashboard reads breakers from);
+	// both nil: a registry of the edge's own. A Registerer that is also a
+	// Gatherer serves as both.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
 }
 
 // Server is one edge: the HTTP API over the relay's streams.
@@ -42,6 +49,14 @@ type Server struct {
 	orphans  *orphans
 	upgrader websocket.Upgrader
 	handler  http.Handler
+	auth     *authenticator
+	tokens   *resumeTokens
+	cors     corsPolicy
+	idem     *idempotencyStore
+	wsStats  wsStats
+	obs      *observer // metrics, dashboard, session log lines (observe.go)
+	// now is the clock of idempotency windows; tests move it.
+	now func() time.Time
 
 	// cancelWait is how long a cancellation waits for the end frame: the
 	// constant cancelWait, which tests shorten.
@@ -70,9 +85,22 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	for i, k := range cfg.APIKeys {
+		for j, m := range k.Models {
+			if !deps.Catalog.Serves(m) {
+				return nil, fmt.Errorf("edge.api_keys[%d].models[%d]: %q is not served by any provider", i, j, m)
+			}
+		}
+	}
+	cfg = cfg.WithDefaults()
+	tokens, random := newResumeTokens(cfg.ResumeTokenSecret, cfg.ResumeTokenTTL)
+	if random {
+		log.Info("edge.resume_token_secret is not set: resume tokens are signed with a random key of this process, " +
+			"so no other edge (and no restart of this one) accepts them; set it, the same on every edge, to run several")
+	}
 	reader := chunklog.NewReader(deps.NC, "")
 	s := &Server{
-		cfg:     cfg.WithDefaults(),
+		cfg:     cfg,
 		js:      deps.JS,
 		nc:      deps.NC,
 		catalog: deps.Catalog,
@@ -82,6 +110,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		tail:    &tailReader{js: deps.JS},
 		hub:     newHub(deps.NC, reader, log),
 		clients: newClients(),
+		auth:    newAuthenticator(cfg.APIKeys, cfg.AllowAnonymous),
+		tokens:  tokens,
+		cors:    newCORSPolicy(cfg.CORSAllowedOrigins),
+		idem:    &idempotencyStore{js: deps.JS},
+		now:     time.Now,
 
 		cancelWait: cancelWait,
 	}
@@ -94,11 +127,19 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: readHeaderTimeout,
+		CheckOrigin:      s.checkOrigin,
 		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
 			writeError(w, &protocol.Error{Message: reason.Error(), Type: protocol.TypeInvalidRequest, Status: status})
 		},
 	}
-	s.handler = s.routes()
+	obs, err := newObserver(s, deps)
+	if err != nil {
+		return nil, err
+	}
+	s.obs = obs
+	// CORS answers preflights, which carry no credentials, before
+	// authentication; routes see the principal in the request context.
+	s.handler = s.instrument(s.withCORS(s.withAuthentication(s.routes())))
 	return s, nil
 }
 

@@ -15,17 +15,20 @@ import (
 // get) when the caller's context has no tighter deadline.
 const natsTimeout = 5 * time.Second
 
-// submit accepts a validated request: it stores the new stream's Meta, then
-// queues the Request for the workers, and returns the stream's id and Meta.
+// submit accepts a validated request as the new stream id (fresh from
+// protocol.NewStreamID): it stores the stream's Meta, then queues the
+// Request for the workers, and returns the stream's id and Meta.
 //
 // The Meta is written first so that a client resuming the id the moment it
 // learns it finds the stream. If queueing fails after that, the id was never
 // shown to anyone: the orphan Meta only expires. The request is published
 // with Nats-Msg-Id = id, so JetStream queues a retried publish once.
-func (s *Server) submit(ctx context.Context, tenant string, req chatRequest) (string, protocol.Meta, *protocol.Error) {
+func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, protocol.Meta, *protocol.Error) {
+	if e := s.admitGeneration(ctx, tenant, req.Model); e != nil { // tenant_limit.go
+		return "", protocol.Meta{}, e
+	}
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
-	id := protocol.NewStreamID()
 	meta := protocol.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
 	if err := s.meta.create(ctx, id, meta); err != nil {
 		return "", protocol.Meta{}, unavailable("storing stream metadata", err)

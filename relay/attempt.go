@@ -19,6 +19,7 @@ import (
 func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, seam protocol.Seam) outcome {
 	j.attempts++
 	j.provider, j.model = c.Provider.Name, c.Model
+	ob := j.observe(c, seam)
 	cont := j.continuation(c)
 	body, err := upstreamBody(j.req.Body, c.Model, cont)
 	if err != nil {
@@ -32,8 +33,10 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 		return failed(err)
 	}
 	defer stream.Close()
+	callStarted(ctx) // gate_call.go
 
 	pub := newPublisher(j.writer, protocol.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: j.attempts}, seam)
+	pub.callStart = ob.start
 	published := make(chan error, 1)
 	go func() {
 		// The chunk log outlives the call: what was received before a
@@ -54,6 +57,7 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	logErr := <-published
 	j.chunks += pub.chunks
 	j.model = pub.model
+	ob.done(pub)
 	if overlap != nil && overlap.stripped > 0 {
 		j.log.Info("stripped a repeat at the seam", "provider", c.Provider.Name, "attempt", j.attempts, "bytes", overlap.stripped)
 	}

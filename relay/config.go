@@ -53,6 +53,10 @@ type Config struct {
 	// another worker, which continues them at once. Zero: 10s; negative:
 	// hand every stream over at once.
 	DrainTimeout time.Duration `koanf:"drain_timeout"`
+	// Listen is host:port of the worker's /healthz, /readyz and /metrics
+	// (zero: a free loopback port, logged at start; set it for
+	// Prometheus). Used by main.
+	Listen string `koanf:"listen"`
 	// AppendRetry bounds how long a job retries a chunk-log write or read
 	// that failed for a reason other than losing the stream (NATS
 	// restarting, a replica leader election), while the upstream keeps
@@ -91,6 +95,8 @@ func (c Config) Validate(prefix string) error {
 		return fmt.Errorf("%s.liveness_timeout: %v is less than twice heartbeat_interval", prefix, c.LivenessTimeout)
 	case c.LivenessTimeout == 0 && c.HeartbeatInterval > DefaultLivenessTimeout/2:
 		return fmt.Errorf("%s.heartbeat_interval: %v needs a liveness_timeout of at least twice as much (the default is %v)", prefix, c.HeartbeatInterval, DefaultLivenessTimeout)
+	case c.Listen != "" && !validListen(c.Listen):
+		return fmt.Errorf("%s.listen: %q is not host:port", prefix, c.Listen)
 	case strings.ContainsFunc(c.ID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }):
 		return fmt.Errorf("%s.id: %q contains spaces or control characters", prefix, c.ID)
 	}

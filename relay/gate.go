@@ -74,6 +74,9 @@ type Report struct {
 	// retry-after-ms), zero if none: a cluster-wide gate pauses the
 	// provider for everyone.
 	RetryAfter time.Duration
+	// Tokens is what the call used (prompt and completion), as the
+	// provider reported it; zero if it did not.
+	Tokens int
 }
 
 // openGate is the default Gate: every call may go ahead.

@@ -59,6 +59,8 @@ type job struct {
 	// provider and model are those of the latest attempt; model is what the
 	// provider said it ran.
 	provider, model string
+	// stats feeds the metrics and the "job finished" line (observe.go).
+	stats jobStats
 }
 
 func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req protocol.Request, stopProgress func()) *job {
@@ -217,6 +219,7 @@ func (j *job) report(level slog.Level, status string, err error) {
 		slog.Float64("cost", j.cost),
 		slog.Duration("duration", time.Since(j.start)),
 	}
+	attrs = append(attrs, j.finished(status)...)
 	if err != nil {
 		attrs = append(attrs, slog.Any("err", err))
 	}

@@ -30,7 +30,7 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 	if j.toolCalls {
 		return refused(errNoToolCallContinuation)
 	}
-	route := j.w.catalog.Route(j.req.Model)
+	route := j.w.route(j.req)
 	if len(route) == 0 {
 		return refused(modelNotServed(j.req.Model))
 	}
@@ -42,7 +42,7 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 	for i := 0; ; {
 		c := route[i]
 		before := j.text.Len()
-		out := j.call(ctx, c, seam)
+		out := j.call(WithCallInfo(ctx, j.callInfo(state, i, takeover)), c, seam)
 		if out.final(ctx, j.toolCalls) {
 			if j.toolCalls && out.err != nil && out.class == upstream.Transient {
 				out.err = fmt.Errorf("%w: %w", errNoToolCallContinuation, out.err)
@@ -121,8 +121,10 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam protocol.Seam
 			}
 			return outcome{err: err, class: upstream.Transient}
 		}
-		out := j.attempt(ctx, c, key, seam)
-		report := Report{Provider: c.Provider.Name, Model: c.Model, Class: out.class, Err: out.err, RetryAfter: out.retryAfter, Verdict: Neutral}
+		tokens := j.tokens()
+		out := j.attempt(withTicket(ctx, ticket), c, key, seam)
+		report := Report{Provider: c.Provider.Name, Model: c.Model, Class: out.class, Err: out.err, RetryAfter: out.retryAfter, Verdict: Neutral,
+			Tokens: j.tokens() - tokens}
 		if out.class == upstream.Credential && out.logErr == nil && !rekeyed {
 			if next, ok := keys.reject(key); ok && next != key {
 				j.log.Info("api key refused; retrying with the next", "provider", c.Provider.Name, "attempt", j.attempts)

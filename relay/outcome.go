@@ -90,9 +90,10 @@ func failure(provider string, out outcome) *protocol.Error {
 	}
 	if errors.Is(out.err, ErrProviderUnavailable) {
 		return &protocol.Error{
-			Message: "No provider can take the request now: " + reason(provider, out) + ".",
-			Type:    protocol.TypeUpstream,
-			Status:  http.StatusServiceUnavailable,
+			Message:      "No provider can take the request now: " + reason(provider, out) + ".",
+			Type:         protocol.TypeUpstream,
+			Status:       http.StatusServiceUnavailable,
+			RetryAfterMS: retryAfterOf(out.err).Milliseconds(),
 		}
 	}
 	return &protocol.Error{

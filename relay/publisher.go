@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/relaydev/relay/relay/protocol"
@@ -38,6 +39,10 @@ type publisher struct {
 	model   string            // the upstream's model, from the latest delta
 	closed  bool              // no more deltas will come
 	wake    chan struct{}     // capacity 1: data or close is waiting
+	firstAt time.Time         // when the first text or tool call came (observe.go)
+
+	// callStart is when the upstream call started (set before run).
+	callStart time.Time
 
 	// chunks counts appended chunks; read it after run returned.
 	chunks int
@@ -61,6 +66,9 @@ func (p *publisher) add(d upstream.Delta) error {
 	p.mu.Lock()
 	p.content = append(p.content, d.Content...)
 	p.tools = append(p.tools, tools...)
+	if p.firstAt.IsZero() && (d.Content != "" || len(tools) > 0) {
+		p.firstAt = time.Now()
+	}
 	if d.Model != "" {
 		p.model = d.Model
 	}
@@ -107,6 +115,7 @@ func (p *publisher) run(ctx context.Context) error {
 		}
 		if p.writer.Seq() == 0 {
 			f.Role = "assistant"
+			f.UpstreamTTFTMS = p.upstreamTTFTMS()
 		}
 		if p.chunks == 0 {
 			f.Seam = p.seam

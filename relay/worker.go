@@ -13,8 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
@@ -41,6 +43,9 @@ type Deps struct {
 	// Gate is asked before every upstream call and told how it ended
 	// (circuit breakers, shared backoff, quotas); nil admits every call.
 	Gate Gate
+	// Registerer receives the worker's metrics (relay/metrics); nil keeps
+	// them in a registry of their own.
+	Registerer prometheus.Registerer
 }
 
 // Worker runs generation jobs. Create it with New, start it with Run (once)
@@ -55,6 +60,7 @@ type Worker struct {
 	catalog     *provider.Catalog
 	upstream    *upstream.Client
 	gate        Gate
+	metrics     *metrics.Worker
 	logger      *slog.Logger
 	topology    protocol.Topology
 	// keys holds each provider's API keys, by provider name.
@@ -69,6 +75,9 @@ type Worker struct {
 	// by the time its requests are handed over; otherwise the server
 	// would deliver them straight back to it.
 	pullWait time.Duration
+	// pulls holds a token for every pull this worker has waiting at the
+	// server (see maxWaitingPulls).
+	pulls chan struct{}
 	// heartbeatEvery is the heartbeat interval, 0 without liveness;
 	// livenessTimeout is declared in every heartbeat.
 	heartbeatEvery, livenessTimeout time.Duration
@@ -123,6 +132,11 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if deps.Gate == nil {
 		deps.Gate = openGate{}
 	}
+	m, err := newMetrics(deps.Registerer, deps.Catalog)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	deps.Gate = meteredGate{Gate: deps.Gate, m: m}
 	keys := map[string]*keyring{}
 	for _, p := range deps.Catalog.Providers() {
 		r, err := newKeyring(p)
@@ -141,12 +155,14 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		catalog:         deps.Catalog,
 		upstream:        deps.Upstream,
 		gate:            deps.Gate,
+		metrics:         m,
 		logger:          deps.Logger.With("worker", cfg.ID),
 		topology:        deps.Topology,
 		keys:            keys,
 		keysPoll:        max(cfg.KeysPollInterval, 0),
 		progressEvery:   deps.Topology.WithDefaults().AckWait / 4,
 		pullWait:        min(maxPullWait, cfg.LivenessTimeout/2),
+		pulls:           make(chan struct{}, maxWaitingPulls),
 		heartbeatEvery:  max(cfg.HeartbeatInterval, 0),
 		livenessTimeout: cfg.LivenessTimeout,
 		watchPeers:      !cfg.DisablePeerWatch,
@@ -305,7 +321,7 @@ func (w *Worker) slot(ctx context.Context, stop <-chan struct{}, cons jetstream.
 			return
 		default:
 		}
-		msg, err := w.pull(ctx, cons)
+		msg, err := w.pull(ctx, stop, cons)
 		stopped := false
 		select {
 		case <-stop:
@@ -338,9 +354,26 @@ func (w *Worker) slot(ctx context.Context, stop <-chan struct{}, cons jetstream.
 	}
 }
 
+// maxWaitingPulls caps the pulls one worker keeps waiting at the server,
+// however many of its slots are free. The server hands messages to waiting
+// pulls in the order they arrived; if every free slot kept a pull waiting,
+// the worker that started first would take a whole burst (up to its
+// max_inflight) before any other worker got one. With a few pulls each,
+// workers take turns, and a dead worker strands few streams.
+const maxWaitingPulls = 4
+
 // pull waits up to pullWait for one message; nil without error means none
-// came or ctx ended.
-func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
+// came, ctx ended or stop closed while it waited for one of the worker's
+// pull tokens.
+func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.Consumer) (jetstream.Msg, error) {
+	select {
+	case w.pulls <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil
+	case <-stop:
+		return nil, nil
+	}
+	defer func() { <-w.pulls }()
 	pullCtx, cancel := context.WithTimeout(ctx, w.pullWait)
 	defer cancel()
 	msg, err := cons.Next(jetstream.FetchContext(pullCtx))

@@ -19,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/relaydev/relay/coordinator"
@@ -42,7 +44,8 @@ type Addrs struct {
 	NATS         string // client URL of the embedded server
 	Edge         string // host:port
 	MockUpstream string // host:port
-	Coordinator  string // host:port of /healthz, /readyz
+	Coordinator  string // host:port of /healthz, /readyz, /metrics
+	Worker       string // host:port of /healthz, /readyz, /metrics
 }
 
 // Run runs role with cfg until ctx ends, then shuts it down gracefully: a
@@ -66,14 +69,18 @@ func Run(ctx context.Context, role config.Role, cfg config.Config, logger *slog.
 	if err != nil {
 		return err
 	}
-	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger}
+	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger, reg: newRegistry()}
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return js.Run(ctx) })
 	var addrs Addrs
 	switch role {
 	case config.RoleEdge:
 		addrs.Edge, err = roles.edge(ctx, g)
 	case config.RoleWorker:
 		err = roles.worker(ctx, g)
+		if err == nil {
+			addrs.Worker, err = roles.workerOps(ctx, g)
+		}
 	case config.RoleCoordinator:
 		addrs.Coordinator, err = roles.coordinator(ctx, g)
 	default:
@@ -99,6 +106,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready R
 		srv.WaitForShutdown()
 	}()
 	cfg.NATS = natsconn.Config{URL: srv.ClientURL()}
+	cfg.Edge.Demo = true // the demo chat at / (edge/demo.go)
 
 	g, ctx := errgroup.WithContext(ctx)
 	addrs := Addrs{NATS: srv.ClientURL()}
@@ -119,11 +127,15 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready R
 		return err
 	}
 	defer nc.Close()
-	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger}
+	g.Go(func() error { return js.Run(ctx) })
+	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger, reg: newRegistry()}
 	if addrs.Edge, err = roles.edge(ctx, g); err != nil {
 		return err
 	}
 	if err := roles.worker(ctx, g); err != nil {
+		return err
+	}
+	if addrs.Worker, err = roles.workerOps(ctx, g); err != nil {
 		return err
 	}
 	if addrs.Coordinator, err = roles.coordinator(ctx, g); err != nil {
@@ -157,15 +169,25 @@ func startMock(ctx context.Context, g *errgroup.Group, cfg config.MockUpstream, 
 }
 
 // connect dials NATS and sets up the streams. Setup is retried until the
-// server's JetStream answers, so roles can start before NATS does.
-func connect(ctx context.Context, cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
-	nc, js, err := natsconn.Connect(cfg.NATS, "relay-"+name, logger)
+// server's JetStream answers, so roles can start before NATS does. The
+// JetStream it returns is the region's (README "Regions"): outside the
+// home region, shared state is the home's mirror; its Run reconciles.
+func connect(ctx context.Context, cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, *protocol.Regional, error) {
+	nc, plain, err := natsconn.Connect(cfg.NATS, "relay-"+name, logger)
 	if err != nil {
+		return nil, nil, err
+	}
+	js, err := protocol.NewRegional(plain, cfg.Streams, cfg.Region, logger.With("region", cfg.Region.Name))
+	if err != nil {
+		nc.Close()
 		return nil, nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		setupCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err = protocol.Setup(setupCtx, js, cfg.Streams)
+		if err == nil {
+			err = protocol.SetupRegion(setupCtx, js, cfg.Streams, cfg.Region)
+		}
 		cancel()
 		if err == nil {
 			return nc, js, nil
@@ -190,10 +212,12 @@ type roles struct {
 	js      jetstream.JetStream
 	catalog *provider.Catalog
 	logger  *slog.Logger
+	// reg is the process's metrics registry (ops.go).
+	reg *prometheus.Registry
 }
 
 func (r roles) edge(ctx context.Context, g *errgroup.Group) (string, error) {
-	s, err := edge.New(r.cfg.Edge, edge.Deps{NC: r.nc, JS: r.js, Catalog: r.catalog, Logger: r.logger.With("role", "edge")})
+	s, err := edge.New(r.cfg.Edge, edge.Deps{NC: r.nc, JS: r.js, Catalog: r.catalog, Logger: r.logger.With("role", "edge"), Registerer: r.reg, Gatherer: r.reg})
 	if err != nil {
 		return "", err
 	}
@@ -206,15 +230,22 @@ func (r roles) edge(ctx context.Context, g *errgroup.Group) (string, error) {
 }
 
 func (r roles) worker(ctx context.Context, g *errgroup.Group) error {
+	gate, err := r.sharedGate(ctx)
+	if err != nil {
+		return err
+	}
 	w, err := relay.New(r.cfg.Worker, relay.Deps{
 		NC: r.nc, JS: r.js, Catalog: r.catalog,
-		Upstream: upstream.NewClient(&http.Client{}),
-		Logger:   r.logger.With("role", "worker"),
-		Topology: r.cfg.Streams,
+		Upstream:   upstream.NewClient(&http.Client{}),
+		Logger:     r.logger.With("role", "worker"),
+		Topology:   r.cfg.Streams,
+		Gate:       gate,
+		Registerer: r.reg,
 	})
 	if err != nil {
 		return err
 	}
+	runGate(ctx, g, gate, w)
 	// The end of ctx (SIGTERM, SIGINT) drains the worker rather than
 	// stopping it: it takes no more requests, lets its streams finish
 	// within worker.drain_timeout and hands the others over. Run gets a
@@ -259,7 +290,7 @@ func (r roles) coordinator(ctx context.Context, g *errgroup.Group) (string, erro
 		return "", fmt.Errorf("app: coordinator: %w", err)
 	}
 	g.Go(func() error { return c.Run(ctx) })
-	g.Go(func() error { return serveOps(ctx, ln, r.nc, r.js) })
+	g.Go(func() error { return serveOps(ctx, ln, r.nc, r.js, r.reg) })
 	return ln.Addr().String(), nil
 }
 
@@ -270,10 +301,11 @@ func listen(addr, fallback string) (net.Listener, error) {
 	return net.Listen("tcp", addr)
 }
 
-// serveOps serves /healthz and /readyz for a role without an HTTP API of
-// its own.
-func serveOps(ctx context.Context, ln net.Listener, nc *nats.Conn, js jetstream.JetStream) error {
+// serveOps serves /healthz, /readyz and /metrics (what metrics gathers)
+// for a role without an HTTP API of its own.
+func serveOps(ctx context.Context, ln net.Listener, nc *nats.Conn, js jetstream.JetStream, metrics prometheus.Gatherer) error {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		err := natsconn.Ready(nc)

@@ -35,6 +35,9 @@ type Config struct {
 	Edge        edge.Config        `koanf:"edge"`
 	Worker      relay.Config       `koanf:"worker"`
 	Coordinator coordinator.Config `koanf:"coordinator"`
+	// Region places the process in one of several regions that share
+	// breaker and quota state (README "Regions"); zero: a single region.
+	Region protocol.Region `koanf:"region"`
 	// Providers are the upstream OpenAI-compatible APIs. `relay dev` adds
 	// the built-in fake upstream as provider "mock" when the list is empty.
 	Providers []provider.Config `koanf:"providers"`
@@ -82,6 +85,9 @@ func (c Config) Validate(role Role) error {
 	if err := c.Streams.Validate("streams"); err != nil {
 		return err
 	}
+	if err := c.validateRegion(role); err != nil {
+		return err
+	}
 	if role == RoleDev {
 		if err := c.EmbeddedNATS.Validate("embedded_nats"); err != nil {
 			return err
@@ -105,6 +111,9 @@ func (c Config) Validate(role Role) error {
 	}
 	if role == RoleDev || role == RoleEdge {
 		if err := c.Edge.Validate("edge"); err != nil {
+			return err
+		}
+		if err := c.validateFrontDoor(role); err != nil {
 			return err
 		}
 	}

@@ -21,6 +21,11 @@ type Config struct {
 	Listen string `koanf:"listen"`
 	// StoreDir holds JetStream's files (zero: "./data").
 	StoreDir string `koanf:"store_dir"`
+	// Domain is the JetStream domain of the server's region (zero: none,
+	// a single region). Required with Leaf; see region.go.
+	Domain string `koanf:"domain"`
+	// Leaf joins the server to other regions (zero: it joins none).
+	Leaf LeafConfig `koanf:"leaf"`
 }
 
 // Validate names the first invalid field under prefix.
@@ -30,7 +35,7 @@ func (c Config) Validate(prefix string) error {
 			return fmt.Errorf("%s.listen: %v", prefix, err)
 		}
 	}
-	return nil
+	return c.validateRegion(prefix)
 }
 
 func splitHostPort(listen string) (string, int, error) {
@@ -71,6 +76,9 @@ func Start(cfg Config) (*server.Server, error) {
 		// Every KV watcher is a consumer; the default cap of 1,000 per
 		// stream would refuse the 1,001st watcher of a large fleet.
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
+	}
+	if err := applyRegion(opts, cfg); err != nil {
+		return nil, err
 	}
 	return run(opts)
 }

@@ -64,4 +64,12 @@
 // when its requests are redelivered. A draining worker hands its own
 // streams over the same way, after checking that no one wrote to them
 // after its last frame; AckWait remains the fallback for everything else.
+//
+// # Cluster-wide provider state
+//
+// Circuit breakers, shared Retry-After pauses, quota shares, canary ramps,
+// the coordinator lease and provider health live in the KV buckets of
+// SharedStateBuckets (state.go has who writes which key); every worker and
+// edge follows them through a watch and changes them only by
+// revision-checked updates, on transitions.
 package protocol

@@ -11,6 +11,11 @@ type Error struct {
 	// Status is the HTTP status the error maps to; stored in frames so any
 	// edge renders it the same, and left out of client JSON by the edge.
 	Status int `json:"http_status,omitempty"`
+	// RetryAfterMS is how long the client should wait before it tries
+	// again (a 503 because every provider's breaker is open, a 429 of a
+	// tenant limit); the edge sends it as Retry-After, in whole seconds
+	// rounded up, and leaves it out of client JSON.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Type + ": " + e.Message }

@@ -64,6 +64,11 @@ type Frame struct {
 	Model    string `json:"model,omitempty"`
 	Attempt  int    `json:"attempt,omitempty"`
 	Seam     Seam   `json:"seam,omitempty"`
+	// UpstreamTTFTMS is set on a stream's first chunk: the time to first
+	// token of the upstream call that produced it, in milliseconds, so
+	// that an edge can tell the part of its own time to first token that
+	// the relay added (relay_edge_relay_added_ttft_seconds).
+	UpstreamTTFTMS int64 `json:"upstream_ttft_ms,omitempty"`
 
 	// Worker identifies the claiming worker (claim frames).
 	Worker string `json:"worker,omitempty"`

@@ -29,15 +29,23 @@ type Meta struct {
 	Cancelled bool `json:"cancelled,omitempty"`
 }
 
-// Health is the coordinator's last probe of one provider.
+// Health is the coordinator's view of one provider: its last probe, its
+// breaker and the workers' recent failures.
 type Health struct {
 	Provider string `json:"provider"`
-	// State is green (answering), yellow (answering slowly) or red (not
-	// answering).
+	// State is green (answering), yellow (answering slowly, recent
+	// failures, or its breaker half-open) or red (not answering, or its
+	// breaker open).
 	State     string `json:"state"`
 	LatencyMS int64  `json:"latency_ms"`
 	LastError string `json:"last_error,omitempty"`
 	CheckedAt int64  `json:"checked_at"`
+	// Breaker is the phase of the provider's breaker (the worst of its
+	// models' with per_model), empty before any transition.
+	Breaker string `json:"breaker,omitempty"`
+	// LastFailureAt is when a worker's call last failed (unix seconds),
+	// zero if none did since the workers started.
+	LastFailureAt int64 `json:"last_failure_at,omitempty"`
 }
 
 // Health states.

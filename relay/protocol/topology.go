@@ -132,7 +132,17 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err != nil {
 		return fmt.Errorf("protocol: bucket %s: %w", HealthBucket, err)
 	}
-	return nil
+	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:   IdempotencyBucket,
+		History:  1,
+		TTL:      t.Retention,
+		Storage:  storage,
+		Replicas: t.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("protocol: bucket %s: %w", IdempotencyBucket, err)
+	}
+	return setupState(ctx, js, t, storage)
 }
 
 // ErrNotSetUp is returned by Check when an asset is missing.
@@ -145,7 +155,7 @@ func Check(ctx context.Context, js jetstream.JetStream) error {
 			return fmt.Errorf("%w: stream %s: %v", ErrNotSetUp, name, err)
 		}
 	}
-	for _, name := range []string{MetaBucket, HealthBucket} {
+	for _, name := range append([]string{MetaBucket, IdempotencyBucket}, SharedStateBuckets...) {
 		if _, err := js.KeyValue(ctx, name); err != nil {
 			return fmt.Errorf("%w: bucket %s: %v", ErrNotSetUp, name, err)
 		}

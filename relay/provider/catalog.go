@@ -161,3 +161,15 @@ func (c *Catalog) candidate(p Config, m string) Candidate {
 		Price:          s.Price,
 	}
 }
+
+// Provider returns the provider named name.
+func (c *Catalog) Provider(name string) (Config, bool) {
+	p, ok := c.byName[name]
+	return p, ok
+}
+
+// ModelSettings returns the `models` entry of model, if it has one.
+func (c *Catalog) ModelSettings(model string) (Model, bool) {
+	m, ok := c.settings[model]
+	return m, ok
+}

@@ -1,6 +1,10 @@
 package provider
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/relaydev/relay/relay/canary"
+)
 
 // DefaultMaxRetriesPerModel is how many retries a request makes on one
 // model on one provider before the next step of its route takes over.
@@ -32,6 +36,10 @@ type Model struct {
 	// Price is what the model costs; the end of every stream reports the
 	// cost of its calls. Zero: not priced (cost 0).
 	Price Price `koanf:"price"`
+	// Canary sends a share of the model's requests to another provider
+	// first, ramping the share through steps while its error rate stays
+	// low (relay/canary). Nil: none.
+	Canary *canary.Config `koanf:"canary"`
 }
 
 // Fallback is one step of a model's fallback chain.
@@ -84,6 +92,18 @@ func (m Model) validate(key string, providers map[string]Config, served func(str
 	}
 	if err := m.Continuation.validate(key + ".continuation"); err != nil {
 		return err
+	}
+	if m.Canary != nil {
+		if err := m.Canary.Validate(key + ".canary"); err != nil {
+			return err
+		}
+		p, ok := providers[m.Canary.Provider]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s.canary.provider: no provider is named %q", key, m.Canary.Provider)
+		case !p.Serves(m.Name):
+			return fmt.Errorf("%s.canary.provider: %q does not serve %q", key, m.Canary.Provider, m.Name)
+		}
 	}
 	return m.Price.validate(key + ".price")
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/backoff"
+	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/quota"
 )
 
 // Defaults of a provider's zero fields.
@@ -64,6 +66,16 @@ type Config struct {
 	// ContinuePrompt is the user message of prompt-mode continuations.
 	// Zero: DefaultContinuePrompt.
 	ContinuePrompt string `koanf:"continue_prompt"`
+	// Breaker is the provider's circuit breaker, shared by the whole
+	// cluster (relay/breaker): with per_model, each model of the provider
+	// has its own. Zero: open after 3 failures in a row, 30s cooldown.
+	Breaker breaker.Config `koanf:"breaker"`
+	// RateLimit holds the provider's requests and tokens per minute,
+	// shared by every worker of the cluster. Zero: no limit.
+	RateLimit quota.Limit `koanf:"rate_limit"`
+	// RetryBudget caps each worker's retries to the provider at a share
+	// of its requests. Zero: 20% over 10s.
+	RetryBudget quota.BudgetConfig `koanf:"retry_budget"`
 }
 
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -101,7 +113,13 @@ func (c Config) Validate(key string) error {
 	if err := c.Continuation.validate(key + ".continuation"); err != nil {
 		return err
 	}
-	return nil
+	if err := c.Breaker.Validate(key + ".breaker"); err != nil {
+		return err
+	}
+	if err := c.RateLimit.Validate(key + ".rate_limit"); err != nil {
+		return err
+	}
+	return c.RetryBudget.Validate(key + ".retry_budget")
 }
 
 // Serves reports whether the provider lists model.

@@ -7,6 +7,8 @@
 //	relay worker         streams requests from the providers into JetStream
 //	relay coordinator    cluster-wide provider state
 //	relay mock-upstream  the fake OpenAI-compatible provider
+//	relay status         the cluster's breakers, health, quotas and canaries,
+//	                     fetched from an edge (--edge URL)
 //	relay version        print the version
 //
 // Every role takes --config FILE (YAML) and --set key=value (repeatable);
@@ -62,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		case "help", "-h", "--help":
 			usage(stdout)
 			return nil
+		case "status":
+			return runStatus(args, stdout, stderr)
 		}
 		usage(stderr)
 		return fmt.Errorf("unknown subcommand %q", sub)
@@ -147,6 +151,8 @@ subcommands:
   worker         stream requests from providers into JetStream
   coordinator    cluster-wide provider health and state
   mock-upstream  the fake OpenAI-compatible provider (fault injection)
+  status         print the cluster's breakers, health, quotas and canaries,
+                 read from an edge (--edge http://host:port)
   version        print the version
 `)
 }

@@ -1,0 +1,77 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/relaydev/relay/relay/canary"
+	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// runCanaries moves every configured canary ramp each CanaryInterval,
+// from the fleet's call counts of the canary provider and model. A call
+// the canary's breaker refused counts as a failed call: a canary whose
+// breaker opened is failing.
+func (c *Coordinator) runCanaries(ctx context.Context, s *state) {
+	tick := time.NewTicker(c.cfg.CanaryInterval)
+	defer tick.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-s.canaries.Synced():
+	}
+	// Counts before this coordinator became active are not comparable
+	// with its own: every running step counts again from now.
+	rebase := true
+	for {
+		for _, model := range c.deps.Catalog.Models() {
+			m, ok := c.deps.Catalog.ModelSettings(model)
+			if !ok || m.Canary == nil {
+				continue
+			}
+			c.ramp(ctx, s, model, *m.Canary, rebase)
+		}
+		rebase = false
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *Coordinator) ramp(ctx context.Context, s *state, model string, cfg canary.Config, rebase bool) {
+	calls := s.calls.get(cfg.Provider + "/" + model)
+	total := canary.Counts{Calls: calls.Calls + calls.Refused, Errors: calls.Failures + calls.Refused}
+	var ev *canary.Event
+	_, written, err := s.canaries.Update(ctx, protocol.KeyToken(model), func(cur canary.State, _ bool) (canary.State, error) {
+		ev = nil
+		if rebase && cur.Phase == canary.Ramping && cur.Plan == cfg.Plan() {
+			cur.Base, cur.Seen = total, total
+			return cur, nil
+		}
+		next, e, err := canary.Next(cur, cfg, model, time.Now(), total)
+		if err != nil {
+			return cur, cluster.ErrNoChange
+		}
+		if e == nil && next.Seen == cur.Seen {
+			return cur, cluster.ErrNoChange
+		}
+		ev = e
+		return next, nil
+	})
+	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		c.deps.Logger.Warn("canary ramp not written", "model", model, "err", err)
+		return
+	}
+	if written && ev != nil {
+		level := slog.LevelInfo
+		if ev.Phase == canary.Aborted {
+			level = slog.LevelWarn
+		}
+		c.event("canary", ev.String(), level)
+	}
+}

@@ -1,0 +1,148 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
+)
+
+// healthRefresh is how often the published health follows the breakers
+// and the workers' failures between two probes.
+const healthRefresh = 500 * time.Millisecond
+
+// runHealth probes every provider each HealthInterval, and publishes its
+// health whenever the probe, its breaker or its recent failures change it.
+func (c *Coordinator) runHealth(ctx context.Context, s *state) {
+	probes := map[string]protocol.Health{}
+	published := map[string]protocol.Health{}
+	probe := time.NewTicker(c.cfg.HealthInterval)
+	defer probe.Stop()
+	refresh := time.NewTicker(min(healthRefresh, c.cfg.HealthInterval))
+	defer refresh.Stop()
+	doProbe := true
+	for {
+		for _, p := range c.deps.Catalog.Providers() {
+			if doProbe {
+				probes[p.Name] = c.probe(ctx, p)
+			}
+			h := c.judge(s, p, probes[p.Name], time.Now())
+			if last, ok := published[p.Name]; ok && !doProbe && same(last, h) {
+				continue
+			}
+			if c.publish(ctx, s, h) {
+				published[p.Name] = h
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-probe.C:
+			doProbe = true
+		case <-refresh.C:
+			doProbe = false
+		}
+	}
+}
+
+func same(a, b protocol.Health) bool {
+	return a.State == b.State && a.Breaker == b.Breaker && a.LastError == b.LastError && a.LastFailureAt == b.LastFailureAt
+}
+
+// judge combines the last probe of p with its breakers and the workers'
+// failures: red if the probe failed or a breaker is open; yellow if the
+// probe was slow, a breaker half-open, or a call failed within
+// FailureWindow; green otherwise.
+func (c *Coordinator) judge(s *state, p provider.Config, probe protocol.Health, now time.Time) protocol.Health {
+	h := probe
+	phase := c.worstBreaker(s, p.Name)
+	if phase != breaker.Closed {
+		h.Breaker = string(phase)
+	}
+	last := s.calls.lastFailure(p.Name)
+	if !last.IsZero() {
+		h.LastFailureAt = last.Unix()
+	}
+	recent := !last.IsZero() && now.Sub(last) < c.cfg.FailureWindow
+	switch {
+	case h.State == protocol.HealthRed:
+	case phase == breaker.Open:
+		h.State, h.LastError = protocol.HealthRed, "circuit breaker open"
+	case phase == breaker.HalfOpen:
+		h.State, h.LastError = protocol.HealthYellow, "circuit breaker half-open: probing"
+	case h.State == protocol.HealthYellow:
+	case recent:
+		h.State, h.LastError = protocol.HealthYellow, fmt.Sprintf("a call failed %v ago", now.Sub(last).Round(time.Second))
+	}
+	return h
+}
+
+// worstBreaker is the worst phase among the breakers of provider (one,
+// or one per model).
+func (c *Coordinator) worstBreaker(s *state, name string) breaker.Phase {
+	worst := breaker.Closed
+	for key, row := range s.breakers.All() {
+		if p, _ := cluster.ParseScope(key); p != name {
+			continue
+		}
+		switch row.Value.Current() {
+		case breaker.Open:
+			return breaker.Open
+		case breaker.HalfOpen:
+			worst = breaker.HalfOpen
+		}
+	}
+	return worst
+}
+
+// probe asks the provider for its model list: cheap, authenticated, and
+// served by every OpenAI-compatible API.
+func (c *Coordinator) probe(ctx context.Context, p provider.Config) protocol.Health {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.HealthTimeout)
+	defer cancel()
+	h := protocol.Health{Provider: p.Name, State: protocol.HealthRed}
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.BaseURL+"/models", nil)
+	if err == nil && len(p.APIKeys) > 0 {
+		req.Header.Set("Authorization", "Bearer "+p.APIKeys[0])
+	}
+	var resp *http.Response
+	if err == nil {
+		resp, err = c.deps.HTTP.Do(req)
+	}
+	h.LatencyMS = time.Since(start).Milliseconds()
+	h.CheckedAt = time.Now().Unix()
+	switch {
+	case err != nil:
+		h.LastError = err.Error()
+	case resp.StatusCode != http.StatusOK:
+		h.LastError = "GET /models: " + resp.Status
+	case time.Since(start) > c.cfg.SlowThreshold:
+		h.State = protocol.HealthYellow
+		h.LastError = fmt.Sprintf("slow: %v", time.Since(start).Round(time.Millisecond))
+	default:
+		h.State = protocol.HealthGreen
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	return h
+}
+
+func (c *Coordinator) publish(ctx context.Context, s *state, h protocol.Health) bool {
+	data, _ := json.Marshal(h)
+	if _, err := s.health.Put(ctx, protocol.KeyToken(h.Provider), data); err != nil {
+		if ctx.Err() == nil {
+			c.deps.Logger.Warn("publish health", "provider", h.Provider, "err", err)
+		}
+		return false
+	}
+	c.deps.Logger.Debug("provider health", "provider", h.Provider, "state", h.State, "breaker", h.Breaker, "latency_ms", h.LatencyMS, "err", h.LastError)
+	return true
+}

@@ -1,0 +1,101 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// probeTick is how often the active coordinator looks for breakers that
+// nobody probes.
+const probeTick = 100 * time.Millisecond
+
+// runProbes probes, with GET /models, every breaker whose probe nobody
+// claimed within ProbeGrace of becoming claimable: a provider that gets no
+// request would otherwise stay open forever. The claim is the same
+// revision-checked Claim the workers make, so the cluster still sends one
+// probe.
+func (c *Coordinator) runProbes(ctx context.Context, s *state) {
+	if c.cfg.ProbeGrace < 0 {
+		return
+	}
+	tick := time.NewTicker(probeTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		for key, row := range s.breakers.All() {
+			if !unclaimedFor(row.Value, now, c.cfg.ProbeGrace) {
+				continue
+			}
+			c.probeBreaker(ctx, s, key)
+		}
+	}
+}
+
+// unclaimedFor reports whether b has been claimable for grace.
+func unclaimedFor(b breaker.State, now time.Time, grace time.Duration) bool {
+	if !breaker.Claimable(b, now) {
+		return false
+	}
+	switch b.Current() {
+	case breaker.Open:
+		return now.Sub(b.Until) >= grace
+	case breaker.HalfOpen:
+		if b.Probe != "" {
+			return now.Sub(b.ProbeDeadline) >= grace
+		}
+		return now.Sub(b.Since) >= grace
+	}
+	return false
+}
+
+// probeBreaker claims the probe of breaker key and resolves it with a
+// health probe of its provider.
+func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
+	name, _ := cluster.ParseScope(key)
+	p, ok := c.deps.Catalog.Provider(name)
+	if !ok {
+		return
+	}
+	cfg := p.Breaker.WithDefaults()
+	id := c.name + "-" + randomID()
+	var ev breaker.Event
+	_, won, err := s.breakers.Update(ctx, key, func(cur breaker.State, _ bool) (breaker.State, error) {
+		next, e, ok := breaker.Claim(cur, cfg, time.Now(), key, c.name, id)
+		if !ok {
+			return cur, cluster.ErrNoChange
+		}
+		ev = e
+		return next, nil
+	})
+	if err != nil || !won {
+		return
+	}
+	c.event("probe", ev.String(), slog.LevelInfo)
+	h := c.probe(ctx, p)
+	v, reason := breaker.Failure, "health probe failed: "+h.LastError
+	if h.State != protocol.HealthRed {
+		v, reason = breaker.Success, "health probe succeeded"
+	}
+	var res breaker.Event
+	_, written, err := s.breakers.Update(ctx, key, func(cur breaker.State, _ bool) (breaker.State, error) {
+		next, e, ok := breaker.Resolve(cur, cfg, time.Now(), key, c.name, id, v, reason)
+		if !ok {
+			return cur, cluster.ErrNoChange
+		}
+		res = e
+		return next, nil
+	})
+	if err == nil && written {
+		c.event("probe", res.String(), slog.LevelInfo)
+	}
+}

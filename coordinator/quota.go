@@ -1,0 +1,123 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/quota"
+)
+
+// runQuotas splits every shared limit into shares, each QuotaInterval:
+// the nodes' reports (each in a key of its own) give their demand, and
+// each fresh node gets a share key of its own, so the KV traffic grows
+// with the nodes, not with the requests. The tenant limits are published
+// too, for edges that have no share yet.
+func (c *Coordinator) runQuotas(ctx context.Context, s *state) {
+	tick := time.NewTicker(c.cfg.QuotaInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c.allocate(ctx, s, time.Now())
+	}
+}
+
+// tenantLimits is the configured tenant limits record.
+func (c *Coordinator) tenantLimits(edges int) quota.Limits {
+	l := quota.Limits{TenantRPM: float64(c.cfg.TenantRPM), Edges: edges}
+	if len(c.cfg.TenantLimits) > 0 {
+		l.Tenants = map[string]float64{}
+		for t, rpm := range c.cfg.TenantLimits {
+			l.Tenants[t] = float64(rpm)
+		}
+	}
+	return l
+}
+
+// limitOf is the cluster-wide value of a limit key: the coordinator's own
+// configuration for a provider it knows, else what the nodes report.
+func (c *Coordinator) limitOf(key string, reported float64, tenants quota.Limits) float64 {
+	if quota.IsTenant(key) {
+		tok := strings.TrimSuffix(strings.TrimPrefix(key, quota.TenantPrefix), quota.SuffixRPM)
+		name, err := protocol.ParseKeyToken(tok)
+		if err != nil {
+			return 0
+		}
+		return tenants.Tenant(name)
+	}
+	for _, p := range c.deps.Catalog.Providers() {
+		tok := protocol.KeyToken(p.Name)
+		switch key {
+		case quota.ProviderRPM(tok):
+			if p.RateLimit.RPM > 0 {
+				return float64(p.RateLimit.RPM)
+			}
+		case quota.ProviderTPM(tok):
+			if p.RateLimit.TPM > 0 {
+				return float64(p.RateLimit.TPM)
+			}
+		}
+	}
+	return reported
+}
+
+// allocate computes and writes one round of shares.
+func (c *Coordinator) allocate(ctx context.Context, s *state, now time.Time) {
+	var fresh []quota.Report
+	edges := 0
+	for _, row := range s.reports.All() {
+		if row.Value.Fresh(now) {
+			fresh = append(fresh, row.Value)
+			if row.Value.Role == "edge" {
+				edges++
+			}
+		}
+	}
+	tenants := c.tenantLimits(edges)
+	demand := map[string]map[string]float64{} // key → node → demand
+	reported := map[string]float64{}
+	for _, r := range fresh {
+		for key, d := range r.Demand {
+			if demand[key] == nil {
+				demand[key] = map[string]float64{}
+			}
+			demand[key][r.Node] = d
+			reported[key] = max(reported[key], r.Limits[key])
+		}
+	}
+	shares := map[string]*quota.Shares{}
+	for _, r := range fresh {
+		sh := &quota.Shares{At: now.UTC(), PerMinute: map[string]float64{}, Nodes: map[string]int{}}
+		if r.Role == "edge" && tenants.TenantRPM > 0 && edges > 0 {
+			sh.TenantDefault = tenants.TenantRPM / float64(edges)
+		}
+		shares[r.Node] = sh
+	}
+	for key, nodes := range demand {
+		limit := c.limitOf(key, reported[key], tenants)
+		if limit <= 0 {
+			continue
+		}
+		for node, share := range quota.Allocate(limit, nodes) {
+			shares[node].PerMinute[key] = share
+			shares[node].Nodes[key] = len(nodes)
+		}
+	}
+	for node, sh := range shares {
+		data, _ := json.Marshal(sh)
+		if _, err := s.quotas.Put(ctx, cluster.ShareKey(node), data); err != nil && ctx.Err() == nil {
+			c.deps.Logger.Debug("share not written", "node", node, "err", err)
+		}
+	}
+	data, _ := json.Marshal(tenants)
+	if _, err := s.quotas.Put(ctx, cluster.LimitsKey, data); err != nil && ctx.Err() == nil {
+		c.deps.Logger.Debug("tenant limits not written", "err", err)
+	}
+}

@@ -1,0 +1,70 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/canary"
+	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/quota"
+)
+
+// state is the active coordinator's view of the shared buckets.
+type state struct {
+	health   jetstream.KeyValue
+	quotas   jetstream.KeyValue
+	breakers *cluster.Table[breaker.State]
+	canaries *cluster.Table[canary.State]
+	reports  *cluster.Table[quota.Report]
+	// calls accumulates the fleet's call counts per "<provider>/<model>"
+	// from the differences between each node's reports.
+	calls *callTotals
+}
+
+func (c *Coordinator) openState(ctx context.Context) (*state, error) {
+	open := func(name string) (jetstream.KeyValue, error) {
+		kv, err := c.deps.JS.KeyValue(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: bucket %s: %w", name, err)
+		}
+		return kv, nil
+	}
+	s := &state{calls: newCallTotals()}
+	var err error
+	if s.health, err = open(protocol.HealthBucket); err != nil {
+		return nil, err
+	}
+	if s.quotas, err = open(protocol.QuotaBucket); err != nil {
+		return nil, err
+	}
+	kb, err := open(protocol.BreakerBucket)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := open(protocol.CanaryBucket)
+	if err != nil {
+		return nil, err
+	}
+	log := c.deps.Logger
+	s.breakers = cluster.NewTable[breaker.State](kb, log)
+	s.canaries = cluster.NewTable[canary.State](kc, log)
+	s.reports = cluster.NewTable[quota.Report](s.quotas, log, cluster.DemandPrefix+">")
+	s.reports.OnChange = func(_ string, row cluster.Row[quota.Report], ok bool) {
+		if ok {
+			s.calls.add(row.Value)
+		}
+	}
+	return s, nil
+}
+
+func randomID() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,379 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// concurrent opens concStreams SSE streams on one edge, slow enough that
+// all of them are open at once, and measures how many delivered exactly
+// the full answer, the edge's resident memory per open stream and the
+// workers' per in-flight generation. Baselines: the same processes, idle,
+// before the streams. If not every stream was delivered, it runs again,
+// with fresh roles, at concFallback streams, so that the memory figures
+// come from a relay that held all its streams and the table shows a
+// count that works.
+func (b *bench) concurrent(ctx context.Context) ([]figure, error) {
+	p := b.plan
+	counts := []int{p.concStreams}
+	var runs []concResult
+	for i := 0; i < len(counts); i++ {
+		r, err := b.concurrentRun(ctx, counts[i])
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+		if r.exact < int64(r.n) && p.concFallback < r.n && i == 0 {
+			b.log.printf("  concurrent: %d of %d delivered; again with %d streams", r.exact, r.n, p.concFallback)
+			counts = append(counts, p.concFallback)
+		}
+	}
+	var figs []figure
+	for _, r := range runs {
+		figs = append(figs, r.deliveredFigure(p))
+	}
+	// Memory from the run that held all its streams open at once (the
+	// largest such), else from the one that held the most.
+	mem := runs[0]
+	for _, r := range runs[1:] {
+		if (r.most == int64(r.n)) != (mem.most == int64(mem.n)) {
+			if r.most == int64(r.n) {
+				mem = r
+			}
+			continue
+		}
+		if r.most > mem.most {
+			mem = r
+		}
+	}
+	return append(figs, mem.memoryFigures()...), nil
+}
+
+// concResult is what one run of the concurrent phase measured.
+type concResult struct {
+	n, maxInflight int
+	streamLen      time.Duration
+	spec           mockSpec
+	workers        int
+
+	exact, opened, most int64
+	allOpen             time.Duration // until the last stream opened; 0 if not all did
+	failures            map[string]int
+	example             string
+
+	idleEdge    float64   // KiB
+	idleWorkers []float64 // KiB
+	perStream   []float64 // KiB per open stream, per plateau sample
+	perGen      []float64 // KiB per in-flight generation, per worker
+	inflight    map[string]int
+}
+
+// concurrentRun opens n streams through fresh roles and samples memory
+// while they run.
+func (b *bench) concurrentRun(ctx context.Context, n int) (concResult, error) {
+	p := b.plan
+	spec := p.conc
+	res := concResult{
+		n: n, maxInflight: n/p.concWorkers + 100, spec: spec, workers: p.concWorkers,
+		streamLen: time.Duration(spec.tokens) * spec.interval,
+	}
+	sys, err := b.startSystem(ctx, systemSpec{
+		name: fmt.Sprintf("conc%d", n), mocks: []mockSpec{spec}, workers: p.concWorkers, maxInflight: res.maxInflight,
+	})
+	if err != nil {
+		return res, err
+	}
+	defer sys.stop()
+	if err := sleep(ctx, 2*time.Second); err != nil {
+		return res, err
+	}
+	idle, err := sys.rss()
+	if err != nil {
+		return res, err
+	}
+
+	c := &concRun{
+		hc:        newHTTPClient(n, true),
+		url:       chatURL(sys.edge.URL),
+		spec:      spec,
+		n:         n,
+		ids:       make([]string, n),
+		start:     time.Now(),
+		failures:  map[string]int{},
+		streamLen: res.streamLen,
+	}
+	defer c.hc.CloseIdleConnections()
+	// At most concOpening requests wait for their response headers at a
+	// time: a ramp the edge can keep up with, instead of 10,000
+	// simultaneous dials.
+	sem := make(chan struct{}, concOpening)
+	var wg sync.WaitGroup
+	// Streams are launched from a goroutine of their own, so that memory is
+	// sampled during the ramp too.
+	rampEnd := time.After(p.concRamp)
+	wg.Go(func() {
+		for i := range n {
+			select {
+			case sem <- struct{}{}:
+			case <-rampEnd:
+				c.mu.Lock()
+				c.failures[fmt.Sprintf("not started: the ramp took longer than %v", p.concRamp)] = n - i
+				c.mu.Unlock()
+				return
+			case <-ctx.Done():
+				return
+			}
+			wg.Go(func() { c.stream(ctx, i, sem) })
+		}
+	})
+	samples, err := b.sampleWhile(ctx, sys, c, &wg)
+	if err != nil {
+		return res, err
+	}
+
+	// The plateau: samples with (nearly) the most streams open at once.
+	for _, s := range samples {
+		res.most = max(res.most, s.open)
+	}
+	perWorker := make([][]float64, len(sys.workers))
+	for _, s := range samples {
+		if res.most == 0 || float64(s.open) < 0.99*float64(res.most) {
+			continue
+		}
+		res.perStream = append(res.perStream, float64(s.rss.edge-idle.edge)/float64(s.open)/1024)
+		for w := range perWorker {
+			perWorker[w] = append(perWorker[w], float64(s.rss.workers[w]))
+		}
+	}
+	chunkStream, err := b.js.Stream(ctx, protocol.ChunkStream)
+	if err != nil {
+		return res, err
+	}
+	res.inflight = claimants(ctx, chunkStream, c.ids)
+	res.idleEdge = float64(idle.edge) / 1024
+	for w, rs := range perWorker {
+		name := sys.workers[w].Name
+		res.idleWorkers = append(res.idleWorkers, float64(idle.workers[w])/1024)
+		if len(rs) == 0 || res.inflight[name] == 0 {
+			continue
+		}
+		busy := summarize(rs).Median
+		res.perGen = append(res.perGen, (busy-float64(idle.workers[w]))/float64(res.inflight[name])/1024)
+	}
+	res.exact, res.opened = c.exact.Load(), c.opened.Load()
+	res.allOpen = time.Duration(c.allOpen.Load())
+	res.failures, res.example = c.failures, c.example
+	return res, nil
+}
+
+func (r concResult) deliveredFigure(p plan) figure {
+	rampNote := fmt.Sprintf("%d of %d streams opened", r.opened, r.n)
+	if r.allOpen > 0 {
+		rampNote = fmt.Sprintf("all opened within %v", r.allOpen.Round(100*time.Millisecond))
+	}
+	f := figure{
+		rank: rankConcurrent,
+		Name: fmt.Sprintf("concurrent SSE streams on one edge: %s streams, delivered exactly", num(float64(r.n))), Unit: "%",
+		Relay: ptr(summarize([]float64{100 * float64(r.exact) / float64(r.n)})), Goal: "10,000 streams, 100 % delivered",
+		Note: fmt.Sprintf("upstream %d tokens at %v/token (%v per stream); %s; at most %d open at once; %d workers × max_inflight %d",
+			r.spec.tokens, r.spec.interval, r.streamLen, rampNote, r.most, r.workers, r.maxInflight),
+	}
+	switch {
+	case r.exact < int64(r.n):
+		f.Verdict = "missed"
+		f.Note += "; failures: " + formatCounts(r.failures) + "; e.g. " + r.example
+	case r.n < 10_000:
+		f.Verdict = "n/a (fewer streams)"
+	default:
+		f.Verdict = "met"
+	}
+	return f
+}
+
+func (r concResult) memoryFigures() []figure {
+	idleEdge := summarize([]float64{r.idleEdge})
+	edge := figure{
+		rank: rankConcurrent,
+		Name: fmt.Sprintf("edge RSS per open SSE stream (%s streams)", num(float64(r.n))), Unit: "KiB",
+		Relay: ptr(summarize(r.perStream)), Baseline: &idleEdge, BaselineName: "idle edge RSS",
+		Goal: "≤ 16 KiB",
+		Note: fmt.Sprintf("(edge RSS − idle RSS) / open streams, in the %d one-second samples with ≥ 99 %% of the peak (%d) open", len(r.perStream), r.most),
+	}
+	if len(r.perStream) > 0 && r.most > 0 {
+		edge.Verdict = verdict(edge.Relay.Median <= 16)
+		edge.Ratio = (edge.Relay.Median*float64(r.most) + r.idleEdge) / r.idleEdge
+		edge.Note += "; ratio: edge RSS with the streams open / idle"
+	}
+	worker := figure{
+		rank: rankWorkerMemory,
+		Name: "worker memory per in-flight generation", Unit: "KiB",
+		Relay: ptr(summarize(r.perGen)), Baseline: ptr(summarize(r.idleWorkers)), BaselineName: "idle worker RSS",
+		Goal: "report",
+		Note: fmt.Sprintf("one value per worker, from the %s-stream run: (RSS − idle RSS) / its in-flight streams (%s)", num(float64(r.n)), formatCounts(r.inflight)),
+	}
+	return []figure{edge, worker}
+}
+
+// concOpening bounds the streams being opened at once.
+const concOpening = 64
+
+// concRun is the client side of the concurrent-streams phase.
+type concRun struct {
+	hc        *http.Client
+	url       string
+	spec      mockSpec
+	n         int
+	streamLen time.Duration
+	start     time.Time
+
+	ids                           []string // stream ids, by index
+	opened, live, finished, exact atomic.Int64
+	allOpen                       atomic.Int64 // ns from start until the last stream opened
+
+	mu       sync.Mutex
+	failures map[string]int // by kind
+	example  string
+}
+
+// stream runs stream i; sem is released once its response headers are in.
+func (c *concRun) stream(ctx context.Context, i int, sem chan struct{}) {
+	release := sync.OnceFunc(func() { <-sem })
+	defer release()
+	conv := newConversation(c.spec.model, fmt.Sprintf("concurrent %d", i), c.spec.tokens)
+	sctx, cancel := context.WithTimeout(ctx, c.streamLen+time.Minute)
+	defer cancel()
+	seen := false
+	r := runStream(sctx, c.hc, c.url, conv, streamOpts{
+		onOpen: func(s *opened) {
+			c.ids[i] = s.streamID
+			release()
+			if c.opened.Add(1) == int64(c.n) {
+				c.allOpen.Store(int64(time.Since(c.start)))
+			}
+		},
+		onEvent: func(ev *event, _ time.Time) {
+			if !seen && ev.Content != "" {
+				seen = true
+				c.live.Add(1)
+			}
+		},
+	})
+	c.finished.Add(1)
+	if r.exact(conv.answer) {
+		c.exact.Add(1)
+		return
+	}
+	kind := failureKind(r, conv.answer)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failures[kind]++
+	if c.example == "" {
+		c.example = fmt.Sprintf("stream %d (%s): %v (%d of %d bytes)", i, r.StreamID, r.Err, len(r.Text), len(conv.answer))
+	}
+}
+
+// failureKind classifies a stream that was not delivered exactly, for a
+// short count of what went wrong.
+func failureKind(r streamResult, want string) string {
+	switch {
+	case r.Opened.IsZero():
+		return "not opened: " + shorten(fmt.Sprint(r.Err))
+	case r.Err != nil:
+		return "broken: " + shorten(fmt.Sprint(r.Err))
+	case r.Text != want:
+		return fmt.Sprintf("wrong text (status %q)", r.Status)
+	}
+	return fmt.Sprintf("ended %q without finish", r.Status)
+}
+
+// shorten makes an error a failure kind: stream ids out, at most 100
+// bytes.
+func shorten(s string) string {
+	s = streamIDs.ReplaceAllString(s, "<id>")
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}
+
+// streamIDs matches the ids protocol.NewStreamID makes, and their
+// abbreviations in error messages.
+var streamIDs = regexp.MustCompile(`\bs[a-z2-7]{26}\b|\bs[a-z2-7]{3,25}…`)
+
+// concSample is the memory of the phase's processes at one moment, and how
+// many streams were open then.
+type concSample struct {
+	open int64
+	rss  rssSet
+}
+
+// sampleWhile samples memory every second until wg is done.
+func (b *bench) sampleWhile(ctx context.Context, sys *system, c *concRun, wg *sync.WaitGroup) ([]concSample, error) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var samples []concSample
+	for {
+		select {
+		case <-done:
+			return samples, nil
+		case <-ctx.Done():
+			<-done
+			return nil, ctx.Err()
+		case <-tick.C:
+			rs, err := sys.rss()
+			if err != nil {
+				b.log.printf("  concurrent: %v", err)
+				continue
+			}
+			o, f := c.opened.Load(), c.finished.Load()
+			samples = append(samples, concSample{open: o - f, rss: rs})
+			if len(samples)%5 == 0 {
+				b.log.printf("  concurrent: %d opened, %d with a chunk, %d finished (%d exact); edge RSS %d MiB",
+					o, c.live.Load(), f, c.exact.Load(), rs.edge>>20)
+			}
+		}
+	}
+}
+
+// rssSet is the resident memory of the edge and of each worker.
+type rssSet struct {
+	edge    int64
+	workers []int64
+}
+
+func (s *system) rss() (rssSet, error) {
+	var r rssSet
+	var err error
+	if r.edge, err = s.edge.RSS(); err != nil {
+		return r, err
+	}
+	for _, w := range s.workers {
+		v, err := w.RSS()
+		if err != nil {
+			return r, err
+		}
+		r.workers = append(r.workers, v)
+	}
+	return r, nil
+}
+
+// formatCounts renders "a: 1, b: 2" in key order.
+func formatCounts(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}

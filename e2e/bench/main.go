@@ -1,0 +1,202 @@
+// Command bench measures what the relay's durable hops cost (issue 3): it
+// starts a nats-server, the fake upstream and the relay's roles as separate
+// processes (e2e/procs), drives them over loopback, and prints one
+// markdown table in which every figure stands next to a baseline measured
+// in the same run on the same machine.
+//
+//	go run ./e2e/bench              # about 8 minutes on two cores
+//	go run ./e2e/bench --quick      # under a minute; what CI runs
+//	go run ./e2e/bench --json out.json --only latency,resume
+//
+// Progress goes to stderr, the table to stdout. Every process, connection
+// and wait is bounded; the processes die with the benchmark.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/e2e/procs"
+)
+
+// bench is one run: the harness, the shared nats-server, the benchmark's
+// own connection to it, and the plan.
+type bench struct {
+	plan plan
+	h    *procs.Harness
+	// natsProc is the nats-server every phase shares; nats its URLs.
+	natsProc *procs.NATS
+	nats     []string
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	log      *progress
+}
+
+// phase is one group of figures.
+type phase struct {
+	name string
+	run  func(*bench, context.Context) ([]figure, error)
+}
+
+// phases run in this order, the heaviest (concurrent streams) last.
+var phases = []phase{
+	{"kv", (*bench).kvWatch},
+	{"throughput", (*bench).throughput},
+	{"latency", (*bench).latency},
+	{"resume", (*bench).resume},
+	{"failover", (*bench).failover},
+	{"concurrent", (*bench).concurrent},
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	quick := flag.Bool("quick", false, "small counts; finishes within a minute (CI)")
+	jsonPath := flag.String("json", "", "also write the figures as JSON to `file`")
+	only := flag.String("only", "", "comma-separated phases to run: "+phaseNames())
+	keep := flag.Bool("keep", false, "keep the process logs and JetStream store (the directory is printed)")
+	streams := flag.Int("streams", 0, "concurrent SSE streams on one edge (zero: 10,000; 1,000 with --quick)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", flag.Arg(0))
+	}
+	p := defaultPlan()
+	if *quick {
+		p = quickPlan()
+	}
+	if *streams > 0 {
+		p.concStreams = *streams
+	}
+	selected, err := selectPhases(*only)
+	if err != nil {
+		return err
+	}
+
+	// The whole run is bounded, with room over the plan's nominal length.
+	budget := 12 * time.Minute
+	if *quick {
+		budget = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	log := &progress{w: os.Stderr, start: time.Now()}
+	h, err := procs.New(ctx, procs.Options{KeepDir: *keep, Logf: log.printf})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	b := &bench{plan: p, h: h, log: log}
+	rep, err := b.run(ctx, selected)
+	if err != nil {
+		return err
+	}
+	rep.Header.Duration = time.Since(log.start).Round(time.Second).String()
+	rep.Header.Load += ", after " + loadAverage()
+	slices.SortStableFunc(rep.Figures, func(a, b figure) int { return a.rank - b.rank })
+	rep.writeMarkdown(os.Stdout)
+	if *jsonPath != "" {
+		if err := rep.writeJSON(*jsonPath); err != nil {
+			return err
+		}
+	}
+	if len(rep.Failures) > 0 {
+		return fmt.Errorf("%d phase(s) failed", len(rep.Failures))
+	}
+	return nil
+}
+
+func (b *bench) run(ctx context.Context, selected []phase) (*report, error) {
+	n, err := b.h.StartNATS(ctx, procs.NATSOptions{})
+	if err != nil {
+		return nil, err
+	}
+	b.natsProc, b.nats = n, n.URLs()
+	if b.nc, err = nats.Connect(n.URL, nats.Name("relay-bench")); err != nil {
+		return nil, err
+	}
+	defer b.nc.Close()
+	if b.js, err = jetstream.New(b.nc); err != nil {
+		return nil, err
+	}
+	rep := &report{Header: machineHeader(b.plan.mode)}
+	rep.Header.NATSServer = b.nc.ConnectedServerVersion()
+	rep.Header.Storage = "one server, file storage, R1, every role a separate process on 127.0.0.1"
+	for _, ph := range selected {
+		if ctx.Err() != nil {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %v", ph.name, ctx.Err()))
+			continue
+		}
+		b.log.printf("phase %s", ph.name)
+		start := time.Now()
+		figs, err := ph.run(b, ctx)
+		rep.Figures = append(rep.Figures, figs...)
+		if err != nil {
+			b.log.printf("phase %s failed: %v", ph.name, err)
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %v", ph.name, err))
+			continue
+		}
+		b.log.printf("phase %s done in %v", ph.name, time.Since(start).Round(100*time.Millisecond))
+	}
+	return rep, nil
+}
+
+func phaseNames() string {
+	names := make([]string, len(phases))
+	for i, ph := range phases {
+		names[i] = ph.name
+	}
+	return strings.Join(names, ",")
+}
+
+// selectPhases picks the named phases, in the order of phases.
+func selectPhases(only string) ([]phase, error) {
+	if only == "" {
+		return phases, nil
+	}
+	want := map[string]bool{}
+	for _, name := range strings.Split(only, ",") {
+		want[strings.TrimSpace(name)] = true
+	}
+	var out []phase
+	for _, ph := range phases {
+		if want[ph.name] {
+			out = append(out, ph)
+			delete(want, ph.name)
+		}
+	}
+	for name := range want {
+		return nil, errors.New("unknown phase " + name + "; phases: " + phaseNames())
+	}
+	return out, nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

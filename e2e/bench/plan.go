@@ -1,0 +1,114 @@
+package main
+
+import "time"
+
+// plan holds every count and duration of a run. The default plan fits in
+// ten minutes on two cores, the quick plan in one: it keeps every figure
+// but with fewer samples and smaller loads, so that CI proves the
+// benchmark still runs.
+type plan struct {
+	mode string
+
+	kvSamples int
+
+	// End-to-end throughput, fake upstream at full speed.
+	tputStreams  int // concurrent streams
+	tputTokens   int // answer length at full speed
+	tputPaced    mockSpec
+	tputDuration time.Duration // of each of the two runs
+	// ceilingDuration is how long the JetStream async publish runs.
+	ceilingDuration time.Duration
+
+	// Time to first token and inter-chunk gaps, at each level.
+	paced  mockSpec
+	levels []level
+
+	// Concurrent SSE streams on one edge.
+	concStreams int
+	concWorkers int
+	conc        mockSpec
+	// concFallback is the count run again when not every stream of
+	// concStreams was delivered.
+	concFallback int
+	// concRamp bounds the time spent opening streams: a relay that
+	// cannot open them all in that time has its figure taken as it is.
+	concRamp time.Duration
+
+	// Resume of a long stream with others interleaved.
+	resumeChunks  int
+	resumeOthers  int
+	resumeSamples int
+
+	// Worker failover.
+	failoverRounds  int
+	failoverStreams int
+	// failoverTokens at 25 ms/token must outlast the kill plus AckWait.
+	failoverTokens int
+}
+
+// level is one concurrency of the latency figures and how long it runs
+// against each target.
+type level struct {
+	streams  int
+	duration time.Duration
+}
+
+// paced answers like a fast real model: 40 tokens/s. 20 tokens make a
+// stream last half a second, so even one client collects samples quickly.
+var paced = mockSpec{model: "paced", tokens: 20, interval: 25 * time.Millisecond}
+
+// tputPaced sends 500 tokens/s per stream: slower than a chunk publish,
+// so on an idle relay each token is its own chunk.
+var tputPaced = mockSpec{model: "paced2ms", tokens: 500, interval: 2 * time.Millisecond}
+
+func defaultPlan() plan {
+	return plan{
+		mode:            "default",
+		kvSamples:       1000,
+		tputStreams:     64,
+		tputTokens:      1000,
+		tputPaced:       tputPaced,
+		tputDuration:    15 * time.Second,
+		ceilingDuration: 5 * time.Second,
+		paced:           paced,
+		levels:          []level{{1, 10 * time.Second}, {100, 15 * time.Second}, {1000, 20 * time.Second}},
+		concStreams:     10_000,
+		concWorkers:     4,
+		// 60 s per stream: long enough for all 10,000 to be open at once
+		// at the few hundred new streams per second one edge takes.
+		conc:            mockSpec{model: "slow", tokens: 60, interval: time.Second},
+		concRamp:        90 * time.Second,
+		concFallback:    2000,
+		resumeChunks:    2000,
+		resumeOthers:    1000,
+		resumeSamples:   300,
+		failoverRounds:  3,
+		failoverStreams: 8,
+		failoverTokens:  300,
+	}
+}
+
+func quickPlan() plan {
+	return plan{
+		mode:            "quick",
+		kvSamples:       200,
+		tputStreams:     64,
+		tputTokens:      400,
+		tputPaced:       mockSpec{model: tputPaced.model, tokens: 200, interval: tputPaced.interval},
+		tputDuration:    time.Second,
+		ceilingDuration: 1200 * time.Millisecond,
+		paced:           paced,
+		levels:          []level{{1, time.Second}, {100, time.Second}, {300, time.Second}},
+		concStreams:     1000,
+		concWorkers:     2,
+		conc:            mockSpec{model: "slow", tokens: 8, interval: 500 * time.Millisecond},
+		concRamp:        10 * time.Second,
+		concFallback:    200,
+		resumeChunks:    1000,
+		resumeOthers:    200,
+		resumeSamples:   50,
+		failoverRounds:  1,
+		failoverStreams: 4,
+		failoverTokens:  160,
+	}
+}

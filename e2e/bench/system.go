@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/e2e/procs"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// mockSpec is one fake upstream process, serving one model with a fixed
+// answer length and pace. Each figure needs its own pace, and the worker
+// routes by model, so one system can hold several.
+type mockSpec struct {
+	model    string
+	tokens   int
+	interval time.Duration // negative: full speed
+}
+
+// systemSpec is the relay a phase runs against. Every phase starts its
+// own roles, so that one phase's load, heap or killed worker does not
+// colour the next; they share the nats-server.
+type systemSpec struct {
+	name        string
+	mocks       []mockSpec
+	workers     int
+	maxInflight int
+	// worker settings beyond max_inflight.
+	workerSettings procs.Settings
+}
+
+type system struct {
+	h       *procs.Harness
+	mocks   map[string]*procs.Process // by model
+	workers []*procs.Process
+	edge    *procs.Process
+}
+
+// startSystem starts spec's roles, after emptying the relay's streams: a
+// phase must not inherit requests a failed phase left queued (fresh
+// workers would run them), nor pay for its history in reads that span
+// the log.
+func (b *bench) startSystem(ctx context.Context, spec systemSpec) (*system, error) {
+	if err := b.purge(ctx); err != nil {
+		return nil, err
+	}
+	h, nats := b.h, b.nats
+	s := &system{h: h, mocks: map[string]*procs.Process{}}
+	var providers []procs.Provider
+	for _, m := range spec.mocks {
+		p, err := h.Start(ctx, procs.Role{
+			Role: procs.MockUpstream,
+			Name: fmt.Sprintf("%s-mock-%s", spec.name, m.model),
+			Settings: procs.Settings{
+				"mock_upstream.tokens":         m.tokens,
+				"mock_upstream.token_interval": m.interval.String(),
+				"mock_upstream.models":         []string{m.model},
+			},
+		})
+		if err != nil {
+			s.stop()
+			return nil, err
+		}
+		s.mocks[m.model] = p
+		providers = append(providers, p.Provider(m.model, m.model))
+	}
+	for i := range spec.workers {
+		settings := procs.Settings{"worker.max_inflight": spec.maxInflight}
+		for k, v := range spec.workerSettings {
+			settings[k] = v
+		}
+		w, err := h.Start(ctx, procs.Role{
+			Role: procs.Worker, Name: fmt.Sprintf("%s-worker-%d", spec.name, i+1),
+			NATS: nats, Providers: providers, Settings: settings,
+		})
+		if err != nil {
+			s.stop()
+			return nil, err
+		}
+		s.workers = append(s.workers, w)
+	}
+	e, err := h.Start(ctx, procs.Role{Role: procs.Edge, Name: spec.name + "-edge", NATS: nats, Providers: providers})
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	s.edge = e
+	return s, nil
+}
+
+// stop ends the phase's processes: SIGTERM, then SIGKILL after a bound.
+func (s *system) stop() error {
+	var all []*procs.Process
+	if s.edge != nil {
+		all = append(all, s.edge)
+	}
+	all = append(all, s.workers...)
+	for _, m := range s.mocks {
+		all = append(all, m)
+	}
+	for _, p := range all {
+		p.Term()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, p := range all {
+		if p.Wait(ctx) != nil && ctx.Err() != nil {
+			errs = append(errs, p.Kill())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// workerByName finds a worker by its worker.id (the process name).
+func (s *system) workerByName(name string) (int, bool) {
+	for i, w := range s.workers {
+		if w.Name == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// purge empties the request queue and the chunk log. Roles create them at
+// start; before the first phase they do not exist yet.
+func (b *bench) purge(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, name := range []string{protocol.RequestStream, protocol.ChunkStream} {
+		s, err := b.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("purge %s: %w", name, err)
+		}
+		if err := s.Purge(ctx); err != nil {
+			return fmt.Errorf("purge %s: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/backoff"
+	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// Issue 6, test 3: one worker gets a 429 with Retry-After: 4; the pause is
+// shared, so none of the three workers calls the provider until it ends.
+// New requests meanwhile get a fast 503 with Retry-After, from each of the
+// three workers; the request that got the 429 waits and finishes after
+// the pause.
+func TestCoordinator429PausesEveryWorker(t *testing.T) {
+	const grace = 300 * time.Millisecond // the workers' copies follow the watch
+	c := startClu(t, cluOptions{Workers: 3, Mock: mockupstream.Config{Tokens: 5}, Tune: func(cfg *config.Config) {
+		// Few slots per worker, so the queue hands the requests to all three.
+		cfg.Worker.MaxInflight = 4
+	}})
+	front := c.fronts["mock"]
+	var once sync.Once
+	fail := func(_ int, call cluCall) (int, string) {
+		status := 0
+		if call.conv == "Rate limited." {
+			once.Do(func() { status = http.StatusTooManyRequests })
+		}
+		return status, "4"
+	}
+	front.fail.Store(&fail)
+	pauses := cluster.NewTable[protocol.Pause](c.kv(protocol.PauseBucket), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go pauses.Run(ctx)
+
+	first := make(chan time.Time, 1)
+	go func() {
+		status, _, body, err := unary(context.Background(), c.edge, "mock-1", "Rate limited.")
+		if err != nil || status != http.StatusOK {
+			t.Errorf("the request that got the 429: %d %s %v", status, body, err)
+		}
+		first <- time.Now()
+	}()
+	var pause protocol.Pause
+	relaytest_eventually(t, 10*time.Second, func() bool {
+		row, ok := pauses.Get("mock")
+		pause = row.Value
+		return ok
+	})
+	pausedAt := time.Now()
+	if d := pause.Until.Sub(pause.At); d < 3900*time.Millisecond || d > 4100*time.Millisecond {
+		t.Fatalf("pause of %v, want the provider's 4s", d)
+	}
+	time.Sleep(grace)
+
+	// Waves of ten new requests while the pause lasts.
+	var mu sync.Mutex
+	refused := 0
+	for wave := 0; time.Until(pause.Until) > time.Second; wave++ {
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() {
+				status, retryAfter, _, err := unary(context.Background(), c.edge, "mock-1", fmt.Sprintf("While paused %d-%d.", wave, i))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				done := time.Now()
+				if done.After(pause.Until) {
+					return
+				}
+				ra, _ := strconv.Atoi(retryAfter)
+				if status != http.StatusServiceUnavailable || ra < 1 || ra > 4 {
+					t.Errorf("during the pause: %d with Retry-After %q, want a fast 503 with the pause's", status, retryAfter)
+				}
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	done := <-first
+
+	if calls := front.chats(pausedAt.Add(grace), pause.Until); len(calls) != 0 {
+		t.Fatalf("%d calls reached the provider during the pause: %+v", len(calls), calls)
+	}
+	if refused < 10 {
+		t.Fatalf("only %d requests were answered during the pause", refused)
+	}
+	var byWorker []int
+	for i, g := range c.gates {
+		n := g.Stats().Refused["paused"]
+		if n == 0 {
+			t.Fatalf("worker %d refused nothing during the pause: it did not learn of it", i+1)
+		}
+		byWorker = append(byWorker, n)
+	}
+	if done.Before(pause.Until) {
+		t.Fatalf("the 429'd request finished %v before the pause ended", pause.Until.Sub(done))
+	}
+	status, _, body, err := unary(context.Background(), c.edge, "mock-1", "After the pause.")
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("after the pause: %d %s %v", status, body, err)
+	}
+	t.Logf("paused %v by %s; %d fast 503s; refusals by worker %v", pause.Until.Sub(pause.At), pause.By, refused, byWorker)
+}
+
+// Issue 6, test 4: during a partial outage (every other call fails) the
+// retries stay within the budget: 20% of the requests, plus one per worker
+// (min_retries), over the 10s window the test fits in. Without a budget
+// this load makes about one retry per request.
+func TestCoordinatorRetryBudgetCapsRetries(t *testing.T) {
+	const requests = 150
+	c := startClu(t, cluOptions{Workers: 3, Mock: mockupstream.Config{Tokens: 5}, Tune: func(cfg *config.Config) {
+		p := &cfg.Providers[0]
+		p.Retry = backoff.Config{Base: 5 * time.Millisecond, Cap: 10 * time.Millisecond, MaxRetries: 6}
+		p.Breaker = breaker.Config{Failures: -1} // this test is about the budget
+	}})
+	front := c.fronts["mock"]
+	fail := func(n int, _ cluCall) (int, string) {
+		if n%2 == 0 {
+			return http.StatusServiceUnavailable, ""
+		}
+		return 0, ""
+	}
+	front.fail.Store(&fail)
+
+	start := time.Now()
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 15)
+	for i := range requests {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			status, _, _, err := unary(context.Background(), c.edge, "mock-1", fmt.Sprintf("Partial outage %d.", i))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			statuses[status]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+
+	calls := front.allChats()
+	convs := map[string]int{}
+	for _, call := range calls {
+		convs[call.conv]++
+	}
+	retries := len(calls) - len(convs)
+	budget := int(0.2*requests) + len(c.gates)*1
+	denied := 0
+	for _, g := range c.gates {
+		denied += g.Stats().Refused["budget"]
+	}
+	t.Logf("%d requests in %v: %d calls, %d retries (budget %d), %d retries denied; client statuses %v",
+		len(convs), took.Round(time.Millisecond), len(calls), retries, budget, denied, statuses)
+	switch {
+	case took > 9*time.Second:
+		t.Fatalf("took %v: longer than the budget's window", took)
+	case len(convs) != requests:
+		t.Fatalf("%d conversations reached the provider, want %d", len(convs), requests)
+	case retries > budget:
+		t.Fatalf("%d retries, over the budget of %d", retries, budget)
+	case retries < budget/2 || denied == 0:
+		t.Fatalf("%d retries, %d denied: the budget was not used", retries, denied)
+	case statuses[http.StatusOK] < requests/2:
+		t.Fatalf("statuses %v: the calls that work should have answered", statuses)
+	}
+}

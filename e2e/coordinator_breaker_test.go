@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/backoff"
+	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// breakerTune gives the provider a short cooldown and few retries, so a
+// few requests trip its breaker.
+func breakerTune(cooldown time.Duration) func(cfg *config.Config) {
+	return func(cfg *config.Config) {
+		p := &cfg.Providers[0]
+		p.Retry = backoff.Config{Base: 10 * time.Millisecond, Cap: 20 * time.Millisecond, MaxRetries: 2}
+		p.Breaker = breaker.Config{Cooldown: cooldown, MaxCooldown: 2 * cooldown, RecoveryJitter: 200 * time.Millisecond}
+	}
+}
+
+// trip sends requests while the provider is down until its breaker opens,
+// and returns when it opened. The requests go on in the background: their
+// retries wait for the breaker.
+func (c *clu) trip(log *breakerLog, front *cluFront) time.Time {
+	c.t.Helper()
+	front.down.Store(true)
+	start := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	c.t.Cleanup(cancel)
+	for i := 0; !log.seen(breaker.Open, start); i++ {
+		if time.Since(start) > 10*time.Second {
+			c.t.Fatal("breaker did not open")
+		}
+		go unary(ctx, c.edge, "mock-1", fmt.Sprintf("Trip %d.", i))
+		time.Sleep(20 * time.Millisecond)
+	}
+	return log.waitFor(c.t, breaker.Open, start, time.Second)
+}
+
+// load sends requests from n clients until stop is closed, and counts the
+// answers by status.
+func (c *clu) load(n int, every time.Duration, topic string, stop <-chan struct{}) (wait func() map[int]int) {
+	var mu sync.Mutex
+	counts := map[int]int{}
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	for range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				status, _, _, err := unary(context.Background(), c.edge, "mock-1", fmt.Sprintf("%s %d.", topic, seq.Add(1)))
+				if err == nil {
+					mu.Lock()
+					counts[status]++
+					mu.Unlock()
+				}
+				time.Sleep(every)
+			}
+		})
+	}
+	return func() map[int]int {
+		wg.Wait()
+		return counts
+	}
+}
+
+// Issue 6, test 2: three workers share one breaker. Once its cooldown is
+// over, the workers keep sending requests, yet exactly one probe reaches
+// the provider, claimed by one worker, and its success closes the
+// breaker for all three.
+func TestCoordinatorHalfOpenOneProbe(t *testing.T) {
+	const cooldown = 1500 * time.Millisecond
+	c := startClu(t, cluOptions{Workers: 3, Tune: breakerTune(cooldown), Mock: mockupstream.Config{Tokens: 5}})
+	front := c.fronts["mock"]
+	log := c.watchBreaker("mock")
+	opened := c.trip(log, front)
+	front.down.Store(false)
+
+	stop := make(chan struct{})
+	wait := c.load(6, 20*time.Millisecond, "Half-open", stop)
+	closed := log.waitFor(t, breaker.Closed, opened, 5*cooldown)
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	statuses := wait()
+
+	probes := front.chats(opened.Add(500*time.Millisecond), closed)
+	claims := c.events.transitions(breaker.HalfOpen)
+	if len(probes) != 1 || len(claims) != 1 {
+		t.Fatalf("%d chat requests and %d probe claims between the open (%v) and the close (%v); want one of each",
+			len(probes), len(claims), opened.Format("15:04:05.000"), closed.Format("15:04:05.000"))
+	}
+	// opened and closed are when this test saw the events; the breaker's
+	// own clock started the cooldown a little earlier, so allow for that.
+	if closed.Sub(opened) < cooldown-50*time.Millisecond {
+		t.Fatalf("closed %v after opening, before the %v cooldown", closed.Sub(opened), cooldown)
+	}
+	by := map[string]int{}
+	for _, ev := range c.events.transitions(breaker.Closed) {
+		by[ev.By]++
+	}
+	if statuses[http.StatusOK] == 0 || statuses[http.StatusServiceUnavailable] == 0 {
+		t.Fatalf("statuses %v: want 503s while open, then 200s", statuses)
+	}
+	t.Logf("open for %v; one probe (claimed by %s), closed by %v; client statuses %v",
+		closed.Sub(opened).Round(time.Millisecond), claims[0].By, by, statuses)
+}
+
+// While every candidate's breaker is open, a new request gets a fast 503
+// in OpenAI's error shape with Retry-After, streaming or not.
+func TestCoordinatorAllOpenIsFast503(t *testing.T) {
+	c := startClu(t, cluOptions{Workers: 1, Tune: breakerTune(10 * time.Second)})
+	log := c.watchBreaker("mock")
+	c.trip(log, c.fronts["mock"])
+	before := len(c.fronts["mock"].allChats())
+	for _, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"model":"mock-1","stream":%v,"messages":[{"role":"user","content":"Open."}]}`, stream)
+		start := time.Now()
+		resp, err := http.Post(c.edge+"/v1/chat/completions", "application/json", stringsReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Error struct {
+				Message string  `json:"message"`
+				Type    string  `json:"type"`
+				Code    *string `json:"code"`
+			} `json:"error"`
+		}
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		took := time.Since(start)
+		if resp.StatusCode != http.StatusServiceUnavailable || ra < 1 || ra > 10 || e.Error.Type != protocol.TypeUpstream || e.Error.Message == "" || took > time.Second {
+			t.Fatalf("stream %v: %d, Retry-After %q, error %+v after %v; want a fast 503 with Retry-After", stream, resp.StatusCode,
+				resp.Header.Get("Retry-After"), e.Error, took)
+		}
+	}
+	if n := len(c.fronts["mock"].allChats()); n != before {
+		t.Fatalf("%d requests reached the provider while open", n-before)
+	}
+}
+
+// Issue 6, test 8: with the coordinator stopped, requests still flow, and
+// the workers trip the breaker and recover it on their own.
+func TestCoordinatorKilledWorkersCarryOn(t *testing.T) {
+	const cooldown = time.Second
+	c := startClu(t, cluOptions{Workers: 3, Coordinator: true, Tune: breakerTune(cooldown), Mock: mockupstream.Config{Tokens: 5}})
+	front := c.fronts["mock"]
+	leases := c.kv(protocol.LeaseBucket)
+	holder := func() string {
+		l, err := cluster.LeaseHolder(context.Background(), leases, protocol.CoordinatorLeaseKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Holder
+	}
+	if h := holder(); h != c.coord.Name() {
+		t.Fatalf("lease held by %q, want the coordinator %q", h, c.coord.Name())
+	}
+	c.stopCoordinator()
+	relaytest_eventually(t, time.Second, func() bool { return holder() == "" })
+
+	ok := func(topic string, n int) {
+		t.Helper()
+		for i := range n {
+			status, _, body, err := unary(context.Background(), c.edge, "mock-1", fmt.Sprintf("%s %d.", topic, i))
+			if err != nil || status != http.StatusOK {
+				t.Fatalf("%s %d: %d %s %v", topic, i, status, body, err)
+			}
+		}
+	}
+	ok("No coordinator", 6)
+
+	log := c.watchBreaker("mock")
+	opened := c.trip(log, front)
+	front.down.Store(false)
+	stop := make(chan struct{})
+	wait := c.load(3, 50*time.Millisecond, "Recovering", stop)
+	log.waitFor(t, breaker.Closed, opened, 5*cooldown)
+	close(stop)
+	wait()
+	ok("Recovered", 6)
+
+	for _, ev := range c.events.breaker {
+		if ev.By != "w1" && ev.By != "w2" && ev.By != "w3" {
+			t.Fatalf("transition %v not made by a worker", ev)
+		}
+	}
+	if n := len(c.events.transitions(breaker.Closed)); n != 1 {
+		t.Fatalf("%d closes, want 1", n)
+	}
+}
+
+// GET /v1/relay/status serves the breakers, health, quotas and the active
+// coordinator, as every edge reads them from the shared buckets.
+func TestCoordinatorStatusEndpoint(t *testing.T) {
+	c := startClu(t, cluOptions{Workers: 3, Coordinator: true, Tune: breakerTune(time.Minute), Mock: mockupstream.Config{Tokens: 5}})
+	c.fronts["mock"].down.Store(true)
+	log := c.watchBreaker("mock")
+	c.trip(log, c.fronts["mock"])
+	var st cluster.Status
+	relaytest_eventually(t, 10*time.Second, func() bool {
+		resp, err := http.Get(c.edge + "/v1/relay/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		st = cluster.Status{}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return len(st.Health) == 1 && st.Health[0].State == protocol.HealthRed && st.Health[0].Breaker == string(breaker.Open) && len(st.Quotas.Nodes) >= 4
+	})
+	if len(st.Breakers) != 1 || st.Breakers[0].Provider != "mock" || st.Breakers[0].Phase != breaker.Open {
+		t.Fatalf("breakers %+v", st.Breakers)
+	}
+	if st.Coordinator.Holder != c.coord.Name() || st.Health[0].Breaker != string(breaker.Open) || len(st.Errors) != 0 {
+		t.Fatalf("coordinator %q, health %+v, errors %v", st.Coordinator.Holder, st.Health, st.Errors)
+	}
+	calls := false
+	for _, cs := range st.Quotas.Calls {
+		calls = calls || cs.Target == "mock/mock-1" && cs.Failures > 0
+	}
+	if !calls {
+		t.Fatalf("no failed calls of mock/mock-1 in %+v", st.Quotas.Calls)
+	}
+}

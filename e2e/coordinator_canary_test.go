@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/canary"
+	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/provider"
+)
+
+// canaryTune makes "canary" the canary of mock-1, next to "stable".
+func canaryTune(c canary.Config) func(cfg *config.Config) {
+	return func(cfg *config.Config) {
+		cfg.Models = []provider.Model{{Name: "mock-1", Canary: &c}}
+	}
+}
+
+// weightsOf lists the distinct weights a ramp went through, in order, and
+// when each began.
+func weightsOf(states []canaryAt) (weights []float64, since []time.Time, last canary.State) {
+	for _, s := range states {
+		if len(weights) == 0 || weights[len(weights)-1] != s.state.Weight {
+			weights = append(weights, s.state.Weight)
+			since = append(since, s.at)
+		}
+		last = s.state
+	}
+	return weights, since, last
+}
+
+// Issue 6, test 6 (ramp): the coordinator ramps the canary through 10%,
+// 50% and 100%, each held for 2s, and every worker routes by the shared
+// weight: the canary's share of the calls follows the steps.
+func TestCoordinatorCanaryRamps(t *testing.T) {
+	c := startClu(t, cluOptions{
+		Workers: 3, Providers: []string{"stable", "canary"}, Coordinator: true,
+		Mock: mockupstream.Config{Tokens: 3, TokenInterval: -1},
+		Tune: canaryTune(canary.Config{Provider: "canary", Steps: []float64{10, 50, 100}, Hold: 2 * time.Second, MinSample: 5}),
+	})
+	ramp := c.watchCanary("mock-1")
+	start := time.Now()
+	answers := c.quotaLoad(8, 8*time.Second, "Canary ramp")
+	for _, a := range answers {
+		if a.status != http.StatusOK {
+			t.Fatalf("a request failed with %d", a.status)
+		}
+	}
+	weights, since, last := weightsOf(ramp())
+	if !slices.Equal(weights, []float64{10, 50, 100}) || last.Phase != canary.Done {
+		t.Fatalf("ramp went through %v and ended %s, want 10, 50, 100 and done", weights, last.Phase)
+	}
+	share := func(from, to time.Time) (float64, int) {
+		n := len(c.fronts["canary"].chats(from, to))
+		total := n + len(c.fronts["stable"].chats(from, to))
+		if total == 0 {
+			return 0, 0
+		}
+		return float64(n) / float64(total), total
+	}
+	const settle = 500 * time.Millisecond // the workers' copies follow the watch
+	for i, w := range weights {
+		to := start.Add(8 * time.Second)
+		if i+1 < len(since) {
+			to = since[i+1]
+		}
+		got, n := share(since[i].Add(settle), to)
+		t.Logf("step %v%%: canary took %.0f%% of %d calls", w, 100*got, n)
+		if n < 10 || got < w/100*0.5 || got > min(1, w/100*1.5+0.02) {
+			t.Fatalf("at %v%% the canary took %.0f%% of %d calls", w, 100*got, n)
+		}
+	}
+}
+
+// Issue 6, test 6 (abort): the canary fails every call. Clients do not
+// notice (the route falls back to the stable provider), and once the
+// canary's error rate over at least 5 calls is above 0.5%, the coordinator
+// aborts the ramp, logs it, and the weight back at 0 keeps every worker's
+// calls off the canary.
+func TestCoordinatorCanaryAbortsOnErrors(t *testing.T) {
+	c := startClu(t, cluOptions{
+		Workers: 3, Providers: []string{"stable", "canary"}, Coordinator: true,
+		Mock: mockupstream.Config{Tokens: 3, TokenInterval: -1},
+		Tune: canaryTune(canary.Config{Provider: "canary", Steps: []float64{50, 100}, Hold: time.Minute, MinSample: 5}),
+	})
+	fail := func(int, cluCall) (int, string) { return http.StatusInternalServerError, "" }
+	c.fronts["canary"].fail.Store(&fail)
+	ramp := c.watchCanary("mock-1")
+
+	stop := make(chan struct{})
+	wait := c.load(6, 10*time.Millisecond, "Canary abort", stop)
+	var aborted time.Time
+	relaytest_eventually(t, 10*time.Second, func() bool {
+		for _, s := range ramp() {
+			if s.state.Phase == canary.Aborted {
+				aborted = s.at
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(300 * time.Millisecond)
+	before := len(c.fronts["canary"].allChats())
+	time.Sleep(time.Second)
+	after := len(c.fronts["canary"].allChats())
+	close(stop)
+	statuses := wait()
+
+	_, _, last := weightsOf(ramp())
+	events := c.events.coordEvents("canary")
+	logged := false
+	for _, ev := range events {
+		logged = logged || strings.Contains(ev.Text, "aborted")
+	}
+	t.Logf("aborted %v: %s; canary calls %d, then %d over the next second; client statuses %v", aborted.Format("15:04:05.000"), last.Reason, before, after-before, statuses)
+	switch {
+	case last.Weight != 0 || last.Phase != canary.Aborted:
+		t.Fatalf("ramp ended %+v, want aborted at weight 0", last)
+	case !logged:
+		t.Fatalf("no abort event logged: %v", events)
+	case after != before:
+		t.Fatalf("%d calls reached the canary after the abort", after-before)
+	case statuses[http.StatusOK] == 0 || len(statuses) != 1:
+		t.Fatalf("client statuses %v: the canary's failures should fall back to the stable provider", statuses)
+	}
+}

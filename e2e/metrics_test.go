@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/relaytest"
+)
+
+// TestMetricsMoveEndToEnd drives the events behind each family through a
+// running relay and reads them back from the roles' /metrics: the edge's
+// and the worker's move when their events happen, with bounded labels.
+// (Takeovers, fenced writes and gate waits are driven in
+// relay/observe_test.go.)
+func TestMetricsMoveEndToEnd(t *testing.T) {
+	srv := relaytest.NATS(t)
+	sys := startOps(t, opsOptions{NATSURL: srv.ClientURL(), Mock: mockupstream.Config{Tokens: 12, TokenInterval: 5 * time.Millisecond}})
+
+	// A plain answer; a retry (503 before any text); continuations then a
+	// fallback (mock-1 cut twice, one retry of its own, then mock-2); a
+	// failed stream (the provider refuses the request).
+	ask(t, sys.Edge, "mock-1", "metrics: plain")
+	if a := ask(t, sys.Edge, "mock-1", "[[mock: status=503, times=1]] metrics: retry"); a.status != "done" {
+		t.Fatalf("retry: status %s", a.status)
+	}
+	if a := ask(t, sys.Edge, "mock-1", "[[mock: cut_after=2, times=2]] metrics: fallback"); a.status != "done" || !strings.Contains(strings.Join(a.seams(), " "), "fallback:mock/mock-2") {
+		t.Fatalf("fallback: status %s, seams %v", a.status, a.seams())
+	}
+	if a := ask(t, sys.Edge, "mock-1", "[[mock: status=400]] metrics: failed"); a.status != "failed" {
+		t.Fatalf("failed: status %s", a.status)
+	}
+
+	// A client that leaves after three events, while the answer stalls,
+	// then resumes after its cursor and reads to the end.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msgs, want := prompt("[[mock: stall_after=4, stall_for=1500ms]] metrics: resume", 12)
+	s, err := openSSE(ctx, http.MethodPost, sys.Edge+"/v1/chat/completions", chatBody(t, msgs, true), "")
+	must(t, err)
+	id := s.resp.Header.Get("X-Relay-Stream-Id")
+	var tr transcript
+	must(t, tr.readUntil(s, 3))
+	during := scrape(t, sys.Edge)
+	s.Close()
+	r, err := openSSE(ctx, http.MethodGet, sys.Edge+"/v1/streams/"+id, nil, tr.lastID)
+	must(t, err)
+	must(t, tr.readUntil(r, 0))
+	r.Close()
+	if tr.text.String() != want {
+		t.Fatalf("resumed text %q, want %q", tr.text.String(), want)
+	}
+	// Resumes refused: a malformed cursor, an unknown stream.
+	if st, _ := get(t, sys.Edge+"/v1/streams/"+id+"?last_event_id=nonsense"); st != http.StatusBadRequest {
+		t.Fatalf("bad cursor: %d", st)
+	}
+	if st, _ := get(t, sys.Edge+"/v1/streams/"+protocol.NewStreamID()+"?last_event_id=1-1"); st != http.StatusNotFound {
+		t.Fatalf("unknown stream: %d", st)
+	}
+
+	for _, c := range []check{
+		{"relay_edge_active_streams", nil, 1},
+		{"relay_edge_active_clients", []string{"transport", "sse"}, 1},
+	} {
+		c.atLeast(t, "edge (stream open)", during)
+	}
+	edge := scrape(t, sys.Edge)
+	for _, c := range []check{
+		{"relay_edge_requests_total", []string{"route", "/v1/chat/completions", "outcome", "ok"}, 5},
+		{"relay_edge_requests_total", []string{"route", "/v1/streams/{id}", "outcome", "invalid"}, 1},
+		{"relay_edge_requests_total", []string{"route", "/v1/streams/{id}", "outcome", "not_found"}, 1},
+		{"relay_edge_chunks_delivered_total", []string{"transport", "sse"}, 12},
+		{"relay_edge_ttft_seconds", nil, 4},
+		{"relay_edge_relay_added_ttft_seconds", nil, 4},
+		{"relay_edge_inter_chunk_seconds", nil, 1},
+		{"relay_edge_resumes_total", []string{"outcome", "accepted"}, 1},
+		{"relay_edge_resumes_total", []string{"outcome", "invalid"}, 1},
+		{"relay_edge_resumes_total", []string{"outcome", "not_found"}, 1},
+		{"relay_edge_resumed_chunks_total", nil, 1},
+		{"relay_edge_resumed_tokens_total", nil, 1},
+		{"relay_sequence_gaps_total", nil, 0},
+		{"relay_edge_catch_ups_total", nil, 0},
+		{"relay_edge_live_dropped_total", nil, 0},
+		{"relay_edge_active_streams", nil, 0},
+	} {
+		c.atLeast(t, "edge", edge)
+	}
+	if v, _ := sample(edge, "relay_sequence_gaps_total"); v != 0 {
+		t.Errorf("relay_sequence_gaps_total = %v, want 0", v)
+	}
+
+	// The worker counts a job once its end frame is stored and acked,
+	// just after the client saw the end.
+	checks := []check{
+		{"relay_streams_total", []string{"status", "done"}, 4},
+		{"relay_streams_total", []string{"status", "failed"}, 1},
+		{"relay_worker_jobs_total", []string{"outcome", "done"}, 4},
+		{"relay_worker_ttft_seconds", []string{"provider", "mock", "model", "mock-1"}, 4},
+		{"relay_upstream_ttft_seconds", []string{"provider", "mock"}, 5},
+		{"relay_chunks_published_total", []string{"provider", "mock", "model", "mock-1"}, 4},
+		{"relay_chunks_published_total", []string{"provider", "mock", "model", "mock-2"}, 1},
+		{"relay_upstream_attempts_total", []string{"seam", "first"}, 5},
+		{"relay_upstream_attempts_total", []string{"seam", "retry"}, 1},
+		{"relay_upstream_attempts_total", []string{"seam", "continuation"}, 1},
+		{"relay_upstream_attempts_total", []string{"seam", "fallback", "model", "mock-2"}, 1},
+		{"relay_upstream_attempts_total", []string{"seam", "takeover"}, 0},
+		{"relay_worker_fenced_total", nil, 0},
+		{"relay_quota_wait_seconds", []string{"provider", "mock"}, 0},
+		{"relay_gate_refusals_total", []string{"provider", "mock"}, 0},
+		{"relay_tokens_total", []string{"direction", "in", "tenant", "default", "model", "mock-1"}, 1},
+		{"relay_tokens_total", []string{"direction", "out", "tenant", "default", "model", "mock-2"}, 1},
+		{"relay_cost_usd_total", []string{"provider", "mock", "model", "mock-1", "tenant", "default"}, 1e-6},
+	}
+	var worker map[string]*dtoFamily
+	relaytest.Eventually(t, 10*time.Second, 50*time.Millisecond, func() bool {
+		worker = scrape(t, sys.Worker)
+		for _, c := range checks {
+			if v, ok := sample(worker, c.name, c.labels...); !ok || v < c.min {
+				return false
+			}
+		}
+		return true
+	})
+	for _, c := range checks {
+		c.atLeast(t, "worker", worker)
+	}
+	// Three failures in a row open the provider's breaker (the shared
+	// gate's default); the worker counts the transition.
+	// The breaker then holds the request back (the shared gate waits for
+	// its probe), so the test cancels it once the metrics moved.
+	bmsgs, _ := prompt("[[mock: status=503, times=0]] metrics: breaker", 12)
+	held, err := openSSE(ctx, http.MethodPost, sys.Edge+"/v1/chat/completions", chatBody(t, bmsgs, true), "")
+	must(t, err)
+	defer held.Close()
+	defer func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, sys.Edge+"/v1/streams/"+held.resp.Header.Get("X-Relay-Stream-Id"), nil)
+		if res, err := httpClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	breaker := []check{
+		{"relay_breaker_transitions_total", []string{"provider", "mock", "from", "closed", "to", "open"}, 1},
+		{"relay_breaker_state", []string{"provider", "mock", "state", "open"}, 1},
+		{"relay_breaker_next_probe_timestamp_seconds", []string{"provider", "mock"}, 1},
+	}
+	relaytest.Eventually(t, 10*time.Second, 50*time.Millisecond, func() bool {
+		worker = scrape(t, sys.Worker)
+		for _, c := range breaker {
+			if v, ok := sample(worker, c.name, c.labels...); !ok || v < c.min {
+				return false
+			}
+		}
+		return true
+	})
+	// The coordinator serves its process's metrics too.
+	if _, ok := sample(scrape(t, sys.Coordinator), "go_goroutines"); !ok {
+		t.Error("coordinator /metrics lacks go_goroutines")
+	}
+	// No label value is a stream id.
+	for _, mfs := range []map[string]*dtoFamily{edge, worker} {
+		for name, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if strings.Contains(l.GetValue(), id) {
+						t.Errorf("%s has the stream id in label %s", name, l.GetName())
+					}
+				}
+			}
+		}
+	}
+}
+
+// check is a family's sample that must be exported and at least min.
+type check struct {
+	name   string
+	labels []string
+	min    float64
+}
+
+func (c check) atLeast(t *testing.T, role string, mfs map[string]*dtoFamily) {
+	t.Helper()
+	v, ok := sample(mfs, c.name, c.labels...)
+	switch {
+	case !ok:
+		t.Errorf("%s: %s not exported", role, c.name)
+	case v < c.min:
+		t.Errorf("%s: %s%v = %v, want at least %v", role, c.name, c.labels, v, c.min)
+	}
+}

@@ -1,0 +1,322 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/app"
+	"github.com/relaydev/relay/relay/backoff"
+	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/natsconn"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/relaytest"
+)
+
+// Regions (issue 6, test 7; README "Regions"): two regions in one test
+// process. Region A is the home: a nats-server with JetStream domain "a"
+// that accepts leaf nodes. Region B is a nats-server with domain "b" that
+// joins A as a leaf through a TCP proxy the test cuts and heals. Each
+// region runs its own edge and worker; the shared state is A's, mirrored
+// into B.
+
+// region is one region's running relay.
+type region struct {
+	Name string
+	Edge string // base URL
+	// Mock is the region's own fake upstream, provider "mock": the same
+	// provider, and so the same breaker, in both regions.
+	Mock *mockupstream.Server
+	// State is the region's view of the shared state, as its roles see it.
+	State *protocol.Regional
+	// JS is the region's own JetStream.
+	JS jetstream.JetStream
+}
+
+var (
+	homeRegion  = protocol.Region{Name: relaytest.DomainA}
+	otherRegion = protocol.Region{Name: relaytest.DomainB, HomeDomain: relaytest.DomainA}
+)
+
+// startRegions runs both regions, each with its own fake upstream, edge
+// and worker. Provider "mock" retries fast, and its breaker opens after 3
+// failures in a row, for 30s.
+func startRegions(t *testing.T) (*relaytest.Regions, region, region) {
+	t.Helper()
+	rs := relaytest.TwoRegions(t)
+	logger := relaytest.Logger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var running []chan error
+	run := func(f func() error) {
+		done := make(chan error, 1)
+		running = append(running, done)
+		go func() { done <- f() }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, done := range running {
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("role stopped with: %v", err)
+			}
+		}
+	})
+
+	start := func(srv *server.Server, r protocol.Region) region {
+		lg := logger.With("in", r.Name)
+		mock, err := mockupstream.New(mockupstream.Config{Tokens: 8}, lg.With("role", "mock-upstream"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(func() error { return mock.Serve(ctx, ln) })
+		cfg := config.Config{
+			NATS:   natsconn.Config{URL: srv.ClientURL()},
+			Region: r,
+			Providers: []provider.Config{{
+				Name:    "mock",
+				BaseURL: "http://" + ln.Addr().String() + "/v1",
+				Models:  []string{"mock-1", "mock-2"},
+				Retry:   backoff.Config{Base: 5 * time.Millisecond, Cap: 10 * time.Millisecond, MaxRetries: 4},
+				// A refused call fails at once rather than waiting for
+				// the breaker.
+				Breaker: breaker.Config{Failures: 3, Cooldown: 30 * time.Second, MaxWait: -1},
+			}},
+		}
+		cfg.Edge.Listen = "127.0.0.1:0"
+		cfg.Edge.AllowAnonymous = true
+		var addrs app.Addrs
+		for _, role := range []config.Role{config.RoleWorker, config.RoleEdge} {
+			if err := cfg.Validate(role); err != nil {
+				t.Fatal(err)
+			}
+			ready := make(chan app.Addrs, 1)
+			rl := lg.With("instance", string(role))
+			run(func() error { return app.Run(ctx, role, cfg, rl, func(a app.Addrs) { ready <- a }) })
+			select {
+			case a := <-ready:
+				if a.Edge != "" {
+					addrs = a
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("region %s: %s not ready", r.Name, role)
+			}
+		}
+		_, state := relaytest.ConnectRegion(t, srv, protocol.Topology{}, r)
+		plain, err := jetstream.New(state.Conn())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return region{Name: r.Name, Edge: "http://" + addrs.Edge, Mock: mock, State: state, JS: plain}
+	}
+	a := start(rs.A, homeRegion)
+	b := start(rs.B, otherRegion)
+	return rs, a, b
+}
+
+// generate runs one generation through r's edge to its end and returns
+// its stream id and what the client received; err is the edge's refusal
+// (*httpError) if it did not start one.
+func generate(t *testing.T, r region, text string) (string, *transcript, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	msgs, _ := prompt(text, 8)
+	s, err := openSSE(ctx, "POST", r.Edge+"/v1/chat/completions", chatBody(t, msgs, true), "")
+	var refusal *httpError
+	if errors.As(err, &refusal) {
+		return "", nil, err
+	}
+	if err != nil {
+		t.Fatalf("region %s: %v", r.Name, err)
+	}
+	defer s.Close()
+	var tr transcript
+	if err := tr.readUntil(s, 0); err != nil {
+		t.Fatalf("region %s: %v", r.Name, err)
+	}
+	return s.resp.Header.Get("X-Relay-Stream-Id"), &tr, nil
+}
+
+// served runs a generation in r and fails the test unless r's provider
+// answered it in full.
+func served(t *testing.T, r region, text string) string {
+	t.Helper()
+	id, tr, err := generate(t, r, text)
+	if err != nil {
+		t.Fatalf("region %s refused a generation: %v", r.Name, err)
+	}
+	if _, want := prompt(text, 8); tr.status != "done" || tr.text.String() != want {
+		t.Fatalf("region %s: status %q (%s), text %q, want done and %q", r.Name, tr.status, tr.errType, tr.text.String(), want)
+	}
+	return id
+}
+
+// refused reports whether r refuses a generation because provider mock's
+// breaker is open there, without calling its provider: the edge answers
+// 503 at once (or the worker ends the stream failed).
+func refused(t *testing.T, r region, text string) bool {
+	t.Helper()
+	before := r.Mock.Stats().ChatRequests
+	_, tr, err := generate(t, r, text)
+	if r.Mock.Stats().ChatRequests > before {
+		return false
+	}
+	var refusal *httpError
+	if errors.As(err, &refusal) {
+		return refusal.Status == http.StatusServiceUnavailable && strings.Contains(refusal.Body, "circuit breaker open")
+	}
+	return tr.status == "failed"
+}
+
+// tripBreaker makes r's provider fail until r's worker opens its breaker
+// (three failures in a row; the retry budget lets few retries through, so
+// it takes a few generations).
+func tripBreaker(t *testing.T, r region) {
+	t.Helper()
+	kv := sharedKV(t, r, protocol.BreakerBucket)
+	for i := 0; breakerPhase(t, kv) != breaker.Open; i++ {
+		if i == 10 {
+			t.Fatalf("region %s: the breaker did not open after %d failing generations", r.Name, i)
+		}
+		_, tr, err := generate(t, r, fmt.Sprintf("[[mock: status=503, times=0]] fail %d in %s", i, r.Name))
+		if err != nil {
+			t.Fatalf("region %s refused a generation before its breaker opened: %v", r.Name, err)
+		}
+		if tr.status != "failed" {
+			t.Fatalf("region %s: a generation against a failing provider ended %q", r.Name, tr.status)
+		}
+	}
+}
+
+// breakerPhase is the phase of provider "mock"'s breaker as kv sees it.
+func breakerPhase(t *testing.T, kv jetstream.KeyValue) breaker.Phase {
+	t.Helper()
+	e, err := kv.Get(context.Background(), "mock")
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return breaker.Closed
+	}
+	if err != nil {
+		t.Fatalf("breaker: %v", err)
+	}
+	var s breaker.State
+	if err := json.Unmarshal(e.Value(), &s); err != nil {
+		t.Fatalf("breaker: %v", err)
+	}
+	return s.Current()
+}
+
+func sharedKV(t *testing.T, r region, bucket string) jetstream.KeyValue {
+	t.Helper()
+	kv, err := r.State.KeyValue(context.Background(), bucket)
+	if err != nil {
+		t.Fatalf("region %s, bucket %s: %v", r.Name, bucket, err)
+	}
+	return kv
+}
+
+// storedIn reports whether r's chunk log holds stream id.
+func storedIn(t *testing.T, r region, id string) bool {
+	t.Helper()
+	s, err := r.JS.Stream(context.Background(), protocol.ChunkStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.GetLastMsgForSubject(context.Background(), protocol.ChunkSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// A breaker that region A's worker opens is enforced by region B's worker
+// within 1s; each region serves and stores its own streams.
+func TestRegionBreakerOpenedInAEnforcedInB(t *testing.T) {
+	_, a, b := startRegions(t)
+
+	idA, idB := served(t, a, "region a"), served(t, b, "region b")
+	if !storedIn(t, a, idA) || storedIn(t, b, idA) || !storedIn(t, b, idB) || storedIn(t, a, idB) {
+		t.Fatal("a region's stream was stored in the other region")
+	}
+
+	w, err := sharedKV(t, a, protocol.BreakerBucket).Watch(context.Background(), "mock", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	tripBreaker(t, a)
+	var opened time.Time
+	for opened.IsZero() {
+		select {
+		case e := <-w.Updates():
+			var s breaker.State
+			if e != nil && json.Unmarshal(e.Value(), &s) == nil && s.Current() == breaker.Open {
+				opened = e.Created()
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("region a's worker did not open the breaker")
+		}
+	}
+	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return refused(t, b, "region b after the trip") })
+	t.Logf("a breaker opened in region a was enforced in region b %v after it was stored", time.Since(opened).Round(time.Millisecond))
+}
+
+// Cut apart, each region keeps serving with its last known state and acts
+// on its own failures; after the heal, the state reconciles (last writer
+// wins, key by key): B's trip reaches A.
+func TestRegionPartitionAndHeal(t *testing.T) {
+	rs, a, b := startRegions(t)
+	inA, inB := sharedKV(t, a, protocol.BreakerBucket), sharedKV(t, b, protocol.BreakerBucket)
+
+	rs.Link.Cut()
+	relaytest.Eventually(t, 5*time.Second, 5*time.Millisecond, func() bool { return !rs.Joined() })
+
+	// Both regions keep serving their clients.
+	served(t, b, "b during the partition")
+	served(t, a, "a during the partition")
+
+	// B's own failures open the breaker in B (its overlay); B enforces it,
+	// A does not know.
+	tripBreaker(t, b)
+	if !refused(t, b, "b after its trip") {
+		t.Fatal("region b does not enforce its own trip during the partition")
+	}
+	if p := breakerPhase(t, inA); p != breaker.Closed {
+		t.Fatalf("region a sees the breaker %s during the partition", p)
+	}
+	served(t, a, "a after b's trip")
+
+	rs.Link.Heal()
+	start := time.Now()
+	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
+		return breakerPhase(t, inA) == breaker.Open && breakerPhase(t, inB) == breaker.Open
+	})
+	healed := time.Since(start)
+	overlay := inB.(*protocol.RegionalKV).Overlay()
+	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
+		e, err := overlay.Get(context.Background(), "mock")
+		return errors.Is(err, jetstream.ErrKeyNotFound) && e == nil
+	})
+	t.Logf("b's trip reached a %v after the heal; b's overlay let go of it %v after", healed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return refused(t, a, "a after the heal") })
+	if !refused(t, b, "b after the heal") {
+		t.Fatal("region b no longer enforces the breaker after the heal")
+	}
+}

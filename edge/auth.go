@@ -1,0 +1,212 @@
+package edge
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// # Authentication
+//
+// A client sends its key as "Authorization: Bearer <key>". The edge knows
+// only the SHA-256 of each key (Config.APIKeys), hashes what it receives
+// and compares it with every configured hash in constant time, so neither
+// the keys nor the timing of a refusal tell anything about them. A key
+// names a tenant: the streams it starts belong to the tenant, and only the
+// tenant can resume, follow or cancel them; to anyone else such a stream
+// answers like an unknown one (404).
+//
+//	request                                   served as
+//	Authorization: Bearer <known key>         the key's tenant (models limited to the key's list)
+//	Authorization: Bearer <anything else>     401 invalid_api_key
+//	GET /v1/streams/{id}?token=<resume token> the token's tenant, for that stream only;
+//	                                          403 invalid_resume_token if forged, expired or
+//	                                          for another stream (resume_token.go)
+//	neither                                   the anonymous tenant if no keys are configured
+//	                                          or AllowAnonymous; 401 invalid_api_key otherwise
+//
+// With no keys configured at all the Authorization header is ignored (the
+// OpenAI SDKs always send one). Only the API, the paths under /v1/, is
+// authenticated here: the operators' endpoints (/healthz, /readyz,
+// /metrics, the dashboard) are not client-facing API, and a CORS preflight
+// is answered before authentication (cors.go).
+
+// CodeInvalidAPIKey answers a missing or unknown API key (401).
+const CodeInvalidAPIKey = "invalid_api_key"
+
+// principal is who a request acts for.
+type principal struct {
+	// tenant owns the streams the request starts and may touch; "" is the
+	// anonymous tenant.
+	tenant string
+	// models limits the models the request may ask for; nil: all.
+	models map[string]bool
+}
+
+// allows reports whether the principal may ask for model.
+func (p principal) allows(model string) bool { return p.models == nil || p.models[model] }
+
+// keyEntry is one configured key.
+type keyEntry struct {
+	hash []byte
+	p    principal
+}
+
+// authenticator checks API keys.
+type authenticator struct {
+	keys []keyEntry
+	// anonymous serves requests without credentials as the anonymous
+	// tenant.
+	anonymous bool
+}
+
+func newAuthenticator(keys []APIKey, allowAnonymous bool) *authenticator {
+	a := &authenticator{anonymous: allowAnonymous || len(keys) == 0}
+	for _, k := range keys {
+		hash, _ := hex.DecodeString(k.KeySHA256) // validated
+		p := principal{tenant: k.Tenant}
+		if len(k.Models) > 0 {
+			p.models = map[string]bool{}
+			for _, m := range k.Models {
+				p.models[m] = true
+			}
+		}
+		a.keys = append(a.keys, keyEntry{hash: hash, p: p})
+	}
+	return a
+}
+
+// enabled reports whether keys are configured at all.
+func (a *authenticator) enabled() bool { return len(a.keys) > 0 }
+
+// key returns the principal of a presented key. Every configured hash is
+// compared, whichever matches, so the time taken does not depend on which
+// one (if any) does.
+func (a *authenticator) key(key string) (principal, bool) {
+	sum := sha256.Sum256([]byte(key))
+	var found principal
+	match := 0
+	for _, k := range a.keys {
+		eq := subtle.ConstantTimeCompare(sum[:], k.hash)
+		if eq == 1 {
+			found = k.p
+		}
+		match |= eq
+	}
+	return found, match == 1
+}
+
+// bearer extracts the key of an "Authorization: Bearer <key>" header.
+func bearer(h string) (string, bool) {
+	scheme, key, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	key = strings.TrimSpace(key)
+	return key, key != ""
+}
+
+type principalKey struct{}
+
+// principalOf is the principal the authentication middleware found for r;
+// the anonymous one for requests it did not authenticate (/healthz).
+func principalOf(r *http.Request) principal {
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	return p
+}
+
+// withAuthentication authenticates every API request (under /v1/) and
+// stores its principal in the request's context, or answers 401 (403 for a
+// bad resume token). Nothing about a refused credential is logged.
+func (s *Server) withAuthentication(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p, e := s.authenticate(r)
+		if e != nil {
+			if e.Status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
+			}
+			writeError(w, e)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+func (s *Server) authenticate(r *http.Request) (principal, *protocol.Error) {
+	if h := r.Header.Get("Authorization"); h != "" && s.auth.enabled() {
+		key, ok := bearer(h)
+		if !ok {
+			return principal{}, unauthorized("the Authorization header must be \"Bearer <API key>\"")
+		}
+		p, ok := s.auth.key(key)
+		if !ok {
+			return principal{}, unauthorized("Incorrect API key provided.")
+		}
+		return p, nil
+	}
+	if token := r.URL.Query().Get("token"); token != "" && r.Method == http.MethodGet {
+		if id, ok := strings.CutPrefix(r.URL.Path, "/v1/streams/"); ok && !strings.Contains(id, "/") {
+			tenant, ok := s.tokens.verify(token, id)
+			if !ok {
+				return principal{}, forbiddenToken()
+			}
+			return principal{tenant: tenant}, nil
+		}
+	}
+	if s.auth.anonymous {
+		return principal{}, nil
+	}
+	return principal{}, unauthorized("You didn't provide an API key. Send it in an Authorization header using Bearer auth (Authorization: Bearer YOUR_KEY).")
+}
+
+func unauthorized(message string) *protocol.Error {
+	return &protocol.Error{Message: message, Type: protocol.TypeInvalidRequest, Code: CodeInvalidAPIKey, Status: http.StatusUnauthorized}
+}
+
+// validTenant: letters, digits, '.', '-' and '_', at most 64.
+func validTenant(t string) bool {
+	if t == "" || len(t) > 64 {
+		return false
+	}
+	return strings.IndexFunc(t, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_')
+	}) < 0
+}
+
+// validateAPIKeys names the first bad key entry under prefix
+// ("edge.api_keys").
+func validateAPIKeys(keys []APIKey, prefix string) error {
+	seen := map[string]bool{}
+	for i, k := range keys {
+		at := fmt.Sprintf("%s[%d]", prefix, i)
+		if !validTenant(k.Tenant) {
+			return fmt.Errorf("%s.tenant: %q: want 1 to 64 letters, digits, '.', '-' or '_'", at, k.Tenant)
+		}
+		hash, err := hex.DecodeString(k.KeySHA256)
+		if err != nil || len(hash) != sha256.Size {
+			// The value is not echoed: it may be a key pasted by mistake.
+			return fmt.Errorf("%s.key_sha256: not a hex SHA-256 (64 hex digits; compute it with `printf %%s \"$KEY\" | sha256sum`)", at)
+		}
+		lower := strings.ToLower(k.KeySHA256)
+		if seen[lower] {
+			return fmt.Errorf("%s.key_sha256: the same key is configured twice", at)
+		}
+		seen[lower] = true
+		for j, m := range k.Models {
+			if m == "" {
+				return fmt.Errorf("%s.models[%d]: empty model name", at, j)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// FuzzResumeToken: tokens come from URLs anyone can write. Nothing panics,
+// and the only token accepted is one the edge issued, for its stream.
+func FuzzResumeToken(f *testing.F) {
+	now := time.Unix(1_800_000_000, 0)
+	tokens := &resumeTokens{secret: []byte(tokenSecret), ttl: time.Hour, now: func() time.Time { return now }}
+	id := "sabcdefghijklmnopqrstuvwxyz"
+	valid := tokens.issue(id, "acme")
+	for _, s := range []string{valid, tokens.issue(id, ""), tokens.issue("s"+id[1:26]+"a", "acme"), "", "v1", "v1...", "v1.YWNtZQ.1.x", valid + "=", valid[:len(valid)-1]} {
+		f.Add(s, id)
+	}
+	f.Add(valid, "sother")
+	f.Fuzz(func(t *testing.T, token, stream string) {
+		tenant, ok := tokens.verify(token, stream)
+		if !ok {
+			if tenant != "" {
+				t.Fatalf("refused %q but named tenant %q", token, tenant)
+			}
+			return
+		}
+		if stream != id || (token != valid || tenant != "acme") && token != tokens.issue(id, "") {
+			t.Fatalf("accepted %q for %q as tenant %q", token, stream, tenant)
+		}
+	})
+}
+
+// FuzzWSMessage: a WebSocket message is decoded, or the connection is
+// closed with 1003; what decodes has a known type, and its request, key,
+// stream id and cursor are checked like the HTTP API's.
+func FuzzWSMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"start","request":{"model":"gpt-test","messages":[{"role":"user","content":"hi"}]},"idempotency_key":"k"}`,
+		`{"type":"resume","stream_id":"sabcdefghijklmnopqrstuvwxyz","after":"3-9"}`,
+		`{"type":"cancel","stream_id":"x"}`,
+		`{"type":"dance"}`, `{"type":5}`, `{"type":"resume","stream_id":5}`, `[]`, `null`, `nope`, `{"type":"start","request":"x"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	lim := limits{served: func(m string) bool { return m == testModel }, maxMessages: 4, maxTokens: 100}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in, ce := decodeWSMessage(data)
+		if ce != nil {
+			if ce.code != 1003 || ce.reason == "" || len(ce.reason) > 123 {
+				t.Fatalf("close %+v", ce)
+			}
+			return
+		}
+		if !wsTypes[in.Type] || !json.Valid(data) {
+			t.Fatalf("decoded %q as %+v", data, in)
+		}
+		switch in.Type {
+		case "start":
+			if e := checkIdempotencyKey(in.IdempotencyKey, "idempotency_key"); e != nil && e.Status != http.StatusBadRequest {
+				t.Fatalf("key error %+v", e)
+			}
+			if _, e := parseChatRequest(in.Request, lim); e != nil && e.Status != http.StatusBadRequest {
+				t.Fatalf("request error %+v", e)
+			}
+		default:
+			checkResume(t, in.StreamID, in.After)
+		}
+	})
+}
+
+// FuzzStreamCursor: GET /v1/streams/{id} takes its cursor from the
+// Last-Event-ID header or the last_event_id query parameter. Either is
+// refused with a 400 naming it, or parsed into a cursor that renders back
+// to itself, before anything reaches NATS.
+func FuzzStreamCursor(f *testing.F) {
+	for _, s := range [][2]string{{"", ""}, {"3-9", ""}, {"", "3-9"}, {"3-9", "garbage"}, {"0-1", ""}, {"1-", ""}, {"-1-2", ""}, {"18446744073709551616-1", ""}} {
+		f.Add(s[0], s[1], "sabcdefghijklmnopqrstuvwxyz")
+	}
+	f.Fuzz(func(t *testing.T, header, query, id string) {
+		r := &http.Request{Header: http.Header{}, URL: &url.URL{RawQuery: url.Values{"last_event_id": {query}}.Encode()}}
+		if header != "" {
+			r.Header["Last-Event-Id"] = []string{header}
+		}
+		cursor, param := requestCursor(r)
+		switch {
+		case header != "" && (cursor != header || param != "Last-Event-ID"):
+			t.Fatalf("header %q: %q from %s", header, cursor, param)
+		case header == "" && (cursor != query || param != "last_event_id"):
+			t.Fatalf("query %q: %q from %s", query, cursor, param)
+		}
+		checkResume(t, id, cursor)
+	})
+}
+
+func checkResume(t *testing.T, id, cursor string) {
+	t.Helper()
+	c, e := parseResume(id, "stream_id", cursor, "after")
+	if e != nil {
+		if e.Status != http.StatusBadRequest || (e.Param != "stream_id" && e.Param != "after") || e.Message == "" {
+			t.Fatalf("error %+v", e)
+		}
+		return
+	}
+	if !protocol.ValidStreamID(id) {
+		t.Fatalf("accepted stream id %q", id)
+	}
+	if cursor == "" {
+		if !c.IsZero() {
+			t.Fatalf("empty cursor parsed as %v", c)
+		}
+		return
+	}
+	if back, err := protocol.ParseCursor(c.String()); err != nil || back != c || c.Seq == 0 || c.JSSeq == 0 {
+		t.Fatalf("cursor %q parsed as %v", cursor, c)
+	}
+}

@@ -1,0 +1,225 @@
+package edge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// # Idempotency
+//
+// A POST /v1/chat/completions (or a WebSocket start) with an
+// Idempotency-Key, or else an X-Request-Id, starts at most one generation
+// per key and tenant within Config.IdempotencyWindow (protocol/idempotency.go
+// has the record):
+//
+//  1. The request is validated first: a refused one records nothing.
+//  2. A record {stream id, body hash} is created with KV Create: the first
+//     request (of any number racing, on any edges) wins and starts the
+//     stream under that id; the record is deleted again if the start fails.
+//  3. A request that loses reads the record. Another body: 409
+//     idempotency_key_reused. The same body: it is served that stream,
+//     running or finished, from the start, with Idempotent-Replayed: true;
+//     its Meta may trail the record by a moment, so it is awaited.
+//  4. A record older than the window, or one whose stream never appeared
+//     (its edge died between the two writes), is replaced by a
+//     revision-checked Update, so again only one request starts anew.
+//
+// Without either header every POST starts a new generation.
+
+// Headers of idempotent requests.
+const (
+	HeaderIdempotencyKey     = "Idempotency-Key"
+	HeaderRequestID          = "X-Request-Id"
+	HeaderIdempotentReplayed = "Idempotent-Replayed"
+)
+
+// Error codes of idempotent requests.
+const (
+	// CodeIdempotencyKeyReused: the key started a stream with another body
+	// (409).
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	// CodeIdempotencyKeyInUse: the first request with the key is still
+	// being accepted (503, retry).
+	CodeIdempotencyKeyInUse = "idempotency_key_in_use"
+)
+
+// maxIdempotencyKey bounds a key's length, as Stripe does.
+const maxIdempotencyKey = 255
+
+// idempotencyAttempts bounds the create/read/replace rounds of one request:
+// each lost one means another request changed the record in between.
+const idempotencyAttempts = 5
+
+// metaPoll is how often a replay looks for the Meta of a stream whose
+// record it found.
+const metaPoll = 10 * time.Millisecond
+
+// idempotencyKeyOf is the request's Idempotency-Key, or else its
+// X-Request-Id; "" when it has neither.
+func idempotencyKeyOf(r *http.Request) (string, *protocol.Error) {
+	key, param := r.Header.Get(HeaderIdempotencyKey), HeaderIdempotencyKey
+	if key == "" {
+		key, param = r.Header.Get(HeaderRequestID), HeaderRequestID
+	}
+	return key, checkIdempotencyKey(key, param)
+}
+
+// checkIdempotencyKey accepts up to maxIdempotencyKey printable ASCII
+// characters.
+func checkIdempotencyKey(key, param string) *protocol.Error {
+	if len(key) > maxIdempotencyKey {
+		return invalid(param, CodeInvalidValue, "%s is longer than %d characters", param, maxIdempotencyKey)
+	}
+	for i := range len(key) {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return invalid(param, CodeInvalidValue, "%s must be printable ASCII", param)
+		}
+	}
+	return nil
+}
+
+// idempotencyStore binds protocol.IdempotencyBucket on first use: only
+// requests with a key need it.
+type idempotencyStore struct {
+	js jetstream.JetStream
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+func (m *idempotencyStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.kv == nil {
+		kv, err := m.js.KeyValue(ctx, protocol.IdempotencyBucket)
+		if err != nil {
+			return nil, fmt.Errorf("edge: bucket %s: %w", protocol.IdempotencyBucket, err)
+		}
+		m.kv = kv
+	}
+	return m.kv, nil
+}
+
+// started is the stream a request started, or attached to (replay).
+type started struct {
+	id     string
+	meta   protocol.Meta
+	replay bool
+}
+
+// start starts a generation of req for tenant, or, when key is set,
+// attaches to the one the key started (steps 2 to 4 above).
+func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest) (started, *protocol.Error) {
+	if key == "" || s.cfg.IdempotencyWindow < 0 {
+		id, meta, e := s.submit(ctx, protocol.NewStreamID(), tenant, req)
+		return started{id: id, meta: meta}, e
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*natsTimeout)
+	defer cancel()
+	kv, err := s.idem.bucket(ctx)
+	if err != nil {
+		return started{}, unavailable("reading idempotency keys", err)
+	}
+	recordKey := protocol.IdempotencyKey(tenant, key)
+	sum := sha256.Sum256(req.Body)
+	bodyHash := hex.EncodeToString(sum[:])
+	for range idempotencyAttempts {
+		id := protocol.NewStreamID()
+		value := marshal(protocol.IdempotencyRecord{StreamID: id, BodySHA256: bodyHash, Created: s.now().UnixMilli()})
+		revision, err := kv.Create(ctx, recordKey, value)
+		if err == nil {
+			return s.startRecorded(ctx, kv, recordKey, revision, id, tenant, req)
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return started{}, unavailable("recording the idempotency key", err)
+		}
+		entry, err := kv.Get(ctx, recordKey)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted meanwhile: a start failed
+		}
+		if err != nil {
+			return started{}, unavailable("reading the idempotency key", err)
+		}
+		var rec protocol.IdempotencyRecord
+		stale := json.Unmarshal(entry.Value(), &rec) != nil || s.now().Sub(entry.Created()) > s.cfg.IdempotencyWindow
+		if !stale {
+			if rec.BodySHA256 != bodyHash {
+				e := invalid(HeaderIdempotencyKey, CodeIdempotencyKeyReused,
+					"this idempotency key was already used with a different request body")
+				e.Status = http.StatusConflict
+				return started{}, e
+			}
+			meta, err := s.awaitMeta(ctx, rec.StreamID)
+			switch {
+			case err == nil:
+				if meta.Tenant != tenant {
+					// Keys are scoped by tenant, so this cannot happen;
+					// never serve another tenant's stream if it does.
+					return started{}, unavailable("reading the idempotency key", errors.New("record names a foreign stream"))
+				}
+				return started{id: rec.StreamID, meta: meta, replay: true}, nil
+			case !errors.Is(err, errNoMeta):
+				return started{}, unavailable("reading stream metadata", err)
+			case s.now().Sub(entry.Created()) < 2*natsTimeout:
+				e := unavailable("the first request with this idempotency key is still being accepted; retry", errors.New("no stream yet"))
+				e.Code = CodeIdempotencyKeyInUse
+				return started{}, e
+			}
+			// Its edge failed between the record and the Meta: start anew.
+		}
+		revision, err = kv.Update(ctx, recordKey, value, entry.Revision())
+		if err == nil {
+			return s.startRecorded(ctx, kv, recordKey, revision, id, tenant, req)
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+			return started{}, unavailable("recording the idempotency key", err)
+		}
+	}
+	return started{}, unavailable("recording the idempotency key", errContended)
+}
+
+// startRecorded starts the stream a record at revision names; if that
+// fails, the record goes, so that a retry can start it.
+func (s *Server) startRecorded(ctx context.Context, kv jetstream.KeyValue, recordKey string, revision uint64, id, tenant string, req chatRequest) (started, *protocol.Error) {
+	id, meta, e := s.submit(ctx, id, tenant, req)
+	if e != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), natsTimeout)
+		defer cancel()
+		if err := kv.Delete(dctx, recordKey, jetstream.LastRevision(revision)); err != nil {
+			s.log.Warn("idempotency record of a failed start not deleted", "stream_id", id, "err", err)
+		}
+		return started{}, e
+	}
+	return started{id: id, meta: meta}, nil
+}
+
+// awaitMeta returns the Meta of stream id, waiting up to natsTimeout for it
+// to appear; errNoMeta if it did not.
+func (s *Server) awaitMeta(ctx context.Context, id string) (protocol.Meta, error) {
+	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
+	defer cancel()
+	for {
+		meta, _, err := s.meta.get(ctx, id)
+		if err != nil && ctx.Err() != nil {
+			return protocol.Meta{}, errNoMeta
+		}
+		if !errors.Is(err, errNoMeta) {
+			return meta, err
+		}
+		select {
+		case <-ctx.Done():
+			return protocol.Meta{}, errNoMeta
+		case <-time.After(metaPoll):
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package edge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
+)
+
+// The edge's part of the cluster-wide provider state: the per-tenant
+// requests-per-minute limit (shared by every edge, cluster.TenantLimiter)
+// and a fast 503 for a model whose every provider's breaker is open. Both
+// act on local copies (a share, a watch of the breakers), so a
+// request makes no round trip for them. They start on the first request
+// and stop when the edge's NATS connection closes; until the buckets are
+// read, every request passes.
+
+// CodeRateLimited is the code of a tenant's 429.
+const CodeRateLimited = "rate_limit_exceeded"
+
+// admitGeneration is asked before a new generation is queued: the tenant's
+// limit, then the model's breakers. It returns the error the client gets:
+// a 429 or a 503, both with Retry-After.
+func (s *Server) admitGeneration(ctx context.Context, tenant, model string) *protocol.Error {
+	cs := s.clusterState()
+	if cs == nil {
+		return nil
+	}
+	if ok, wait := cs.limiter.Allow(ctx, tenant); !ok {
+		return &protocol.Error{
+			Message:      fmt.Sprintf("Rate limit reached for requests of this API key; retry in %v.", wait.Round(time.Second)),
+			Type:         "requests",
+			Code:         CodeRateLimited,
+			Status:       http.StatusTooManyRequests,
+			RetryAfterMS: wait.Milliseconds(),
+		}
+	}
+	if wait, open := cs.allOpen(s.catalog.Route(model), time.Now()); open {
+		return &protocol.Error{
+			Message:      "No provider can take the request now: every provider of " + model + " is unavailable (circuit breaker open).",
+			Type:         protocol.TypeUpstream,
+			Status:       http.StatusServiceUnavailable,
+			RetryAfterMS: wait.Milliseconds(),
+		}
+	}
+	return nil
+}
+
+// setRetryAfter sets Retry-After (whole seconds, rounded up) for an error
+// that says when to try again.
+func setRetryAfter(w http.ResponseWriter, e *protocol.Error) {
+	if e != nil && e.RetryAfterMS > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(time.Duration(e.RetryAfterMS)*time.Millisecond), 10))
+	}
+}
+
+// edgeCluster is one edge's cluster state.
+type edgeCluster struct {
+	limiter  *cluster.TenantLimiter
+	breakers *cluster.Table[breaker.State]
+}
+
+// lazyCluster starts an edge's cluster state once its buckets can be read.
+type lazyCluster struct {
+	mu      sync.Mutex
+	st      *edgeCluster
+	retryAt time.Time
+}
+
+// clusterStates holds each Server's state, until its connection closes.
+var clusterStates sync.Map // *Server → *lazyCluster
+
+// clusterRetry spaces the attempts to open the buckets.
+const clusterRetry = 5 * time.Second
+
+func (s *Server) clusterState() *edgeCluster {
+	v, ok := clusterStates.Load(s)
+	if !ok {
+		v, _ = clusterStates.LoadOrStore(s, &lazyCluster{})
+	}
+	l := v.(*lazyCluster)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.st != nil || time.Now().Before(l.retryAt) {
+		return l.st
+	}
+	st, err := s.startCluster()
+	if err != nil {
+		l.retryAt = time.Now().Add(clusterRetry)
+		s.log.Warn("cluster state unavailable; requests pass unchecked", "err", err, "retry_in", clusterRetry)
+		return nil
+	}
+	l.st = st
+	return st
+}
+
+func (s *Server) startCluster() (*edgeCluster, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	var kvs [2]jetstream.KeyValue
+	for i, name := range []string{protocol.BreakerBucket, protocol.QuotaBucket} {
+		kv, err := s.js.KeyValue(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("edge: bucket %s: %w", name, err)
+		}
+		kvs[i] = kv
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	node := &cluster.QuotaNode{KV: kvs[1], ID: "edge-" + hex.EncodeToString(b[:]), Logger: s.log}
+	st := &edgeCluster{
+		limiter:  cluster.NewTenantLimiter(node),
+		breakers: cluster.NewTable[breaker.State](kvs[0], s.log),
+	}
+	run, stop := context.WithCancel(context.Background())
+	go func() {
+		// The edge has no stop of its own; its connection closing is it.
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for range t.C {
+			if s.nc.IsClosed() {
+				stop()
+				clusterStates.Delete(s)
+				return
+			}
+		}
+	}()
+	go st.breakers.Run(run)
+	go node.Run(run)
+	return st, nil
+}
+
+// allOpen reports whether every candidate of a route is refused now by an
+// open breaker (not yet claimable), and the shortest wait. Shared pauses
+// are left to the workers: they are short, and a worker's refusal carries
+// the same Retry-After.
+func (c *edgeCluster) allOpen(route []provider.Candidate, now time.Time) (time.Duration, bool) {
+	if len(route) == 0 {
+		return 0, false
+	}
+	wait := time.Duration(-1)
+	for _, cand := range route {
+		key := protocol.ScopeKey(cand.Provider.Name, "")
+		if cand.Provider.Breaker.PerModel {
+			key = protocol.ScopeKey(cand.Provider.Name, cand.Model)
+		}
+		w := time.Duration(0)
+		if cand.Provider.Breaker.Enabled() {
+			row, _ := c.breakers.Get(key)
+			if d, bw := breaker.Decide(row.Value, now); d == breaker.Wait {
+				// A probe's verdict usually comes long before its claim
+				// expires: hint no more than a cooldown.
+				w = min(bw, cand.Provider.Breaker.WithDefaults().Cooldown)
+			}
+		}
+		if w <= 0 {
+			return 0, false
+		}
+		if wait < 0 || w < wait {
+			wait = w
+		}
+	}
+	return wait, true
+}

@@ -1,0 +1,106 @@
+package breaker
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults of the zero Config.
+const (
+	DefaultFailures       = 3
+	DefaultCooldown       = 30 * time.Second
+	DefaultMaxCooldown    = 5 * time.Minute
+	DefaultProbeTimeout   = 2 * time.Minute
+	DefaultRecoveryJitter = 5 * time.Second
+	DefaultMaxWait        = 30 * time.Second
+)
+
+// Config is the `breaker` section of a provider. The zero value means the
+// defaults.
+type Config struct {
+	// Failures is how many calls in a row must fail on one worker to open
+	// the breaker for the whole cluster. Zero: 3; negative: no breaker.
+	Failures int `koanf:"failures"`
+	// Cooldown is how long the breaker stays open the first time, before
+	// one probe is let through. Zero: 30s.
+	Cooldown time.Duration `koanf:"cooldown"`
+	// MaxCooldown caps the cooldown, which doubles each time a probe fails.
+	// Zero: 5m.
+	MaxCooldown time.Duration `koanf:"max_cooldown"`
+	// ProbeTimeout is how long a probe may run before its claim expires and
+	// another node may probe (its owner died, say). Zero: 2m.
+	ProbeTimeout time.Duration `koanf:"probe_timeout"`
+	// RecoveryJitter is the window over which the calls that waited for
+	// the breaker (or for a shared Retry-After pause) are let go once it
+	// closes: each waits a uniform draw from [0, RecoveryJitter) after the
+	// moment of the close, which all nodes share, so the fleet's retries
+	// spread instead of arriving together. Zero: 5s; negative: none.
+	RecoveryJitter time.Duration `koanf:"recovery_jitter"`
+	// MaxWait is how long a call that continues a started request and has
+	// no other candidate left waits for an open breaker (or a pause) to
+	// end before the request fails. A new request never waits: it gets a
+	// 503 at once. Zero: 30s; negative: never wait.
+	MaxWait time.Duration `koanf:"max_wait"`
+	// PerModel gives every model of the provider a breaker (and a shared
+	// Retry-After pause) of its own, for providers whose models fail
+	// independently. Off by default: one breaker per provider.
+	PerModel bool `koanf:"per_model"`
+}
+
+// Validate names the first invalid field under prefix (e.g.
+// "providers[0].breaker").
+func (c Config) Validate(prefix string) error {
+	switch {
+	case c.Cooldown < 0:
+		return fmt.Errorf("%s.cooldown: must not be negative", prefix)
+	case c.MaxCooldown < 0:
+		return fmt.Errorf("%s.max_cooldown: must not be negative", prefix)
+	case c.ProbeTimeout < 0:
+		return fmt.Errorf("%s.probe_timeout: must not be negative", prefix)
+	}
+	if d := c.WithDefaults(); d.MaxCooldown < d.Cooldown {
+		return fmt.Errorf("%s.max_cooldown: %v is below cooldown %v", prefix, d.MaxCooldown, d.Cooldown)
+	}
+	return nil
+}
+
+// WithDefaults fills the zero fields; negative Failures, RecoveryJitter and
+// MaxWait stay negative.
+func (c Config) WithDefaults() Config {
+	if c.Failures == 0 {
+		c.Failures = DefaultFailures
+	}
+	if c.Cooldown == 0 {
+		c.Cooldown = DefaultCooldown
+	}
+	if c.MaxCooldown == 0 {
+		c.MaxCooldown = max(DefaultMaxCooldown, c.Cooldown)
+	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	if c.RecoveryJitter == 0 {
+		c.RecoveryJitter = DefaultRecoveryJitter
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	return c
+}
+
+// Enabled reports whether the provider has a breaker.
+func (c Config) Enabled() bool { return c.Failures >= 0 }
+
+// CooldownAfter is the cooldown of the trips-th open in a row (1 for the
+// first): Cooldown·2^(trips-1), capped by MaxCooldown.
+func (c Config) CooldownAfter(trips int) time.Duration {
+	c = c.WithDefaults()
+	d := c.Cooldown
+	for ; trips > 1 && d < c.MaxCooldown; trips-- {
+		if d > c.MaxCooldown/2 {
+			return c.MaxCooldown
+		}
+		d *= 2
+	}
+	return min(d, c.MaxCooldown)
+}

@@ -1,0 +1,103 @@
+package canary
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestRampThroughTheSteps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{Provider: "new", Steps: []float64{1, 10, 50, 100}, Hold: time.Minute, MinSample: 10}
+		var s State
+		var events []string
+		total := Counts{}
+		step := func() {
+			next, ev, err := Next(s, cfg, "m", time.Now(), total)
+			if err != nil && !errors.Is(err, ErrNoChange) {
+				t.Fatal(err)
+			}
+			if ev != nil {
+				events = append(events, fmt.Sprintf("%v->%v %s", ev.From, ev.To, ev.Phase))
+			}
+			s = next
+		}
+		step()
+		for range 5 * 60 {
+			time.Sleep(time.Second)
+			total.Calls += 10
+			if total.Calls%1000 == 0 {
+				total.Errors++ // 0.1%: under the threshold
+			}
+			step()
+		}
+		want := "0->1 ramping,1->10 ramping,10->50 ramping,50->100 ramping,100->100 done"
+		if got := strings.Join(events, ","); got != want {
+			t.Fatalf("events %s\nwant %s", got, want)
+		}
+		if s.Weight != 100 || s.Phase != Done {
+			t.Fatalf("end state %+v", s)
+		}
+	})
+}
+
+func TestAbortNeedsTheMinimumSample(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{Provider: "new", Steps: []float64{10, 100}, Hold: time.Hour, MinSample: 100, MaxErrorRate: 0.005}
+		s, _, _ := Next(State{}, cfg, "m", time.Now(), Counts{Calls: 500, Errors: 50})
+		// Failures before the ramp began do not count.
+		s, ev, _ := Next(s, cfg, "m", time.Now(), Counts{Calls: 599, Errors: 51})
+		if ev != nil || s.Phase != Ramping {
+			t.Fatalf("aborted on %d calls: %+v", s.StepCounts().Calls, s)
+		}
+		s, ev, _ = Next(s, cfg, "m", time.Now(), Counts{Calls: 600, Errors: 51})
+		if ev == nil || s.Phase != Aborted || s.Weight != 0 {
+			t.Fatalf("not aborted at 1%% over 100 calls: %+v", s)
+		}
+		if !strings.Contains(ev.String(), "10% -> 0%") {
+			t.Fatalf("event %q", ev)
+		}
+		// It stays aborted, whatever the counts, until the plan changes.
+		time.Sleep(2 * time.Hour)
+		if _, _, err := Next(s, cfg, "m", time.Now(), Counts{Calls: 10000}); !errors.Is(err, ErrNoChange) {
+			t.Fatalf("aborted ramp moved: %v", err)
+		}
+		cfg.Steps = []float64{5, 100}
+		s, ev, _ = Next(s, cfg, "m", time.Now(), Counts{Calls: 10000})
+		if s.Phase != Ramping || s.Weight != 5 || ev == nil {
+			t.Fatalf("new plan did not restart: %+v", s)
+		}
+	})
+}
+
+func TestPickFollowsTheWeight(t *testing.T) {
+	for _, w := range []float64{0, 1, 10, 50, 100} {
+		n := 0
+		for i := range 20000 {
+			if Pick(fmt.Sprintf("s%d", i), w) {
+				n++
+			}
+		}
+		got := float64(n) / 200
+		if got < w*0.8-0.3 || got > w*1.2+0.3 {
+			t.Errorf("weight %v%%: picked %.2f%%", w, got)
+		}
+	}
+	for i := range 1000 {
+		id := fmt.Sprintf("s%d", i)
+		if Pick(id, 10) && !Pick(id, 50) {
+			t.Fatalf("%s picked at 10%% but not at 50%%", id)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []Config{{}, {Provider: "p", Steps: []float64{10, 5}}, {Provider: "p", Steps: []float64{150}}, {Provider: "p", MaxErrorRate: 1}} {
+		if err := c.Validate("models[0].canary"); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}

@@ -1,0 +1,169 @@
+package cluster_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/relaytest"
+)
+
+type counter struct {
+	N  int    `json:"n"`
+	By string `json:"by"`
+}
+
+// Two copies of a bucket increment one key concurrently: every write is
+// based on the value before it, so none is lost, and each copy ends with
+// the other's writes through its watch.
+func TestTableUpdateNeverLosesAWrite(t *testing.T) {
+	srv := relaytest.NATS(t)
+	_, js := relaytest.Connect(t, srv, protocol.Topology{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var tables []*cluster.Table[counter]
+	for range 2 {
+		_, js2 := relaytest.Connect(t, srv, protocol.Topology{})
+		kv, err := js2.KeyValue(ctx, protocol.BreakerBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab := cluster.NewTable[counter](kv, relaytest.Logger(t))
+		go tab.Run(ctx)
+		<-tab.Synced()
+		tables = append(tables, tab)
+	}
+	var written atomic.Int64
+	var wg sync.WaitGroup
+	for i, tab := range tables {
+		wg.Go(func() {
+			for range 50 {
+				_, ok, err := tab.Update(ctx, "k", func(cur counter, _ bool) (counter, error) {
+					return counter{N: cur.N + 1, By: string(rune('a' + i))}, nil
+				})
+				if err != nil {
+					// Four conflicts in a row under this contention are
+					// possible; the caller tries again later.
+					continue
+				}
+				if ok {
+					written.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	kv, _ := js.KeyValue(ctx, protocol.BreakerBucket)
+	e, err := kv.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(e.Value()); !jsonHasN(got, int(written.Load())) {
+		t.Fatalf("stored %s after %d writes", got, written.Load())
+	}
+	for _, tab := range tables {
+		relaytest.Eventually(t, 2*time.Second, 10*time.Millisecond, func() bool {
+			row, _ := tab.Get("k")
+			return row.Value.N == int(written.Load())
+		})
+	}
+	// ErrNoChange writes nothing.
+	_, ok, err := tables[0].Update(ctx, "k", func(cur counter, _ bool) (counter, error) { return cur, cluster.ErrNoChange })
+	if ok || err != nil {
+		t.Fatalf("no-change update: %v %v", ok, err)
+	}
+}
+
+func jsonHasN(s string, n int) bool {
+	var c counter
+	return jsonUnmarshal(s, &c) == nil && c.N == n
+}
+
+// One lease, two contenders: one holds it, renews it past its TTL, and
+// hands it on at once when it stops; a holder that dies (its connection
+// gone, no release) loses it after the TTL.
+func TestLeaseOneHolderTakeover(t *testing.T) {
+	srv := relaytest.NATS(t)
+	const ttl = time.Second
+	type contender struct {
+		name   string
+		active atomic.Bool
+		cancel context.CancelFunc
+		done   chan struct{}
+		close  func()
+	}
+	start := func(name string) *contender {
+		nc, js := relaytest.Connect(t, srv, protocol.Topology{})
+		kv, err := js.KeyValue(context.Background(), protocol.LeaseBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		c := &contender{name: name, cancel: cancel, done: make(chan struct{}), close: nc.Close}
+		l := cluster.Lease{JS: js, KV: kv, Key: "test", Holder: name, TTL: ttl, Logger: relaytest.Logger(t)}
+		go func() {
+			defer close(c.done)
+			l.Run(ctx, func(ctx context.Context) {
+				c.active.Store(true)
+				<-ctx.Done()
+				c.active.Store(false)
+			})
+		}()
+		t.Cleanup(func() { cancel(); <-c.done })
+		return c
+	}
+	a := start("a")
+	relaytest.Eventually(t, 2*time.Second, 10*time.Millisecond, a.active.Load)
+	b := start("b")
+	time.Sleep(3 * ttl) // a renews; b never gets in
+	if !a.active.Load() || b.active.Load() {
+		t.Fatalf("after 3 TTLs: a active %v, b active %v", a.active.Load(), b.active.Load())
+	}
+	stopped := time.Now()
+	a.cancel()
+	<-a.done
+	relaytest.Eventually(t, 2*ttl, 10*time.Millisecond, b.active.Load)
+	t.Logf("released lease taken over in %v", time.Since(stopped).Round(time.Millisecond))
+
+	c := start("c")
+	died := time.Now()
+	b.close() // b's connection dies: no renewal, no release
+	relaytest.Eventually(t, 4*ttl, 10*time.Millisecond, c.active.Load)
+	if took := time.Since(died); took < ttl/2 {
+		t.Fatalf("taken over %v after the holder died, before its TTL", took)
+	}
+}
+
+// Without a coordinator, nodes split a limit evenly over the nodes of
+// their role that report.
+func TestQuotaNodesSplitEvenlyWithoutShares(t *testing.T) {
+	srv := relaytest.NATS(t)
+	var nodes []*cluster.QuotaNode
+	for _, id := range []string{"w1", "w2", "w3"} {
+		_, js := relaytest.Connect(t, srv, protocol.Topology{})
+		kv, err := js.KeyValue(context.Background(), protocol.QuotaBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &cluster.QuotaNode{KV: kv, ID: id, Role: "worker"}
+		n.Declare(quota.ProviderRPM("p"), 90, quota.Limit{RPM: 90}, false)
+		nodes = append(nodes, n)
+	}
+	ctx := context.Background()
+	for range 2 {
+		for _, n := range nodes {
+			n.Round(ctx)
+		}
+	}
+	for _, n := range nodes {
+		share, set := n.Share(quota.ProviderRPM("p"))
+		if set || share != 30 {
+			t.Fatalf("%s: share %v (set by a coordinator: %v), want an even 30", n.ID, share, set)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+func TestStatusPrintsTheEdgesJSON(t *testing.T) {
+	now := time.Now()
+	st := cluster.Status{
+		Coordinator: protocol.Lease{Holder: "coordinator@a"},
+		Health:      []protocol.Health{{Provider: "openai", State: protocol.HealthRed, Breaker: "open", LastError: "circuit breaker open", CheckedAt: now.Unix()}},
+		Breakers: []cluster.BreakerStatus{{Scope: "openai", Provider: "openai",
+			State: breaker.State{Phase: breaker.Open, Since: now, Trips: 2, Until: now.Add(20 * time.Second), By: "w1", Reason: "3 failures in a row"}}},
+		Quotas: cluster.QuotaStatus{Limits: []cluster.LimitStatus{{Key: "p.openai.rpm", PerMinute: 600, Used: 580, Demand: 900, Nodes: 3}}},
+	}
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/relay/status" || r.Header.Get("Authorization") != "Bearer k" {
+			http.Error(w, "no", http.StatusNotFound)
+			return
+		}
+		json.NewEncoder(w).Encode(st)
+	}))
+	defer edge.Close()
+
+	var out, errOut bytes.Buffer
+	if err := run([]string{"status", "--edge", edge.URL, "--key", "k"}, &out, &errOut); err != nil {
+		t.Fatal(err, errOut.String())
+	}
+	got := out.String()
+	for _, want := range []string{"coordinator@a", "HEALTH", "openai", "BREAKERS", "open", "p.openai.rpm", "600", "3 failures in a row", red} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	out.Reset()
+	if err := run([]string{"status", "--edge", edge.URL, "--key", "k", "--no-color"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "\x1b[") {
+		t.Errorf("--no-color output has escape codes:\n%s", out.String())
+	}
+	if err := run([]string{"status", "--edge", edge.URL}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("without the key: %v", err)
+	}
+}

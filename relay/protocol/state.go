@@ -1,0 +1,184 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Cluster-wide provider state: circuit breakers, shared Retry-After pauses,
+// quota shares, canary ramps, the coordinator lease and provider health.
+// Each lives in a KV bucket of its own, changed by revision-checked updates
+// (never a lock) and followed by every node through a watch, with a local
+// copy on the hot path.
+//
+//	bucket            key                          value                         written by
+//	relay_breakers    <scope>                      breaker.State (JSON)          workers (trip, probe claim and verdict), the active coordinator (probes of idle breakers)
+//	relay_pauses      <scope>                      Pause                         workers that got a Retry-After (only ever raised)
+//	relay_quotas      demand.<role>.<node>         quota.Report                  each worker and edge, every quota interval
+//	                  share.<node>                 quota.Shares                  the active coordinator
+//	                  limits                       quota.Limits                  the active coordinator (the tenant limits)
+//	relay_canaries    <model>                      canary.State                  the active coordinator
+//	relay_leases      coordinator                  Lease (per-key TTL)           coordinators
+//	relay_health      <provider>                   Health                        the active coordinator
+//
+// A scope is a provider name, or "<provider>.<model>" for a provider whose
+// breaker is per model (ScopeKey); tokens that are not letters, digits, '-'
+// or '_' are escaped (KeyToken).
+//
+// # Regions
+//
+// SharedStateBuckets lists exactly the buckets another region mirrors. Every
+// reader of shared state works against a mirror: reads and watches are
+// local, writes go to the origin (nats.go forwards a mirror bucket's writes
+// to its origin), and a mirror's revisions equal the origin's, so a
+// revision read from a mirror that caught up is a valid compare-and-swap
+// base; one read from a lagging mirror fails the swap, and the writer reads
+// again, a bounded number of times. No reader assumes it sees its own write
+// through its watch at once: a writer applies what it wrote to its local
+// copy itself. Setup leaves a bucket that exists as a mirror as it is.
+const (
+	BreakerBucket = "relay_breakers"
+	PauseBucket   = "relay_pauses"
+	QuotaBucket   = "relay_quotas"
+	CanaryBucket  = "relay_canaries"
+	LeaseBucket   = "relay_leases"
+)
+
+// SharedStateBuckets are the buckets of cluster-wide provider state, the
+// ones regions share.
+var SharedStateBuckets = []string{BreakerBucket, PauseBucket, QuotaBucket, CanaryBucket, LeaseBucket, HealthBucket}
+
+// CoordinatorLeaseKey is the key of the active coordinator's lease in
+// LeaseBucket.
+const CoordinatorLeaseKey = "coordinator"
+
+// quotaRetention bounds how long a report or a share outlives its writer:
+// every live node rewrites its own each quota interval.
+const quotaRetention = time.Minute
+
+// leaseMarkerTTL is how long LeaseBucket keeps the marker of an expired
+// lease, which tells watchers it expired.
+const leaseMarkerTTL = time.Minute
+
+// Pause is a provider's (or a model's) shared Retry-After: no worker calls
+// it before Until.
+type Pause struct {
+	Until time.Time `json:"until"`
+	// RetryAfterMS is the wait the provider asked for, By the node that
+	// was told, At when.
+	RetryAfterMS int64     `json:"retry_after_ms"`
+	By           string    `json:"by"`
+	At           time.Time `json:"at"`
+}
+
+// Lease is the record of a coordinator lease.
+type Lease struct {
+	Holder string    `json:"holder"`
+	Since  time.Time `json:"since"`
+	TTLMS  int64     `json:"ttl_ms"`
+}
+
+// ScopeKey is the key of the breaker and pause of model on provider: the
+// provider's if model is empty (one breaker per provider).
+func ScopeKey(provider, model string) string {
+	if model == "" {
+		return KeyToken(provider)
+	}
+	return KeyToken(provider) + "." + KeyToken(model)
+}
+
+// KeyToken escapes s into one KV key token: letters, digits, '-' and '_'
+// stay, every other byte becomes "=XX" (hex). Provider names need no
+// escape; model names ("org/model:tag") and tenants may.
+func KeyToken(s string) string {
+	if s == "" {
+		return "="
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "=%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// ParseKeyToken undoes KeyToken.
+func ParseKeyToken(tok string) (string, error) {
+	if tok == "=" {
+		return "", nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(tok); i++ {
+		if tok[i] != '=' {
+			b.WriteByte(tok[i])
+			continue
+		}
+		if i+2 >= len(tok) {
+			return "", fmt.Errorf("protocol: key token %q: truncated escape", tok)
+		}
+		c, err := strconv.ParseUint(tok[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("protocol: key token %q: %w", tok, err)
+		}
+		b.WriteByte(byte(c))
+		i += 2
+	}
+	return b.String(), nil
+}
+
+// setupState creates the shared-state buckets, leaving alone any that exists
+// as a mirror of another region's.
+func setupState(ctx context.Context, js jetstream.JetStream, t Topology, storage jetstream.StorageType) error {
+	configs := []jetstream.KeyValueConfig{
+		{Bucket: BreakerBucket, History: 1},
+		{Bucket: PauseBucket, History: 1},
+		{Bucket: QuotaBucket, History: 1, TTL: quotaRetention},
+		{Bucket: CanaryBucket, History: 1},
+		{Bucket: LeaseBucket, History: 1, LimitMarkerTTL: leaseMarkerTTL},
+	}
+	for _, cfg := range configs {
+		if mirrored(ctx, js, cfg.Bucket) {
+			continue
+		}
+		cfg.Storage, cfg.Replicas = storage, t.Replicas
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return fmt.Errorf("protocol: bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// mirrored reports whether bucket exists as a mirror.
+func mirrored(ctx context.Context, js jetstream.JetStream, bucket string) bool {
+	s, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return false
+	}
+	return s.CachedInfo().Config.Mirror != nil
+}
+
+// OpenState opens the shared-state buckets (SharedStateBuckets), by name.
+func OpenState(ctx context.Context, js jetstream.JetStream) (map[string]jetstream.KeyValue, error) {
+	out := make(map[string]jetstream.KeyValue, len(SharedStateBuckets))
+	var errs []error
+	for _, name := range SharedStateBuckets {
+		kv, err := js.KeyValue(ctx, name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: bucket %s: %v", ErrNotSetUp, name, err))
+			continue
+		}
+		out[name] = kv
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,29 @@
+// Package quota holds the pure pieces of the relay's shared limits: a token
+// bucket that each node runs at the rate of its share of a cluster-wide
+// limit, the allocation that splits a limit into shares by demand, the
+// demand meter each node reports, and the retry budget.
+//
+// # Why shares
+//
+// A limit shared by a fleet (a provider's requests and tokens per minute,
+// a tenant's requests per minute over all edges) cannot be one KV counter
+// that every request updates: compare-and-swap on one hot key collapses
+// under contention (../shared/NATS-NOTES.md measured 3.3k successful
+// updates/s and 18k conflicts/s with 16 writers). Instead each node
+// reports its demand in a key of its own about once a second, the active
+// coordinator splits every limit into shares in proportion to the demand
+// (Allocate) and writes each node its share, and each node enforces its
+// share locally with a token bucket (Bucket), with no round trip on the
+// hot path. KV traffic grows with the number of nodes, not of requests.
+// The price is a lag of about one report interval before a share follows
+// the demand, and a bounded overshoot (see Bucket).
+//
+// # Retry budget
+//
+// Retries are capped per worker (Budget): at most Ratio of the requests a
+// worker sent to a provider in the last Window, plus MinRetries. A ratio
+// needs no coordination: if every worker keeps r_i ≤ ratio·q_i, the fleet
+// keeps Σr ≤ ratio·Σq, and the work queue spreads requests evenly over
+// workers, so no worker starves. MinRetries, which lets a quiet worker
+// retry at all, adds at most MinRetries per worker and window.
+package quota
