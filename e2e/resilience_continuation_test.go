@@ -10,6 +10,7 @@ import (
 
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/provider"
 )
 
 // Issue 4, failures after text was published: the worker asks again with
@@ -138,9 +139,13 @@ func TestPrefillRejectedSwitchesToPromptMode(t *testing.T) {
 
 func TestOverlapAtTheSeamIsStripped(t *testing.T) {
 	t.Parallel()
-	sys := startResilience(t, resilience{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}})
-	// Call 1 is cut after 30 tokens; call 2 first repeats the last 12
-	// characters, then finishes (its 11 chunks never reach cut_after).
+	sys := startResilience(t, resilience{
+		mock: mockupstream.Config{Tokens: 40, TokenInterval: -1},
+		tune: func(cfg *config.Config, _ string) { cfg.Providers[0].Continuation = provider.Prompt },
+	})
+	// Call 1 is cut after 30 tokens; call 2, asked in prompt mode to
+	// continue, first repeats the last 12 characters, then finishes (its 11
+	// chunks never reach cut_after).
 	const content = "[[mock: cut_after=30, overlap=12, times=2]] Hello"
 	a := ask(t, sys.edge, "mock-1", content)
 	a.expectDone(t, answerText(content, 40), 2)
@@ -148,6 +153,42 @@ func TestOverlapAtTheSeamIsStripped(t *testing.T) {
 	if got, want := a.textOf(2, 2), answerText(content, 40)[len(tokensText(content, 40, 30)):]; got != want {
 		t.Fatalf("the continuation published %q, want %q without the repeat", got, want)
 	}
+}
+
+func TestPrefillContinuationIsNeverStripped(t *testing.T) {
+	t.Parallel()
+	sys := startResilience(t, resilience{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}})
+	// The same repeat after a prefill: a provider extending a prefilled
+	// answer does not restate it, so text that repeats the end of the
+	// answer is the answer's own and reaches the client whole.
+	const content = "[[mock: cut_after=30, overlap=12, times=2]] Hello"
+	a := ask(t, sys.edge, "mock-1", content)
+	cut := tokensText(content, 40, 30)
+	repeat := string([]rune(cut)[len([]rune(cut))-12:])
+	if want := cut + repeat + answerText(content, 40)[len(cut):]; a.text != want || a.status != "done" {
+		t.Fatalf("status %q, text %q; want done with the repeat kept: %q", a.status, a.text, want)
+	}
+	expectSeams(t, a, "continuation:mock/mock-1#2")
+}
+
+func TestContinuationKeepsWithinMaxTokens(t *testing.T) {
+	t.Parallel()
+	sys := startResilience(t, resilience{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}})
+	// The client allows 12 tokens; the first call is cut after 5, so the
+	// continuation may only add 7, and the answer ends as a provider ends a
+	// limited one.
+	const content = "[[mock: cut_after=5, times=1]] Hello"
+	a, err := readRequest(sys.edge, map[string]any{
+		"model": "mock-1", "stream": true, "max_tokens": 12,
+		"messages": []mockupstream.Message{{Role: "user", Content: content}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := tokensText(content, 40, 12); a.text != want || a.status != "done" || a.finish != "length" {
+		t.Fatalf("status %q, finish %q, text %q; want done, length, the first 12 tokens %q", a.status, a.finish, a.text, want)
+	}
+	expectSeams(t, a, "continuation:mock/mock-1#2")
 }
 
 func TestRetriesExhaustedAfterPartialTextEndIncomplete(t *testing.T) {

@@ -49,7 +49,7 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 		published <- err
 	}()
 	var overlap *overlapFilter
-	if cont.text != "" {
+	if cont.text != "" && cont.mode == provider.Prompt {
 		overlap = newOverlapFilter(cont.text)
 	}
 	readErr := j.read(stream, pub, c.Price, overlap)
@@ -77,7 +77,7 @@ func (j *job) continuation(c provider.Candidate) continuation {
 	if j.promptMode {
 		mode = provider.Prompt
 	}
-	return continuation{text: j.text.String(), mode: mode, prompt: c.ContinuePrompt}
+	return continuation{text: j.text.String(), tokens: j.tokensOut, mode: mode, prompt: c.ContinuePrompt}
 }
 
 // read hands the stream's deltas to pub until the stream ends, through the
@@ -122,6 +122,9 @@ func (j *job) publish(pub *publisher, d upstream.Delta) error {
 		return err
 	}
 	j.text.WriteString(d.Content)
+	if d.Content != "" {
+		j.tokensOut++
+	}
 	j.toolCalls = j.toolCalls || len(d.ToolCalls) > 0
 	return nil
 }

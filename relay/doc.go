@@ -38,8 +38,8 @@
 // transient failures with full-jitter backoff (package backoff), falls back
 // along the route when a model or provider has spent its retries, and
 // continues after every failure the text already published (earlier
-// owners' included), in prefill or prompt mode, stripping a repeat at the
-// seam (overlap.go), so the client sees one answer. The first chunk of
+// owners' included), in prefill or prompt mode, in prompt mode stripping a
+// repeat at the seam (overlap.go), so the client sees one answer. The first chunk of
 // every attempt after the first names its seam, provider, model and
 // attempt. A Gate is asked before each call and told each outcome once: the
 // seam for cluster-wide breakers and quotas. API keys rotate: a refused key

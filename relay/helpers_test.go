@@ -215,12 +215,18 @@ func (h *harness) submit(id, content string) {
 // submitModel is submit for another model than mock-1.
 func (h *harness) submitModel(id, model, content string) {
 	h.t.Helper()
-	body, _ := json.Marshal(map[string]any{
+	h.submitBody(id, model, map[string]any{
 		"model":       model,
 		"messages":    userMessages(content),
 		"temperature": 0.2,
 		"x_custom":    map[string]any{"kept": true},
 	})
+}
+
+// submitBody queues a request with the client body given.
+func (h *harness) submitBody(id, model string, req map[string]any) {
+	h.t.Helper()
+	body, _ := json.Marshal(req)
 	data, _ := json.Marshal(protocol.Request{StreamID: id, Model: model, Body: body, Created: time.Now().Unix()})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -24,6 +24,8 @@ type history struct {
 	toolCalls bool
 	// attempts is the highest attempt number on a chunk.
 	attempts int
+	// tokens sums the chunks' token counts.
+	tokens int
 }
 
 // historyTimeout bounds reading a stream's frames: a read that hangs would
@@ -45,6 +47,7 @@ func readHistory(ctx context.Context, r *chunklog.Reader, streamID string) (hist
 			text.WriteString(f.Content)
 			h.toolCalls = h.toolCalls || len(f.ToolCalls) > 0
 			h.attempts = max(h.attempts, f.Attempt)
+			h.tokens += f.Tokens
 		}
 		return nil
 	})

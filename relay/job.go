@@ -41,6 +41,9 @@ type job struct {
 	// text is every chunk's content in the stream so far, earlier owners'
 	// included: what a continuation continues.
 	text strings.Builder
+	// tokensOut counts the tokens in text, as the chunks count them
+	// (protocol.Frame.Tokens).
+	tokensOut int
 	// toolCalls reports that some chunk carried tool calls; such an answer
 	// is never continued.
 	toolCalls bool
@@ -103,6 +106,7 @@ func (j *job) run() {
 	}
 	j.attempts = h.attempts
 	j.text.WriteString(h.text)
+	j.tokensOut = h.tokens
 	j.toolCalls = h.toolCalls
 	j.writer = newStreamWriter(chunklog.NewWriter(j.w.js, j.w.reader, j.req.StreamID, h.last, h.seq), h.last, j.retry())
 	if err := j.writer.append(j.logCtx, protocol.Frame{Kind: protocol.KindClaim, Worker: j.w.id}); err != nil {

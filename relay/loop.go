@@ -39,7 +39,13 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 	if takeover {
 		seam = protocol.SeamTakeover
 	}
+	limit, limited := tokenLimit(j.req.Body)
 	for i := 0; ; {
+		if limited && j.tokensOut >= limit {
+			// The answer has every token the client allowed: a provider
+			// would have stopped here with the same reason.
+			return outcome{finishReason: "length"}
+		}
 		c := route[i]
 		before := j.text.Len()
 		out := j.call(WithCallInfo(ctx, j.callInfo(state, i, takeover)), c, seam)

@@ -5,12 +5,19 @@ import (
 	"unicode/utf8"
 )
 
-// The overlap heuristic. A model asked to continue an answer sometimes
-// starts by repeating its last words (prompt mode invites it). The relay
-// strips such a repeat so the client does not see it twice: if the
-// continuation starts with text that is exactly a suffix of the answer
-// published so far, that suffix is dropped from the continuation; of
-// several such suffixes, the longest.
+// The overlap heuristic. A model asked in prompt mode to continue an
+// answer often starts by repeating its last words. The relay strips such a
+// repeat so the client does not see it twice: if the continuation starts
+// with text that is exactly a suffix of the answer published so far, that
+// suffix is dropped from the continuation; of several such suffixes, the
+// longest.
+//
+// Prefill continuations are never filtered. A provider extending a
+// prefilled assistant message continues it, it does not restate it, and a
+// continuation that legitimately starts with the same words the answer
+// ended with (a refrain, a table row, a repeated phrase) must reach the
+// client whole: the heuristic cannot tell such text from a repeat, and
+// losing a paid-for token is worse than showing one twice.
 //
 //   - Only a suffix of at least minOverlapRunes runes counts. Shorter
 //     coincidences are common in legitimate text (" the", "| --- "), and

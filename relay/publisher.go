@@ -35,6 +35,7 @@ type publisher struct {
 
 	mu      sync.Mutex
 	content []byte            // text not yet published
+	tokens  int               // deltas with text in content
 	tools   []json.RawMessage // tool-call fragments not yet published
 	model   string            // the upstream's model, from the latest delta
 	closed  bool              // no more deltas will come
@@ -65,6 +66,9 @@ func (p *publisher) add(d upstream.Delta) error {
 	}
 	p.mu.Lock()
 	p.content = append(p.content, d.Content...)
+	if d.Content != "" {
+		p.tokens++
+	}
 	p.tools = append(p.tools, tools...)
 	if p.firstAt.IsZero() && (d.Content != "" || len(tools) > 0) {
 		p.firstAt = time.Now()
@@ -139,6 +143,7 @@ func (p *publisher) take() (f protocol.Frame, ok, closed bool) {
 	f.Model = p.model
 	n := cutUTF8(p.content, maxChunkContent)
 	f.Content = string(p.content[:n])
+	f.Tokens, p.tokens = p.tokens, 0 // a chunk cut at maxChunkContent counts them all
 	p.content = p.content[:copy(p.content, p.content[n:])]
 	if len(p.content) == 0 && len(p.tools) > 0 {
 		// Tool calls ride with the last piece of the text before them.

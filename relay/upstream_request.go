@@ -26,6 +26,7 @@ func modelNotServed(model string) *protocol.Error {
 // for a fresh answer.
 type continuation struct {
 	text   string
+	tokens int // in text: a limit on the answer's tokens is reduced by them
 	mode   provider.Continuation
 	prompt string // the user message of prompt mode
 }
@@ -38,7 +39,10 @@ type continuation struct {
 // A continuation with text continues an answer earlier attempts published:
 // the text is sent as an assistant message which, in prefill mode, the
 // provider extends, and which in prompt mode is followed by a user message
-// asking to continue it.
+// asking to continue it. The client's limits on the answer's tokens
+// (max_tokens, max_completion_tokens) are reduced by the tokens of the
+// text, so the whole answer keeps within them; the attempt loop ends a
+// stream whose limit is spent before it gets here (tokenLimit).
 func upstreamBody(clientBody json.RawMessage, model string, cont continuation) ([]byte, error) {
 	var body map[string]json.RawMessage
 	if err := json.Unmarshal(clientBody, &body); err != nil || body == nil {
@@ -67,8 +71,35 @@ func upstreamBody(clientBody json.RawMessage, model string, cont continuation) (
 			messages = append(messages, mustJSON(map[string]string{"role": "user", "content": cont.prompt}))
 		}
 		body["messages"] = mustJSON(messages)
+		for _, field := range tokenLimitFields {
+			var n int
+			if json.Unmarshal(body[field], &n) == nil && n > 0 {
+				body[field] = mustJSON(max(n-cont.tokens, 1))
+			}
+		}
 	}
 	return mustJSON(body), nil
+}
+
+// tokenLimitFields are the request fields that bound the tokens of an
+// answer: max_tokens, and the newer name OpenAI gives it.
+var tokenLimitFields = [...]string{"max_tokens", "max_completion_tokens"}
+
+// tokenLimit returns the smallest positive limit the request sets on the
+// answer's tokens, if any.
+func tokenLimit(clientBody json.RawMessage) (int, bool) {
+	var body map[string]json.RawMessage
+	if json.Unmarshal(clientBody, &body) != nil {
+		return 0, false
+	}
+	limit, ok := 0, false
+	for _, field := range tokenLimitFields {
+		var n int
+		if json.Unmarshal(body[field], &n) == nil && n > 0 && (!ok || n < limit) {
+			limit, ok = n, true
+		}
+	}
+	return limit, ok
 }
 
 func badBody(msg string) *protocol.Error {

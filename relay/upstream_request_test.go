@@ -75,3 +75,49 @@ func TestUpstreamBodyRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestUpstreamBodyReducesTokenLimits(t *testing.T) {
+	client := `{"messages":[],"max_tokens":100,"max_completion_tokens":80}`
+	for _, tc := range []struct {
+		name             string
+		cont             continuation
+		maxTokens, maxCT int
+	}{
+		{"fresh", continuation{}, 100, 80},
+		{"continuation", continuation{text: "so far", tokens: 30}, 70, 50},
+		{"spent", continuation{text: "so far", tokens: 90}, 10, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := upstreamBody(json.RawMessage(client), "m", tc.cont)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct {
+				MaxTokens int `json:"max_tokens"`
+				MaxCT     int `json:"max_completion_tokens"`
+			}
+			if err := json.Unmarshal(got, &body); err != nil {
+				t.Fatal(err)
+			}
+			if body.MaxTokens != tc.maxTokens || body.MaxCT != tc.maxCT {
+				t.Fatalf("max_tokens %d, max_completion_tokens %d; want %d and %d", body.MaxTokens, body.MaxCT, tc.maxTokens, tc.maxCT)
+			}
+		})
+	}
+}
+
+func TestTokenLimit(t *testing.T) {
+	for body, want := range map[string]int{
+		`{}`:                  0,
+		`{"max_tokens":null}`: 0,
+		`{"max_tokens":"9"}`:  0,
+		`{"max_tokens":0}`:    0,
+		`{"max_tokens":12}`:   12,
+		`{"max_tokens":12,"max_completion_tokens":7}`: 7,
+		`{"max_completion_tokens":7}`:                 7,
+	} {
+		if got, ok := tokenLimit(json.RawMessage(body)); got != want || ok != (want > 0) {
+			t.Errorf("tokenLimit(%s) = %d, %v; want %d", body, got, ok, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,6 +163,38 @@ func TestTakeoverContinuesAnswer(t *testing.T) {
 	}
 	if st := h.mock.Stats(); st.ChatRequests != 1 {
 		t.Fatalf("%d upstream requests, want 1", st.ChatRequests)
+	}
+}
+
+func TestTakeoverKeepsWithinMaxTokens(t *testing.T) {
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}})
+	id := protocol.NewStreamID()
+	content := "take it over"
+	tokens := mockupstream.Answer(userMessages(content), 40)
+	// The dead worker published 7 tokens in two chunks; the client allows 10.
+	if err := h.appendFrames(id,
+		protocol.Frame{Kind: protocol.KindClaim, Worker: "dead-worker"},
+		protocol.Frame{Kind: protocol.KindChunk, Role: "assistant", Content: strings.Join(tokens[:3], ""), Tokens: 3, Provider: "mock", Model: "mock-1", Attempt: 1},
+		protocol.Frame{Kind: protocol.KindChunk, Content: strings.Join(tokens[3:7], ""), Tokens: 4, Provider: "mock", Model: "mock-1", Attempt: 1},
+	); err != nil {
+		t.Fatal(err)
+	}
+	h.submitBody(id, "mock-1", map[string]any{"model": "mock-1", "messages": userMessages(content), "max_tokens": 10})
+
+	frames := h.waitEnd(id)
+	text, chunks := chunkText(t, frames)
+	if want := strings.Join(tokens[:10], ""); text != want {
+		t.Fatalf("text = %q\nwant   %q (10 tokens)", text, want)
+	}
+	n := 0
+	for _, c := range chunks {
+		n += c.Tokens
+	}
+	if n != 10 {
+		t.Fatalf("the chunks count %d tokens, want 10", n)
+	}
+	if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusDone || end.FinishReason != "length" {
+		t.Fatalf("end = %+v, want done with finish reason length", end)
 	}
 }
 

@@ -64,6 +64,11 @@ type Frame struct {
 	Model    string `json:"model,omitempty"`
 	Attempt  int    `json:"attempt,omitempty"`
 	Seam     Seam   `json:"seam,omitempty"`
+	// Tokens counts the upstream deltas with text that make up a chunk's
+	// content: the tokens it holds, as far as the provider's stream tells
+	// (most providers send one token per delta; none sends less). A
+	// continuation asks for the client's max_tokens less the stream's sum.
+	Tokens int `json:"tokens,omitempty"`
 	// UpstreamTTFTMS is set on a stream's first chunk: the time to first
 	// token of the upstream call that produced it, in milliseconds, so
 	// that an edge can tell the part of its own time to first token that
