@@ -96,6 +96,8 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		p.denyPublish("$JS.API.STREAM.UPDATE." + protocol.RequestStream)
 		p.denyPublish("$JS.API.STREAM.DELETE.KV_" + protocol.MetaBucket)
 		p.denySubscribe("relay.live.>")
+		// Nor forge a reply to another connection's request.
+		p.denyPublish("_INBOX.forged")
 	})
 
 	t.Run("coordinator", func(t *testing.T) {
@@ -103,6 +105,7 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		p.denyPublish(protocol.RequestSubject)
 		p.denyPublish(protocol.ChunkSubject(id))
 		p.denyPublish("$JS.API.STREAM.DELETE." + protocol.ChunkStream)
+		p.denyPublish("_INBOX.forged")
 	})
 
 	// Nothing the refused publishes carried was stored.

@@ -21,6 +21,10 @@ import (
 const (
 	// LivenessSubject carries every worker's heartbeats.
 	LivenessSubject = "relay.liveness"
+	// livenessEchoPrefix starts the subject on which a watcher sends
+	// itself an echo; a relay subject rather than an inbox, so that no role
+	// needs a grant to publish to inboxes (configs/nats).
+	livenessEchoPrefix = "relay.liveness.echo."
 	// HandoverBucket holds one key per handed-over delivery
 	// (Delivery.HandoverKey); keys expire after handoverRetention.
 	HandoverBucket = "relay_handovers"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // Watcher hands over the deliveries of worker instances whose heartbeats
@@ -73,7 +74,7 @@ func (w Watcher) Run(ctx context.Context) error {
 	})
 	// The echo is a message to itself through the server: hearing it
 	// proves the watcher hears the world now.
-	echo := nc.NewRespInbox()
+	echo := livenessEchoPrefix + nuid.Next()
 	echoSub, err := nc.Subscribe(echo, func(*nats.Msg) { lw.echoed() })
 	if err != nil {
 		return fmt.Errorf("protocol: subscribe %s: %w", echo, err)
