@@ -196,10 +196,12 @@ func start(t *testing.T, o options) *system {
 			s.Gate = &gateLog{}
 			deps.Gate = s.Gate
 		}
-		if s.Relay, err = relay.New(cfg.Worker, deps); err != nil {
+		w, err := relay.New(cfg.Worker, deps)
+		if err != nil {
 			t.Fatal(err)
 		}
-		g.run(func() error { return s.Relay.Run(g.ctx) })
+		g.run(func() error { return w.Run(g.ctx) })
+		s.Relay = w
 	}
 	for range o.Edges {
 		if !o.Secured {
