@@ -98,20 +98,14 @@ func readRequest(edge string, req map[string]any) (*answer, error) {
 	defer s.Close()
 	tr := &transcript{}
 	a := &answer{}
-	for !tr.done {
-		ev, err := s.Next()
-		if err != nil {
-			return nil, fmt.Errorf("stream ended before [DONE] after %d events: %w", tr.events, err)
-		}
-		if err := tr.add(ev); err != nil {
-			return nil, err
-		}
+	err = tr.follow(s, 0, func(ev sseEvent) error {
 		if ev.Data == "[DONE]" {
-			break
+			return nil
 		}
-		if err := a.add(ev.Data, time.Since(started)); err != nil {
-			return nil, err
-		}
+		return a.add(ev.Data, time.Since(started))
+	})
+	if err != nil {
+		return nil, err
 	}
 	if a.text != tr.text.String() {
 		return nil, fmt.Errorf("answer text %q differs from the transcript's %q", a.text, tr.text.String())
