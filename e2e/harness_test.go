@@ -32,11 +32,12 @@ import (
 	"github.com/relaydev/relay/relay/upstream"
 )
 
-// start is the one way an end-to-end test runs a relay (but the
-// coordinator tests' cluster and the regions, which wire more than one
-// NATS or gate): embedded NATS, the fake upstream, workers and edges
-// started as the relay binary starts them, and a coordinator when asked.
-// The options say what a test varies.
+// start is how an end-to-end test runs a relay in its own process:
+// embedded NATS, the fake upstream, workers and edges started as the relay
+// binary starts them, and a coordinator when asked; the options say what
+// a test varies. (The coordinator tests' startClu wires shared gates per
+// worker, startRegions two NATS servers, and the process tests run the
+// binary itself.)
 
 // system is a running relay.
 type system struct {
@@ -239,32 +240,31 @@ func (s *system) startMock(g *runGroup, o options, logger *slog.Logger) {
 	}
 	addr := ln.Addr().String()
 	s.Mock, s.MockURL = mock, "http://"+addr+"/v1"
-	serve := func(l net.Listener) { g.run(func() error { return mock.Serve(g.ctx, l) }) }
+	serve := func(l net.Listener) error { return mock.Serve(g.ctx, l) }
 	if o.Record {
 		s.Calls = &callLog{}
 		front := &http.Server{Handler: s.Calls.front(mock.Handler()), ReadHeaderTimeout: 5 * time.Second}
 		context.AfterFunc(g.ctx, func() { front.Close() })
-		serve = func(l net.Listener) {
-			g.run(func() error {
-				if err := front.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-					return err
-				}
-				return nil
-			})
+		serve = func(l net.Listener) error {
+			if err := front.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
 		}
 	}
-	s.serve = func() { serve(ln) }
-	if o.MockLater {
-		// Nothing listens on the port until serveMock takes it back.
-		ln.Close()
-		s.serve = func() {
-			l, err := net.Listen("tcp", addr)
-			if err != nil {
+	s.serve = func() {
+		l, err := ln, error(nil)
+		if o.MockLater {
+			if l, err = net.Listen("tcp", addr); err != nil {
 				t.Errorf("listen again on %s: %v", addr, err)
 				return
 			}
-			serve(l)
 		}
+		g.run(func() error { return serve(l) })
+	}
+	if o.MockLater {
+		// Nothing listens on the port until serveMock takes it back.
+		ln.Close()
 		return
 	}
 	s.serveMock()
@@ -336,8 +336,9 @@ func newRunGroup(t *testing.T) *runGroup {
 	t.Cleanup(func() {
 		cancel()
 		g.mu.Lock()
-		defer g.mu.Unlock()
-		for _, done := range g.done {
+		dones, conns := g.done, g.conns
+		g.mu.Unlock()
+		for _, done := range dones {
 			select {
 			case err := <-done:
 				// A server whose graceful shutdown ran out of time (a
@@ -350,7 +351,7 @@ func newRunGroup(t *testing.T) *runGroup {
 				t.Errorf("a role did not stop within 30s")
 			}
 		}
-		for _, nc := range g.conns {
+		for _, nc := range conns {
 			nc.Close()
 		}
 	})
