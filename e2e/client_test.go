@@ -123,9 +123,15 @@ type chunkJSON struct {
 		Code    string `json:"code"`
 	} `json:"error"`
 	Relay struct {
-		StreamID string `json:"stream_id"`
-		Seq      uint64 `json:"seq"`
-		Status   string `json:"status"`
+		StreamID string        `json:"stream_id"`
+		Seq      uint64        `json:"seq"`
+		Status   string        `json:"status"`
+		Provider string        `json:"provider"`
+		Model    string        `json:"model"`
+		Attempt  int           `json:"attempt"`
+		Seam     protocol.Seam `json:"seam"`
+		Attempts int           `json:"attempts"`
+		Cost     float64       `json:"cost"`
 	} `json:"relay"`
 }
 

@@ -115,28 +115,7 @@ func readRequest(edge string, req map[string]any) (*answer, error) {
 
 // add records one event's data.
 func (a *answer) add(data string, at time.Duration) error {
-	var ev struct {
-		Choices []struct {
-			Delta struct {
-				Content string `json:"content"`
-			} `json:"delta"`
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage *protocol.Usage `json:"usage"`
-		Error *struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-		} `json:"error"`
-		Relay struct {
-			Provider string        `json:"provider"`
-			Model    string        `json:"model"`
-			Attempt  int           `json:"attempt"`
-			Seam     protocol.Seam `json:"seam"`
-			Status   string        `json:"status"`
-			Attempts int           `json:"attempts"`
-			Cost     float64       `json:"cost"`
-		} `json:"relay"`
-	}
+	var ev chunkJSON
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {
 		return fmt.Errorf("event %s: %w", data, err)
 	}
