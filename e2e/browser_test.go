@@ -14,7 +14,6 @@ import (
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // chromiumPath is Debian's Chromium, which e2e/setup.sh installs.
@@ -98,15 +97,14 @@ func poll[T any](t *testing.T, ctx context.Context, what, expr string, wait time
 // the provider health board and its charts with the data that produced.
 func TestBrowser(t *testing.T) {
 	ctx := browser(t)
-	srv := relaytest.NATS(t)
-	sys := startOps(t, opsOptions{
-		NATSURL: srv.ClientURL(),
-		Mock:    mockupstream.Config{Tokens: demoTokens, TokenInterval: demoInterval},
-		Tune: func(c *config.Config) {
+	sys := start(t, options{
+		Coordinator: true,
+		Mock:        mockupstream.Config{Tokens: demoTokens, TokenInterval: demoInterval},
+		Tune: withOpsModels(func(c *config.Config) {
 			c.Edge.Demo = true
 			c.Edge.RetryHint = 200 * time.Millisecond
 			c.Coordinator = coordinator.Config{Listen: c.Coordinator.Listen, HealthInterval: time.Second}
-		},
+		}),
 	})
 
 	t.Run("demo survives three drops", func(t *testing.T) {

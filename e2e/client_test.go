@@ -62,7 +62,12 @@ func openSSE(ctx context.Context, method, url string, body []byte, lastEventID s
 		resp.Body.Close()
 		return nil, &httpError{Status: resp.StatusCode, Body: string(b)}
 	}
-	return &sseStream{resp: resp, r: bufio.NewReader(resp.Body)}, nil
+	return sseOf(resp), nil
+}
+
+// sseOf reads the events of resp.
+func sseOf(resp *http.Response) *sseStream {
+	return &sseStream{resp: resp, r: bufio.NewReader(resp.Body)}
 }
 
 type httpError struct {
@@ -118,9 +123,15 @@ type chunkJSON struct {
 		Code    string `json:"code"`
 	} `json:"error"`
 	Relay struct {
-		StreamID string `json:"stream_id"`
-		Seq      uint64 `json:"seq"`
-		Status   string `json:"status"`
+		StreamID string        `json:"stream_id"`
+		Seq      uint64        `json:"seq"`
+		Status   string        `json:"status"`
+		Provider string        `json:"provider"`
+		Model    string        `json:"model"`
+		Attempt  int           `json:"attempt"`
+		Seam     protocol.Seam `json:"seam"`
+		Attempts int           `json:"attempts"`
+		Cost     float64       `json:"cost"`
 	} `json:"relay"`
 }
 
@@ -177,7 +188,11 @@ func (tr *transcript) add(ev sseEvent) error {
 
 // readUntil reads events from s into tr until [DONE] or until tr holds
 // stop events (stop 0: no limit).
-func (tr *transcript) readUntil(s *sseStream, stop int) error {
+func (tr *transcript) readUntil(s *sseStream, stop int) error { return tr.follow(s, stop, nil) }
+
+// follow is readUntil that also hands each event, once tr has checked
+// and added it, to each (if set).
+func (tr *transcript) follow(s *sseStream, stop int, each func(sseEvent) error) error {
 	for !tr.done && (stop == 0 || tr.events < stop) {
 		ev, err := s.Next()
 		if err != nil {
@@ -185,6 +200,11 @@ func (tr *transcript) readUntil(s *sseStream, stop int) error {
 		}
 		if err := tr.add(ev); err != nil {
 			return err
+		}
+		if each != nil {
+			if err := each(ev); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -109,7 +109,7 @@ func TestFrontDoorResumeTokens(t *testing.T) {
 	}
 	// The first event carries the token for a client that cannot read
 	// headers.
-	ev, err := (&sseStream{resp: resp, r: bufioReader(resp)}).Next()
+	ev, err := sseOf(resp).Next()
 	must(t, err)
 	var first struct {
 		Relay struct {

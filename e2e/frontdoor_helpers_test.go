@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -116,7 +115,7 @@ func transcriptOf(t *testing.T, resp *http.Response, tr *transcript, stop int) *
 	if tr == nil {
 		tr = &transcript{}
 	}
-	must(t, tr.readUntil(&sseStream{resp: resp, r: bufio.NewReader(resp.Body)}, stop))
+	must(t, tr.readUntil(sseOf(resp), stop))
 	return tr
 }
 
@@ -167,5 +166,3 @@ func requestsQueued(t *testing.T, sys *system) uint64 {
 func calls(sys *system, msgs []mockupstream.Message) int {
 	return sys.Mock.Stats().ByConversation[mockupstream.ConversationKey(msgs)]
 }
-
-func bufioReader(resp *http.Response) *bufio.Reader { return bufio.NewReader(resp.Body) }

@@ -38,7 +38,7 @@ func TestFrontDoorIdempotency(t *testing.T) {
 				t.Errorf("racer %d: status %d", i, resp.StatusCode)
 				return
 			}
-			if err := tr.readUntil(&sseStream{resp: resp, r: bufioReader(resp)}, 0); err != nil {
+			if err := tr.readUntil(sseOf(resp), 0); err != nil {
 				t.Errorf("racer %d: %v", i, err)
 				return
 			}

@@ -105,7 +105,7 @@ func TestFrontDoorSlowClients(t *testing.T) {
 			defer resp.Body.Close()
 		}
 		tr := &transcript{}
-		err := tr.readUntil(&sseStream{resp: resp, r: bufioReader(resp)}, 0)
+		err := tr.readUntil(sseOf(resp), 0)
 		report(result{name: name, text: tr.text.String(), err: err})
 	}
 	ws := func(name string, dialer *websocket.Dialer) {

@@ -10,94 +10,142 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/edge"
+	"github.com/relaydev/relay/relay"
 	"github.com/relaydev/relay/relay/app"
+	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/natsserver"
+	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/upstream"
 )
 
-// system is a running relay: embedded NATS, the fake upstream, and edges
-// and workers started as the relay binary would start them.
+// start is how an end-to-end test runs a relay in its own process:
+// embedded NATS, the fake upstream, workers and edges started as the relay
+// binary starts them, and a coordinator when asked; the options say what
+// a test varies. (The coordinator tests' startClu wires shared gates per
+// worker, startRegions two NATS servers, and the process tests run the
+// binary itself.)
+
+// system is a running relay.
 type system struct {
-	NATS  *server.Server
-	Mock  *mockupstream.Server
-	Edges []string // base URLs, "http://127.0.0.1:port"
+	NATS *server.Server
+	// Secured holds the role users' passwords, with options.Secured.
+	Secured *securedNATS
+	Mock    *mockupstream.Server
+	MockURL string   // the provider base URL of the mock
+	Edges   []string // base URLs, "http://127.0.0.1:port"
+	Edge    string   // Edges[0]
+	// Worker and Coordinator are base URLs of the ops endpoints (/healthz,
+	// /readyz, /metrics): the first worker's ("" with Record or Secured,
+	// whose worker is wired by hand) and the coordinator's.
+	Worker, Coordinator string
+
+	// With options.Record: the requests the mock received, what the
+	// worker's gate saw, and the worker itself (tests call Reload).
+	Calls *callLog
+	Gate  *gateLog
+	Relay *relay.Worker
+
+	serveOnce sync.Once
+	serve     func()
 }
 
 type options struct {
-	Edges, Workers int
-	Mock           mockupstream.Config
-	// Tune adjusts the configuration every role is started with. Edges
-	// allow anonymous clients unless it sets edge.allow_anonymous false.
+	Edges, Workers int // zero: 1
+	// Coordinator runs a coordinator too, before the other roles.
+	Coordinator bool
+	Mock        mockupstream.Config
+	// MockLater leaves the mock's port closed until the test calls
+	// serveMock: calls to it are refused until then.
+	MockLater bool
+	// Record fronts the mock with a log of the chat requests it receives
+	// (system.Calls) and starts the one worker with relay.New and a gate
+	// that admits every call and keeps every report, which is what a
+	// circuit breaker would count (system.Gate).
+	Record bool
+	// Tune adjusts the configuration every role is started with: one
+	// provider "mock" serving mock-1 and mock-2 with the mock's API keys,
+	// and edges that allow anonymous clients. Presets: withFastRetry,
+	// withOpsModels, withTenants.
 	Tune func(*config.Config)
 	// Logs, when set, receives every role's log (debug level) instead of
 	// the test log.
 	Logs io.Writer
-	// NATSPassword, when set, makes NATS require user "relay" with it.
+	// NATS is the server the roles use; nil: a fresh one.
+	NATS *server.Server
+	// NATSPassword, when set, makes the fresh NATS require user "relay"
+	// with it.
 	NATSPassword string
+	// Secured runs the shipped NATS configuration (startSecuredNATS), each
+	// role connecting as its own user, and fails the test if a role is
+	// refused anything. The coordinator runs as the relay binary runs it,
+	// so it sets the JetStream topology up with its own rights; the edge
+	// and the worker are wired like app.Run wires them but without
+	// protocol.Setup, which they have no rights for.
+	Secured bool
+}
+
+// fastRetry keeps backoff short; the delays themselves are the backoff
+// package's tests' concern.
+var fastRetry = backoff.Config{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}
+
+// withFastRetry makes provider "mock" retry fast and give up on a silent
+// call after 5s, so that fault scenarios take milliseconds; more, if set,
+// runs after.
+func withFastRetry(more func(*config.Config)) func(*config.Config) {
+	return func(c *config.Config) {
+		p := &c.Providers[0]
+		p.Retry, p.FirstTokenTimeout, p.StallTimeout = fastRetry, 5*time.Second, 5*time.Second
+		if more != nil {
+			more(c)
+		}
+	}
 }
 
 // start runs a system for the test and stops it when the test ends.
 func start(t *testing.T, o options) *system {
 	t.Helper()
-	if o.Edges == 0 {
-		o.Edges = 1
+	o.Edges, o.Workers = max(o.Edges, 1), max(o.Workers, 1)
+	o.Coordinator = o.Coordinator || o.Secured
+	if o.Record && o.Workers > 1 {
+		t.Fatal("options.Record records one worker")
 	}
-	if o.Workers == 0 {
-		o.Workers = 1
-	}
-	s := &system{}
-	if o.NATSPassword != "" {
-		s.NATS = natsWithPassword(t, o.NATSPassword)
-	} else {
-		s.NATS = relaytest.NATS(t)
-	}
+	s := &system{NATS: o.NATS}
 	logger := relaytest.Logger(t)
 	if o.Logs != nil {
 		logger = slog.New(slog.NewTextHandler(o.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-
-	mock, err := mockupstream.New(o.Mock, logger.With("role", "mock-upstream"))
-	if err != nil {
-		t.Fatal(err)
+	switch {
+	case o.Secured:
+		s.Secured = startSecuredNATS(t)
+		s.NATS = s.Secured.srv
+		logger = failOnViolations(t, logger)
+	case o.NATSPassword != "":
+		s.NATS = natsWithPassword(t, o.NATSPassword)
+	case s.NATS == nil:
+		s.NATS = relaytest.NATS(t)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Mock = mock
-	var running []chan error
-	run := func(f func() error) {
-		done := make(chan error, 1)
-		running = append(running, done)
-		go func() { done <- f() }()
-	}
-	t.Cleanup(func() {
-		cancel()
-		for _, done := range running {
-			// A server whose graceful shutdown ran out of time (a client
-			// still streaming) closed its connections: not a failure here.
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("role stopped with: %v", err)
-			}
-		}
-	})
-	run(func() error { return mock.Serve(ctx, ln) })
+	g := newRunGroup(t)
+	s.startMock(g, o, logger)
 
 	cfg := config.Config{
 		NATS: natsconn.Config{URL: s.NATS.ClientURL()},
 		Providers: []provider.Config{{
 			Name:    "mock",
-			BaseURL: "http://" + ln.Addr().String() + "/v1",
+			BaseURL: s.MockURL,
 			APIKeys: o.Mock.APIKeys,
 			Models:  []string{"mock-1", "mock-2"},
 		}},
@@ -107,35 +155,238 @@ func start(t *testing.T, o options) *system {
 	}
 	cfg.Edge.Listen = "127.0.0.1:0"
 	cfg.Edge.AllowAnonymous = true
+	cfg.Worker.Listen = "127.0.0.1:0"
 	cfg.Coordinator.Listen = "127.0.0.1:0"
 	if o.Tune != nil {
 		o.Tune(&cfg)
 	}
-	startRole := func(role config.Role) app.Addrs {
-		t.Helper()
+	roles := []config.Role{config.RoleWorker, config.RoleEdge}
+	if o.Coordinator {
+		roles = append(roles, config.RoleCoordinator)
+	}
+	for _, role := range roles {
 		if err := cfg.Validate(role); err != nil {
 			t.Fatal(err)
 		}
-		ready := make(chan app.Addrs, 1)
-		run(func() error {
-			return app.Run(ctx, role, cfg, logger.With("instance", string(role)), func(a app.Addrs) { ready <- a })
-		})
-		select {
-		case a := <-ready:
-			return a
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s not ready", role)
-			return app.Addrs{}
-		}
+	}
+	catalog, err := cfg.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Coordinator {
+		s.Coordinator = "http://" + g.app(config.RoleCoordinator, s.roleConfig(cfg, "coordinator"), logger).Coordinator
+	}
+	if o.Secured {
+		s.awaitHandoverBucket(g, cfg, logger)
 	}
 	for range o.Workers {
-		startRole(config.RoleWorker)
+		if !o.Record && !o.Secured {
+			if a := g.app(config.RoleWorker, cfg, logger); s.Worker == "" {
+				s.Worker = "http://" + a.Worker
+			}
+			continue
+		}
+		deps := relay.Deps{
+			Catalog:  catalog,
+			Upstream: upstream.NewClient(&http.Client{}),
+			Logger:   logger.With("role", "worker"),
+			Topology: cfg.Streams,
+		}
+		deps.NC, deps.JS = s.connect(g, cfg, "worker", logger)
+		if o.Record {
+			s.Gate = &gateLog{}
+			deps.Gate = s.Gate
+		}
+		w, err := relay.New(cfg.Worker, deps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.run(func() error { return w.Run(g.ctx) })
+		s.Relay = w
 	}
 	for range o.Edges {
-		a := startRole(config.RoleEdge)
-		s.Edges = append(s.Edges, "http://"+a.Edge)
+		if !o.Secured {
+			s.Edges = append(s.Edges, "http://"+g.app(config.RoleEdge, cfg, logger).Edge)
+			continue
+		}
+		nc, js := s.connect(g, cfg, "edge", logger)
+		e, err := edge.New(cfg.Edge, edge.Deps{NC: nc, JS: js, Catalog: catalog, Logger: logger.With("role", "edge")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", cfg.Edge.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.run(func() error { return e.Serve(g.ctx, ln) })
+		s.Edges = append(s.Edges, "http://"+ln.Addr().String())
 	}
+	s.Edge = s.Edges[0]
 	return s
+}
+
+// startMock runs the fake upstream on a loopback port: behind the call
+// log with o.Record, and from when the test calls serveMock with
+// o.MockLater.
+func (s *system) startMock(g *runGroup, o options, logger *slog.Logger) {
+	t := g.t
+	mock, err := mockupstream.New(o.Mock, logger.With("role", "mock-upstream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	s.Mock, s.MockURL = mock, "http://"+addr+"/v1"
+	serve := func(l net.Listener) error { return mock.Serve(g.ctx, l) }
+	if o.Record {
+		s.Calls = &callLog{}
+		front := &http.Server{Handler: s.Calls.front(mock.Handler()), ReadHeaderTimeout: 5 * time.Second}
+		context.AfterFunc(g.ctx, func() { front.Close() })
+		serve = func(l net.Listener) error {
+			if err := front.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		}
+	}
+	s.serve = func() {
+		l, err := ln, error(nil)
+		if o.MockLater {
+			if l, err = net.Listen("tcp", addr); err != nil {
+				t.Errorf("listen again on %s: %v", addr, err)
+				return
+			}
+		}
+		g.run(func() error { return serve(l) })
+	}
+	if o.MockLater {
+		// Nothing listens on the port until serveMock takes it back.
+		ln.Close()
+		return
+	}
+	s.serveMock()
+}
+
+// serveMock starts serving the mock on its port (once).
+func (s *system) serveMock() { s.serveOnce.Do(s.serve) }
+
+// roleConfig is cfg with the NATS credentials of role.
+func (s *system) roleConfig(cfg config.Config, role string) config.Config {
+	if s.Secured != nil {
+		cfg.NATS = s.Secured.creds(role)
+	}
+	return cfg
+}
+
+// connect opens a connection for a role wired by hand, closed after the
+// roles stopped. It sets the topology up, or, when Secured, waits until
+// the coordinator has.
+func (s *system) connect(g *runGroup, cfg config.Config, role string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream) {
+	t := g.t
+	t.Helper()
+	nc, js, err := natsconn.Connect(s.roleConfig(cfg, role).NATS, "relay-"+role, logger.With("instance", role))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.closeAtEnd(nc)
+	ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
+	defer cancel()
+	if s.Secured != nil {
+		err = protocol.Check(ctx, js)
+	} else {
+		err = protocol.Setup(ctx, js, cfg.Streams)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", role, err)
+	}
+	return nc, js
+}
+
+// awaitHandoverBucket waits for the coordinator to create the handover
+// bucket, which its liveness watcher does just after it is ready; a
+// worker could not.
+func (s *system) awaitHandoverBucket(g *runGroup, cfg config.Config, logger *slog.Logger) {
+	_, js := s.connect(g, cfg, "coordinator", logger)
+	relaytest.Eventually(g.t, 10*time.Second, 20*time.Millisecond, func() bool {
+		ctx, cancel := context.WithTimeout(g.ctx, time.Second)
+		defer cancel()
+		_, err := js.KeyValue(ctx, protocol.HandoverBucket)
+		return err == nil
+	})
+}
+
+// runGroup runs a test's servers and roles until the test ends, then
+// cancels their context, waits for each to return and closes the
+// connections they used.
+type runGroup struct {
+	t   *testing.T
+	ctx context.Context
+
+	mu    sync.Mutex
+	done  []chan error
+	conns []*nats.Conn
+}
+
+func newRunGroup(t *testing.T) *runGroup {
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &runGroup{t: t, ctx: ctx}
+	t.Cleanup(func() {
+		cancel()
+		g.mu.Lock()
+		dones, conns := g.done, g.conns
+		g.mu.Unlock()
+		for _, done := range dones {
+			select {
+			case err := <-done:
+				// A server whose graceful shutdown ran out of time (a
+				// client still streaming) closed its connections: not a
+				// failure here.
+				if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("role stopped with: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("a role did not stop within 30s")
+			}
+		}
+		for _, nc := range conns {
+			nc.Close()
+		}
+	})
+	return g
+}
+
+// run runs f in a goroutine; it may be called while the test runs.
+func (g *runGroup) run(f func() error) {
+	done := make(chan error, 1)
+	g.mu.Lock()
+	g.done = append(g.done, done)
+	g.mu.Unlock()
+	go func() { done <- f() }()
+}
+
+func (g *runGroup) closeAtEnd(nc *nats.Conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.conns = append(g.conns, nc)
+}
+
+// app runs role as the relay binary runs it and waits until it serves.
+func (g *runGroup) app(role config.Role, cfg config.Config, logger *slog.Logger) app.Addrs {
+	g.t.Helper()
+	ready := make(chan app.Addrs, 1)
+	g.run(func() error {
+		return app.Run(g.ctx, role, cfg, logger.With("instance", string(role)), func(a app.Addrs) { ready <- a })
+	})
+	select {
+	case a := <-ready:
+		return a
+	case <-time.After(20 * time.Second):
+		g.t.Fatalf("%s not ready", role)
+		return app.Addrs{}
+	}
 }
 
 // natsWithPassword starts a server that requires user "relay" with

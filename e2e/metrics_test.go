@@ -18,8 +18,7 @@ import (
 // (Takeovers, fenced writes and gate waits are driven in
 // relay/observe_test.go.)
 func TestMetricsMoveEndToEnd(t *testing.T) {
-	srv := relaytest.NATS(t)
-	sys := startOps(t, opsOptions{NATSURL: srv.ClientURL(), Mock: mockupstream.Config{Tokens: 12, TokenInterval: 5 * time.Millisecond}})
+	sys := start(t, options{Coordinator: true, Mock: mockupstream.Config{Tokens: 12, TokenInterval: 5 * time.Millisecond}, Tune: withOpsModels(nil)})
 
 	// A plain answer; a retry (503 before any text); continuations then a
 	// fallback (mock-1 cut twice, one retry of its own, then mock-2); a

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // nginxConfig is the shipped server configuration the tests run with.
@@ -117,7 +118,7 @@ http {
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		if lastErr = waitListening(addr, exited); lastErr == nil {
+		if lastErr = waitListening(t, addr, exited); lastErr == nil {
 			t.Cleanup(func() { stopNginx(t, cmd, exited) })
 			return "http://" + addr
 		}
@@ -141,22 +142,25 @@ func freeLoopbackAddr(t *testing.T) string {
 	return "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
-// waitListening waits until addr accepts connections, or nginx exited.
-func waitListening(addr string, exited <-chan error) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+// waitListening waits until addr accepts connections; it returns an error
+// if nginx exited first.
+func waitListening(t *testing.T, addr string, exited <-chan error) error {
+	t.Helper()
+	var exit error
+	relaytest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("nginx exited: %v", err)
+			exit = fmt.Errorf("nginx exited: %v", err)
+			return true
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
 			c.Close()
-			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return errors.New("nginx not listening after 10s")
+		return err == nil
+	})
+	return exit
 }
 
 // stopNginx ends nginx at once (SIGTERM: a graceful SIGQUIT would wait for

@@ -13,7 +13,7 @@ import (
 // process is alive) stays true throughout.
 func TestReadyFollowsNATS(t *testing.T) {
 	srv := relaytest.RestartableNATS(t)
-	sys := startOps(t, opsOptions{NATSURL: srv.Server().ClientURL()})
+	sys := start(t, options{NATS: srv.Server(), Coordinator: true, Tune: withOpsModels(nil)})
 	roles := map[string]string{"edge": sys.Edge, "worker": sys.Worker, "coordinator": sys.Coordinator}
 
 	ready := func(want bool) {

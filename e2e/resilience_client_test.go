@@ -98,20 +98,14 @@ func readRequest(edge string, req map[string]any) (*answer, error) {
 	defer s.Close()
 	tr := &transcript{}
 	a := &answer{}
-	for !tr.done {
-		ev, err := s.Next()
-		if err != nil {
-			return nil, fmt.Errorf("stream ended before [DONE] after %d events: %w", tr.events, err)
-		}
-		if err := tr.add(ev); err != nil {
-			return nil, err
-		}
+	err = tr.follow(s, 0, func(ev sseEvent) error {
 		if ev.Data == "[DONE]" {
-			break
+			return nil
 		}
-		if err := a.add(ev.Data, time.Since(started)); err != nil {
-			return nil, err
-		}
+		return a.add(ev.Data, time.Since(started))
+	})
+	if err != nil {
+		return nil, err
 	}
 	if a.text != tr.text.String() {
 		return nil, fmt.Errorf("answer text %q differs from the transcript's %q", a.text, tr.text.String())
@@ -121,28 +115,7 @@ func readRequest(edge string, req map[string]any) (*answer, error) {
 
 // add records one event's data.
 func (a *answer) add(data string, at time.Duration) error {
-	var ev struct {
-		Choices []struct {
-			Delta struct {
-				Content string `json:"content"`
-			} `json:"delta"`
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage *protocol.Usage `json:"usage"`
-		Error *struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-		} `json:"error"`
-		Relay struct {
-			Provider string        `json:"provider"`
-			Model    string        `json:"model"`
-			Attempt  int           `json:"attempt"`
-			Seam     protocol.Seam `json:"seam"`
-			Status   string        `json:"status"`
-			Attempts int           `json:"attempts"`
-			Cost     float64       `json:"cost"`
-		} `json:"relay"`
-	}
+	var ev chunkJSON
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {
 		return fmt.Errorf("event %s: %w", data, err)
 	}

@@ -52,9 +52,11 @@ func TestPrimaryModelExhaustedFallbackContinues(t *testing.T) {
 func TestProviderDownUsesBackupProvider(t *testing.T) {
 	t.Parallel()
 	dead := deadURL(t)
-	sys := startResilience(t, resilience{
-		mock: mockupstream.Config{Tokens: 30, TokenInterval: -1},
-		tune: func(cfg *config.Config, mockURL string) {
+	sys := start(t, options{
+		Record: true,
+		Mock:   mockupstream.Config{Tokens: 30, TokenInterval: -1},
+		Tune: withFastRetry(func(cfg *config.Config) {
+			mockURL := cfg.Providers[0].BaseURL
 			// In configuration order "down", then "other"; "backup" comes
 			// first after "down" because "down" names it.
 			cfg.Providers = []provider.Config{
@@ -62,13 +64,13 @@ func TestProviderDownUsesBackupProvider(t *testing.T) {
 				{Name: "other", BaseURL: dead, Models: []string{"mock-1"}, Retry: fastRetry},
 				{Name: "backup", BaseURL: mockURL, Models: []string{"mock-1"}, Retry: fastRetry},
 			}
-		},
+		}),
 	})
 	const content = "Is anyone there?"
-	a := ask(t, sys.edge, "mock-1", content)
+	a := ask(t, sys.Edge, "mock-1", content)
 	a.expectDone(t, answerText(content, 30), 5)
 	expectSeams(t, a, "fallback:backup/mock-1#5")
-	expectVerdicts(t, sys.gate,
+	expectVerdicts(t, sys.Gate,
 		"down/mock-1:failure", "down/mock-1:failure", "down/mock-1:failure", "down/mock-1:failure", "backup/mock-1:success")
 }
 

@@ -19,22 +19,23 @@ import (
 
 func Test401OnFirstKeyUsesSecondKey(t *testing.T) {
 	t.Parallel()
-	sys := startResilience(t, resilience{
-		mock: mockupstream.Config{Tokens: 20, TokenInterval: -1, APIKeys: []string{"key-2"}},
-		tune: func(cfg *config.Config, _ string) { cfg.Providers[0].APIKeys = []string{"key-1", "key-2"} },
+	sys := start(t, options{
+		Record: true,
+		Mock:   mockupstream.Config{Tokens: 20, TokenInterval: -1, APIKeys: []string{"key-2"}},
+		Tune:   withFastRetry(func(cfg *config.Config) { cfg.Providers[0].APIKeys = []string{"key-1", "key-2"} }),
 	})
 	const content = "Hello"
-	a := ask(t, sys.edge, "mock-1", content)
+	a := ask(t, sys.Edge, "mock-1", content)
 	a.expectDone(t, answerText(content, 20), 2)
 	// Nothing was published before the key change: the answer starts with
 	// the retry.
 	expectSeams(t, a, "retry:mock/mock-1#2")
-	expectVerdicts(t, sys.gate, "mock/mock-1:neutral", "mock/mock-1:success")
-	if n := sys.gate.failures("mock"); n != 0 {
+	expectVerdicts(t, sys.Gate, "mock/mock-1:neutral", "mock/mock-1:success")
+	if n := sys.Gate.failures("mock"); n != 0 {
 		t.Fatalf("%d failures reported for the provider, want none: the second key fixed it", n)
 	}
 	// The refused key stays aside: the next request goes to key-2 at once.
-	ask(t, sys.edge, "mock-1", "Hello again").expectDone(t, answerText("Hello again", 20), 1)
+	ask(t, sys.Edge, "mock-1", "Hello again").expectDone(t, answerText("Hello again", 20), 1)
 	if keys := callKeys(sys); !slices.Equal(keys, []string{"key-1", "key-2", "key-2"}) {
 		t.Fatalf("keys sent %v, want key-1 (refused), then key-2 twice", keys)
 	}
@@ -45,14 +46,15 @@ func TestKeyRotationWhileStreamsRun(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "keys")
 	writeKeyFile(t, keyFile, "old-key")
 	const tokens = 200
-	sys := startResilience(t, resilience{
+	sys := start(t, options{
+		Record: true,
 		// 200 tokens at 10ms: the first streams run for 2s, through the
 		// rotation.
-		mock: mockupstream.Config{Tokens: tokens, TokenInterval: 10 * time.Millisecond, APIKeys: []string{"old-key"}},
-		tune: func(cfg *config.Config, _ string) {
+		Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 10 * time.Millisecond, APIKeys: []string{"old-key"}},
+		Tune: withFastRetry(func(cfg *config.Config) {
 			cfg.Providers[0].APIKeys, cfg.Providers[0].APIKeysFile = nil, keyFile
 			cfg.Worker.KeysPollInterval = 50 * time.Millisecond
-		},
+		}),
 	})
 
 	// Three streams start on the old key.
@@ -65,22 +67,22 @@ func TestKeyRotationWhileStreamsRun(t *testing.T) {
 	for i := range 3 {
 		content := "Stream " + string(rune('A'+i)) + " through the rotation."
 		go func() {
-			a, err := read(sys.edge, "mock-1", content)
+			a, err := read(sys.Edge, "mock-1", content)
 			results <- result{content, a, err}
 		}()
 	}
-	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool { return len(sys.calls.all()) == 3 })
+	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool { return len(sys.Calls.all()) == 3 })
 
 	// Rotation with overlap, as operators do it: the provider accepts
 	// both keys, the key file gets the new one, and the worker picks it
 	// up by itself.
-	sys.mock.SetAPIKeys([]string{"old-key", "new-key"})
+	sys.Mock.SetAPIKeys([]string{"old-key", "new-key"})
 	writeKeyFile(t, keyFile, "new-key")
 	probe := 0
 	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
 		probe++
 		// One token, so that a probe is short.
-		a, err := readRequest(sys.edge, map[string]any{
+		a, err := readRequest(sys.Edge, map[string]any{
 			"model": "mock-1", "stream": true, "max_tokens": 1,
 			"messages": []mockupstream.Message{{Role: "user", Content: fmt.Sprintf("Probe %d", probe)}},
 		})
@@ -91,7 +93,7 @@ func TestKeyRotationWhileStreamsRun(t *testing.T) {
 		return keys[len(keys)-1] == "new-key"
 	})
 	// Then the old key is revoked while the first streams still run on it.
-	sys.mock.SetAPIKeys([]string{"new-key"})
+	sys.Mock.SetAPIKeys([]string{"new-key"})
 	select {
 	case r := <-results:
 		t.Fatalf("a stream ended before the old key was revoked (%+v): the test tests nothing", r)
@@ -99,7 +101,7 @@ func TestKeyRotationWhileStreamsRun(t *testing.T) {
 	}
 	short := func(content string) {
 		t.Helper()
-		a, err := readRequest(sys.edge, map[string]any{
+		a, err := readRequest(sys.Edge, map[string]any{
 			"model": "mock-1", "stream": true, "max_tokens": 5,
 			"messages": []mockupstream.Message{{Role: "user", Content: content}},
 		})
@@ -116,7 +118,7 @@ func TestKeyRotationWhileStreamsRun(t *testing.T) {
 	// first call is refused, the file re-read at once, and the call
 	// retried on the new key.
 	writeKeyFile(t, keyFile, "newest-key")
-	sys.mock.SetAPIKeys([]string{"newest-key"})
+	sys.Mock.SetAPIKeys([]string{"newest-key"})
 	short("A stream after a hard rotation.")
 	if keys := callKeys(sys); keys[len(keys)-1] != "newest-key" {
 		t.Fatalf("keys sent %v, want the newest key last", keys)
@@ -134,7 +136,7 @@ func TestKeyRotationWhileStreamsRun(t *testing.T) {
 	if !slices.Equal(keys[:3], []string{"old-key", "old-key", "old-key"}) {
 		t.Fatalf("the first streams were sent with %v, want the old key", keys[:3])
 	}
-	if n := sys.gate.failures("mock"); n != 0 {
+	if n := sys.Gate.failures("mock"); n != 0 {
 		t.Fatalf("%d failures reported for the provider, want none: rotations are not outages", n)
 	}
 	t.Logf("%d probes until the worker used the new key; keys sent: %v", probe, keys)
@@ -145,19 +147,20 @@ func TestKeyFileReloadedOnSIGHUP(t *testing.T) {
 	t.Parallel()
 	keyFile := filepath.Join(t.TempDir(), "keys")
 	writeKeyFile(t, keyFile, "old-key")
-	sys := startResilience(t, resilience{
-		mock: mockupstream.Config{Tokens: 10, TokenInterval: -1, APIKeys: []string{"old-key", "new-key"}},
-		tune: func(cfg *config.Config, _ string) {
+	sys := start(t, options{
+		Record: true,
+		Mock:   mockupstream.Config{Tokens: 10, TokenInterval: -1, APIKeys: []string{"old-key", "new-key"}},
+		Tune: withFastRetry(func(cfg *config.Config) {
 			cfg.Providers[0].APIKeys, cfg.Providers[0].APIKeysFile = nil, keyFile
 			cfg.Worker.KeysPollInterval = -1
-		},
+		}),
 	})
-	ask(t, sys.edge, "mock-1", "before").expectDone(t, answerText("before", 10), 1)
+	ask(t, sys.Edge, "mock-1", "before").expectDone(t, answerText("before", 10), 1)
 	writeKeyFile(t, keyFile, "new-key")
-	if err := sys.worker.Reload(); err != nil {
+	if err := sys.Relay.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	ask(t, sys.edge, "mock-1", "after").expectDone(t, answerText("after", 10), 1)
+	ask(t, sys.Edge, "mock-1", "after").expectDone(t, answerText("after", 10), 1)
 	if keys := callKeys(sys); !slices.Equal(keys, []string{"old-key", "new-key"}) {
 		t.Fatalf("keys sent %v, want the old key, then after Reload the new one", keys)
 	}
@@ -177,9 +180,9 @@ func writeKeyFile(t *testing.T, path, key string) {
 }
 
 // callKeys returns the key of every upstream call, in order.
-func callKeys(sys *rsys) []string {
+func callKeys(sys *system) []string {
 	var keys []string
-	for _, c := range sys.calls.all() {
+	for _, c := range sys.Calls.all() {
 		keys = append(keys, c.key)
 	}
 	return keys

@@ -15,60 +15,60 @@ import (
 
 func TestConnectionRefusedThenRecovered(t *testing.T) {
 	t.Parallel()
-	sys := startResilience(t, resilience{mock: mockupstream.Config{Tokens: 30, TokenInterval: -1}, mockLater: true})
+	sys := start(t, options{Record: true, MockLater: true, Mock: mockupstream.Config{Tokens: 30, TokenInterval: -1}, Tune: withFastRetry(nil)})
 	// The first call finds the port closed; the provider comes up before
 	// the second.
-	sys.gate.setBeforeAdmit(func(n int, _ string) {
+	sys.Gate.setBeforeAdmit(func(n int, _ string) {
 		if n == 2 {
 			sys.serveMock()
 		}
 	})
 	const content = "Are you there?"
-	a := ask(t, sys.edge, "mock-1", content)
+	a := ask(t, sys.Edge, "mock-1", content)
 	a.expectDone(t, answerText(content, 30), 2)
 	expectSeams(t, a, "retry:mock/mock-1#2")
-	expectVerdicts(t, sys.gate, "mock/mock-1:failure", "mock/mock-1:success")
-	if n := len(sys.calls.all()); n != 1 {
+	expectVerdicts(t, sys.Gate, "mock/mock-1:failure", "mock/mock-1:success")
+	if n := len(sys.Calls.all()); n != 1 {
 		t.Fatalf("the provider saw %d requests, want 1 (the first was refused)", n)
 	}
 }
 
 func Test500ThenOK(t *testing.T) {
 	t.Parallel()
-	sys := startResilience(t, resilience{mock: mockupstream.Config{Tokens: 30, TokenInterval: -1}})
+	sys := start(t, options{Record: true, Mock: mockupstream.Config{Tokens: 30, TokenInterval: -1}, Tune: withFastRetry(nil)})
 	const content = "[[mock: status=500]] Hello"
-	a := ask(t, sys.edge, "mock-1", content)
+	a := ask(t, sys.Edge, "mock-1", content)
 	a.expectDone(t, answerText(content, 30), 2)
 	expectSeams(t, a, "retry:mock/mock-1#2")
-	expectVerdicts(t, sys.gate, "mock/mock-1:failure", "mock/mock-1:success")
-	if st := sys.mock.Stats(); st.ByStatus[http.StatusInternalServerError] != 1 || st.ByStatus[http.StatusOK] != 1 {
+	expectVerdicts(t, sys.Gate, "mock/mock-1:failure", "mock/mock-1:success")
+	if st := sys.Mock.Stats(); st.ByStatus[http.StatusInternalServerError] != 1 || st.ByStatus[http.StatusOK] != 1 {
 		t.Fatalf("mock answered %v, want one 500 and one 200", st.ByStatus)
 	}
 }
 
 func Test502And503(t *testing.T) {
 	t.Parallel()
-	sys := startResilience(t, resilience{mock: mockupstream.Config{Tokens: 30, TokenInterval: -1}})
+	sys := start(t, options{Record: true, Mock: mockupstream.Config{Tokens: 30, TokenInterval: -1}, Tune: withFastRetry(nil)})
 	for _, status := range []string{"502", "503"} {
 		t.Run(status, func(t *testing.T) {
 			content := "[[mock: status=" + status + ", times=2]] Hello"
-			a := ask(t, sys.edge, "mock-1", content)
+			a := ask(t, sys.Edge, "mock-1", content)
 			a.expectDone(t, answerText(content, 30), 3)
 			expectSeams(t, a, "retry:mock/mock-1#3")
 		})
 	}
-	if st := sys.mock.Stats(); st.ByStatus[http.StatusBadGateway] != 2 || st.ByStatus[http.StatusServiceUnavailable] != 2 {
+	if st := sys.Mock.Stats(); st.ByStatus[http.StatusBadGateway] != 2 || st.ByStatus[http.StatusServiceUnavailable] != 2 {
 		t.Fatalf("mock answered %v, want two 502s and two 503s", st.ByStatus)
 	}
 }
 
 func Test429WithRetryAfterWaitsAtLeastTwoSeconds(t *testing.T) {
 	t.Parallel()
-	sys := startResilience(t, resilience{mock: mockupstream.Config{Tokens: 20, TokenInterval: -1}})
+	sys := start(t, options{Record: true, Mock: mockupstream.Config{Tokens: 20, TokenInterval: -1}, Tune: withFastRetry(nil)})
 	const content = "[[mock: status=429, retry_after=2]] Hello"
-	a := ask(t, sys.edge, "mock-1", content)
+	a := ask(t, sys.Edge, "mock-1", content)
 	a.expectDone(t, answerText(content, 20), 2)
-	calls := sys.calls.all()
+	calls := sys.Calls.all()
 	if len(calls) != 2 {
 		t.Fatalf("%d upstream calls, want 2", len(calls))
 	}
@@ -78,33 +78,34 @@ func Test429WithRetryAfterWaitsAtLeastTwoSeconds(t *testing.T) {
 	if a.firstText < 2*time.Second {
 		t.Fatalf("first text after %v, want at least 2s", a.firstText)
 	}
-	if r := sys.gate.report(0); r.RetryAfter != 2*time.Second {
+	if r := sys.Gate.report(0); r.RetryAfter != 2*time.Second {
 		t.Fatalf("the gate was told Retry-After %v, want 2s (a cluster-wide gate pauses the provider with it)", r.RetryAfter)
 	}
 }
 
 func TestStallBeforeTheFirstByte(t *testing.T) {
 	t.Parallel()
-	sys := startResilience(t, resilience{
-		mock: mockupstream.Config{Tokens: 20, TokenInterval: -1},
-		tune: func(cfg *config.Config, _ string) { cfg.Providers[0].FirstTokenTimeout = 300 * time.Millisecond },
+	sys := start(t, options{
+		Record: true,
+		Mock:   mockupstream.Config{Tokens: 20, TokenInterval: -1},
+		Tune:   withFastRetry(func(cfg *config.Config) { cfg.Providers[0].FirstTokenTimeout = 300 * time.Millisecond }),
 	})
 	const content = "[[mock: stall_before=10s]] Hello"
-	a := ask(t, sys.edge, "mock-1", content)
+	a := ask(t, sys.Edge, "mock-1", content)
 	a.expectDone(t, answerText(content, 20), 2)
 	expectSeams(t, a, "retry:mock/mock-1#2")
 	if a.firstText > 5*time.Second {
 		t.Fatalf("first text after %v: the stalled call was not abandoned after first_token_timeout", a.firstText)
 	}
-	expectVerdicts(t, sys.gate, "mock/mock-1:failure", "mock/mock-1:success")
+	expectVerdicts(t, sys.Gate, "mock/mock-1:failure", "mock/mock-1:success")
 }
 
 func Test400IsSurfacedAndNotRetried(t *testing.T) {
 	t.Parallel()
-	sys := startResilience(t, resilience{mock: mockupstream.Config{Tokens: 20, TokenInterval: -1}})
+	sys := start(t, options{Record: true, Mock: mockupstream.Config{Tokens: 20, TokenInterval: -1}, Tune: withFastRetry(nil)})
 	for _, status := range []string{"400", "404", "413", "422"} {
 		t.Run(status, func(t *testing.T) {
-			a := ask(t, sys.edge, "mock-1", "[[mock: status="+status+"]] Hello")
+			a := ask(t, sys.Edge, "mock-1", "[[mock: status="+status+"]] Hello")
 			if a.status != "failed" || a.text != "" || a.attempts != 1 {
 				t.Fatalf("status %q, %d attempts, text %q; want failed after 1 attempt", a.status, a.attempts, a.text)
 			}
@@ -116,9 +117,9 @@ func Test400IsSurfacedAndNotRetried(t *testing.T) {
 			}
 		})
 	}
-	if st := sys.mock.Stats(); st.ChatRequests != 4 {
+	if st := sys.Mock.Stats(); st.ChatRequests != 4 {
 		t.Fatalf("%d upstream requests, want 4: a request fault is never retried", st.ChatRequests)
 	}
 	// The request's fault is not the provider's.
-	expectVerdicts(t, sys.gate, "mock/mock-1:neutral", "mock/mock-1:neutral", "mock/mock-1:neutral", "mock/mock-1:neutral")
+	expectVerdicts(t, sys.Gate, "mock/mock-1:neutral", "mock/mock-1:neutral", "mock/mock-1:neutral", "mock/mock-1:neutral")
 }

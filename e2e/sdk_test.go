@@ -17,7 +17,6 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // sdkTokens is the answer length of the SDK tests' fake upstream; its
@@ -25,9 +24,9 @@ import (
 // after the third chunk has text left to resume.
 const sdkTokens = 16
 
-func startSDKSystem(t *testing.T) *opsSystem {
+func startSDKSystem(t *testing.T) *system {
 	t.Helper()
-	return startOps(t, opsOptions{NATSURL: relaytest.NATS(t).ClientURL(), Mock: mockupstream.Config{Tokens: sdkTokens, TokenInterval: 5 * time.Millisecond}})
+	return start(t, options{Coordinator: true, Mock: mockupstream.Config{Tokens: sdkTokens, TokenInterval: 5 * time.Millisecond}, Tune: withOpsModels(nil)})
 }
 
 func answerTo(content string) string {

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,17 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/edge"
-	"github.com/relaydev/relay/relay"
-	"github.com/relaydev/relay/relay/app"
-	"github.com/relaydev/relay/relay/config"
-	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/natsserver"
-	"github.com/relaydev/relay/relay/protocol"
-	"github.com/relaydev/relay/relay/provider"
-	"github.com/relaydev/relay/relay/relaytest"
-	"github.com/relaydev/relay/relay/upstream"
 )
 
 // natsServerConfig is the shipped nats-server configuration the security
@@ -94,142 +83,18 @@ func (v *violationLog) Lines() []string {
 	return append([]string(nil), v.lines...)
 }
 
-// securedSystem is a relay whose roles each connect as their own NATS
-// user: the fake upstream, a coordinator, a worker and an edge.
-type securedSystem struct {
-	NATS       *securedNATS
-	Mock       *mockupstream.Server
-	Edge       string // base URL
-	Violations *violationLog
-}
-
-// startSecured runs the roles against a securedNATS. The coordinator runs
-// as the relay binary runs it (app.Run), so it sets the JetStream topology
-// up with its own rights. The edge and the worker are wired like app.Run
-// wires them but without protocol.Setup, which they have no rights for:
-// they wait until the topology exists.
-func startSecured(t *testing.T, mock mockupstream.Config) *securedSystem {
-	t.Helper()
-	sec := startSecuredNATS(t)
-	s := &securedSystem{NATS: sec, Violations: &violationLog{}}
-	logger := slog.New(slog.NewMultiHandler(relaytest.Logger(t).Handler(), slog.NewTextHandler(s.Violations, nil)))
-	// Registered first, so it runs last and sees every line.
+// failOnViolations returns logger, which also hands its lines to a
+// violationLog, and fails the test at its end if a role was refused an
+// operation. Called before the roles start, its check runs after they
+// stopped and sees every line.
+func failOnViolations(t *testing.T, logger *slog.Logger) *slog.Logger {
+	v := &violationLog{}
 	t.Cleanup(func() {
-		if lines := s.Violations.Lines(); len(lines) > 0 {
+		if lines := v.Lines(); len(lines) > 0 {
 			t.Errorf("roles were refused operations they need:\n%s", strings.Join(lines, "\n"))
 		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	var running []chan error
-	run := func(f func() error) {
-		done := make(chan error, 1)
-		running = append(running, done)
-		go func() { done <- f() }()
-	}
-	// Registered first, so it runs last: after the roles stopped.
-	var conns []*nats.Conn
-	t.Cleanup(func() {
-		for _, nc := range conns {
-			nc.Close()
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		for _, done := range running {
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("role stopped with: %v", err)
-			}
-		}
-	})
-
-	m, err := mockupstream.New(mock, logger.With("role", "mock-upstream"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Mock = m
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(func() error { return m.Serve(ctx, ln) })
-	cfg := config.Config{
-		Providers: []provider.Config{{
-			Name:    "mock",
-			BaseURL: "http://" + ln.Addr().String() + "/v1",
-			APIKeys: mock.APIKeys,
-			Models:  []string{"mock-1", "mock-2"},
-		}},
-	}
-	cfg.Edge.Listen = "127.0.0.1:0"
-	cfg.Coordinator.Listen = "127.0.0.1:0"
-	catalog, err := cfg.Catalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	coord := cfg
-	coord.NATS = sec.creds("coordinator")
-	if err := coord.Validate(config.RoleCoordinator); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan app.Addrs, 1)
-	run(func() error {
-		return app.Run(ctx, config.RoleCoordinator, coord, logger.With("instance", "coordinator"), func(a app.Addrs) { ready <- a })
-	})
-	select {
-	case <-ready:
-	case <-time.After(20 * time.Second):
-		t.Fatal("coordinator not ready: it sets the topology up")
-	}
-
-	connect := func(role string) (*nats.Conn, jetstream.JetStream) {
-		t.Helper()
-		nc, js, err := natsconn.Connect(sec.creds(role), "relay-"+role, logger.With("instance", role))
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, nc)
-		checkCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := protocol.Check(checkCtx, js); err != nil {
-			t.Fatalf("%s: %v", role, err)
-		}
-		return nc, js
-	}
-	// The coordinator creates the handover bucket when its liveness
-	// watcher starts, just after it is ready; a worker could not.
-	_, cjs := connect("coordinator")
-	relaytest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool {
-		kvCtx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		_, err := cjs.KeyValue(kvCtx, protocol.HandoverBucket)
-		return err == nil
-	})
-
-	nc, js := connect("worker")
-	w, err := relay.New(cfg.Worker, relay.Deps{
-		NC: nc, JS: js, Catalog: catalog,
-		Upstream: upstream.NewClient(&http.Client{}),
-		Logger:   logger.With("role", "worker"),
-		Topology: cfg.Streams,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(func() error { return w.Run(ctx) })
-
-	nc, js = connect("edge")
-	e, err := edge.New(cfg.Edge, edge.Deps{NC: nc, JS: js, Catalog: catalog, Logger: logger.With("role", "edge")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eln, err := net.Listen("tcp", cfg.Edge.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(func() error { return e.Serve(ctx, eln) })
-	s.Edge = "http://" + eln.Addr().String()
-	return s
+	return slog.New(slog.NewMultiHandler(logger.Handler(), slog.NewTextHandler(v, nil)))
 }
 
 // natsProbe is a bare connection as one role's user, which reports the

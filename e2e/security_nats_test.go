@@ -19,7 +19,7 @@ import (
 // metadata.
 func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	const tokens = 30
-	sys := startSecured(t, mockupstream.Config{Tokens: tokens, TokenInterval: 2 * time.Millisecond})
+	sys := start(t, options{Secured: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 2 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -42,11 +42,11 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		t.Fatalf("status %q, text differs:\n got %q\nwant %q", tr.status, got, want)
 	}
 
-	coordinator := sys.NATS.probe(t, "coordinator")
+	coordinator := sys.Secured.probe(t, "coordinator")
 	before := coordinator.lastSeqs(protocol.RequestStream, protocol.ChunkStream)
 
 	t.Run("edge", func(t *testing.T) {
-		p := sys.NATS.probe(t, "edge")
+		p := sys.Secured.probe(t, "edge")
 		forged := protocol.NewStreamID()
 		p.allowSubscribe("relay.live.>")
 		p.allowSubscribe("relay.presence.>")
@@ -85,7 +85,7 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	})
 
 	t.Run("worker", func(t *testing.T) {
-		p := sys.NATS.probe(t, "worker")
+		p := sys.Secured.probe(t, "worker")
 		p.allowSubscribe("relay.cancel.>")
 		p.allowSubscribe(protocol.LivenessSubject)
 
@@ -112,6 +112,6 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	if after := coordinator.lastSeqs(protocol.RequestStream, protocol.ChunkStream); after[protocol.RequestStream] != before[protocol.RequestStream] || after[protocol.ChunkStream] != before[protocol.ChunkStream] {
 		t.Fatalf("stream sequences moved from %v to %v: a refused publish was stored", before, after)
 	}
-	// startSecured checks at the end that the roles themselves were
-	// refused nothing.
+	// start (options.Secured) checks at the end that the roles themselves
+	// were refused nothing.
 }
