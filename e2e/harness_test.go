@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/edge"
 	"github.com/relaydev/relay/relay"
 	"github.com/relaydev/relay/relay/app"
 	"github.com/relaydev/relay/relay/backoff"
@@ -91,10 +90,9 @@ type options struct {
 	NATSPassword string
 	// Secured runs the shipped NATS configuration (startSecuredNATS), each
 	// role connecting as its own user, and fails the test if a role is
-	// refused anything. The coordinator runs as the relay binary runs it,
-	// so it sets the JetStream topology up with its own rights; the edge
-	// and the worker are wired like app.Run wires them but without
-	// protocol.Setup, which they have no rights for.
+	// refused anything. Every role runs as the relay binary runs it: the
+	// coordinator sets the JetStream topology up, the edge and the worker
+	// find it set up, which needs no more than their read rights.
 	Secured bool
 }
 
@@ -176,12 +174,9 @@ func start(t *testing.T, o options) *system {
 	if o.Coordinator {
 		s.Coordinator = "http://" + g.app(config.RoleCoordinator, s.roleConfig(cfg, "coordinator"), logger).Coordinator
 	}
-	if o.Secured {
-		s.awaitHandoverBucket(g, cfg, logger)
-	}
 	for range o.Workers {
-		if !o.Record && !o.Secured {
-			if a := g.app(config.RoleWorker, cfg, logger); s.Worker == "" {
+		if !o.Record {
+			if a := g.app(config.RoleWorker, s.roleConfig(cfg, "worker"), logger); s.Worker == "" {
 				s.Worker = "http://" + a.Worker
 			}
 			continue
@@ -205,21 +200,7 @@ func start(t *testing.T, o options) *system {
 		s.Relay = w
 	}
 	for range o.Edges {
-		if !o.Secured {
-			s.Edges = append(s.Edges, "http://"+g.app(config.RoleEdge, cfg, logger).Edge)
-			continue
-		}
-		nc, js := s.connect(g, cfg, "edge", logger)
-		e, err := edge.New(cfg.Edge, edge.Deps{NC: nc, JS: js, Catalog: catalog, Logger: logger.With("role", "edge")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", cfg.Edge.Listen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.run(func() error { return e.Serve(g.ctx, ln) })
-		s.Edges = append(s.Edges, "http://"+ln.Addr().String())
+		s.Edges = append(s.Edges, "http://"+g.app(config.RoleEdge, s.roleConfig(cfg, "edge"), logger).Edge)
 	}
 	s.Edge = s.Edges[0]
 	return s
@@ -282,8 +263,7 @@ func (s *system) roleConfig(cfg config.Config, role string) config.Config {
 }
 
 // connect opens a connection for a role wired by hand, closed after the
-// roles stopped. It sets the topology up, or, when Secured, waits until
-// the coordinator has.
+// roles stopped, and sets the topology up.
 func (s *system) connect(g *runGroup, cfg config.Config, role string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream) {
 	t := g.t
 	t.Helper()
@@ -294,28 +274,10 @@ func (s *system) connect(g *runGroup, cfg config.Config, role string, logger *sl
 	g.closeAtEnd(nc)
 	ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
 	defer cancel()
-	if s.Secured != nil {
-		err = protocol.Check(ctx, js)
-	} else {
-		err = protocol.Setup(ctx, js, cfg.Streams)
-	}
-	if err != nil {
+	if err := protocol.Setup(ctx, js, cfg.Streams); err != nil {
 		t.Fatalf("%s: %v", role, err)
 	}
 	return nc, js
-}
-
-// awaitHandoverBucket waits for the coordinator to create the handover
-// bucket, which its liveness watcher does just after it is ready; a
-// worker could not.
-func (s *system) awaitHandoverBucket(g *runGroup, cfg config.Config, logger *slog.Logger) {
-	_, js := s.connect(g, cfg, "coordinator", logger)
-	relaytest.Eventually(g.t, 10*time.Second, 20*time.Millisecond, func() bool {
-		ctx, cancel := context.WithTimeout(g.ctx, time.Second)
-		defer cancel()
-		_, err := js.KeyValue(ctx, protocol.HandoverBucket)
-		return err == nil
-	})
 }
 
 // runGroup runs a test's servers and roles until the test ends, then

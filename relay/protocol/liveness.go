@@ -99,28 +99,25 @@ type handoverRecord struct {
 	At       int64  `json:"at"`
 }
 
-// OpenHandovers returns HandoverBucket, creating it if it is missing.
-// Roles that hand deliveries over call it at start.
+// OpenHandovers returns HandoverBucket, creating it if it is missing
+// (Setup does too). Roles that hand deliveries over call it at start.
 func OpenHandovers(ctx context.Context, js jetstream.JetStream, t Topology) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, HandoverBucket)
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("protocol: bucket %s: %w", HandoverBucket, err)
-	}
 	t = t.WithDefaults()
 	storage := jetstream.FileStorage
 	if t.MemoryStorage {
 		storage = jetstream.MemoryStorage
 	}
-	kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	err := ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:   HandoverBucket,
 		History:  1,
 		TTL:      handoverRetention,
 		Storage:  storage,
 		Replicas: t.Replicas,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("protocol: bucket %s: %w", HandoverBucket, err)
+	}
+	kv, err := js.KeyValue(ctx, HandoverBucket)
 	if err != nil {
 		return nil, fmt.Errorf("protocol: bucket %s: %w", HandoverBucket, err)
 	}

@@ -148,24 +148,12 @@ func setupState(ctx context.Context, js jetstream.JetStream, t Topology, storage
 		{Bucket: LeaseBucket, History: 1, LimitMarkerTTL: leaseMarkerTTL},
 	}
 	for _, cfg := range configs {
-		if mirrored(ctx, js, cfg.Bucket) {
-			continue
-		}
 		cfg.Storage, cfg.Replicas = storage, t.Replicas
-		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+		if err := ensureKV(ctx, js, cfg); err != nil {
 			return fmt.Errorf("protocol: bucket %s: %w", cfg.Bucket, err)
 		}
 	}
 	return nil
-}
-
-// mirrored reports whether bucket exists as a mirror.
-func mirrored(ctx context.Context, js jetstream.JetStream, bucket string) bool {
-	s, err := js.Stream(ctx, "KV_"+bucket)
-	if err != nil {
-		return false
-	}
-	return s.CachedInfo().Config.Mirror != nil
 }
 
 // OpenState opens the shared-state buckets (SharedStateBuckets), by name.

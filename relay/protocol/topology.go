@@ -61,15 +61,15 @@ func (t Topology) Validate(prefix string) error {
 }
 
 // Setup creates or updates the streams, the worker consumer and the
-// buckets. Every role calls it at start, so any role can come up first; it
-// is idempotent.
+// buckets, where they are missing or differ (ensure.go). Every role calls
+// it at start, so any role can come up first; it is idempotent.
 func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	t = t.WithDefaults()
 	storage := jetstream.FileStorage
 	if t.MemoryStorage {
 		storage = jetstream.MemoryStorage
 	}
-	req, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	req, err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:       RequestStream,
 		Subjects:   []string{RequestSubject},
 		Retention:  jetstream.WorkQueuePolicy,
@@ -81,7 +81,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err != nil {
 		return fmt.Errorf("protocol: stream %s: %w", RequestStream, err)
 	}
-	_, err = req.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	_, err = ensureConsumer(ctx, req, jetstream.ConsumerConfig{
 		Durable:   WorkerConsumer,
 		AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait:   t.AckWait,
@@ -98,7 +98,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err != nil {
 		return fmt.Errorf("protocol: consumer %s: %w", WorkerConsumer, err)
 	}
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	_, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        ChunkStream,
 		Subjects:    []string{chunkPrefix + "*"},
 		Storage:     storage,
@@ -113,7 +113,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err != nil {
 		return fmt.Errorf("protocol: stream %s: %w", ChunkStream, err)
 	}
-	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:   MetaBucket,
 		History:  1,
 		TTL:      t.Retention,
@@ -123,7 +123,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err != nil {
 		return fmt.Errorf("protocol: bucket %s: %w", MetaBucket, err)
 	}
-	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:   HealthBucket,
 		History:  1,
 		Storage:  storage,
@@ -132,7 +132,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err != nil {
 		return fmt.Errorf("protocol: bucket %s: %w", HealthBucket, err)
 	}
-	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:   IdempotencyBucket,
 		History:  1,
 		TTL:      t.Retention,
@@ -141,6 +141,9 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	})
 	if err != nil {
 		return fmt.Errorf("protocol: bucket %s: %w", IdempotencyBucket, err)
+	}
+	if _, err := OpenHandovers(ctx, js, t); err != nil {
+		return err
 	}
 	return setupState(ctx, js, t, storage)
 }
