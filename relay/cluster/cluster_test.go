@@ -2,10 +2,14 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/cluster"
 	"github.com/relaydev/relay/relay/protocol"
@@ -165,5 +169,83 @@ func TestQuotaNodesSplitEvenlyWithoutShares(t *testing.T) {
 		if set || share != 30 {
 			t.Fatalf("%s: share %v (set by a coordinator: %v), want an even 30", n.ID, share, set)
 		}
+	}
+}
+
+// restartableKV records the filters of every watch and lets the test end
+// the current one, as a lost connection would.
+type restartableKV struct {
+	jetstream.KeyValue
+	mu      sync.Mutex
+	filters [][]string
+	current jetstream.KeyWatcher
+}
+
+func (k *restartableKV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	k.mu.Lock()
+	k.filters = append(k.filters, slices.Clone(keys))
+	k.mu.Unlock()
+	w, err := k.KeyValue.WatchFiltered(ctx, keys, opts...)
+	k.mu.Lock()
+	k.current = w
+	k.mu.Unlock()
+	return w, err
+}
+
+func (k *restartableKV) endWatch() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.current.Stop()
+}
+
+// A watch that ends starts again with the same filters: the table keeps
+// its keys, picks up what changed meanwhile, and still leaves out the keys
+// its filter does not match.
+func TestTableWatchRestarts(t *testing.T) {
+	srv := relaytest.NATS(t)
+	_, js := relaytest.Connect(t, srv, protocol.Topology{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plain, err := js.KeyValue(ctx, protocol.QuotaBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(key string, n int) {
+		t.Helper()
+		if _, err := plain.Put(ctx, key, fmt.Appendf(nil, `{"n":%d}`, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("demand.a", 1)
+	kv := &restartableKV{KeyValue: plain}
+	tab := cluster.NewTable[counter](kv, relaytest.Logger(t), "demand.>")
+	go tab.Run(ctx)
+	<-tab.Synced()
+	if row, ok := tab.Get("demand.a"); !ok || row.Value.N != 1 {
+		t.Fatalf("demand.a: %+v %v", row, ok)
+	}
+
+	kv.endWatch()
+	put("demand.b", 2)
+	put("share.c", 3)
+	relaytest.Eventually(t, 5*time.Second, 10*time.Millisecond, func() bool {
+		_, ok := tab.Get("demand.b")
+		return ok
+	})
+	if row, ok := tab.Get("demand.a"); !ok || row.Value.N != 1 {
+		t.Fatalf("demand.a after the restart: %+v %v", row, ok)
+	}
+	if _, ok := tab.Get("share.c"); ok {
+		t.Fatal("share.c is outside the filter, yet in the table")
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for i, f := range kv.filters {
+		if !slices.Equal(f, []string{"demand.>"}) {
+			t.Fatalf("watch %d had filters %q", i+1, f)
+		}
+	}
+	if len(kv.filters) < 2 {
+		t.Fatalf("%d watches, want a restarted one", len(kv.filters))
 	}
 }

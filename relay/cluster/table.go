@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,7 +89,9 @@ func (t *Table[T]) Run(ctx context.Context) error {
 func (t *Table[T]) watch(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := t.kv.WatchFiltered(ctx, t.filters)
+	// nats.go rewrites the filters into subjects in place: a restarted
+	// watch must get the keys again, not the subjects of the last one.
+	w, err := t.kv.WatchFiltered(ctx, slices.Clone(t.filters))
 	if err != nil {
 		return err
 	}
