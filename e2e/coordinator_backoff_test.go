@@ -163,21 +163,34 @@ func TestCoordinatorRetryBudgetCapsRetries(t *testing.T) {
 	for _, call := range calls {
 		convs[call.conv]++
 	}
+	// What the provider saw: every call of a conversation after its first
+	// is a retry. What the budgets counted: a request handed over to
+	// another worker (its first worker taken for dead on a loaded
+	// machine) starts again there as a request, so the provider sees one
+	// retry more per handover than the budgets do.
 	retries := len(calls) - len(convs)
 	budget := int(0.2*requests) + len(c.gates)*1
-	denied := 0
-	for _, g := range c.gates {
-		denied += g.Stats().Refused["budget"]
+	denied, admitted := 0, 0
+	var perWorker []string
+	for i, g := range c.gates {
+		r := g.Stats().Retries["mock"]
+		denied += r.Denied
+		admitted += r.Requests
+		perWorker = append(perWorker, fmt.Sprintf("w%d %d/%d", i+1, r.Retries, r.Requests))
+		if float64(r.Retries) > 0.2*float64(r.Requests)+1 {
+			t.Errorf("worker %d admitted %d retries for %d requests: over its budget", i+1, r.Retries, r.Requests)
+		}
 	}
-	t.Logf("%d requests in %v: %d calls, %d retries (budget %d), %d retries denied; client statuses %v",
-		len(convs), took.Round(time.Millisecond), len(calls), retries, budget, denied, statuses)
+	handovers := admitted - requests
+	t.Logf("%d requests in %v: %d calls, %d retries (budget %d), %d retries denied, %d handovers; retries/requests by worker %v; client statuses %v",
+		len(convs), took.Round(time.Millisecond), len(calls), retries, budget, denied, handovers, perWorker, statuses)
 	switch {
 	case took > 9*time.Second:
 		t.Fatalf("took %v: longer than the budget's window", took)
-	case len(convs) != requests:
-		t.Fatalf("%d conversations reached the provider, want %d", len(convs), requests)
-	case retries > budget:
-		t.Fatalf("%d retries, over the budget of %d", retries, budget)
+	case len(convs) != requests || handovers < 0:
+		t.Fatalf("%d conversations reached the provider and the budgets counted %d requests, want %d", len(convs), admitted, requests)
+	case retries > budget+handovers:
+		t.Fatalf("%d retries, over the budget of %d (+%d handovers)", retries, budget, handovers)
 	case retries < budget/2 || denied == 0:
 		t.Fatalf("%d retries, %d denied: the budget was not used", retries, denied)
 	case statuses[http.StatusOK] < requests/2:

@@ -30,9 +30,9 @@ func breakerTune(cooldown time.Duration) func(cfg *config.Config) {
 }
 
 // trip sends requests while the provider is down until its breaker opens,
-// and returns when it opened. The requests go on in the background: their
-// retries wait for the breaker.
-func (c *clu) trip(log *breakerLog, front *cluFront) time.Time {
+// and returns the open breaker (see waitFor). The requests go on in the
+// background: their retries wait for the breaker.
+func (c *clu) trip(log *breakerLog, front *cluFront) phaseAt {
 	c.t.Helper()
 	front.down.Store(true)
 	start := time.Now()
@@ -93,21 +93,25 @@ func TestCoordinatorHalfOpenOneProbe(t *testing.T) {
 
 	stop := make(chan struct{})
 	wait := c.load(6, 20*time.Millisecond, "Half-open", stop)
-	closed := log.waitFor(t, breaker.Closed, opened, 5*cooldown)
+	closed := log.waitFor(t, breaker.Closed, opened.at, 5*cooldown)
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	statuses := wait()
 
-	probes := front.chats(opened.Add(500*time.Millisecond), closed)
+	// The breaker's own times, not when this test's watch saw them: calls
+	// admitted before the open may still arrive within grace of it, and
+	// the calls let go by the close may arrive before the watch brings it.
+	const grace = 500 * time.Millisecond
+	open, shut := opened.state, closed.state
+	probes := front.chats(open.Since.Add(grace), shut.Since)
 	claims := c.events.transitions(breaker.HalfOpen)
 	if len(probes) != 1 || len(claims) != 1 {
 		t.Fatalf("%d chat requests and %d probe claims between the open (%v) and the close (%v); want one of each",
-			len(probes), len(claims), opened.Format("15:04:05.000"), closed.Format("15:04:05.000"))
+			len(probes), len(claims), open.Since.Format("15:04:05.000"), shut.Since.Format("15:04:05.000"))
 	}
-	// opened and closed are when this test saw the events; the breaker's
-	// own clock started the cooldown a little earlier, so allow for that.
-	if closed.Sub(opened) < cooldown-50*time.Millisecond {
-		t.Fatalf("closed %v after opening, before the %v cooldown", closed.Sub(opened), cooldown)
+	if claims[0].At.Before(open.Until) || open.Until.Sub(open.Since) != cooldown {
+		t.Fatalf("opened at %v until %v, probe claimed at %v: before the %v cooldown ended",
+			open.Since.Format("15:04:05.000"), open.Until.Format("15:04:05.000"), claims[0].At.Format("15:04:05.000"), cooldown)
 	}
 	by := map[string]int{}
 	for _, ev := range c.events.transitions(breaker.Closed) {
@@ -117,7 +121,7 @@ func TestCoordinatorHalfOpenOneProbe(t *testing.T) {
 		t.Fatalf("statuses %v: want 503s while open, then 200s", statuses)
 	}
 	t.Logf("open for %v; one probe (claimed by %s), closed by %v; client statuses %v",
-		closed.Sub(opened).Round(time.Millisecond), claims[0].By, by, statuses)
+		shut.Since.Sub(open.Since).Round(time.Millisecond), claims[0].By, by, statuses)
 }
 
 // While every candidate's breaker is open, a new request gets a fast 503
@@ -191,7 +195,7 @@ func TestCoordinatorKilledWorkersCarryOn(t *testing.T) {
 	front.down.Store(false)
 	stop := make(chan struct{})
 	wait := c.load(3, 50*time.Millisecond, "Recovering", stop)
-	log.waitFor(t, breaker.Closed, opened, 5*cooldown)
+	log.waitFor(t, breaker.Closed, opened.at, 5*cooldown)
 	close(stop)
 	wait()
 	ok("Recovered", 6)

@@ -420,33 +420,26 @@ func (c *clu) watchBreaker(scope string) *breakerLog {
 	return l
 }
 
-// current is the last phase seen.
-func (l *breakerLog) current() breaker.Phase {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.phases) == 0 {
-		return breaker.Closed
-	}
-	return l.phases[len(l.phases)-1].state.Current()
-}
-
-// waitFor waits until the breaker is in phase, and returns when it got
-// there (first seen after since).
-func (l *breakerLog) waitFor(t *testing.T, phase breaker.Phase, since time.Time, within time.Duration) time.Time {
+// waitFor waits until the breaker is in phase, and returns the first such
+// state seen after since: at is when this test's watch brought it, which
+// lags the transition by the write and the watch (more on a loaded
+// machine); the state's own Since and Until are the breaker's times, the
+// ones to compare with its cooldown.
+func (l *breakerLog) waitFor(t *testing.T, phase breaker.Phase, since time.Time, within time.Duration) phaseAt {
 	t.Helper()
-	var at time.Time
+	var found phaseAt
 	relaytest.Eventually(t, within, 5*time.Millisecond, func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for _, p := range l.phases {
 			if p.at.After(since) && p.state.Current() == phase {
-				at = p.at
+				found = p
 				return true
 			}
 		}
 		return false
 	})
-	return at
+	return found
 }
 
 // seen reports whether the breaker was in phase after since.
@@ -459,19 +452,6 @@ func (l *breakerLog) seen(phase breaker.Phase, since time.Time) bool {
 		}
 	}
 	return false
-}
-
-// between returns the phases seen in [from, to].
-func (l *breakerLog) between(from, to time.Time) []phaseAt {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []phaseAt
-	for _, p := range l.phases {
-		if !p.at.Before(from) && !p.at.After(to) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // unary posts a "stream": false request and returns the status, the

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,27 +85,34 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 	}
 
 	// While open, nothing but probes: every chat request from a little
-	// after the breaker opened to the moment it closed is a probe, and
-	// there is one claim per half-open period.
+	// after the breaker opened to the moment it closed (the breaker's own
+	// times) is the probe of a worker's claim; the coordinator's claims
+	// probe with GET /models.
+	open, shut := opened.state.Since, closed.state.Since
 	claims := 0
-	for _, p := range log.between(opened, closed) {
-		if p.state.Current() == breaker.HalfOpen && p.state.Probe != "" {
+	for _, ev := range c.events.transitions(breaker.HalfOpen) {
+		if !ev.At.Before(open) && ev.At.Before(shut) {
 			claims++
 		}
 	}
-	during := front.chats(opened.Add(grace), closed)
-	probesByCoordinator := len(c.events.coordEvents("probe"))
-	if len(during) > claims || claims == 0 {
-		t.Fatalf("%d chat requests while the breaker was open or probing, with %d probe claims (the coordinator's: %d)", len(during), claims, probesByCoordinator)
+	coordClaims := 0
+	for _, ev := range c.events.coordEvents("probe") {
+		if strings.Contains(ev.Text, "claimed") && !ev.At.Before(open) && ev.At.Before(shut) {
+			coordClaims++
+		}
 	}
-	t.Logf("outage %v: breaker open %v after it began, %d probe claims, %d chat probes, closed %v after the provider was back",
-		outage, opened.Sub(down).Round(time.Millisecond), claims, len(during), closed.Sub(up).Round(time.Millisecond))
+	during := front.chats(open.Add(grace), shut)
+	if len(during) > claims || claims+coordClaims == 0 {
+		t.Fatalf("%d chat requests while the breaker was open or probing, with %d probe claims by workers and %d by the coordinator", len(during), claims, coordClaims)
+	}
+	t.Logf("outage %v: breaker open %v after it began, %d+%d probe claims (workers+coordinator), %d chat probes, closed %v after the provider was back",
+		outage, open.Sub(down).Round(time.Millisecond), claims, coordClaims, len(during), shut.Sub(up).Round(time.Millisecond))
 
 	// After the close, the waiting continuations spread over the window.
-	after := front.chats(closed, closed.Add(jitter+time.Second))
+	after := front.chats(shut, shut.Add(jitter+time.Second))
 	var offsets []time.Duration
 	for _, call := range after {
-		offsets = append(offsets, call.at.Sub(closed))
+		offsets = append(offsets, call.at.Sub(shut))
 	}
 	p10, p90, maxBin := spreadOf(offsets, jitter)
 	t.Logf("%d continuations after the close: p10 %v, p90 %v, fullest tenth of the window %.0f%%",

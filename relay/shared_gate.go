@@ -56,9 +56,12 @@ type SharedGate struct {
 	mu      sync.Mutex
 	scopes  map[string]*scopeState
 	budgets map[string]*quota.Budget
-	denied  map[string]int
-	calls   map[string]*quota.Calls
-	counts  map[string]int // transitions made, "from->to"
+	// budgeted counts, by provider, the requests and retries the budgets
+	// admitted since the gate started (the budgets only know their window).
+	budgeted map[string]*quota.Retries
+	denied   map[string]int
+	calls    map[string]*quota.Calls
+	counts   map[string]int // transitions made, "from->to"
 }
 
 type scopeState struct {
@@ -139,6 +142,7 @@ func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDep
 		canaries: cluster.NewTable[canary.State](kc, log),
 		scopes:   map[string]*scopeState{},
 		budgets:  map[string]*quota.Budget{},
+		budgeted: map[string]*quota.Retries{},
 		denied:   map[string]int{},
 		calls:    map[string]*quota.Calls{},
 		counts:   map[string]int{},
@@ -204,13 +208,20 @@ type GateStats struct {
 	Refused map[string]int
 	// Calls by "<provider>/<model>".
 	Calls map[string]quota.Calls
+	// Retries are what the retry budgets admitted and refused since the
+	// gate started, by provider. A request handed over from another
+	// worker counts as a request here: its first call on this worker.
+	Retries map[string]quota.Retries
 }
 
 // Stats returns a copy of the gate's counters.
 func (g *SharedGate) Stats() GateStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := GateStats{Transitions: map[string]int{}, Refused: map[string]int{}, Calls: map[string]quota.Calls{}}
+	s := GateStats{Transitions: map[string]int{}, Refused: map[string]int{}, Calls: map[string]quota.Calls{}, Retries: map[string]quota.Retries{}}
+	for p, r := range g.budgeted {
+		s.Retries[p] = quota.Retries{Requests: r.Requests, Retries: r.Retries, Denied: g.denied["budget:"+p]}
+	}
 	for k, v := range g.counts {
 		s.Transitions[k] = v
 	}
