@@ -15,6 +15,7 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // Issue 6, test 3: one worker gets a 429 with Retry-After: 4; the pause is
@@ -52,7 +53,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 		first <- time.Now()
 	}()
 	var pause protocol.Pause
-	relaytest_eventually(t, 10*time.Second, func() bool {
+	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool {
 		row, ok := pauses.Get("mock")
 		pause = row.Value
 		return ok

@@ -17,6 +17,7 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // breakerTune gives the provider a short cooldown and few retries, so a
@@ -177,7 +178,7 @@ func TestCoordinatorKilledWorkersCarryOn(t *testing.T) {
 		t.Fatalf("lease held by %q, want the coordinator %q", h, c.coord.Name())
 	}
 	c.stopCoordinator()
-	relaytest_eventually(t, time.Second, func() bool { return holder() == "" })
+	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return holder() == "" })
 
 	ok := func(topic string, n int) {
 		t.Helper()
@@ -218,26 +219,30 @@ func TestCoordinatorStatusEndpoint(t *testing.T) {
 	log := c.watchBreaker("mock")
 	c.trip(log, c.fronts["mock"])
 	var st cluster.Status
-	relaytest_eventually(t, 10*time.Second, func() bool {
+	// The edge reads every bucket for each request; on a loaded machine a
+	// read may time out, which the answer reports (a 503 if nothing was
+	// read, else in "errors"): ask again.
+	relaytest.Eventually(t, 20*time.Second, 5*time.Millisecond, func() bool {
 		resp, err := http.Get(c.edge + "/v1/relay/status")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("status %d", resp.StatusCode)
-		}
 		st = cluster.Status{}
 		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || len(st.Errors) > 0 {
+			t.Logf("status %d, errors %v", resp.StatusCode, st.Errors)
+			return false
 		}
 		return len(st.Health) == 1 && st.Health[0].State == protocol.HealthRed && st.Health[0].Breaker == string(breaker.Open) && len(st.Quotas.Nodes) >= 4
 	})
 	if len(st.Breakers) != 1 || st.Breakers[0].Provider != "mock" || st.Breakers[0].Phase != breaker.Open {
 		t.Fatalf("breakers %+v", st.Breakers)
 	}
-	if st.Coordinator.Holder != c.coord.Name() || st.Health[0].Breaker != string(breaker.Open) || len(st.Errors) != 0 {
-		t.Fatalf("coordinator %q, health %+v, errors %v", st.Coordinator.Holder, st.Health, st.Errors)
+	if st.Coordinator.Holder != c.coord.Name() || st.Health[0].LastError == "" {
+		t.Fatalf("coordinator %q, health %+v", st.Coordinator.Holder, st.Health)
 	}
 	calls := false
 	for _, cs := range st.Quotas.Calls {

@@ -11,6 +11,7 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // canaryTune makes "canary" the canary of mock-1, next to "stable".
@@ -94,7 +95,7 @@ func TestCoordinatorCanaryAbortsOnErrors(t *testing.T) {
 	stop := make(chan struct{})
 	wait := c.load(6, 10*time.Millisecond, "Canary abort", stop)
 	var aborted time.Time
-	relaytest_eventually(t, 10*time.Second, func() bool {
+	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool {
 		for _, s := range ramp() {
 			if s.state.Phase == canary.Aborted {
 				aborted = s.at

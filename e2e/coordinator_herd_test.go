@@ -12,6 +12,7 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // Issue 6, test 1: 200 streams are running when the provider goes down.
@@ -60,7 +61,7 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 			}
 		})
 	}
-	relaytest_eventually(t, 60*time.Second, func() bool { return len(front.allChats()) >= streams })
+	relaytest.Eventually(t, 60*time.Second, 5*time.Millisecond, func() bool { return len(front.allChats()) >= streams })
 	time.Sleep(300 * time.Millisecond) // every stream has text out
 	down := time.Now()
 	front.down.Store(true)
@@ -124,16 +125,5 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 		t.Fatalf("continuations bunched: p10 %v, p90 %v over a %v window", p10, p90, jitter)
 	case maxBin > 0.3:
 		t.Fatalf("%.0f%% of the continuations in one tenth of the window", 100*maxBin)
-	}
-}
-
-func relaytest_eventually(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", within)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
