@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,17 +18,19 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
 )
 
-// breakerTune gives the provider a short cooldown and few retries, so a
-// few requests trip its breaker.
+// breakerTune gives the first provider a short cooldown and few retries,
+// so a few requests trip its breaker.
 func breakerTune(cooldown time.Duration) func(cfg *config.Config) {
-	return func(cfg *config.Config) {
-		p := &cfg.Providers[0]
-		p.Retry = backoff.Config{Base: 10 * time.Millisecond, Cap: 20 * time.Millisecond, MaxRetries: 2}
-		p.Breaker = breaker.Config{Cooldown: cooldown, MaxCooldown: 2 * cooldown, RecoveryJitter: 200 * time.Millisecond}
-	}
+	return func(cfg *config.Config) { tuneBreaker(&cfg.Providers[0], cooldown) }
+}
+
+func tuneBreaker(p *provider.Config, cooldown time.Duration) {
+	p.Retry = backoff.Config{Base: 10 * time.Millisecond, Cap: 20 * time.Millisecond, MaxRetries: 2}
+	p.Breaker = breaker.Config{Cooldown: cooldown, MaxCooldown: 2 * cooldown, RecoveryJitter: 200 * time.Millisecond}
 }
 
 // trip sends requests while the provider is down until its breaker opens,
@@ -251,4 +254,50 @@ func TestCoordinatorStatusEndpoint(t *testing.T) {
 	if !calls {
 		t.Fatalf("no failed calls of mock/mock-1 in %+v", st.Quotas.Calls)
 	}
+}
+
+// An open breaker sends the requests to the provider's backup, which has
+// a breaker of its own; once that one is open too, a new request gets the
+// fast 503, and neither provider is called.
+func TestCoordinatorOpenBreakerUsesBackup(t *testing.T) {
+	c := startClu(t, cluOptions{Workers: 2, Providers: []string{"mock", "backup"}, Mock: mockupstream.Config{Tokens: 5},
+		Tune: func(cfg *config.Config) {
+			for i := range cfg.Providers {
+				tuneBreaker(&cfg.Providers[i], 10*time.Second)
+			}
+		}})
+	primary, backup := c.fronts["mock"], c.fronts["backup"]
+	c.trip(c.watchBreaker("mock"), primary)
+	for i := range 5 {
+		status, _, body, err := unary(context.Background(), c.edge, "mock-1", fmt.Sprintf("Primary open %d.", i))
+		if err != nil || status != http.StatusOK {
+			t.Fatalf("with the primary's breaker open: %d %s %v", status, body, err)
+		}
+	}
+	if p, b := convCalls(primary, "Primary open"), convCalls(backup, "Primary open"); p != 0 || b != 5 {
+		t.Fatalf("with the primary's breaker open, %d calls reached it and %d its backup; want 0 and 5", p, b)
+	}
+
+	c.trip(c.watchBreaker("backup"), backup)
+	start := time.Now()
+	status, retryAfter, body, err := unary(context.Background(), c.edge, "mock-1", "Both open.")
+	took := time.Since(start)
+	if ra, _ := strconv.Atoi(retryAfter); err != nil || status != http.StatusServiceUnavailable || ra < 1 || took > time.Second {
+		t.Fatalf("both open: %d with Retry-After %q after %v (%s %v); want a fast 503", status, retryAfter, took, body, err)
+	}
+	if p, b := convCalls(primary, "Both open"), convCalls(backup, "Both open"); p+b != 0 {
+		t.Fatalf("with both breakers open, %d calls reached the primary and %d its backup", p, b)
+	}
+}
+
+// convCalls counts the chat requests f got for conversations that begin
+// with prefix.
+func convCalls(f *cluFront, prefix string) int {
+	n := 0
+	for _, c := range f.allChats() {
+		if strings.HasPrefix(c.conv, prefix) {
+			n++
+		}
+	}
+	return n
 }
