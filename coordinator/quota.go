@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/relaydev/relay/relay/cluster"
@@ -45,8 +44,7 @@ func (c *Coordinator) tenantLimits(edges int) quota.Limits {
 // configuration for a provider it knows, else what the nodes report.
 func (c *Coordinator) limitOf(key string, reported float64, tenants quota.Limits) float64 {
 	if quota.IsTenant(key) {
-		tok := strings.TrimSuffix(strings.TrimPrefix(key, quota.TenantPrefix), quota.SuffixRPM)
-		name, err := protocol.ParseKeyToken(tok)
+		name, err := cluster.TenantName(key)
 		if err != nil {
 			return 0
 		}

@@ -286,21 +286,20 @@ func (q *QuotaNode) Round(ctx context.Context) {
 	now := time.Now()
 	for key, l := range q.limits {
 		if quota.IsTenant(key) && haveLim {
-			l.limit = q.tenants.Tenant(tenantOf(key, l))
+			name, err := TenantName(key)
+			if err != nil {
+				name = quota.TenantToken(key)
+			}
+			l.limit = q.tenants.Tenant(name)
 		}
 		share := q.shareOf(key, l)
 		l.bucket.SetRate(now, share, l.cfg.BurstOf(share))
 	}
 }
 
-// tenantOf is the tenant name of a tenant key; the key token is decoded.
-func tenantOf(key string, _ *nodeLimit) string {
-	tok := key[len(quota.TenantPrefix) : len(key)-len(quota.SuffixRPM)]
-	name, err := protocol.ParseKeyToken(tok)
-	if err != nil {
-		return tok
-	}
-	return name
+// TenantName is the tenant of a tenant limit key (quota.TenantRPM).
+func TenantName(key string) (string, error) {
+	return protocol.ParseKeyToken(quota.TenantToken(key))
 }
 
 // report rolls the meters into a report.

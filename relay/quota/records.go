@@ -23,6 +23,11 @@ func TenantRPM(token string) string   { return TenantPrefix + token + SuffixRPM 
 // IsTenant reports whether key is a tenant limit.
 func IsTenant(key string) bool { return strings.HasPrefix(key, TenantPrefix) }
 
+// TenantToken is the tenant's key token in a tenant limit key.
+func TenantToken(key string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(key, TenantPrefix), SuffixRPM)
+}
+
 // Calls counts one node's calls of one provider and model since it
 // started: the canary's error rate and the health's recent failures are
 // computed from their differences.
