@@ -90,6 +90,19 @@ func (c *Coordinator) allocate(ctx context.Context, s *state, now time.Time) {
 			reported[key] = max(reported[key], r.Limits[key])
 		}
 	}
+	// A tenant's limit is split over every edge, not only those that saw
+	// the tenant lately: an edge it comes to next has its share at once,
+	// rather than the default on top of the whole limit handed out.
+	for key, nodes := range demand {
+		if !quota.IsTenant(key) {
+			continue
+		}
+		for _, r := range fresh {
+			if _, ok := nodes[r.Node]; !ok && r.Role == "edge" {
+				nodes[r.Node] = 0
+			}
+		}
+	}
 	shares := map[string]*quota.Shares{}
 	for _, r := range fresh {
 		sh := &quota.Shares{At: now.UTC(), PerMinute: map[string]float64{}, Nodes: map[string]int{}}
