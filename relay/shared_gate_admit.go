@@ -347,6 +347,9 @@ func (g *SharedGate) count(target string, err error) {
 	g.denied[cause]++
 	c := g.callsOf(target)
 	c.Refused++
+	if cause == "open" {
+		c.Open++
+	}
 }
 
 func (g *SharedGate) callsOf(target string) *quota.Calls {

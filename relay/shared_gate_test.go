@@ -83,7 +83,7 @@ func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
 	if _, err := g.Admit(WithCallInfo(ctx, CallInfo{Started: true, Alternatives: 1}), "p", "m"); !errors.Is(err, ErrProviderOpen) {
 		t.Fatalf("with an alternative: %v", err)
 	}
-	if s := g.Stats(); s.Transitions["closed->open"] != 1 || s.Refused["open"] != 2 {
+	if s := g.Stats(); s.Transitions["closed->open"] != 1 || s.Refused["open"] != 2 || s.Calls["p/m"].Open != 2 || s.Calls["p/m"].Failures != 3 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -156,6 +156,12 @@ func TestSharedGatePauseAndBudget(t *testing.T) {
 	tk.Done(Report{Verdict: Success})
 	if _, err := g2.Admit(retry, "p", "m"); !errors.Is(err, ErrRetryBudget) {
 		t.Fatalf("second retry: %v", err)
+	}
+	if r := g2.Stats().Retries["p"]; r != (quota.Retries{Requests: 2, Retries: 1, Denied: 1}) {
+		t.Fatalf("budget counts %+v, want 2 requests, 1 retry, 1 denied", r)
+	}
+	if c := g2.Stats().Calls["p/m"]; c.Refused != 1 || c.Open != 0 {
+		t.Fatalf("calls %+v: a retry the budget refused is refused, not open", c)
 	}
 }
 

@@ -239,6 +239,7 @@ func (q *QuotaStatus) fill(reports []quota.Report, shares map[string]quota.Share
 			s.Calls.Calls += c.Calls
 			s.Failures += c.Failures
 			s.Refused += c.Refused
+			s.Open += c.Open
 			if c.LastFailure.After(s.LastFailure) {
 				s.LastFailure, s.LastError = c.LastFailure, c.LastError
 			}

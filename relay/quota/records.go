@@ -33,10 +33,12 @@ func TenantToken(key string) string {
 // computed from their differences.
 type Calls struct {
 	// Calls were admitted; Failures of them ended with a failure verdict;
-	// Refused were not admitted (breaker open, pause, budget, limit).
+	// Refused were not admitted (breaker open, pause, budget, limit), Open
+	// of them because the breaker was open (or its probe taken).
 	Calls    int64 `json:"calls"`
 	Failures int64 `json:"failures"`
 	Refused  int64 `json:"refused"`
+	Open     int64 `json:"open,omitempty"`
 	// LastFailure is when the last failure ended, LastError its class.
 	LastFailure time.Time `json:"last_failure,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
