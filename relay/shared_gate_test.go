@@ -88,6 +88,44 @@ func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
 	}
 }
 
+// With breaker.per_model, each model of the provider has a breaker and a
+// shared pause of its own: one model's failures and Retry-After leave the
+// other model alone.
+func TestSharedGatePerModelBreaker(t *testing.T) {
+	g, js := sharedGate(t, provider.Config{Models: []string{"m1", "m2"}, Breaker: breaker.Config{Cooldown: time.Minute, PerModel: true}})
+	ctx := context.Background()
+	for range 3 {
+		tk, err := g.Admit(ctx, "p", "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Done(Report{Verdict: Failure, Class: upstream.Transient, Err: errors.New("cut")})
+	}
+	m1, m2 := protocol.ScopeKey("p", "m1"), protocol.ScopeKey("p", "m2")
+	if g.Breaker(m1).Current() != breaker.Open || g.Breaker(m2).Current() != breaker.Closed || g.Breaker("p").Current() != breaker.Closed {
+		t.Fatalf("breakers after m1's failures: m1 %s, m2 %s, p %s", g.Breaker(m1).Current(), g.Breaker(m2).Current(), g.Breaker("p").Current())
+	}
+	if _, err := g.Admit(ctx, "p", "m1"); !errors.Is(err, ErrProviderOpen) {
+		t.Fatalf("m1 while its breaker is open: %v", err)
+	}
+	tk, err := g.Admit(ctx, "p", "m2")
+	if err != nil {
+		t.Fatalf("m2 while m1's breaker is open: %v", err)
+	}
+	tk.Done(Report{Verdict: Failure, Class: upstream.Transient, Err: &upstream.StatusError{Status: 429}, RetryAfter: 2 * time.Second})
+	if _, err := g.Admit(ctx, "p", "m2"); !errors.Is(err, ErrProviderPaused) {
+		t.Fatalf("m2 after its 429 with Retry-After: %v", err)
+	}
+	pauses, err := js.KeyValue(ctx, protocol.PauseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := pauses.Keys(ctx)
+	if len(keys) != 1 || keys[0] != m2 {
+		t.Fatalf("pauses %v, want m2's only", keys)
+	}
+}
+
 // A started request waits for the breaker; the probe is claimed by the
 // first call after the cooldown, its stream closes the breaker, and the
 // waiting call goes within the recovery window after that moment.
