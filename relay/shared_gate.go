@@ -167,9 +167,6 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ID is the name the gate reports and transitions by.
-func (g *SharedGate) ID() string { return g.id }
-
 // Run follows the shared state and reports the worker's demand until ctx
 // ends.
 func (g *SharedGate) Run(ctx context.Context) error {

@@ -188,13 +188,6 @@ func (q *QuotaNode) Settle(key string, reserved, actual float64) {
 	}
 }
 
-// Tenants returns the tenant limits last read.
-func (q *QuotaNode) Tenants() quota.Limits {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.tenants
-}
-
 // EnsureTenant declares the limit of tenant (at key) from the tenant
 // limits record, if it has one; it reports whether the tenant is limited.
 func (q *QuotaNode) EnsureTenant(key, tenant string) bool {
