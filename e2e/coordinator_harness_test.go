@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/relay"
@@ -167,6 +167,7 @@ type clu struct {
 	coord       *coordinator.Coordinator
 	coordCancel context.CancelFunc
 	coordDone   chan error
+	coordConn   *nats.Conn
 }
 
 // cluEvents collects the breaker transitions every worker made and the
@@ -183,14 +184,14 @@ func (e *cluEvents) OnEvent(ev breaker.Event) {
 	e.mu.Unlock()
 }
 
-// transitions returns the transitions to phase; for half-open, only the
-// probe claims (not the releases of a claim).
+// transitions returns the transitions to phase ("": all of them); for
+// half-open, only the probe claims (not the releases of a claim).
 func (e *cluEvents) transitions(to breaker.Phase) []breaker.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []breaker.Event
 	for _, ev := range e.breaker {
-		if ev.To == to && (to != breaker.HalfOpen || strings.Contains(ev.Reason, "claimed")) {
+		if to == "" || ev.To == to && (to != breaker.HalfOpen || strings.Contains(ev.Reason, "claimed")) {
 			out = append(out, ev)
 		}
 	}
@@ -341,7 +342,7 @@ func startClu(t *testing.T, o cluOptions) *clu {
 // until it holds the lease.
 func (c *clu) startCoordinator() {
 	c.t.Helper()
-	_, js := relaytest.Connect(c.t, c.srv, c.cfg.Streams)
+	nc, js := relaytest.Connect(c.t, c.srv, c.cfg.Streams)
 	catalog, err := c.cfg.Catalog()
 	if err != nil {
 		c.t.Fatal(err)
@@ -361,9 +362,19 @@ func (c *clu) startCoordinator() {
 	done := make(chan error, 1)
 	go func() { done <- co.Run(ctx) }()
 	c.coordMu.Lock()
-	c.coord, c.coordCancel, c.coordDone = co, cancel, done
+	c.coord, c.coordCancel, c.coordDone, c.coordConn = co, cancel, done, nc
 	c.coordMu.Unlock()
 	relaytest.Eventually(c.t, 10*time.Second, 20*time.Millisecond, co.Active)
+}
+
+// killCoordinator stops the coordinator as a kill would: its connection
+// goes first, so it neither releases its lease nor writes anything more.
+func (c *clu) killCoordinator() {
+	c.coordMu.Lock()
+	nc := c.coordConn
+	c.coordMu.Unlock()
+	nc.Close()
+	c.stopCoordinator()
 }
 
 // stopCoordinator stops the coordinator, if one runs.
