@@ -24,7 +24,7 @@ import (
 // three workers; the request that got the 429 waits and finishes after
 // the pause.
 func TestCoordinator429PausesEveryWorker(t *testing.T) {
-	const grace = 300 * time.Millisecond // the workers' copies follow the watch
+	const grace = 300 * time.Millisecond // calls admitted before a worker learned of the pause may still arrive
 	c := startClu(t, cluOptions{Workers: 3, Mock: mockupstream.Config{Tokens: 5}, Tune: func(cfg *config.Config) {
 		// Few slots per worker, so the queue hands the requests to all three.
 		cfg.Worker.MaxInflight = 4
@@ -58,11 +58,20 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 		pause = row.Value
 		return ok
 	})
-	pausedAt := time.Now()
 	if d := pause.Until.Sub(pause.At); d < 3900*time.Millisecond || d > 4100*time.Millisecond {
 		t.Fatalf("pause of %v, want the provider's 4s", d)
 	}
-	time.Sleep(grace)
+	// From the moment every worker's copy holds the pause (and the calls
+	// admitted before have left), none may call the provider.
+	relaytest.Eventually(t, 2*time.Second, time.Millisecond, func() bool {
+		for _, g := range c.gates {
+			if p, ok := g.Pause("mock"); !ok || !p.Until.Equal(pause.Until) {
+				return false
+			}
+		}
+		return true
+	})
+	learned := time.Now()
 
 	// Waves of ten new requests while the pause lasts.
 	var mu sync.Mutex
@@ -93,7 +102,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 	}
 	done := <-first
 
-	if calls := front.chats(pausedAt.Add(grace), pause.Until); len(calls) != 0 {
+	if calls := front.chats(learned.Add(grace), pause.Until); len(calls) != 0 {
 		t.Fatalf("%d calls reached the provider during the pause: %+v", len(calls), calls)
 	}
 	if refused < 10 {

@@ -197,6 +197,12 @@ func (g *SharedGate) Breaker(scope string) breaker.State {
 	return row.Value
 }
 
+// Pause returns the local copy of a shared pause, by scope key.
+func (g *SharedGate) Pause(scope string) (protocol.Pause, bool) {
+	row, ok := g.pauses.Get(scope)
+	return row.Value, ok
+}
+
 // GateStats are what one SharedGate did, for tests and status.
 type GateStats struct {
 	// Transitions this worker made, by "from->to".
