@@ -93,6 +93,7 @@ func TestCoordinatorHalfOpenOneProbe(t *testing.T) {
 	front := c.fronts["mock"]
 	log := c.watchBreaker("mock")
 	opened := c.trip(log, front)
+	learned := c.learnedOpen("mock")
 	front.down.Store(false)
 
 	stop := make(chan struct{})
@@ -102,12 +103,13 @@ func TestCoordinatorHalfOpenOneProbe(t *testing.T) {
 	close(stop)
 	statuses := wait()
 
-	// The breaker's own times, not when this test's watch saw them: calls
-	// admitted before the open may still arrive within grace of it, and
-	// the calls let go by the close may arrive before the watch brings it.
-	const grace = 500 * time.Millisecond
+	// The calls admitted before every worker knew of the open may still
+	// arrive within grace of that; the calls let go by the close may
+	// arrive before this test's watch brings it, so the window ends at the
+	// breaker's own time of the close.
+	const grace = 300 * time.Millisecond
 	open, shut := opened.state, closed.state
-	probes := front.chats(open.Since.Add(grace), shut.Since)
+	probes := front.chats(learned.Add(grace), shut.Since)
 	claims := c.events.transitions(breaker.HalfOpen)
 	if len(probes) != 1 || len(claims) != 1 {
 		t.Fatalf("%d chat requests and %d probe claims between the open (%v) and the close (%v); want one of each",

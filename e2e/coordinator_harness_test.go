@@ -465,6 +465,23 @@ func (l *breakerLog) seen(phase breaker.Phase, since time.Time) bool {
 	return false
 }
 
+// learnedOpen waits until every worker's copy of the breaker at scope is
+// open (or already probing), and returns when: from a little after that
+// moment, a call that reaches the provider is a probe (the calls admitted
+// before may still be on their way).
+func (c *clu) learnedOpen(scope string) time.Time {
+	c.t.Helper()
+	relaytest.Eventually(c.t, 5*time.Second, time.Millisecond, func() bool {
+		for _, g := range c.gates {
+			if g.Breaker(scope).Current() == breaker.Closed {
+				return false
+			}
+		}
+		return true
+	})
+	return time.Now()
+}
+
 // unary posts a "stream": false request and returns the status, the
 // Retry-After header and the body.
 func unary(ctx context.Context, edge, model, content string) (int, string, []byte, error) {
