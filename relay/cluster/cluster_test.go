@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/cluster"
@@ -248,4 +249,55 @@ func TestTableWatchRestarts(t *testing.T) {
 	if len(kv.filters) < 2 {
 		t.Fatalf("%d watches, want a restarted one", len(kv.filters))
 	}
+}
+
+// lostAckJS stores every publish but, once armed, answers the next one
+// with a timeout, as a renewal whose ack was lost on a loaded machine.
+type lostAckJS struct {
+	jetstream.JetStream
+	armed atomic.Bool
+	lost  atomic.Int64
+}
+
+func (j *lostAckJS) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	ack, err := j.JetStream.PublishMsg(ctx, m, opts...)
+	if err == nil && j.armed.CompareAndSwap(true, false) {
+		j.lost.Add(1)
+		return nil, context.DeadlineExceeded
+	}
+	return ack, err
+}
+
+// A renewal stored without its ack reaching the holder does not make the
+// holder believe the lease was taken: it finds the stored lease its own
+// and renews on top of it.
+func TestLeaseSurvivesALostRenewalAck(t *testing.T) {
+	srv := relaytest.NATS(t)
+	_, js := relaytest.Connect(t, srv, protocol.Topology{})
+	kv, err := js.KeyValue(context.Background(), protocol.LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ljs := &lostAckJS{JetStream: js}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var active, lost atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cluster.Lease{JS: ljs, KV: kv, Key: "test", Holder: "a", TTL: time.Second, Logger: relaytest.Logger(t)}.Run(ctx, func(ctx context.Context) {
+			active.Add(1)
+			<-ctx.Done()
+			lost.Add(1)
+		})
+	}()
+	relaytest.Eventually(t, 2*time.Second, 10*time.Millisecond, func() bool { return active.Load() == 1 })
+	ljs.armed.Store(true)
+	relaytest.Eventually(t, 2*time.Second, 10*time.Millisecond, func() bool { return ljs.lost.Load() == 1 })
+	time.Sleep(2 * time.Second) // two TTLs of renewals after the lost ack
+	if lost.Load() != 0 {
+		t.Fatalf("the holder gave the lease up after a renewal whose ack was lost (%d times active)", active.Load())
+	}
+	cancel()
+	<-done
 }

@@ -269,6 +269,9 @@ func (t *Table[T]) read(ctx context.Context, key string) (Row[T], bool, error) {
 
 // conflict reports whether err is a failed revision check.
 func conflict(err error) bool {
+	if err == nil {
+		return false
+	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return true
 	}
