@@ -301,3 +301,50 @@ func TestLeaseSurvivesALostRenewalAck(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// lostAckKV stores every update but answers the first with a timeout.
+type lostAckKV struct {
+	jetstream.KeyValue
+	lost atomic.Bool
+}
+
+func (k *lostAckKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	n, err := k.KeyValue.Update(ctx, key, value, rev)
+	if err == nil && k.lost.CompareAndSwap(false, true) {
+		return 0, context.DeadlineExceeded
+	}
+	return n, err
+}
+
+// An update stored without its ack reaching the writer counts as
+// written: the writer finds its own bytes in the bucket.
+func TestTableUpdateWithALostAck(t *testing.T) {
+	srv := relaytest.NATS(t)
+	_, js := relaytest.Connect(t, srv, protocol.Topology{})
+	ctx := context.Background()
+	plain, err := js.KeyValue(ctx, protocol.BreakerBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Put(ctx, "k", []byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	tab := cluster.NewTable[counter](&lostAckKV{KeyValue: plain}, relaytest.Logger(t))
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go tab.Run(runCtx)
+	<-tab.Synced()
+	v, written, err := tab.Update(ctx, "k", func(cur counter, _ bool) (counter, error) {
+		return counter{N: cur.N + 1, By: "me"}, nil
+	})
+	if err != nil || !written || v.N != 2 {
+		t.Fatalf("update with a lost ack: %+v written %v, %v", v, written, err)
+	}
+	e, err := plain.Get(ctx, "k")
+	if err != nil || !jsonHasN(string(e.Value()), 2) {
+		t.Fatalf("stored %s, %v", e.Value(), err)
+	}
+	if row, _ := tab.Get("k"); row.Rev != e.Revision() {
+		t.Fatalf("local revision %d, stored %d", row.Rev, e.Revision())
+	}
+}

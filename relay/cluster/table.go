@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -234,6 +235,11 @@ func (t *Table[T]) Update(ctx context.Context, key string, next func(cur T, exis
 		} else {
 			rev, err = t.kv.Create(ctx, key, data)
 		}
+		if err != nil && !conflict(err) {
+			// A write that timed out may have been stored all the same
+			// (a probe claim, say, that nobody would then use).
+			rev, err = t.stored(ctx, key, data, err)
+		}
 		if err == nil {
 			t.set(key, Row[T]{Value: nv, Rev: rev}, true)
 			return nv, true, nil
@@ -246,6 +252,23 @@ func (t *Table[T]) Update(ctx context.Context, key string, next func(cur T, exis
 			return row.Value, false, err
 		}
 	}
+}
+
+// storedCheck bounds the read that checks whether a failed write was
+// stored; it runs even if the caller's context has ended.
+const storedCheck = time.Second
+
+// stored returns the key's revision if the bucket holds exactly data
+// (bytes that hold a random probe id or a time, so nobody else wrote
+// them), else the write's error werr.
+func (t *Table[T]) stored(ctx context.Context, key string, data []byte, werr error) (uint64, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storedCheck)
+	defer cancel()
+	e, err := t.kv.Get(rctx, key)
+	if err != nil || !bytes.Equal(e.Value(), data) {
+		return 0, werr
+	}
+	return e.Revision(), nil
 }
 
 // read fetches key from the bucket and refreshes the local copy with it.
