@@ -203,14 +203,9 @@ func (k *restartableKV) endWatch() {
 // its keys, picks up what changed meanwhile, and still leaves out the keys
 // its filter does not match.
 func TestTableWatchRestarts(t *testing.T) {
-	srv := relaytest.NATS(t)
-	_, js := relaytest.Connect(t, srv, protocol.Topology{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	plain, err := js.KeyValue(ctx, protocol.QuotaBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := bucket(t, relaytest.NATS(t), protocol.QuotaBucket)
 	put := func(key string, n int) {
 		t.Helper()
 		if _, err := plain.Put(ctx, key, fmt.Appendf(nil, `{"n":%d}`, n)); err != nil {
@@ -274,10 +269,7 @@ func (j *lostAckJS) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstre
 func TestLeaseSurvivesALostRenewalAck(t *testing.T) {
 	srv := relaytest.NATS(t)
 	_, js := relaytest.Connect(t, srv, protocol.Topology{})
-	kv, err := js.KeyValue(context.Background(), protocol.LeaseBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := bucket(t, srv, protocol.LeaseBucket)
 	ljs := &lostAckJS{JetStream: js}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -319,13 +311,8 @@ func (k *lostAckKV) Update(ctx context.Context, key string, value []byte, rev ui
 // An update stored without its ack reaching the writer counts as
 // written: the writer finds its own bytes in the bucket.
 func TestTableUpdateWithALostAck(t *testing.T) {
-	srv := relaytest.NATS(t)
-	_, js := relaytest.Connect(t, srv, protocol.Topology{})
 	ctx := context.Background()
-	plain, err := js.KeyValue(ctx, protocol.BreakerBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := bucket(t, relaytest.NATS(t), protocol.BreakerBucket)
 	if _, err := plain.Put(ctx, "k", []byte(`{"n":1}`)); err != nil {
 		t.Fatal(err)
 	}
