@@ -112,6 +112,16 @@ func TestCoordinatorCanaryAbortsOnErrors(t *testing.T) {
 		}
 		return false
 	})
+	// Once every worker's copy shows the abort (and the calls routed
+	// before have left), no call goes to the canary.
+	relaytest.Eventually(t, 5*time.Second, time.Millisecond, func() bool {
+		for _, g := range c.gates {
+			if s, _ := g.Canary("mock-1"); s.Phase != canary.Aborted {
+				return false
+			}
+		}
+		return true
+	})
 	time.Sleep(300 * time.Millisecond)
 	before := len(c.fronts["canary"].allChats())
 	time.Sleep(time.Second)

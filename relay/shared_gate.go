@@ -203,6 +203,12 @@ func (g *SharedGate) Pause(scope string) (protocol.Pause, bool) {
 	return row.Value, ok
 }
 
+// Canary returns the local copy of a model's canary ramp.
+func (g *SharedGate) Canary(model string) (canary.State, bool) {
+	row, ok := g.canaries.Get(protocol.KeyToken(model))
+	return row.Value, ok
+}
+
 // GateStats are what one SharedGate did, for tests and status.
 type GateStats struct {
 	// Transitions this worker made, by "from->to".
