@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/protocol"
@@ -334,7 +335,8 @@ func (q *QuotaNode) countNodes(ctx context.Context) int {
 	for range lister.Keys() {
 		n++
 	}
-	if err := lister.Stop(); err != nil && !errors.Is(err, context.Canceled) {
+	// A lister that listed every key has let go of its subscription.
+	if err := lister.Stop(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, nats.ErrBadSubscription) {
 		q.Logger.Debug("counting nodes", "err", err)
 	}
 	return n

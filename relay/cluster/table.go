@@ -214,7 +214,9 @@ const updateAttempts = 4
 // otherwise it is computed again, at most updateAttempts times. It returns
 // the value now stored and whether this call wrote it. A next that returns
 // ErrNoChange ends the update without writing (written is false); any
-// other error of next ends it with that error.
+// other error of next ends it with that error. A write that failed without
+// a revision conflict (a timeout) but was stored all the same counts as
+// written.
 func (t *Table[T]) Update(ctx context.Context, key string, next func(cur T, exists bool) (T, error)) (v T, written bool, err error) {
 	row, exists := t.Get(key)
 	for attempt := 0; ; attempt++ {
