@@ -30,13 +30,14 @@ func (t *callTotals) add(r quota.Report) {
 	}
 	for target, c := range r.Calls {
 		p, seen := prev[target]
-		if seen && (c.Calls < p.Calls || c.Failures < p.Failures || c.Refused < p.Refused) {
+		if seen && (c.Calls < p.Calls || c.Failures < p.Failures || c.Refused < p.Refused || c.Open < p.Open) {
 			p = quota.Calls{}
 		}
 		sum := t.total[target]
 		sum.Calls += c.Calls - p.Calls
 		sum.Failures += c.Failures - p.Failures
 		sum.Refused += c.Refused - p.Refused
+		sum.Open += c.Open - p.Open
 		if c.LastFailure.After(sum.LastFailure) {
 			sum.LastFailure, sum.LastError = c.LastFailure, c.LastError
 		}

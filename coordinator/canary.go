@@ -45,7 +45,7 @@ func (c *Coordinator) runCanaries(ctx context.Context, s *state) {
 
 func (c *Coordinator) ramp(ctx context.Context, s *state, model string, cfg canary.Config, rebase bool) {
 	calls := s.calls.get(cfg.Provider + "/" + model)
-	total := canary.Counts{Calls: calls.Calls + calls.Refused, Errors: calls.Failures + calls.Refused}
+	total := canary.Counts{Calls: calls.Calls + calls.Open, Errors: calls.Failures + calls.Open}
 	var ev *canary.Event
 	_, written, err := s.canaries.Update(ctx, protocol.KeyToken(model), func(cur canary.State, _ bool) (canary.State, error) {
 		ev = nil

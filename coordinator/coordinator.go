@@ -30,6 +30,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/cluster"
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
@@ -159,6 +160,10 @@ type Deps struct {
 	// Events receives the transitions the coordinator makes (probes,
 	// ramps), after they are logged; nil for none.
 	Events func(Event)
+	// Breakers receives the breaker transitions the coordinator makes
+	// (the claims and verdicts of its probes of idle breakers), to count
+	// them as the workers count theirs; nil for none.
+	Breakers breaker.EventHandler
 }
 
 // Event is a transition the active coordinator made, for logs and tests.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +25,21 @@ type running struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
+
+	mu          sync.Mutex
+	transitions []string // the breaker transitions it made, "from->to"
+}
+
+func (r *running) OnEvent(ev breaker.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.transitions = append(r.transitions, string(ev.From)+"->"+string(ev.To))
+}
+
+func (r *running) made() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.transitions)
 }
 
 func (r *running) stop(t *testing.T) {
@@ -37,12 +54,13 @@ func (r *running) stop(t *testing.T) {
 func startCoordinator(t *testing.T, srv *server.Server, cfg coordinator.Config, catalog *provider.Catalog, name string) *running {
 	t.Helper()
 	_, js := relaytest.Connect(t, srv, protocol.Topology{})
-	c, err := coordinator.New(cfg, coordinator.Deps{JS: js, Catalog: catalog, Logger: relaytest.Logger(t).With("coordinator", name), Name: name})
+	r := &running{done: make(chan struct{})}
+	c, err := coordinator.New(cfg, coordinator.Deps{JS: js, Catalog: catalog, Logger: relaytest.Logger(t).With("coordinator", name), Name: name, Breakers: r})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{c: c, cancel: cancel, done: make(chan struct{})}
+	r.c, r.cancel = c, cancel
 	go func() {
 		defer close(r.done)
 		r.err = c.Run(ctx)
@@ -102,7 +120,7 @@ func TestCoordinatorProbesIdleBreaker(t *testing.T) {
 	if _, err := breakers.Put(ctx, "p", data); err != nil {
 		t.Fatal(err)
 	}
-	startCoordinator(t, srv, coordinator.Config{HealthInterval: 100 * time.Millisecond, ProbeGrace: 200 * time.Millisecond}, catalog, "c")
+	c := startCoordinator(t, srv, coordinator.Config{HealthInterval: 100 * time.Millisecond, ProbeGrace: 200 * time.Millisecond}, catalog, "c")
 	state := func() (breaker.State, protocol.Health) {
 		var b breaker.State
 		var h protocol.Health
@@ -128,5 +146,8 @@ func TestCoordinatorProbesIdleBreaker(t *testing.T) {
 	}
 	if took := b.Since.Sub(open.Until); took < 200*time.Millisecond {
 		t.Fatalf("probed %v after the cooldown, before the grace", took)
+	}
+	if got := c.made(); !slices.Equal(got, []string{"open->half_open", "half_open->closed"}) {
+		t.Fatalf("the coordinator counted the transitions %v", got)
 	}
 }

@@ -14,6 +14,10 @@ import (
 // nobody probes.
 const probeTick = 100 * time.Millisecond
 
+// releaseTimeout bounds the release of a probe claim by a coordinator
+// that is stopping.
+const releaseTimeout = 2 * time.Second
+
 // runProbes probes, with GET /models, every breaker whose probe nobody
 // claimed within ProbeGrace of becoming claimable: a provider that gets no
 // request would otherwise stay open forever. The claim is the same
@@ -80,11 +84,20 @@ func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
 	if err != nil || !won {
 		return
 	}
-	c.event("probe", ev.String(), slog.LevelInfo)
+	c.breakerEvent(ev)
 	h := c.probe(ctx, p)
 	v, reason := breaker.Failure, "health probe failed: "+h.LastError
 	if h.State != protocol.HealthRed {
 		v, reason = breaker.Success, "health probe succeeded"
+	}
+	if ctx.Err() != nil {
+		// The coordinator stopped (or lost the lease) during the probe:
+		// that says nothing of the provider. Release the claim at once
+		// rather than leave it to expire after probe_timeout.
+		v, reason = breaker.Neutral, "coordinator stopped during its probe"
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
 	}
 	var res breaker.Event
 	_, written, err := s.breakers.Update(ctx, key, func(cur breaker.State, _ bool) (breaker.State, error) {
@@ -96,6 +109,19 @@ func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
 		return next, nil
 	})
 	if err == nil && written {
-		c.event("probe", res.String(), slog.LevelInfo)
+		c.breakerEvent(res)
+	}
+}
+
+// breakerEvent logs, forwards and counts a breaker transition the
+// coordinator made.
+func (c *Coordinator) breakerEvent(ev breaker.Event) {
+	level := slog.LevelInfo
+	if ev.To == breaker.Open {
+		level = slog.LevelWarn
+	}
+	c.event("probe", ev.String(), level)
+	if c.deps.Breakers != nil {
+		c.deps.Breakers.OnEvent(ev)
 	}
 }

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/relaydev/relay/relay/cluster"
@@ -45,8 +44,7 @@ func (c *Coordinator) tenantLimits(edges int) quota.Limits {
 // configuration for a provider it knows, else what the nodes report.
 func (c *Coordinator) limitOf(key string, reported float64, tenants quota.Limits) float64 {
 	if quota.IsTenant(key) {
-		tok := strings.TrimSuffix(strings.TrimPrefix(key, quota.TenantPrefix), quota.SuffixRPM)
-		name, err := protocol.ParseKeyToken(tok)
+		name, err := cluster.TenantName(key)
 		if err != nil {
 			return 0
 		}
@@ -90,6 +88,19 @@ func (c *Coordinator) allocate(ctx context.Context, s *state, now time.Time) {
 			}
 			demand[key][r.Node] = d
 			reported[key] = max(reported[key], r.Limits[key])
+		}
+	}
+	// A tenant's limit is split over every edge, not only those that saw
+	// the tenant lately: an edge it comes to next has its share at once,
+	// rather than the default on top of the whole limit handed out.
+	for key, nodes := range demand {
+		if !quota.IsTenant(key) {
+			continue
+		}
+		for _, r := range fresh {
+			if _, ok := nodes[r.Node]; !ok && r.Role == "edge" {
+				nodes[r.Node] = 0
+			}
 		}
 	}
 	shares := map[string]*quota.Shares{}

@@ -11,6 +11,7 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // canaryTune makes "canary" the canary of mock-1, next to "stable".
@@ -35,24 +36,32 @@ func weightsOf(states []canaryAt) (weights []float64, since []time.Time, last ca
 
 // Issue 6, test 6 (ramp): the coordinator ramps the canary through 10%,
 // 50% and 100%, each held for 2s, and every worker routes by the shared
-// weight: the canary's share of the calls follows the steps.
+// weight: the canary's share of the calls follows the steps. The
+// coordinator starts once the load flows, so that the first step sees
+// calls however slowly the machine starts the clients.
 func TestCoordinatorCanaryRamps(t *testing.T) {
 	c := startClu(t, cluOptions{
-		Workers: 3, Providers: []string{"stable", "canary"}, Coordinator: true,
+		Workers: 3, Providers: []string{"stable", "canary"},
 		Mock: mockupstream.Config{Tokens: 3, TokenInterval: -1},
 		Tune: canaryTune(canary.Config{Provider: "canary", Steps: []float64{10, 50, 100}, Hold: 2 * time.Second, MinSample: 5}),
 	})
 	ramp := c.watchCanary("mock-1")
-	start := time.Now()
-	answers := c.quotaLoad(8, 8*time.Second, "Canary ramp")
-	for _, a := range answers {
-		if a.status != http.StatusOK {
-			t.Fatalf("a request failed with %d", a.status)
-		}
+	stop := make(chan struct{})
+	wait := c.load(8, 0, "Canary ramp", stop)
+	relaytest.Eventually(t, 20*time.Second, 5*time.Millisecond, func() bool { return len(c.fronts["stable"].allChats()) >= 8 })
+	c.startCoordinator()
+	relaytest.Eventually(t, 30*time.Second, 5*time.Millisecond, func() bool {
+		_, _, last := weightsOf(ramp())
+		return last.Phase == canary.Done
+	})
+	end := time.Now()
+	close(stop)
+	if statuses := wait(); len(statuses) != 1 || statuses[http.StatusOK] == 0 {
+		t.Fatalf("client statuses %v: every request should have been answered", statuses)
 	}
-	weights, since, last := weightsOf(ramp())
-	if !slices.Equal(weights, []float64{10, 50, 100}) || last.Phase != canary.Done {
-		t.Fatalf("ramp went through %v and ended %s, want 10, 50, 100 and done", weights, last.Phase)
+	weights, since, _ := weightsOf(ramp())
+	if !slices.Equal(weights, []float64{10, 50, 100}) {
+		t.Fatalf("ramp went through %v, want 10, 50, 100", weights)
 	}
 	share := func(from, to time.Time) (float64, int) {
 		n := len(c.fronts["canary"].chats(from, to))
@@ -64,7 +73,7 @@ func TestCoordinatorCanaryRamps(t *testing.T) {
 	}
 	const settle = 500 * time.Millisecond // the workers' copies follow the watch
 	for i, w := range weights {
-		to := start.Add(8 * time.Second)
+		to := end
 		if i+1 < len(since) {
 			to = since[i+1]
 		}
@@ -94,7 +103,7 @@ func TestCoordinatorCanaryAbortsOnErrors(t *testing.T) {
 	stop := make(chan struct{})
 	wait := c.load(6, 10*time.Millisecond, "Canary abort", stop)
 	var aborted time.Time
-	relaytest_eventually(t, 10*time.Second, func() bool {
+	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool {
 		for _, s := range ramp() {
 			if s.state.Phase == canary.Aborted {
 				aborted = s.at
@@ -102,6 +111,16 @@ func TestCoordinatorCanaryAbortsOnErrors(t *testing.T) {
 			}
 		}
 		return false
+	})
+	// Once every worker's copy shows the abort (and the calls routed
+	// before have left), no call goes to the canary.
+	relaytest.Eventually(t, 5*time.Second, time.Millisecond, func() bool {
+		for _, g := range c.gates {
+			if s, _ := g.Canary("mock-1"); s.Phase != canary.Aborted {
+				return false
+			}
+		}
+		return true
 	})
 	time.Sleep(300 * time.Millisecond)
 	before := len(c.fronts["canary"].allChats())

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/relay"
@@ -167,6 +167,7 @@ type clu struct {
 	coord       *coordinator.Coordinator
 	coordCancel context.CancelFunc
 	coordDone   chan error
+	coordConn   *nats.Conn
 }
 
 // cluEvents collects the breaker transitions every worker made and the
@@ -183,14 +184,14 @@ func (e *cluEvents) OnEvent(ev breaker.Event) {
 	e.mu.Unlock()
 }
 
-// transitions returns the transitions to phase; for half-open, only the
-// probe claims (not the releases of a claim).
+// transitions returns the transitions to phase ("": all of them); for
+// half-open, only the probe claims (not the releases of a claim).
 func (e *cluEvents) transitions(to breaker.Phase) []breaker.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []breaker.Event
 	for _, ev := range e.breaker {
-		if ev.To == to && (to != breaker.HalfOpen || strings.Contains(ev.Reason, "claimed")) {
+		if to == "" || ev.To == to && (to != breaker.HalfOpen || strings.Contains(ev.Reason, "claimed")) {
 			out = append(out, ev)
 		}
 	}
@@ -341,7 +342,7 @@ func startClu(t *testing.T, o cluOptions) *clu {
 // until it holds the lease.
 func (c *clu) startCoordinator() {
 	c.t.Helper()
-	_, js := relaytest.Connect(c.t, c.srv, c.cfg.Streams)
+	nc, js := relaytest.Connect(c.t, c.srv, c.cfg.Streams)
 	catalog, err := c.cfg.Catalog()
 	if err != nil {
 		c.t.Fatal(err)
@@ -361,9 +362,19 @@ func (c *clu) startCoordinator() {
 	done := make(chan error, 1)
 	go func() { done <- co.Run(ctx) }()
 	c.coordMu.Lock()
-	c.coord, c.coordCancel, c.coordDone = co, cancel, done
+	c.coord, c.coordCancel, c.coordDone, c.coordConn = co, cancel, done, nc
 	c.coordMu.Unlock()
 	relaytest.Eventually(c.t, 10*time.Second, 20*time.Millisecond, co.Active)
+}
+
+// killCoordinator stops the coordinator as a kill would: its connection
+// goes first, so it neither releases its lease nor writes anything more.
+func (c *clu) killCoordinator() {
+	c.coordMu.Lock()
+	nc := c.coordConn
+	c.coordMu.Unlock()
+	nc.Close()
+	c.stopCoordinator()
 }
 
 // stopCoordinator stops the coordinator, if one runs.
@@ -420,33 +431,26 @@ func (c *clu) watchBreaker(scope string) *breakerLog {
 	return l
 }
 
-// current is the last phase seen.
-func (l *breakerLog) current() breaker.Phase {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.phases) == 0 {
-		return breaker.Closed
-	}
-	return l.phases[len(l.phases)-1].state.Current()
-}
-
-// waitFor waits until the breaker is in phase, and returns when it got
-// there (first seen after since).
-func (l *breakerLog) waitFor(t *testing.T, phase breaker.Phase, since time.Time, within time.Duration) time.Time {
+// waitFor waits until the breaker is in phase, and returns the first such
+// state seen after since: at is when this test's watch brought it, which
+// lags the transition by the write and the watch (more on a loaded
+// machine); the state's own Since and Until are the breaker's times, the
+// ones to compare with its cooldown.
+func (l *breakerLog) waitFor(t *testing.T, phase breaker.Phase, since time.Time, within time.Duration) phaseAt {
 	t.Helper()
-	var at time.Time
+	var found phaseAt
 	relaytest.Eventually(t, within, 5*time.Millisecond, func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for _, p := range l.phases {
 			if p.at.After(since) && p.state.Current() == phase {
-				at = p.at
+				found = p
 				return true
 			}
 		}
 		return false
 	})
-	return at
+	return found
 }
 
 // seen reports whether the breaker was in phase after since.
@@ -461,17 +465,21 @@ func (l *breakerLog) seen(phase breaker.Phase, since time.Time) bool {
 	return false
 }
 
-// between returns the phases seen in [from, to].
-func (l *breakerLog) between(from, to time.Time) []phaseAt {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []phaseAt
-	for _, p := range l.phases {
-		if !p.at.Before(from) && !p.at.After(to) {
-			out = append(out, p)
+// learnedOpen waits until every worker's copy of the breaker at scope is
+// open (or already probing), and returns when: from a little after that
+// moment, a call that reaches the provider is a probe (the calls admitted
+// before may still be on their way).
+func (c *clu) learnedOpen(scope string) time.Time {
+	c.t.Helper()
+	relaytest.Eventually(c.t, 5*time.Second, time.Millisecond, func() bool {
+		for _, g := range c.gates {
+			if g.Breaker(scope).Current() == breaker.Closed {
+				return false
+			}
 		}
-	}
-	return out
+		return true
+	})
+	return time.Now()
 }
 
 // unary posts a "stream": false request and returns the status, the

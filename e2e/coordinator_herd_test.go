@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // Issue 6, test 1: 200 streams are running when the provider goes down.
@@ -28,7 +30,7 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 		tokens  = 150
 		outage  = 6 * time.Second
 		jitter  = 2 * time.Second
-		grace   = 500 * time.Millisecond // the local copies' lag behind a transition, on a loaded machine
+		grace   = 500 * time.Millisecond // calls admitted before the workers knew of the open may still arrive
 	)
 	c := startClu(t, cluOptions{
 		Workers:     3,
@@ -59,11 +61,12 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 			}
 		})
 	}
-	relaytest_eventually(t, 60*time.Second, func() bool { return len(front.allChats()) >= streams })
+	relaytest.Eventually(t, 60*time.Second, 5*time.Millisecond, func() bool { return len(front.allChats()) >= streams })
 	time.Sleep(300 * time.Millisecond) // every stream has text out
 	down := time.Now()
 	front.down.Store(true)
 	opened := log.waitFor(t, breaker.Open, down, 10*time.Second)
+	learned := c.learnedOpen("mock")
 	time.Sleep(outage - time.Since(down))
 	front.down.Store(false)
 	up := time.Now()
@@ -84,27 +87,34 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 	}
 
 	// While open, nothing but probes: every chat request from a little
-	// after the breaker opened to the moment it closed is a probe, and
-	// there is one claim per half-open period.
+	// after every worker knew of the open to the moment it closed (the
+	// breaker's own time) is the probe of a worker's claim; the
+	// coordinator's claims probe with GET /models.
+	open, shut := opened.state.Since, closed.state.Since
 	claims := 0
-	for _, p := range log.between(opened, closed) {
-		if p.state.Current() == breaker.HalfOpen && p.state.Probe != "" {
+	for _, ev := range c.events.transitions(breaker.HalfOpen) {
+		if !ev.At.Before(open) && ev.At.Before(shut) {
 			claims++
 		}
 	}
-	during := front.chats(opened.Add(grace), closed)
-	probesByCoordinator := len(c.events.coordEvents("probe"))
-	if len(during) > claims || claims == 0 {
-		t.Fatalf("%d chat requests while the breaker was open or probing, with %d probe claims (the coordinator's: %d)", len(during), claims, probesByCoordinator)
+	coordClaims := 0
+	for _, ev := range c.events.coordEvents("probe") {
+		if strings.Contains(ev.Text, "claimed") && !ev.At.Before(open) && ev.At.Before(shut) {
+			coordClaims++
+		}
 	}
-	t.Logf("outage %v: breaker open %v after it began, %d probe claims, %d chat probes, closed %v after the provider was back",
-		outage, opened.Sub(down).Round(time.Millisecond), claims, len(during), closed.Sub(up).Round(time.Millisecond))
+	during := front.chats(learned.Add(grace), shut)
+	if len(during) > claims || claims+coordClaims == 0 {
+		t.Fatalf("%d chat requests while the breaker was open or probing, with %d probe claims by workers and %d by the coordinator", len(during), claims, coordClaims)
+	}
+	t.Logf("outage %v: breaker open %v after it began, %d+%d probe claims (workers+coordinator), %d chat probes, closed %v after the provider was back",
+		outage, open.Sub(down).Round(time.Millisecond), claims, coordClaims, len(during), shut.Sub(up).Round(time.Millisecond))
 
 	// After the close, the waiting continuations spread over the window.
-	after := front.chats(closed, closed.Add(jitter+time.Second))
+	after := front.chats(shut, shut.Add(jitter+time.Second))
 	var offsets []time.Duration
 	for _, call := range after {
-		offsets = append(offsets, call.at.Sub(closed))
+		offsets = append(offsets, call.at.Sub(shut))
 	}
 	p10, p90, maxBin := spreadOf(offsets, jitter)
 	t.Logf("%d continuations after the close: p10 %v, p90 %v, fullest tenth of the window %.0f%%",
@@ -116,16 +126,5 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 		t.Fatalf("continuations bunched: p10 %v, p90 %v over a %v window", p10, p90, jitter)
 	case maxBin > 0.3:
 		t.Fatalf("%.0f%% of the continuations in one tenth of the window", 100*maxBin)
-	}
-}
-
-func relaytest_eventually(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", within)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -56,9 +56,12 @@ type SharedGate struct {
 	mu      sync.Mutex
 	scopes  map[string]*scopeState
 	budgets map[string]*quota.Budget
-	denied  map[string]int
-	calls   map[string]*quota.Calls
-	counts  map[string]int // transitions made, "from->to"
+	// budgeted counts, by provider, the requests and retries the budgets
+	// admitted since the gate started (the budgets only know their window).
+	budgeted map[string]*quota.Retries
+	denied   map[string]int
+	calls    map[string]*quota.Calls
+	counts   map[string]int // transitions made, "from->to"
 }
 
 type scopeState struct {
@@ -139,6 +142,7 @@ func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDep
 		canaries: cluster.NewTable[canary.State](kc, log),
 		scopes:   map[string]*scopeState{},
 		budgets:  map[string]*quota.Budget{},
+		budgeted: map[string]*quota.Retries{},
 		denied:   map[string]int{},
 		calls:    map[string]*quota.Calls{},
 		counts:   map[string]int{},
@@ -162,9 +166,6 @@ func randomID() string {
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-
-// ID is the name the gate reports and transitions by.
-func (g *SharedGate) ID() string { return g.id }
 
 // Run follows the shared state and reports the worker's demand until ctx
 // ends.
@@ -196,6 +197,18 @@ func (g *SharedGate) Breaker(scope string) breaker.State {
 	return row.Value
 }
 
+// Pause returns the local copy of a shared pause, by scope key.
+func (g *SharedGate) Pause(scope string) (protocol.Pause, bool) {
+	row, ok := g.pauses.Get(scope)
+	return row.Value, ok
+}
+
+// Canary returns the local copy of a model's canary ramp.
+func (g *SharedGate) Canary(model string) (canary.State, bool) {
+	row, ok := g.canaries.Get(protocol.KeyToken(model))
+	return row.Value, ok
+}
+
 // GateStats are what one SharedGate did, for tests and status.
 type GateStats struct {
 	// Transitions this worker made, by "from->to".
@@ -204,13 +217,20 @@ type GateStats struct {
 	Refused map[string]int
 	// Calls by "<provider>/<model>".
 	Calls map[string]quota.Calls
+	// Retries are what the retry budgets admitted and refused since the
+	// gate started, by provider. A request handed over from another
+	// worker counts as a request here: its first call on this worker.
+	Retries map[string]quota.Retries
 }
 
 // Stats returns a copy of the gate's counters.
 func (g *SharedGate) Stats() GateStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := GateStats{Transitions: map[string]int{}, Refused: map[string]int{}, Calls: map[string]quota.Calls{}}
+	s := GateStats{Transitions: map[string]int{}, Refused: map[string]int{}, Calls: map[string]quota.Calls{}, Retries: map[string]quota.Retries{}}
+	for p, r := range g.budgeted {
+		s.Retries[p] = quota.Retries{Requests: r.Requests, Retries: r.Retries, Denied: g.denied["budget:"+p]}
+	}
 	for k, v := range g.counts {
 		s.Transitions[k] = v
 	}

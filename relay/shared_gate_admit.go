@@ -258,8 +258,14 @@ func (a *admission) budget() error {
 		return nil
 	}
 	now := time.Now()
+	total := g.budgeted[a.p.Name]
+	if total == nil {
+		total = &quota.Retries{}
+		g.budgeted[a.p.Name] = total
+	}
 	if !a.info.Retry {
 		b.Request(now)
+		total.Requests++
 		return nil
 	}
 	if !b.Retry(now) {
@@ -267,6 +273,7 @@ func (a *admission) budget() error {
 		_, err := a.refuse(ErrRetryBudget, 0)
 		return err
 	}
+	total.Retries++
 	return nil
 }
 
@@ -340,6 +347,9 @@ func (g *SharedGate) count(target string, err error) {
 	g.denied[cause]++
 	c := g.callsOf(target)
 	c.Refused++
+	if cause == "open" {
+		c.Open++
+	}
 }
 
 func (g *SharedGate) callsOf(target string) *quota.Calls {

@@ -83,8 +83,46 @@ func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
 	if _, err := g.Admit(WithCallInfo(ctx, CallInfo{Started: true, Alternatives: 1}), "p", "m"); !errors.Is(err, ErrProviderOpen) {
 		t.Fatalf("with an alternative: %v", err)
 	}
-	if s := g.Stats(); s.Transitions["closed->open"] != 1 || s.Refused["open"] != 2 {
+	if s := g.Stats(); s.Transitions["closed->open"] != 1 || s.Refused["open"] != 2 || s.Calls["p/m"].Open != 2 || s.Calls["p/m"].Failures != 3 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// With breaker.per_model, each model of the provider has a breaker and a
+// shared pause of its own: one model's failures and Retry-After leave the
+// other model alone.
+func TestSharedGatePerModelBreaker(t *testing.T) {
+	g, js := sharedGate(t, provider.Config{Models: []string{"m1", "m2"}, Breaker: breaker.Config{Cooldown: time.Minute, PerModel: true}})
+	ctx := context.Background()
+	for range 3 {
+		tk, err := g.Admit(ctx, "p", "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Done(Report{Verdict: Failure, Class: upstream.Transient, Err: errors.New("cut")})
+	}
+	m1, m2 := protocol.ScopeKey("p", "m1"), protocol.ScopeKey("p", "m2")
+	if g.Breaker(m1).Current() != breaker.Open || g.Breaker(m2).Current() != breaker.Closed || g.Breaker("p").Current() != breaker.Closed {
+		t.Fatalf("breakers after m1's failures: m1 %s, m2 %s, p %s", g.Breaker(m1).Current(), g.Breaker(m2).Current(), g.Breaker("p").Current())
+	}
+	if _, err := g.Admit(ctx, "p", "m1"); !errors.Is(err, ErrProviderOpen) {
+		t.Fatalf("m1 while its breaker is open: %v", err)
+	}
+	tk, err := g.Admit(ctx, "p", "m2")
+	if err != nil {
+		t.Fatalf("m2 while m1's breaker is open: %v", err)
+	}
+	tk.Done(Report{Verdict: Failure, Class: upstream.Transient, Err: &upstream.StatusError{Status: 429}, RetryAfter: 2 * time.Second})
+	if _, err := g.Admit(ctx, "p", "m2"); !errors.Is(err, ErrProviderPaused) {
+		t.Fatalf("m2 after its 429 with Retry-After: %v", err)
+	}
+	pauses, err := js.KeyValue(ctx, protocol.PauseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := pauses.Keys(ctx)
+	if len(keys) != 1 || keys[0] != m2 {
+		t.Fatalf("pauses %v, want m2's only", keys)
 	}
 }
 
@@ -156,6 +194,12 @@ func TestSharedGatePauseAndBudget(t *testing.T) {
 	tk.Done(Report{Verdict: Success})
 	if _, err := g2.Admit(retry, "p", "m"); !errors.Is(err, ErrRetryBudget) {
 		t.Fatalf("second retry: %v", err)
+	}
+	if r := g2.Stats().Retries["p"]; r != (quota.Retries{Requests: 2, Retries: 1, Denied: 1}) {
+		t.Fatalf("budget counts %+v, want 2 requests, 1 retry, 1 denied", r)
+	}
+	if c := g2.Stats().Calls["p/m"]; c.Refused != 1 || c.Open != 0 {
+		t.Fatalf("calls %+v: a retry the budget refused is refused, not open", c)
 	}
 }
 

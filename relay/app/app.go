@@ -281,7 +281,11 @@ func reloadOnHangup(ctx context.Context, w *relay.Worker, logger *slog.Logger) e
 }
 
 func (r roles) coordinator(ctx context.Context, g *errgroup.Group) (string, error) {
-	c, err := coordinator.New(r.cfg.Coordinator, coordinator.Deps{JS: r.js, Topology: r.cfg.Streams, Catalog: r.catalog, Logger: r.logger.With("role", "coordinator")})
+	breakers, err := r.breakerMetrics() // its probes' transitions count in relay_breaker_*
+	if err != nil {
+		return "", err
+	}
+	c, err := coordinator.New(r.cfg.Coordinator, coordinator.Deps{JS: r.js, Topology: r.cfg.Streams, Catalog: r.catalog, Logger: r.logger.With("role", "coordinator"), Breakers: breakers})
 	if err != nil {
 		return "", err
 	}

@@ -20,6 +20,3 @@ func (s *Streak) Observe(v Verdict, threshold int) bool {
 
 // Reset ends the streak, once the breaker it counts for has opened.
 func (s *Streak) Reset() { s.n = 0 }
-
-// Len is the current streak.
-func (s *Streak) Len() int { return s.n }

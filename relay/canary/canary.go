@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"strings"
 	"time"
 )
@@ -215,6 +214,3 @@ func Pick(streamID string, weight float64) bool {
 	h.Write([]byte(streamID))
 	return float64(h.Sum64()%1_000_000) < weight*10_000
 }
-
-// Steps lists cfg's steps with the default applied, for status output.
-func (c Config) StepList() []float64 { return slices.Clone(c.WithDefaults().Steps) }

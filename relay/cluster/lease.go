@@ -46,11 +46,12 @@ func (l Lease) Run(ctx context.Context, active func(ctx context.Context)) error 
 	}
 	every := l.TTL / 3
 	for {
-		rev, err := l.acquire(ctx)
+		since := time.Now()
+		rev, err := l.acquire(ctx, since)
 		switch {
 		case err == nil:
 			l.Logger.Info("lease acquired", "lease", l.Key, "holder", l.Holder)
-			l.hold(ctx, rev, every, active)
+			l.hold(ctx, rev, since, every, active)
 		case !errors.Is(err, jetstream.ErrKeyExists) && ctx.Err() == nil:
 			l.Logger.Debug("lease not acquired", "lease", l.Key, "err", err)
 		}
@@ -67,14 +68,14 @@ func (l Lease) record(since time.Time) []byte {
 	return data
 }
 
-func (l Lease) acquire(ctx context.Context) (uint64, error) {
+func (l Lease) acquire(ctx context.Context, since time.Time) (uint64, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.TTL/3)
 	defer cancel()
-	return l.KV.Create(cctx, l.Key, l.record(time.Now()), jetstream.KeyTTL(l.TTL))
+	return l.KV.Create(cctx, l.Key, l.record(since), jetstream.KeyTTL(l.TTL))
 }
 
-// hold runs active while renewing the lease at rev.
-func (l Lease) hold(ctx context.Context, rev uint64, every time.Duration, active func(context.Context)) {
+// hold runs active while renewing the lease taken at since, now at rev.
+func (l Lease) hold(ctx context.Context, rev uint64, since time.Time, every time.Duration, active func(context.Context)) {
 	actx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -93,7 +94,7 @@ func (l Lease) hold(ctx context.Context, rev uint64, every time.Duration, active
 			}
 		}
 	}()
-	since, renewed := time.Now(), time.Now()
+	renewed := time.Now()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -105,6 +106,13 @@ func (l Lease) hold(ctx context.Context, rev uint64, every time.Duration, active
 		case <-tick.C:
 		}
 		next, err := l.renew(ctx, rev, since, every)
+		if conflict(err) {
+			// A renewal that timed out may have been stored all the same:
+			// then the key is still ours, at a later revision.
+			if mine, ok := l.ours(ctx, since, every); ok {
+				next, err = l.renew(ctx, mine, since, every)
+			}
+		}
 		switch {
 		case err == nil:
 			rev, renewed = next, time.Now()
@@ -118,6 +126,22 @@ func (l Lease) hold(ctx context.Context, rev uint64, every time.Duration, active
 			l.Logger.Debug("lease renewal failed; retrying", "lease", l.Key, "err", err)
 		}
 	}
+}
+
+// ours returns the lease's revision if the stored lease is the one this
+// holder took at since.
+func (l Lease) ours(ctx context.Context, since time.Time, timeout time.Duration) (uint64, bool) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	e, err := l.KV.Get(rctx, l.Key)
+	if err != nil {
+		return 0, false
+	}
+	var cur protocol.Lease
+	if json.Unmarshal(e.Value(), &cur) != nil || cur.Holder != l.Holder || !cur.Since.Equal(since.UTC()) {
+		return 0, false
+	}
+	return e.Revision(), true
 }
 
 // renew republishes the lease on top of rev with a fresh TTL.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/protocol"
@@ -188,13 +189,6 @@ func (q *QuotaNode) Settle(key string, reserved, actual float64) {
 	}
 }
 
-// Tenants returns the tenant limits last read.
-func (q *QuotaNode) Tenants() quota.Limits {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.tenants
-}
-
 // EnsureTenant declares the limit of tenant (at key) from the tenant
 // limits record, if it has one; it reports whether the tenant is limited.
 func (q *QuotaNode) EnsureTenant(key, tenant string) bool {
@@ -286,21 +280,20 @@ func (q *QuotaNode) Round(ctx context.Context) {
 	now := time.Now()
 	for key, l := range q.limits {
 		if quota.IsTenant(key) && haveLim {
-			l.limit = q.tenants.Tenant(tenantOf(key, l))
+			name, err := TenantName(key)
+			if err != nil {
+				name = quota.TenantToken(key)
+			}
+			l.limit = q.tenants.Tenant(name)
 		}
 		share := q.shareOf(key, l)
 		l.bucket.SetRate(now, share, l.cfg.BurstOf(share))
 	}
 }
 
-// tenantOf is the tenant name of a tenant key; the key token is decoded.
-func tenantOf(key string, _ *nodeLimit) string {
-	tok := key[len(quota.TenantPrefix) : len(key)-len(quota.SuffixRPM)]
-	name, err := protocol.ParseKeyToken(tok)
-	if err != nil {
-		return tok
-	}
-	return name
+// TenantName is the tenant of a tenant limit key (quota.TenantRPM).
+func TenantName(key string) (string, error) {
+	return protocol.ParseKeyToken(quota.TenantToken(key))
 }
 
 // report rolls the meters into a report.
@@ -342,7 +335,8 @@ func (q *QuotaNode) countNodes(ctx context.Context) int {
 	for range lister.Keys() {
 		n++
 	}
-	if err := lister.Stop(); err != nil && !errors.Is(err, context.Canceled) {
+	// A lister that listed every key has let go of its subscription.
+	if err := lister.Stop(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, nats.ErrBadSubscription) {
 		q.Logger.Debug("counting nodes", "err", err)
 	}
 	return n

@@ -184,11 +184,12 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream) (Status, error) {
 		return nil
 	})
 	st.Quotas.fill(reports, shares)
-	if kv, err := js.KeyValue(ctx, protocol.LeaseBucket); err == nil {
+	kv, err := js.KeyValue(ctx, protocol.LeaseBucket)
+	if err == nil {
 		st.Coordinator, err = LeaseHolder(ctx, kv, protocol.CoordinatorLeaseKey)
-		if err != nil {
-			errs = append(errs, err)
-		}
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", protocol.LeaseBucket, err))
 	}
 	slices.SortFunc(st.Breakers, func(a, b BreakerStatus) int { return strings.Compare(a.Scope, b.Scope) })
 	slices.SortFunc(st.Pauses, func(a, b PauseStatus) int { return strings.Compare(a.Scope, b.Scope) })
@@ -238,6 +239,7 @@ func (q *QuotaStatus) fill(reports []quota.Report, shares map[string]quota.Share
 			s.Calls.Calls += c.Calls
 			s.Failures += c.Failures
 			s.Refused += c.Refused
+			s.Open += c.Open
 			if c.LastFailure.After(s.LastFailure) {
 				s.LastFailure, s.LastError = c.LastFailure, c.LastError
 			}

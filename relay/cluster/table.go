@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,7 +90,9 @@ func (t *Table[T]) Run(ctx context.Context) error {
 func (t *Table[T]) watch(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := t.kv.WatchFiltered(ctx, t.filters)
+	// nats.go rewrites the filters into subjects in place: a restarted
+	// watch must get the keys again, not the subjects of the last one.
+	w, err := t.kv.WatchFiltered(ctx, slices.Clone(t.filters))
 	if err != nil {
 		return err
 	}
@@ -210,7 +214,9 @@ const updateAttempts = 4
 // otherwise it is computed again, at most updateAttempts times. It returns
 // the value now stored and whether this call wrote it. A next that returns
 // ErrNoChange ends the update without writing (written is false); any
-// other error of next ends it with that error.
+// other error of next ends it with that error. A write that failed without
+// a revision conflict (a timeout) but was stored all the same counts as
+// written.
 func (t *Table[T]) Update(ctx context.Context, key string, next func(cur T, exists bool) (T, error)) (v T, written bool, err error) {
 	row, exists := t.Get(key)
 	for attempt := 0; ; attempt++ {
@@ -231,6 +237,11 @@ func (t *Table[T]) Update(ctx context.Context, key string, next func(cur T, exis
 		} else {
 			rev, err = t.kv.Create(ctx, key, data)
 		}
+		if err != nil && !conflict(err) {
+			// A write that timed out may have been stored all the same
+			// (a probe claim, say, that nobody would then use).
+			rev, err = t.stored(ctx, key, data, err)
+		}
 		if err == nil {
 			t.set(key, Row[T]{Value: nv, Rev: rev}, true)
 			return nv, true, nil
@@ -243,6 +254,23 @@ func (t *Table[T]) Update(ctx context.Context, key string, next func(cur T, exis
 			return row.Value, false, err
 		}
 	}
+}
+
+// storedCheck bounds the read that checks whether a failed write was
+// stored; it runs even if the caller's context has ended.
+const storedCheck = time.Second
+
+// stored returns the key's revision if the bucket holds exactly data
+// (bytes that hold a random probe id or a time, so nobody else wrote
+// them), else the write's error werr.
+func (t *Table[T]) stored(ctx context.Context, key string, data []byte, werr error) (uint64, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storedCheck)
+	defer cancel()
+	e, err := t.kv.Get(rctx, key)
+	if err != nil || !bytes.Equal(e.Value(), data) {
+		return 0, werr
+	}
+	return e.Revision(), nil
 }
 
 // read fetches key from the bucket and refreshes the local copy with it.
@@ -266,6 +294,9 @@ func (t *Table[T]) read(ctx context.Context, key string) (Row[T], bool, error) {
 
 // conflict reports whether err is a failed revision check.
 func conflict(err error) bool {
+	if err == nil {
+		return false
+	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return true
 	}

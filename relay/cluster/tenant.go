@@ -24,9 +24,6 @@ func NewTenantLimiter(node *QuotaNode) *TenantLimiter {
 	return &TenantLimiter{node: node}
 }
 
-// Node is the limiter's quota node.
-func (l *TenantLimiter) Node() *QuotaNode { return l.node }
-
 // Allow counts one request of tenant ("" until tenants exist) and reports
 // whether this edge's share of the tenant's limit allows it now; if not,
 // retryAfter says when the next request would be allowed. It never makes

@@ -69,10 +69,6 @@ func NewRegional(js jetstream.JetStream, t Topology, r Region, logger *slog.Logg
 // Region is the region the process runs in, with defaults applied.
 func (g *Regional) Region() Region { return g.region }
 
-// Mirrors reports whether shared buckets are mirrors of another region's:
-// false in the home region and without regions.
-func (g *Regional) Mirrors() bool { return g.active }
-
 // KeyValue returns a shared bucket as the region sees it; any other
 // bucket as it is.
 func (g *Regional) KeyValue(ctx context.Context, bucket string) (jetstream.KeyValue, error) {

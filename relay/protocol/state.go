@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -154,19 +153,4 @@ func setupState(ctx context.Context, js jetstream.JetStream, t Topology, storage
 		}
 	}
 	return nil
-}
-
-// OpenState opens the shared-state buckets (SharedStateBuckets), by name.
-func OpenState(ctx context.Context, js jetstream.JetStream) (map[string]jetstream.KeyValue, error) {
-	out := make(map[string]jetstream.KeyValue, len(SharedStateBuckets))
-	var errs []error
-	for _, name := range SharedStateBuckets {
-		kv, err := js.KeyValue(ctx, name)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: bucket %s: %v", ErrNotSetUp, name, err))
-			continue
-		}
-		out[name] = kv
-	}
-	return out, errors.Join(errs...)
 }

@@ -23,15 +23,22 @@ func TenantRPM(token string) string   { return TenantPrefix + token + SuffixRPM 
 // IsTenant reports whether key is a tenant limit.
 func IsTenant(key string) bool { return strings.HasPrefix(key, TenantPrefix) }
 
+// TenantToken is the tenant's key token in a tenant limit key.
+func TenantToken(key string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(key, TenantPrefix), SuffixRPM)
+}
+
 // Calls counts one node's calls of one provider and model since it
 // started: the canary's error rate and the health's recent failures are
 // computed from their differences.
 type Calls struct {
 	// Calls were admitted; Failures of them ended with a failure verdict;
-	// Refused were not admitted (breaker open, pause, budget, limit).
+	// Refused were not admitted (breaker open, pause, budget, limit), Open
+	// of them because the breaker was open (or its probe taken).
 	Calls    int64 `json:"calls"`
 	Failures int64 `json:"failures"`
 	Refused  int64 `json:"refused"`
+	Open     int64 `json:"open,omitempty"`
 	// LastFailure is when the last failure ended, LastError its class.
 	LastFailure time.Time `json:"last_failure,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
