@@ -31,6 +31,8 @@ type systemSpec struct {
 	maxInflight int
 	// worker settings beyond max_inflight.
 	workerSettings procs.Settings
+	// breaker is every provider's breaker section; nil: the defaults.
+	breaker map[string]any
 }
 
 type system struct {
@@ -66,7 +68,9 @@ func (b *bench) startSystem(ctx context.Context, spec systemSpec) (*system, erro
 			return nil, err
 		}
 		s.mocks[m.model] = p
-		providers = append(providers, p.Provider(m.model, m.model))
+		prov := p.Provider(m.model, m.model)
+		prov.Breaker = spec.breaker
+		providers = append(providers, prov)
 	}
 	for i := range spec.workers {
 		settings := procs.Settings{"worker.max_inflight": spec.maxInflight}
