@@ -56,6 +56,7 @@ var phases = []phase{
 	{"resume", (*bench).resume},
 	{"failover", (*bench).failover},
 	{"breaker", (*bench).breakers},
+	{"memory", (*bench).workerMemory},
 	{"concurrent", (*bench).concurrent},
 }
 

@@ -50,6 +50,12 @@ type plan struct {
 	breakerWorkers    int
 	breakerProbeEvery time.Duration
 
+	// Worker memory: generations in flight on one worker, their
+	// upstream, and how many samples are taken while all are in flight.
+	memGenerations int
+	mem            mockSpec
+	memSamples     int
+
 	// Worker failover.
 	failoverRounds  int
 	failoverStreams int
@@ -93,6 +99,9 @@ func defaultPlan() plan {
 		resumeChunks:      2000,
 		resumeOthers:      1000,
 		resumeSamples:     300,
+		memGenerations:    500,
+		mem:               mockSpec{model: "memory", tokens: 20, interval: time.Second},
+		memSamples:        12,
 		breakerRounds:     20,
 		breakerWorkers:    3,
 		breakerProbeEvery: time.Millisecond,
@@ -121,6 +130,9 @@ func quickPlan() plan {
 		resumeChunks:      1000,
 		resumeOthers:      200,
 		resumeSamples:     50,
+		memGenerations:    100,
+		mem:               mockSpec{model: "memory", tokens: 8, interval: 500 * time.Millisecond},
+		memSamples:        4,
 		breakerRounds:     3,
 		breakerWorkers:    3,
 		breakerProbeEvery: time.Millisecond,
