@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -32,7 +33,9 @@ type Deps struct {
 	JS jetstream.JetStream
 	// Catalog says which providers serve a model; required.
 	Catalog *provider.Catalog
-	// Upstream calls the providers; nil means a zero upstream.Client.
+	// Upstream calls the providers; nil means a client with the default
+	// bounds whose transport keeps an idle connection per slot to each
+	// provider (upstream.NewTransport(max_inflight)).
 	Upstream *upstream.Client
 	// Logger receives one line per job; nil discards.
 	Logger *slog.Logger
@@ -124,7 +127,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	cfg = cfg.withDefaults()
 	if deps.Upstream == nil {
-		deps.Upstream = &upstream.Client{}
+		deps.Upstream = upstream.NewClient(&http.Client{Transport: upstream.NewTransport(cfg.MaxInflight)})
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
