@@ -100,7 +100,7 @@ func defaultPlan() plan {
 		resumeOthers:      1000,
 		resumeSamples:     300,
 		memGenerations:    500,
-		mem:               mockSpec{model: "memory", tokens: 20, interval: time.Second},
+		mem:               mockSpec{model: "memory", tokens: 12, interval: time.Second},
 		memSamples:        12,
 		breakerRounds:     20,
 		breakerWorkers:    3,

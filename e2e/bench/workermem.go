@@ -59,19 +59,26 @@ func (b *bench) workerMemory(ctx context.Context) ([]figure, error) {
 	for i := range g {
 		conv := newConversation(p.mem.model, fmt.Sprintf("memory %d", i), p.mem.tokens)
 		wg.Go(func() {
-			// A slot to open a stream is held until its first token.
+			counted := false
+			// A slot to open a stream is held until its response headers.
 			sem <- struct{}{}
 			held := true
-			r := runStream(streamCtx, hc, url, conv, streamOpts{onEvent: func(ev *event, _ time.Time) {
-				if ev.Content != "" && held {
+			release := func() {
+				if held {
 					<-sem
 					held = false
-					started.Add(1)
 				}
-			}})
-			if held {
-				<-sem
 			}
+			r := runStream(streamCtx, hc, url, conv, streamOpts{
+				onOpen: func(*opened) { release() },
+				onEvent: func(ev *event, _ time.Time) {
+					if ev.Content != "" && !counted {
+						counted = true
+						started.Add(1)
+					}
+				},
+			})
+			release()
 			ended.Add(1)
 			if r.exact(conv.answer) {
 				exact.Add(1)
