@@ -83,7 +83,7 @@ func (b *bench) breakers(ctx context.Context) ([]figure, error) {
 		each = append(each, r.refused...)
 		late = append(late, r.resolution...)
 		admittedAfter += r.admittedAfter
-		b.log.printf("  breaker round %d: opened by %s; every worker refused after %v", round+1, r.by, slices.Max(r.refused).Round(10*time.Microsecond))
+		b.log.printf("  breaker round %d: opened by %s; every worker refused after %v (learned between: %s)", round+1, r.by, roundMS(slices.Max(r.refused)), r.detail)
 	}
 	f := figure{
 		rank: rankBreaker,
@@ -109,7 +109,12 @@ type breakerResult struct {
 	// admittedAfter counts probes a worker served after it had refused
 	// one: a breaker that flapped, or a probe of an earlier round.
 	admittedAfter int
+	// detail gives each worker's window: from its last probe served to
+	// its first refusal, since the failure.
+	detail string
 }
+
+func roundMS(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
 
 func (b *bench) breakerRound(ctx context.Context, sys *system, kv jetstream.KeyValue, scope string, watch jetstream.KeyWatcher, probes *probeLog) (breakerResult, error) {
 	closed, _ := json.Marshal(breaker.State{Phase: breaker.Closed})
@@ -159,12 +164,15 @@ func (b *bench) breakerRound(ctx context.Context, sys *system, kv jetstream.KeyV
 		return breakerResult{}, fmt.Errorf("the round's requests did not end: %w", err)
 	}
 	res := breakerResult{by: opened.By}
+	var detail []string
 	for _, w := range workers {
 		first, last, after := probes.turn(w)
 		res.refused = append(res.refused, first.Sub(opened.Since))
 		res.resolution = append(res.resolution, first.Sub(last))
 		res.admittedAfter += after
+		detail = append(detail, fmt.Sprintf("%s %v–%v", w, roundMS(last.Sub(opened.Since)), roundMS(first.Sub(opened.Since))))
 	}
+	res.detail = strings.Join(detail, ", ")
 	return res, nil
 }
 

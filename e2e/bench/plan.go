@@ -131,7 +131,7 @@ func quickPlan() plan {
 		resumeOthers:      200,
 		resumeSamples:     50,
 		memGenerations:    100,
-		mem:               mockSpec{model: "memory", tokens: 8, interval: 500 * time.Millisecond},
+		mem:               mockSpec{model: "memory", tokens: 6, interval: 400 * time.Millisecond},
 		memSamples:        4,
 		breakerRounds:     3,
 		breakerWorkers:    3,
