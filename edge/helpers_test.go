@@ -197,7 +197,7 @@ func (e *env) startWorker(w *worker) *worker {
 			}
 			defer sub.Unsubscribe()
 			var meta protocol.Meta
-			if entry, err := kv.Get(ctx, req.StreamID); err != nil || json.Unmarshal(entry.Value(), &meta) != nil {
+			if entry, err := awaitMetaEntry(ctx, kv, req.StreamID); err != nil || json.Unmarshal(entry.Value(), &meta) != nil {
 				// The test may end while this request is being taken.
 				if ctx.Err() == nil {
 					e.t.Errorf("worker: meta of %s: %v", req.StreamID, err)
@@ -254,6 +254,25 @@ func (e *env) startWorker(w *worker) *worker {
 		wg.Wait()
 	})
 	return w
+}
+
+// awaitMetaEntry reads a stream's Meta, waiting up to 2 s for it: the
+// edge stores it and queues the request concurrently, so the request may
+// arrive first.
+func awaitMetaEntry(ctx context.Context, kv jetstream.KeyValue, id string) (jetstream.KeyValueEntry, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for {
+		entry, err := kv.Get(ctx, id)
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return entry, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // writeStream creates a stream directly, without the work queue: its Meta

@@ -16,13 +16,19 @@ import (
 const natsTimeout = 5 * time.Second
 
 // submit accepts a validated request as the new stream id (fresh from
-// protocol.NewStreamID): it stores the stream's Meta, then queues the
-// Request for the workers, and returns the stream's id and Meta.
+// protocol.NewStreamID): it stores the stream's Meta and queues the Request
+// for the workers, and returns the stream's id and Meta.
 //
-// The Meta is written first so that a client resuming the id the moment it
-// learns it finds the stream. If queueing fails after that, the id was never
-// shown to anyone: the orphan Meta only expires. The request is published
-// with Nats-Msg-Id = id, so JetStream queues a retried publish once.
+// The two writes run concurrently, as neither needs the other: the client
+// learns the id only when both succeeded, so a client resuming it finds the
+// Meta, and a worker does not need the Meta to start (it reads it only for
+// a cancellation, which a missing Meta cannot hold). Done one after the
+// other they put a second round trip before the first token. If one write
+// fails, the client gets the error and the id is never shown to anyone: an
+// orphan Meta only expires, and a queued Request without one is generated
+// for no reader (rare: NATS failed between two concurrent writes). The
+// request is published with Nats-Msg-Id = id, so JetStream queues a
+// retried publish once.
 func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, protocol.Meta, *protocol.Error) {
 	if e := s.admitGeneration(ctx, tenant, req.Model); e != nil { // tenant_limit.go
 		return "", protocol.Meta{}, e
@@ -30,9 +36,6 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	meta := protocol.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
-	if err := s.meta.create(ctx, id, meta); err != nil {
-		return "", protocol.Meta{}, unavailable("storing stream metadata", err)
-	}
 	data, err := json.Marshal(protocol.Request{
 		StreamID: id,
 		Tenant:   tenant,
@@ -44,9 +47,15 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 		// Body is JSON the edge parsed, so marshalling cannot fail.
 		panic("edge: encode request: " + err.Error())
 	}
+	stored := make(chan error, 1)
+	go func() { stored <- s.meta.create(ctx, id, meta) }()
 	msg := &nats.Msg{Subject: protocol.RequestSubject, Data: data}
-	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id)); err != nil {
-		return "", protocol.Meta{}, unavailable("queueing the request", err)
+	_, queueErr := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+	if err := <-stored; err != nil {
+		return "", protocol.Meta{}, unavailable("storing stream metadata", err)
+	}
+	if queueErr != nil {
+		return "", protocol.Meta{}, unavailable("queueing the request", queueErr)
 	}
 	return id, meta, nil
 }

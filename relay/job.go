@@ -83,16 +83,13 @@ func (j *job) retry() retrier { return retrier{bound: j.w.appendRetry, log: j.lo
 // run serves the request: it claims the stream, streams an answer (or the
 // rest of an earlier owner's) and ends the stream, unless it finds the
 // stream ended or loses it. A stream whose client cancelled it before is
-// ended cancelled without calling a provider.
+// ended cancelled without calling a provider. The stream's metadata is
+// read for that while the stream is claimed.
 func (j *job) run() {
 	defer j.stopCall(nil)
 	cancelled := make(chan bool, 1)
 	go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
-	var h history
-	err := j.retry().do(j.logCtx, "read the stream", func(ctx context.Context) (err error) {
-		h, err = readHistory(ctx, j.w.reader, j.req.StreamID)
-		return err
-	})
+	h, err := j.claim()
 	wasCancelled := <-cancelled
 	if err != nil {
 		j.abandon(err)
@@ -104,21 +101,49 @@ func (j *job) run() {
 		j.report(slog.LevelInfo, "already_ended", nil)
 		return
 	}
-	j.attempts = h.attempts
-	j.text.WriteString(h.text)
-	j.tokensOut = h.tokens
-	j.toolCalls = h.toolCalls
-	j.writer = newStreamWriter(chunklog.NewWriter(j.w.js, j.w.reader, j.req.StreamID, h.last, h.seq), h.last, j.retry())
-	if err := j.writer.append(j.logCtx, protocol.Frame{Kind: protocol.KindClaim, Worker: j.w.id}); err != nil {
-		j.abandon(err)
-		return
-	}
 	if wasCancelled {
 		j.stopCall(errCancelled)
 		j.end(outcome{err: errCancelled, class: upstream.Canceled})
 		return
 	}
 	j.end(j.serve(j.callCtx, h.seq > 0))
+}
+
+// claim reads what the stream holds and appends the job's claim frame
+// after it; a stream found ended is not claimed. The first delivery of a
+// request skips the read: no worker had it before, so the stream is empty,
+// and the claim is chained on nothing. Should a frame exist all the same
+// (a request queued twice), that claim is fenced, and the job reads the
+// stream and claims it as a redelivery does.
+func (j *job) claim() (history, error) {
+	if j.delivery.Delivered == 1 {
+		h, err := j.claimAfter(history{})
+		if !errors.Is(err, chunklog.ErrFenced) {
+			return h, err
+		}
+		j.log.Info("first delivery found frames; reading the stream")
+	}
+	var h history
+	err := j.retry().do(j.logCtx, "read the stream", func(ctx context.Context) (err error) {
+		h, err = readHistory(ctx, j.w.reader, j.req.StreamID)
+		return err
+	})
+	if err != nil || h.ended {
+		return h, err
+	}
+	return j.claimAfter(h)
+}
+
+// claimAfter appends the claim frame after h's last frame and takes over
+// what h says earlier owners published.
+func (j *job) claimAfter(h history) (history, error) {
+	j.attempts = h.attempts
+	j.text.Reset()
+	j.text.WriteString(h.text)
+	j.tokensOut = h.tokens
+	j.toolCalls = h.toolCalls
+	j.writer = newStreamWriter(chunklog.NewWriter(j.w.js, j.w.reader, j.req.StreamID, h.last, h.seq), h.last, j.retry())
+	return h, j.writer.append(j.logCtx, protocol.Frame{Kind: protocol.KindClaim, Worker: j.w.id})
 }
 
 // end appends the terminal frame for out and acknowledges the request. A

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -32,7 +33,9 @@ type Deps struct {
 	JS jetstream.JetStream
 	// Catalog says which providers serve a model; required.
 	Catalog *provider.Catalog
-	// Upstream calls the providers; nil means a zero upstream.Client.
+	// Upstream calls the providers; nil means a client with the default
+	// bounds whose transport keeps an idle connection per slot to each
+	// provider (upstream.NewTransport(max_inflight)).
 	Upstream *upstream.Client
 	// Logger receives one line per job; nil discards.
 	Logger *slog.Logger
@@ -124,7 +127,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	cfg = cfg.withDefaults()
 	if deps.Upstream == nil {
-		deps.Upstream = &upstream.Client{}
+		deps.Upstream = upstream.NewClient(&http.Client{Transport: upstream.NewTransport(cfg.MaxInflight)})
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
@@ -374,13 +377,17 @@ func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.
 		return nil, nil
 	}
 	defer func() { <-w.pulls }()
-	pullCtx, cancel := context.WithTimeout(ctx, w.pullWait)
-	defer cancel()
-	msg, err := cons.Next(jetstream.FetchContext(pullCtx))
+	// The pull ends by the server's expiry, never by a client-side
+	// deadline: nats.go asks the server to expire a pull bounded by a
+	// context a little before the context ends, and a message the server
+	// delivers in between arrives after the client stopped listening. It
+	// is lost to this worker and redelivered only after AckWait.
+	// FetchMaxWait waits a second past the expiry for the server's answer.
+	msg, err := cons.Next(jetstream.FetchMaxWait(w.pullWait))
 	switch {
 	case err == nil:
 		return msg, nil
-	case pullCtx.Err() != nil, errors.Is(err, nats.ErrTimeout):
+	case errors.Is(err, nats.ErrTimeout):
 		return nil, nil
 	}
 	return nil, err

@@ -323,3 +323,34 @@ func TestMaxInflightBoundsConcurrency(t *testing.T) {
 		t.Fatalf("peak concurrent upstream calls = %d, want %d", p, slots)
 	}
 }
+
+func TestFirstDeliveryClaimsWithoutReadingUnlessFenced(t *testing.T) {
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 5, TokenInterval: -1}})
+	fresh, taken := protocol.NewStreamID(), protocol.NewStreamID()
+	if err := h.appendFrames(taken, protocol.Frame{Kind: protocol.KindClaim, Worker: "earlier"}); err != nil {
+		t.Fatal(err)
+	}
+	h.submit(fresh, "fresh")
+	h.submit(taken, "taken")
+	for _, id := range []string{fresh, taken} {
+		frames := h.waitEnd(id)
+		if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusDone {
+			t.Fatalf("stream %s ended %s", id, end.Status)
+		}
+	}
+	readFirst := func(id string) bool {
+		_, ok := h.logs.find(func(l map[string]string) bool {
+			return l["msg"] == "first delivery found frames; reading the stream" && l["stream"] == id
+		})
+		return ok
+	}
+	if readFirst(fresh) {
+		t.Fatalf("the fresh stream's first delivery was fenced")
+	}
+	if !readFirst(taken) {
+		t.Fatalf("the first delivery of a stream with frames did not fall back to reading it")
+	}
+	if f := h.frames(taken)[1].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
+		t.Fatalf("frame after the earlier claim = %+v, want our claim", f)
+	}
+}

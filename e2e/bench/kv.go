@@ -8,20 +8,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// kvWatch measures the baseline of breaker propagation: a KV put until a
-// watcher sees it, on the same server. The coordinator's breakers (issue
-// 6) will spread through such a watch; until they exist their figure is
-// n/a.
-func (b *bench) kvWatch(ctx context.Context) ([]figure, error) {
+// kvBaseline measures the baseline of breaker propagation: a KV put
+// until a watcher sees it, on the same server; breakers spread through
+// such a watch.
+func (b *bench) kvBaseline(ctx context.Context) (dist, error) {
 	const bucket = "bench_breaker_baseline"
 	kv, err := b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1})
 	if err != nil {
-		return nil, err
+		return dist{}, err
 	}
 	defer b.js.DeleteKeyValue(context.WithoutCancel(ctx), bucket)
 	w, err := kv.Watch(ctx, "provider.mock", jetstream.UpdatesOnly())
 	if err != nil {
-		return nil, err
+		return dist{}, err
 	}
 	defer w.Stop()
 
@@ -30,24 +29,14 @@ func (b *bench) kvWatch(ctx context.Context) ([]figure, error) {
 		start := time.Now()
 		rev, err := kv.Put(ctx, "provider.mock", fmt.Appendf(nil, `{"state":"open","n":%d}`, i))
 		if err != nil {
-			return nil, err
+			return dist{}, err
 		}
 		if err := awaitRevision(ctx, w, rev); err != nil {
-			return nil, err
+			return dist{}, err
 		}
 		lat = append(lat, time.Since(start))
 	}
-	base := summarize(ms(lat))
-	return []figure{{
-		rank:         rankBreaker,
-		Name:         "breaker propagation: failure → every worker refuses",
-		Unit:         "ms",
-		NA:           "n/a (coordinator breakers not built yet)",
-		Baseline:     &base,
-		BaselineName: "KV put → watcher",
-		Goal:         "≤ 100 ms",
-		Verdict:      "n/a",
-	}}, nil
+	return summarize(ms(lat)), nil
 }
 
 // awaitRevision waits, at most 5 s, until the watcher delivers rev.

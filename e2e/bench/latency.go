@@ -26,6 +26,9 @@ func (b *bench) latency(ctx context.Context) ([]figure, error) {
 			Relay: ptr(summarize(ms(r.ttft))), Baseline: ptr(summarize(ms(d.ttft))), BaselineName: "direct",
 			Note: fmt.Sprintf("relay %s; direct %s", r.summary(), d.summary()),
 		}
+		if r.breakdown != "" {
+			tf.Note += "; relay " + r.breakdown
+		}
 		tf.compare()
 		gf := figure{
 			rank:  rankGap,
@@ -61,6 +64,9 @@ func (b *bench) latencyLevel(ctx context.Context, conv conversation, l level) (d
 		return direct, relay, err
 	}
 	relay, err = b.load(ctx, sys, "relay", chatURL(sys.edge.URL), conv, l)
+	if err == nil {
+		relay.breakdown = b.ttftBreakdown(ctx, relay.timed)
+	}
 	return direct, relay, err
 }
 
@@ -75,6 +81,10 @@ type loadResult struct {
 	firstFailure   string
 	rampDur        time.Duration
 	cpu            string // cores used while it ran
+	// timed are the measured streams with a stream id (relay only), and
+	// breakdown their time to first token split into stages.
+	timed     []timedStream
+	breakdown string
 }
 
 func (r loadResult) summary() string {
@@ -135,6 +145,9 @@ func (b *bench) load(ctx context.Context, sys *system, target, url string, conv 
 					res.ramped++
 					res.ttft = append(res.ttft, r.TTFT())
 					res.gaps = append(res.gaps, r.Gaps...)
+					if r.StreamID != "" {
+						res.timed = append(res.timed, timedStream{id: r.StreamID, start: r.Start, opened: r.Opened, first: r.First})
+					}
 				}
 				mu.Unlock()
 			}

@@ -51,11 +51,12 @@ type phase struct {
 
 // phases run in this order, the heaviest (concurrent streams) last.
 var phases = []phase{
-	{"kv", (*bench).kvWatch},
 	{"throughput", (*bench).throughput},
 	{"latency", (*bench).latency},
 	{"resume", (*bench).resume},
 	{"failover", (*bench).failover},
+	{"breaker", (*bench).breakers},
+	{"memory", (*bench).workerMemory},
 	{"concurrent", (*bench).concurrent},
 }
 
@@ -72,6 +73,7 @@ func run() error {
 	only := flag.String("only", "", "comma-separated phases to run: "+phaseNames())
 	keep := flag.Bool("keep", false, "keep the process logs and JetStream store (the directory is printed)")
 	streams := flag.Int("streams", 0, "concurrent SSE streams on one edge (zero: 10,000; 1,000 with --quick)")
+	levels := flag.String("levels", "", "comma-separated concurrencies of the latency phase, e.g. 100 (zero: the plan's)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", flag.Arg(0))
@@ -82,6 +84,12 @@ func run() error {
 	}
 	if *streams > 0 {
 		p.concStreams = *streams
+	}
+	var err error
+	if *levels != "" {
+		if p.levels, err = p.pickLevels(*levels); err != nil {
+			return err
+		}
 	}
 	selected, err := selectPhases(*only)
 	if err != nil {

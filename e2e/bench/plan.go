@@ -1,6 +1,11 @@
 package main
 
-import "time"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // plan holds every count and duration of a run. The default plan fits in
 // ten minutes on two cores, the quick plan in one: it keeps every figure
@@ -39,6 +44,18 @@ type plan struct {
 	resumeOthers  int
 	resumeSamples int
 
+	// Breaker propagation: rounds, workers, and how often a probe
+	// request is queued.
+	breakerRounds     int
+	breakerWorkers    int
+	breakerProbeEvery time.Duration
+
+	// Worker memory: generations in flight on one worker, their
+	// upstream, and how many samples are taken while all are in flight.
+	memGenerations int
+	mem            mockSpec
+	memSamples     int
+
 	// Worker failover.
 	failoverRounds  int
 	failoverStreams int
@@ -76,39 +93,76 @@ func defaultPlan() plan {
 		concWorkers:     4,
 		// 60 s per stream: long enough for all 10,000 to be open at once
 		// at the few hundred new streams per second one edge takes.
-		conc:            mockSpec{model: "slow", tokens: 60, interval: time.Second},
-		concRamp:        90 * time.Second,
-		concFallback:    2000,
-		resumeChunks:    2000,
-		resumeOthers:    1000,
-		resumeSamples:   300,
-		failoverRounds:  3,
-		failoverStreams: 8,
-		failoverTokens:  300,
+		conc:              mockSpec{model: "slow", tokens: 60, interval: time.Second},
+		concRamp:          90 * time.Second,
+		concFallback:      2000,
+		resumeChunks:      2000,
+		resumeOthers:      1000,
+		resumeSamples:     300,
+		memGenerations:    500,
+		mem:               mockSpec{model: "memory", tokens: 12, interval: time.Second},
+		memSamples:        12,
+		breakerRounds:     20,
+		breakerWorkers:    3,
+		breakerProbeEvery: time.Millisecond,
+		failoverRounds:    3,
+		failoverStreams:   8,
+		failoverTokens:    300,
 	}
 }
 
 func quickPlan() plan {
 	return plan{
-		mode:            "quick",
-		kvSamples:       200,
-		tputStreams:     64,
-		tputTokens:      400,
-		tputPaced:       mockSpec{model: tputPaced.model, tokens: 200, interval: tputPaced.interval},
-		tputDuration:    time.Second,
-		ceilingDuration: 1200 * time.Millisecond,
-		paced:           paced,
-		levels:          []level{{1, time.Second}, {100, time.Second}, {300, time.Second}},
-		concStreams:     1000,
-		concWorkers:     2,
-		conc:            mockSpec{model: "slow", tokens: 8, interval: 500 * time.Millisecond},
-		concRamp:        10 * time.Second,
-		concFallback:    200,
-		resumeChunks:    1000,
-		resumeOthers:    200,
-		resumeSamples:   50,
-		failoverRounds:  1,
-		failoverStreams: 4,
-		failoverTokens:  160,
+		mode:              "quick",
+		kvSamples:         200,
+		tputStreams:       64,
+		tputTokens:        400,
+		tputPaced:         mockSpec{model: tputPaced.model, tokens: 200, interval: tputPaced.interval},
+		tputDuration:      time.Second,
+		ceilingDuration:   1200 * time.Millisecond,
+		paced:             paced,
+		levels:            []level{{1, time.Second}, {100, time.Second}, {300, time.Second}},
+		concStreams:       1000,
+		concWorkers:       2,
+		conc:              mockSpec{model: "slow", tokens: 8, interval: 500 * time.Millisecond},
+		concRamp:          10 * time.Second,
+		concFallback:      200,
+		resumeChunks:      1000,
+		resumeOthers:      200,
+		resumeSamples:     50,
+		memGenerations:    100,
+		mem:               mockSpec{model: "memory", tokens: 6, interval: 400 * time.Millisecond},
+		memSamples:        4,
+		breakerRounds:     3,
+		breakerWorkers:    3,
+		breakerProbeEvery: time.Millisecond,
+		failoverRounds:    1,
+		failoverStreams:   4,
+		failoverTokens:    160,
 	}
+}
+
+// pickLevels returns the latency levels named in list (concurrencies,
+// comma-separated). A level of the plan keeps its duration; another runs
+// as long as the plan's longest.
+func (p plan) pickLevels(list string) ([]level, error) {
+	longest := time.Duration(0)
+	for _, l := range p.levels {
+		longest = max(longest, l.duration)
+	}
+	var out []level
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--levels: %q is not a positive count", f)
+		}
+		l := level{streams: n, duration: longest}
+		for _, pl := range p.levels {
+			if pl.streams == n {
+				l = pl
+			}
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }

@@ -35,6 +35,12 @@ func quantile(sorted []float64, q float64) float64 {
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
+// scaled is d with every value multiplied by k (a change of unit).
+func (d dist) scaled(k float64) dist {
+	d.Median, d.P99, d.Min, d.Max = d.Median*k, d.P99*k, d.Min*k, d.Max*k
+	return d
+}
+
 // ms converts durations to milliseconds for summarize.
 func ms(ds []time.Duration) []float64 {
 	out := make([]float64, len(ds))

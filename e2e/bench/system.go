@@ -31,6 +31,8 @@ type systemSpec struct {
 	maxInflight int
 	// worker settings beyond max_inflight.
 	workerSettings procs.Settings
+	// breaker is every provider's breaker section; nil: the defaults.
+	breaker map[string]any
 }
 
 type system struct {
@@ -66,7 +68,9 @@ func (b *bench) startSystem(ctx context.Context, spec systemSpec) (*system, erro
 			return nil, err
 		}
 		s.mocks[m.model] = p
-		providers = append(providers, p.Provider(m.model, m.model))
+		prov := p.Provider(m.model, m.model)
+		prov.Breaker = spec.breaker
+		providers = append(providers, prov)
 	}
 	for i := range spec.workers {
 		settings := procs.Settings{"worker.max_inflight": spec.maxInflight}
@@ -126,12 +130,19 @@ func (s *system) workerByName(name string) (int, bool) {
 	return 0, false
 }
 
-// purge empties the request queue and the chunk log. Roles create them at
-// start; before the first phase they do not exist yet.
+// purge empties the request queue, the chunk log and the cluster-wide
+// provider state (breakers, pauses, quotas...). Roles create them at
+// start; before the first phase they do not exist yet. The state must go
+// too: a breaker that an overloaded phase opened would refuse the next
+// phase's requests for its cooldown.
 func (b *bench) purge(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for _, name := range []string{protocol.RequestStream, protocol.ChunkStream} {
+	names := []string{protocol.RequestStream, protocol.ChunkStream}
+	for _, bucket := range protocol.SharedStateBuckets {
+		names = append(names, "KV_"+bucket) // a KV bucket's stream
+	}
+	for _, name := range names {
 		s, err := b.js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue

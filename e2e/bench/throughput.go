@@ -71,15 +71,21 @@ func (b *bench) throughput(ctx context.Context) ([]figure, error) {
 		return nil, err
 	}
 	base := "ceiling (JetStream async publish)"
-	full.note = fmt.Sprintf("%d concurrent streams of %d tokens; %s; ceiling: one client, async publish of %d-byte messages (the mean stored chunk frame) to 64 subjects, without the worker's expected-last-subject-sequence header",
-		p.tputStreams, p.tputTokens, full.summary(), frameBytes)
+	perChunk := summarize(full.tokenRates).Median / max(summarize(full.chunkRates).Median, 1)
+	full.note = fmt.Sprintf("%d concurrent streams of %d tokens; %s; ceiling: one client, async publish of %d-byte messages (the mean stored chunk frame) to 64 subjects, without the worker's expected-last-subject-sequence header. "+
+		"The worker keeps one publish in flight per stream and coalesces the tokens that arrive meanwhile into the next chunk, so at full speed a chunk carries %.0f tokens: chunks/s is low by design, and tokens/s is the rate to compare",
+		p.tputStreams, p.tputTokens, full.summary(), frameBytes, perChunk)
 	paced.note = fmt.Sprintf("%d concurrent streams of %d tokens at %v/token; %s; ceiling with %d-byte messages",
 		p.tputStreams, p.tputPaced.tokens, p.tputPaced.interval, paced.summary(), pacedBytes)
 	figs := []figure{
-		{rank: rankThroughput, Name: "delivered chunks/s, upstream at full speed", Unit: "/s", Relay: ptr(summarize(full.chunkRates)),
-			Baseline: &ceiling, BaselineName: base, RatioPct: true, Goal: "≥ 50 % of the ceiling", Note: full.note},
+		{rank: rankThroughput, Name: fmt.Sprintf("delivered chunks/s, upstream at full speed (coalesced: %.0f tokens per chunk)", perChunk), Unit: "/s",
+			Relay: ptr(summarize(full.chunkRates)), Baseline: &ceiling, BaselineName: base, RatioPct: true, Goal: "≥ 50 % of the ceiling", Note: full.note},
 		{rank: rankThroughput, Name: "delivered tokens/s, upstream at full speed", Unit: "/s", Relay: ptr(summarize(full.tokenRates)),
-			Baseline: &ceiling, BaselineName: base, RatioPct: true, Goal: "report"},
+			Baseline: &pacedCeiling, BaselineName: fmt.Sprintf("%s of one %d-byte message per token", base, pacedBytes), RatioPct: true, Goal: "report",
+			Note: "against what JetStream stores if every token were a message of its own, as large as the paced run's one-token frames"},
+		{rank: rankThroughput, Name: "delivered content bytes/s, upstream at full speed", Unit: "MB/s", Relay: ptr(summarize(full.byteRates).scaled(1e-6)),
+			Baseline: ptr(ceiling.scaled(float64(frameBytes) / 1e6)), BaselineName: base + " (payload bytes)", RatioPct: true, Goal: "report",
+			Note: fmt.Sprintf("the answers' text as the clients received it, against the ceiling's payload (%d-byte messages); the relay's stored frames are larger than their text (JSON envelope)", frameBytes)},
 		{rank: rankThroughput, Name: fmt.Sprintf("delivered chunks/s, upstream paced (%v/token)", p.tputPaced.interval), Unit: "/s",
 			Relay: ptr(summarize(paced.chunkRates)), Baseline: &pacedCeiling, BaselineName: base, RatioPct: true,
 			Goal: "≥ 50 % of the ceiling", Note: paced.note},
@@ -98,11 +104,13 @@ func (b *bench) throughput(ctx context.Context) ([]figure, error) {
 
 // tputResult is what one throughput load delivered.
 type tputResult struct {
-	chunkRates, tokenRates []float64 // per one-second window
-	streams, exact         int64
-	firstFailure           string
-	note                   string
-	cpu                    string // cores used while it ran
+	// chunkRates, tokenRates and byteRates (of content) are per
+	// one-second window.
+	chunkRates, tokenRates, byteRates []float64
+	streams, exact                    int64
+	firstFailure                      string
+	note                              string
+	cpu                               string // cores used while it ran
 }
 
 func (r tputResult) summary() string {
@@ -121,7 +129,7 @@ func (r tputResult) summary() string {
 func (b *bench) tputLoad(ctx context.Context, sys *system, label, url string, conv conversation) (tputResult, error) {
 	p := b.plan
 	ends := conv.tokenEnds()
-	var chunks, tokens, streams, exact atomic.Int64
+	var chunks, tokens, contentBytes, streams, exact atomic.Int64
 	hc := newHTTPClient(p.tputStreams, true)
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(time.Second + p.tputDuration)
@@ -133,18 +141,19 @@ func (b *bench) tputLoad(ctx context.Context, sys *system, label, url string, co
 	sampler.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		lastC, lastT := int64(0), int64(0)
+		lastC, lastT, lastB := int64(0), int64(0), int64(0)
 		for i := 0; ; i++ {
 			select {
 			case <-stopWindows:
 				return
 			case now := <-t.C:
-				c, tk := chunks.Load(), tokens.Load()
-				dc, dt := c-lastC, tk-lastT
-				lastC, lastT = c, tk
+				c, tk, by := chunks.Load(), tokens.Load(), contentBytes.Load()
+				dc, dt, db := c-lastC, tk-lastT, by-lastB
+				lastC, lastT, lastB = c, tk, by
 				if i > 0 && !now.After(deadline.Add(100*time.Millisecond)) {
 					res.chunkRates = append(res.chunkRates, float64(dc))
 					res.tokenRates = append(res.tokenRates, float64(dt))
+					res.byteRates = append(res.byteRates, float64(db))
 				}
 				if i%5 == 4 {
 					b.log.printf("  throughput, %s: %d chunks/s, %d tokens/s, %d streams done", label, dc, dt, streams.Load())
@@ -164,6 +173,7 @@ func (b *bench) tputLoad(ctx context.Context, sys *system, label, url string, co
 						return
 					}
 					chunks.Add(1)
+					contentBytes.Add(int64(len(ev.Content)))
 					pos += len(ev.Content)
 					n := 0
 					for tok < len(ends) && ends[tok] <= pos {

@@ -32,7 +32,6 @@ import (
 	"github.com/relaydev/relay/relay/natsserver"
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
-	"github.com/relaydev/relay/relay/upstream"
 )
 
 // Ready is told the addresses a process listens on once it serves.
@@ -236,7 +235,6 @@ func (r roles) worker(ctx context.Context, g *errgroup.Group) error {
 	}
 	w, err := relay.New(r.cfg.Worker, relay.Deps{
 		NC: r.nc, JS: r.js, Catalog: r.catalog,
-		Upstream:   upstream.NewClient(&http.Client{}),
 		Logger:     r.logger.With("role", "worker"),
 		Topology:   r.cfg.Streams,
 		Gate:       gate,

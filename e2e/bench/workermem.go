@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relaydev/relay/e2e/procs"
+)
+
+// workerMemory measures what one in-flight generation costs a worker: one
+// worker process (max_inflight a little above the generations) serves
+// plan.memGenerations slow streams opened through an edge, and once every
+// one of them has delivered its first token, the worker's resident memory,
+// Go heap in use and goroutines are sampled while all are in flight.
+// Each sample gives (busy − idle) / generations; the baseline is the same
+// worker idle, before the streams. Only one worker runs, so every stream
+// is in flight on it, and the heap and goroutine counts (from its
+// /metrics) say what the resident memory is made of.
+func (b *bench) workerMemory(ctx context.Context) ([]figure, error) {
+	p := b.plan
+	g := p.memGenerations
+	ports, err := procs.FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	ops := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	sys, err := b.startSystem(ctx, systemSpec{
+		name: "memory", mocks: []mockSpec{p.mem}, workers: 1, maxInflight: g + 16,
+		workerSettings: procs.Settings{"worker.listen": ops},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer sys.stop()
+	worker := sys.workers[0]
+	if err := sleep(ctx, time.Second); err != nil {
+		return nil, err
+	}
+	idle, err := sampleWorker(ctx, worker, ops, 3)
+	if err != nil {
+		return nil, err
+	}
+
+	hc := newHTTPClient(g, true)
+	defer hc.CloseIdleConnections()
+	url := chatURL(sys.edge.URL)
+	streamCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var started, ended, exact atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, concOpening)
+	for i := range g {
+		conv := newConversation(p.mem.model, fmt.Sprintf("memory %d", i), p.mem.tokens)
+		wg.Go(func() {
+			counted := false
+			// A slot to open a stream is held until its response headers.
+			sem <- struct{}{}
+			held := true
+			release := func() {
+				if held {
+					<-sem
+					held = false
+				}
+			}
+			r := runStream(streamCtx, hc, url, conv, streamOpts{
+				onOpen: func(*opened) { release() },
+				onEvent: func(ev *event, _ time.Time) {
+					if ev.Content != "" && !counted {
+						counted = true
+						started.Add(1)
+					}
+				},
+			})
+			release()
+			ended.Add(1)
+			if r.exact(conv.answer) {
+				exact.Add(1)
+			}
+		})
+	}
+	defer wg.Wait()
+	for started.Load() < int64(g) {
+		if ended.Load() > 0 {
+			return nil, fmt.Errorf("memory: a stream ended before all %d were in flight", g)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	rampDur := time.Since(idle.at)
+	busy, err := sampleWorker(ctx, worker, ops, p.memSamples)
+	if err != nil {
+		return nil, err
+	}
+	if n := ended.Load(); n > 0 {
+		return nil, fmt.Errorf("memory: %d streams ended while sampling; make the streams longer", n)
+	}
+	wg.Wait()
+
+	per := func(f func(workerSample) float64) []float64 {
+		base := f(idle.median)
+		out := make([]float64, len(busy.all))
+		for i, s := range busy.all {
+			out[i] = (f(s) - base) / float64(g)
+		}
+		return out
+	}
+	kib := func(v int64) float64 { return float64(v) / 1024 }
+	rss := per(func(s workerSample) float64 { return kib(s.rss) })
+	heap := summarize(per(func(s workerSample) float64 { return kib(s.heap) }))
+	stacks := summarize(per(func(s workerSample) float64 { return kib(s.stacks) }))
+	gor := summarize(per(func(s workerSample) float64 { return float64(s.goroutines) }))
+	f := figure{
+		rank: rankWorkerMemory,
+		Name: "worker memory per in-flight generation", Unit: "KiB",
+		Relay: ptr(summarize(rss)), Baseline: ptr(summarize([]float64{kib(idle.median.rss)})), BaselineName: "idle worker RSS",
+		Goal: "report",
+		Note: fmt.Sprintf("one worker (max_inflight %d) with %d generations in flight (upstream %d tokens at %v/token, all in flight %v after the idle samples; %d of %d streams exact); "+
+			"per generation, from %d samples of (busy − idle) / %d: RSS as shown, Go heap in use %s KiB, goroutine stacks %s KiB, goroutines %s (the rest of RSS is the GC's headroom and freed memory not yet returned); idle: RSS %s KiB, heap %s KiB, %d goroutines",
+			g+16, g, p.mem.tokens, p.mem.interval, rampDur.Round(100*time.Millisecond), exact.Load(), g,
+			len(busy.all), g, num(heap.Median), num(stacks.Median), num(gor.Median),
+			num(kib(idle.median.rss)), num(kib(idle.median.heap)), idle.median.goroutines),
+	}
+	return []figure{f}, nil
+}
+
+// workerSample is one reading of a worker's memory.
+type workerSample struct {
+	rss, heap, stacks int64 // bytes
+	goroutines        int
+}
+
+type workerSamples struct {
+	at     time.Time
+	all    []workerSample
+	median workerSample
+}
+
+// sampleWorker reads the worker's RSS (from /proc) and its Go heap and
+// stacks in use and goroutines (from its /metrics) n times, 250 ms apart.
+func sampleWorker(ctx context.Context, w *procs.Process, ops string, n int) (workerSamples, error) {
+	out := workerSamples{at: time.Now()}
+	var rss, heap, stacks, gor []float64
+	for i := range n {
+		if i > 0 {
+			if err := sleep(ctx, 250*time.Millisecond); err != nil {
+				return out, err
+			}
+		}
+		r, err := w.RSS()
+		if err != nil {
+			return out, err
+		}
+		m, err := scrape(ctx, "http://"+ops+"/metrics", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines")
+		if err != nil {
+			return out, err
+		}
+		s := workerSample{rss: r, heap: int64(m[0]), stacks: int64(m[1]), goroutines: int(m[2])}
+		out.all = append(out.all, s)
+		rss, heap, stacks, gor = append(rss, float64(s.rss)), append(heap, float64(s.heap)), append(stacks, float64(s.stacks)), append(gor, float64(s.goroutines))
+	}
+	med := func(xs []float64) int64 { return int64(summarize(xs).Median) }
+	out.median = workerSample{rss: med(rss), heap: med(heap), stacks: med(stacks), goroutines: int(med(gor))}
+	return out, nil
+}
+
+// scrape reads the values of unlabelled metrics from a Prometheus text
+// endpoint, in the order asked.
+func scrape(ctx context.Context, url string, names ...string) ([]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	want := map[string]int{}
+	for i, n := range names {
+		want[n] = i
+	}
+	out := make([]float64, len(names))
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		i, wanted := want[name]
+		if !ok || !wanted {
+			continue
+		}
+		if out[i], err = strconv.ParseFloat(strings.TrimSpace(value), 64); err != nil {
+			return nil, fmt.Errorf("scrape %s: %s: %w", url, name, err)
+		}
+		found++
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if found != len(names) {
+		return nil, fmt.Errorf("scrape %s: found %d of %v", url, found, names)
+	}
+	return out, nil
+}
