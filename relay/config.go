@@ -62,6 +62,11 @@ type Config struct {
 	// restarting, a replica leader election), while the upstream keeps
 	// streaming into memory. Zero: 30s; negative: no retry.
 	AppendRetry time.Duration `koanf:"append_retry"`
+	// Tenants are the tenant names the worker's token and cost metrics
+	// carry; every other tenant is counted as "other", which bounds the
+	// label's values. Zero: the tenants the same configuration names in
+	// edge.api_keys and coordinator.tenant_limits (relay/config).
+	Tenants []string `koanf:"tenants"`
 }
 
 // Defaults and bounds.

@@ -17,14 +17,13 @@ import (
 
 // newMetrics registers the worker's families with reg (nil: a private
 // registry), with label values bounded by the catalog's providers and
-// models. Tenants are not configured on workers: every named tenant is
-// counted as "other" until they are.
-func newMetrics(reg prometheus.Registerer, catalog *provider.Catalog) (*metrics.Worker, error) {
+// models and by the configured tenants.
+func newMetrics(reg prometheus.Registerer, catalog *provider.Catalog, tenants []string) (*metrics.Worker, error) {
 	var providers []string
 	for _, p := range catalog.Providers() {
 		providers = append(providers, p.Name)
 	}
-	return metrics.NewWorker(reg, metrics.NewNames(providers, catalog.Models(), nil))
+	return metrics.NewWorker(reg, metrics.NewNames(providers, catalog.Models(), tenants))
 }
 
 // jobStats is what a job's metrics and its "job finished" line need

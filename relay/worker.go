@@ -135,7 +135,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if deps.Gate == nil {
 		deps.Gate = openGate{}
 	}
-	m, err := newMetrics(deps.Registerer, deps.Catalog)
+	m, err := newMetrics(deps.Registerer, deps.Catalog, cfg.Tenants)
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}

@@ -107,3 +107,29 @@ func writeFile(t *testing.T, content string) string {
 	}
 	return path
 }
+
+func TestWorkerTenantsDefaultToTheConfiguredOnes(t *testing.T) {
+	body := `
+edge:
+  api_keys:
+    - {tenant: beta, key_sha256: a1aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}
+    - {tenant: acme, key_sha256: a2aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}
+    - {tenant: acme, key_sha256: a3aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}
+coordinator:
+  tenant_limits: {gamma: 10}
+`
+	cfg, err := Load(Sources{File: writeFile(t, body)}, RoleDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Worker.Tenants, ","); got != "acme,beta,gamma" {
+		t.Errorf("worker.tenants = %q, want the edge's and the coordinator's: acme,beta,gamma", got)
+	}
+	cfg, err = Load(Sources{File: writeFile(t, body), Set: []string{"worker.tenants=acme"}}, RoleDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Worker.Tenants, ","); got != "acme" {
+		t.Errorf("worker.tenants = %q, want the configured acme", got)
+	}
+}

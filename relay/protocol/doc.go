@@ -7,10 +7,12 @@
 //
 //	client ──POST──▶ edge
 //	                  │ 1. Meta            KV  relay_streams[<id>]       (Create: the id is new)
-//	                  │ 2. Request         JS  relay.requests             (work queue, Nats-Msg-Id = <id>)
+//	                  │ 1. Request         JS  relay.requests             (work queue, Nats-Msg-Id = <id>)
+//	                  │    (both at once; the client learns the id when both are stored)
 //	                  ▼
 //	              worker ◀── pull, one message per free slot; InProgress while streaming
-//	                  │ 3. claim frame     JS  relay.chunks.<id>          (fences any earlier writer)
+//	                  │ 3. claim frame     JS  relay.chunks.<id>          (fences any earlier writer; a
+//	                  │                                                    redelivery reads the frames first)
 //	                  │ 4. chunk frames    JS  relay.chunks.<id>          (seq 1..N, each chained on the last)
 //	                  │ 5. end frame       JS  relay.chunks.<id>          (status done|incomplete|failed|cancelled)
 //	                  │ 6. ack the request (only while it still owns the stream)
