@@ -16,6 +16,18 @@ type origin struct {
 	after protocol.Cursor
 	// end is set when that frame is the end frame: nothing follows.
 	end *chunklog.Entry
+	// f, when set, already follows the stream from after: a stream this
+	// edge just started (started.f).
+	f *follower
+}
+
+// follow returns o's follower: o.f, or a new one after o.after. The caller
+// closes it.
+func (s *Server) follow(o origin) (*follower, error) {
+	if o.f != nil {
+		return o.f, nil
+	}
+	return s.hub.follow(o.view.id, o.after.JSSeq, s.cfg.ClientBuffer)
 }
 
 // open checks that id names a known stream of tenant and that cursor (empty
