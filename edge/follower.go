@@ -15,6 +15,9 @@ import (
 // *chunklog.Reader is the real one.
 type history interface {
 	ReadUpTo(ctx context.Context, streamID string, after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error)
+	// Last is the JetStream sequence of the stream's last frame, 0 for
+	// none, looked up without reading the log.
+	Last(ctx context.Context, streamID string) (uint64, error)
 }
 
 // errEnded stops a history read at the end frame.
@@ -48,7 +51,7 @@ type follower struct {
 	// live is the bounded queue the dispatcher fills without blocking.
 	live chan *liveFrame
 	// wake asks for a re-read of the log: frames were dropped, or may have
-	// been lost, or a read stopped at limit.
+	// been lost.
 	wake chan struct{}
 	// limit bounds the frames one call of next returns, so that a client
 	// far behind catches up from the log in bounded batches: what the edge
@@ -61,8 +64,11 @@ type follower struct {
 	// started is set once the history after the cursor was read, or from
 	// the start for a stream that had no frames when it was followed.
 	started bool
-	end     bool
-	idle    *time.Timer
+	// more is set when a read stopped at its limit: the next call reads on
+	// first.
+	more bool
+	end  bool
+	idle *time.Timer
 
 	// failing is when the reads that are failing began to fail; zero while
 	// reads succeed. While retry is armed, no other read is made: the
@@ -117,9 +123,13 @@ func (f *follower) wakeUp() {
 // limit frames; the rest follow on the next call.
 func (f *follower) next(ctx context.Context, idle time.Duration) (out []chunklog.Entry, err error) {
 	defer func() { f.hub.stats.held(len(out) + len(f.live)) }()
-	if !f.started {
+	switch {
+	case !f.started:
 		f.started = true
 		out, err = f.read(ctx, min(firstBatch, f.limit), out)
+	case f.more && !f.retrying:
+		f.hub.stats.catchUps[catchUpWoken].Add(1)
+		out, err = f.read(ctx, f.limit, out)
 	}
 	f.idle.Reset(idle)
 	defer f.idle.Stop()
@@ -176,26 +186,45 @@ func (f *follower) take(ctx context.Context, lf *liveFrame, out []chunklog.Entry
 }
 
 // catchUp re-reads the log after the last frame taken, unless a retry of a
-// failed read is pending, which will.
+// failed read is pending, which will. Woken or idle, it first looks up the
+// stream's last frame and reads only if that is not the last one taken: a
+// read scans the log from there, through every other stream's frames
+// stored since, while most followers woken by a resync, or idle because
+// the stream is slow, missed nothing.
 func (f *follower) catchUp(ctx context.Context, why catchUpReason, out []chunklog.Entry) ([]chunklog.Entry, error) {
-	if f.retrying {
+	if f.retrying || f.end {
 		return out, nil
 	}
 	f.hub.stats.catchUps[why].Add(1)
+	if why != catchUpGap {
+		lctx, cancel := context.WithTimeout(ctx, natsTimeout)
+		last, err := f.hub.hist.Last(lctx, f.id)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return out, context.Cause(ctx)
+		case err != nil:
+			return out, f.failed(err)
+		case last <= f.last:
+			return out, nil
+		}
+	}
 	return f.read(ctx, f.limit-len(out), out)
 }
 
 // read appends up to want stored frames after the last one taken (claims
-// not counted), up to the end frame. If it got all it wanted, it wakes the
-// follower to read on at the next call. A failed read is retried later
+// not counted), up to the end frame. If it got all it wanted, the next
+// call reads on. A failed read is retried later
 // (see readGiveUp); only the caller's context ending, or reads failing for
 // readGiveUp, is an error.
 func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	rctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	start := len(out)
+	f.more = false
 	for !f.end {
 		ask, n := want-(len(out)-start), 0
+		f.hub.stats.reads.Add(1)
 		_, err := f.hub.hist.ReadUpTo(rctx, f.id, f.last, ask, func(e chunklog.Entry) error {
 			n++
 			out = f.emit(e, out)
@@ -215,7 +244,7 @@ func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]
 			break // the log has no more
 		}
 		if len(out)-start >= want {
-			f.wakeUp() // more may follow
+			f.more = true
 			break
 		}
 		// It read claims: read on for the frames they took the place of.

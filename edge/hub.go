@@ -62,10 +62,13 @@ type readStats struct {
 	// resyncs counts the times every follower was told to re-read the log:
 	// after a reconnect, or after the hub channel filled up.
 	resyncs atomic.Uint64
-	// catchUps counts re-reads of the log, by what triggered them.
+	// catchUps counts catch-ups with the log, by what triggered them: a
+	// re-read, or, for woken and idle ones, a look at the stream's last
+	// frame that may find nothing to read.
 	catchUps [numCatchUpReasons]atomic.Uint64
-	// readRetries counts reads of the log that failed and were retried.
-	readRetries atomic.Uint64
+	// reads counts reads of the log (direct gets after a frame), and
+	// readRetries those that failed and were retried.
+	reads, readRetries atomic.Uint64
 	// maxHeld is the most frames the edge held for one client at once: a
 	// batch returned by follower.next and what stayed queued behind it. It
 	// is bounded by twice ClientBuffer (at least minBatch + ClientBuffer),

@@ -55,6 +55,18 @@ func TestAppendAndReadBack(t *testing.T) {
 		t.Fatalf("last = %d, want %d", last, cursors[n-1].JSSeq)
 	}
 
+	if got, err := r.Last(ctx, a); err != nil || got != cursors[n-1].JSSeq {
+		t.Fatalf("Last = %d, %v; want %d", got, err, cursors[n-1].JSSeq)
+	}
+	var upTo []uint64
+	last, err = r.ReadUpTo(ctx, a, after.JSSeq, 3, func(e chunklog.Entry) error {
+		upTo = append(upTo, e.Frame.Seq)
+		return nil
+	})
+	if err != nil || len(upTo) != 3 || upTo[0] != 101 || upTo[2] != 103 || last != cursors[102].JSSeq {
+		t.Fatalf("ReadUpTo 3 = %v, last %d, %v", upTo, last, err)
+	}
+
 	subject, f, err := r.At(ctx, after.JSSeq)
 	if err != nil || subject != protocol.ChunkSubject(a) || f.Seq != after.Seq {
 		t.Fatalf("At(%d) = %q %+v %v", after.JSSeq, subject, f, err)
@@ -71,6 +83,9 @@ func TestReadUnknownStreamIsEmpty(t *testing.T) {
 	last, err := r.Read(context.Background(), protocol.NewStreamID(), 0, func(chunklog.Entry) error { n++; return nil })
 	if err != nil || n != 0 || last != 0 {
 		t.Fatalf("read unknown: n=%d last=%d err=%v", n, last, err)
+	}
+	if last, err := r.Last(context.Background(), protocol.NewStreamID()); err != nil || last != 0 {
+		t.Fatalf("last of unknown: %d, %v", last, err)
 	}
 }
 

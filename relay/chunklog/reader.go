@@ -182,6 +182,32 @@ func (r *Reader) route(msg *nats.Msg) {
 	}
 }
 
+// Last returns the JetStream sequence of the last frame stored for the
+// stream, 0 when there is none. The server answers it from its index of
+// subjects, however many other streams' frames were stored since: a cheap
+// way to learn whether a read would find anything.
+func (r *Reader) Last(ctx context.Context, streamID string) (uint64, error) {
+	req, _ := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{protocol.ChunkSubject(streamID)})
+	msg, err := r.nc.RequestWithContext(ctx, r.apiPrefix+"DIRECT.GET."+protocol.ChunkStream, req)
+	if err != nil {
+		return 0, fmt.Errorf("chunklog: last of %s: %w", streamID, err)
+	}
+	switch status := msg.Header.Get("Status"); status {
+	case "":
+	case "404":
+		return 0, nil
+	default:
+		return 0, fmt.Errorf("chunklog: last of %s: status %s %s", streamID, status, msg.Header.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(msg.Header.Get(protocol.HeaderSequence), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("chunklog: last of %s: bad sequence header: %w", streamID, err)
+	}
+	return seq, nil
+}
+
 // ErrNoFrame is returned by At when no frame is stored at the sequence.
 var ErrNoFrame = errors.New("chunklog: no frame at that sequence")
 
