@@ -375,6 +375,9 @@ func (c *wsConn) follow(ctx context.Context, o origin, started bool) error {
 	c.mu.Lock()
 	if c.active[id] {
 		c.mu.Unlock()
+		if o.f != nil {
+			o.f.close()
+		}
 		e := invalid("stream_id", CodeStreamActive, "stream %s is already followed on this connection", id)
 		e.Status = http.StatusConflict
 		return c.sendError(ctx, id, e)
