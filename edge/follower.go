@@ -61,8 +61,9 @@ type follower struct {
 	// last is the JetStream sequence of the last frame taken, claims
 	// included: a live frame is taken only if it was stored right after it.
 	last uint64
-	// started is set once the history after the cursor was read, or from
-	// the start for a stream that had no frames when it was followed.
+	// started is set once the first read of the history after the cursor
+	// began, or from the start for a stream that had no frames when it
+	// was followed (hub.followNew).
 	started bool
 	// more is set when a read stopped at its limit: the next call reads on
 	// first.
