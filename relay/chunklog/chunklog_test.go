@@ -130,3 +130,53 @@ func TestAppendRetryAfterLostAckIsNotFenced(t *testing.T) {
 		t.Fatalf("retried append = %v, %v; want seq 1", c, err)
 	}
 }
+
+func TestConcurrentReadsGetTheirOwnReplies(t *testing.T) {
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := chunklog.NewReader(nc, "")
+	const streams, frames = 8, 20
+	ids := make([]string, streams)
+	for i := range ids {
+		ids[i] = protocol.NewStreamID()
+	}
+	// Interleaved, so that every read spans the others' frames.
+	for j := 1; j <= frames; j++ {
+		for i, id := range ids {
+			w := chunklog.NewWriter(js, r, id, 0, 0)
+			if j > 1 {
+				last, err := r.Last(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w = chunklog.NewWriter(js, r, id, last, uint64(j-1))
+			}
+			if _, err := w.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: fmt.Sprint(i, "/", j)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	errs := make(chan error, streams)
+	for i, id := range ids {
+		go func() {
+			n := 0
+			_, err := r.ReadUpTo(ctx, id, 0, frames, func(e chunklog.Entry) error {
+				n++
+				if want := fmt.Sprint(i, "/", n); e.Frame.Content != want {
+					return fmt.Errorf("stream %d: frame %q, want %q", i, e.Frame.Content, want)
+				}
+				return nil
+			})
+			if err == nil && n != frames {
+				err = fmt.Errorf("stream %d: %d frames, want %d", i, n, frames)
+			}
+			errs <- err
+		}()
+	}
+	for range ids {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
