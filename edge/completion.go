@@ -25,7 +25,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origi
 	defer sess.close()
 	ctx, done := s.clients.add(r.Context(), clientUnary)
 	defer done()
-	f, err := s.hub.follow(o.view.id, o.after.JSSeq, s.cfg.ClientBuffer)
+	f, err := s.follow(o)
 	if err != nil {
 		writeError(w, unavailable("following the stream", err))
 		return false

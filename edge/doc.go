@@ -66,4 +66,13 @@
 // between the two. A live frame is taken only if its Nats-Last-Sequence is
 // the last frame the follower has; anything else (a full queue, a message
 // lost in a reconnect) is repaired by reading the log after that frame.
+//
+// Reading the log is what costs: the server scans it from the follower's
+// last frame through every other stream's frames stored since. So a stream
+// this edge starts is followed before its request is queued and read
+// live only; an idle or woken follower looks up its stream's last frame
+// (answered from the server's subject index) before it reads; a resume
+// starts its first, small read while the stream and cursor are checked;
+// and a failed read is retried while the client waits, with keepalives
+// (follower.go).
 package edge

@@ -3,6 +3,8 @@ package edge
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
@@ -12,18 +14,33 @@ import (
 // history reads a stream's stored frames after a JetStream sequence.
 // *chunklog.Reader is the real one.
 type history interface {
-	Read(ctx context.Context, streamID string, after uint64, fn func(chunklog.Entry) error) (uint64, error)
+	ReadUpTo(ctx context.Context, streamID string, after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error)
+	// Last is the JetStream sequence of the stream's last frame, 0 for
+	// none, looked up without reading the log.
+	Last(ctx context.Context, streamID string) (uint64, error)
 }
 
 // errEnded stops a history read at the end frame.
 var errEnded = errors.New("edge: end frame reached")
 
-// errBatchFull stops a history read once a batch holds limit frames.
-var errBatchFull = errors.New("edge: batch full")
-
 // minBatch is the smallest batch limit, so that a tiny ClientBuffer does
 // not turn a catch-up into one log read per frame.
 const minBatch = 64
+
+// firstBatch bounds the first read of a follower that resumes a stream:
+// the client's first event waits for the frames of that read only; the
+// rest follows in batches of limit.
+const firstBatch = 16
+
+// A failed read of the log (NATS slow or away) is retried with a backoff
+// from readRetryMin to readRetryMax while the client's stream stays open,
+// with keepalives and the live frames that still arrive in order; the
+// stream ends with an error only once reads failed for readGiveUp.
+const (
+	readRetryMin = 50 * time.Millisecond
+	readRetryMax = 2 * time.Second
+	readGiveUp   = 2 * time.Minute
+)
 
 // follower delivers one client's view of one stream: the history after its
 // cursor, then live frames from the hub, each exactly once and in order.
@@ -34,7 +51,7 @@ type follower struct {
 	// live is the bounded queue the dispatcher fills without blocking.
 	live chan *liveFrame
 	// wake asks for a re-read of the log: frames were dropped, or may have
-	// been lost, or a read stopped at limit.
+	// been lost.
 	wake chan struct{}
 	// limit bounds the frames one call of next returns, so that a client
 	// far behind catches up from the log in bounded batches: what the edge
@@ -43,10 +60,32 @@ type follower struct {
 
 	// last is the JetStream sequence of the last frame taken, claims
 	// included: a live frame is taken only if it was stored right after it.
-	last    uint64
+	last uint64
+	// started is set once the first read of the history after the cursor
+	// began, or from the start for a stream that had no frames when it
+	// was followed (hub.followNew).
 	started bool
-	end     bool
-	idle    *time.Timer
+	// more is set when a read stopped at its limit: the next call reads on
+	// first.
+	more bool
+	end  bool
+	idle *time.Timer
+
+	// failing is when the reads that are failing began to fail; zero while
+	// reads succeed. While retry is armed, no other read is made: the
+	// retry covers whatever a gap or a wake asked for.
+	failing  time.Time
+	backoff  time.Duration
+	retry    *time.Timer
+	retrying bool
+
+	// first is closed when the first read, started early by prefetch, is
+	// done; its frames and error are firstOut and firstErr. stopFirst
+	// cancels it.
+	first     chan struct{}
+	firstOut  []chunklog.Entry
+	firstErr  error
+	stopFirst context.CancelFunc
 }
 
 func newFollower(h *hub, id string, after uint64, buffer int) *follower {
@@ -63,11 +102,39 @@ func newFollower(h *hub, id string, after uint64, buffer int) *follower {
 	}
 }
 
-// close stops the follower's live feed.
-func (f *follower) close() { f.hub.leave(f) }
+// close stops the follower's live feed. It may be called more than once.
+func (f *follower) close() {
+	f.hub.leave(f)
+	if f.first != nil {
+		f.stopFirst()
+		<-f.first
+	}
+	if f.retry != nil {
+		f.retry.Stop()
+	}
+}
 
-// ended reports whether the end frame was returned.
-func (f *follower) ended() bool { return f.end }
+// prefetch starts the first read of the history now, in a goroutine of its
+// own, so that it overlaps with what the caller does before the first call
+// of next (checking the stream and the cursor, sending headers): the
+// client's first event then waits for one round trip to NATS, not three.
+// The read stops when ctx ends or the follower is closed.
+func (f *follower) prefetch(ctx context.Context) {
+	if f.started {
+		return
+	}
+	f.started = true
+	ctx, f.stopFirst = context.WithCancel(ctx)
+	f.first = make(chan struct{})
+	go func() {
+		defer close(f.first)
+		f.firstOut, f.firstErr = f.read(ctx, min(firstBatch, f.limit), nil)
+	}()
+}
+
+// ended reports whether the end frame was returned; not before a
+// prefetched read's frames were.
+func (f *follower) ended() bool { return f.first == nil && f.end }
 
 // wakeUp asks the follower to re-read the log. It never blocks: one pending
 // request covers any number.
@@ -88,9 +155,21 @@ func (f *follower) wakeUp() {
 // limit frames; the rest follow on the next call.
 func (f *follower) next(ctx context.Context, idle time.Duration) (out []chunklog.Entry, err error) {
 	defer func() { f.hub.stats.held(len(out) + len(f.live)) }()
-	if !f.started {
+	switch {
+	case !f.started:
 		f.started = true
-		out, err = f.read(ctx, out)
+		out, err = f.read(ctx, min(firstBatch, f.limit), out)
+	case f.first != nil:
+		select {
+		case <-f.first:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		out, err = f.firstOut, f.firstErr
+		f.first, f.firstOut, f.firstErr = nil, nil, nil
+	case f.more && !f.retrying:
+		f.hub.stats.catchUps[catchUpWoken].Add(1)
+		out, err = f.read(ctx, f.limit, out)
 	}
 	f.idle.Reset(idle)
 	defer f.idle.Stop()
@@ -102,6 +181,9 @@ func (f *follower) next(ctx context.Context, idle time.Duration) (out []chunklog
 			out, err = f.take(ctx, lf, out)
 		case <-f.wake:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
+		case <-f.retried():
+			f.retrying = false
+			out, err = f.read(ctx, f.limit, out)
 		case <-f.idle.C:
 			out, err = f.catchUp(ctx, catchUpIdle, out)
 			if len(out) == 0 {
@@ -122,6 +204,15 @@ func (f *follower) next(ctx context.Context, idle time.Duration) (out []chunklog
 	return out, err
 }
 
+// retried is the channel on which the pending retry fires; nil (never
+// ready) when none is pending.
+func (f *follower) retried() <-chan time.Time {
+	if !f.retrying {
+		return nil
+	}
+	return f.retry.C
+}
+
 // take applies one live frame: skip what was delivered already, repair a
 // gap from the log, otherwise emit it.
 func (f *follower) take(ctx context.Context, lf *liveFrame, out []chunklog.Entry) ([]chunklog.Entry, error) {
@@ -134,38 +225,94 @@ func (f *follower) take(ctx context.Context, lf *liveFrame, out []chunklog.Entry
 	return f.emit(lf.entry, out), nil
 }
 
+// catchUp re-reads the log after the last frame taken, unless a retry of a
+// failed read is pending, which will. Woken or idle, it first looks up the
+// stream's last frame and reads only if that is not the last one taken: a
+// read scans the log from there, through every other stream's frames
+// stored since, while most followers woken by a resync, or idle because
+// the stream is slow, missed nothing.
 func (f *follower) catchUp(ctx context.Context, why catchUpReason, out []chunklog.Entry) ([]chunklog.Entry, error) {
+	if f.retrying || f.end {
+		return out, nil
+	}
 	f.hub.stats.catchUps[why].Add(1)
-	return f.read(ctx, out)
+	if why != catchUpGap {
+		lctx, cancel := context.WithTimeout(ctx, natsTimeout)
+		last, err := f.hub.hist.Last(lctx, f.id)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return out, context.Cause(ctx)
+		case err != nil:
+			return out, f.failed(err)
+		case last <= f.last:
+			return out, nil
+		}
+	}
+	return f.read(ctx, f.limit-len(out), out)
 }
 
-// read appends the stored frames after the last one taken, up to the end
-// frame.
-func (f *follower) read(ctx context.Context, out []chunklog.Entry) ([]chunklog.Entry, error) {
-	if f.end {
-		return out, nil
-	}
+// read appends up to want stored frames after the last one taken (claims
+// not counted), up to the end frame. If it got all it wanted, the next
+// call reads on. A failed read is retried later
+// (see readGiveUp); only the caller's context ending, or reads failing for
+// readGiveUp, is an error.
+func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	rctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
-	_, err := f.hub.hist.Read(rctx, f.id, f.last, func(e chunklog.Entry) error {
-		out = f.emit(e, out)
+	start := len(out)
+	f.more = false
+	for !f.end {
+		ask, n := want-(len(out)-start), 0
+		f.hub.stats.reads.Add(1)
+		_, err := f.hub.hist.ReadUpTo(rctx, f.id, f.last, ask, func(e chunklog.Entry) error {
+			n++
+			out = f.emit(e, out)
+			if f.end {
+				return errEnded
+			}
+			return nil
+		})
 		switch {
-		case f.end:
-			return errEnded
-		case len(out) >= f.limit:
-			// The next call reads on from here.
-			f.wakeUp()
-			return errBatchFull
+		case err != nil && !errors.Is(err, errEnded) && ctx.Err() != nil:
+			return out, context.Cause(ctx)
+		case err != nil && !errors.Is(err, errEnded):
+			return out, f.failed(err)
 		}
-		return nil
-	})
-	switch {
-	case err == nil || errors.Is(err, errEnded) || errors.Is(err, errBatchFull):
-		return out, nil
-	case ctx.Err() != nil:
-		return out, context.Cause(ctx)
+		f.failing, f.backoff = time.Time{}, 0
+		if n < ask {
+			break // the log has no more
+		}
+		if len(out)-start >= want {
+			f.more = true
+			break
+		}
+		// It read claims: read on for the frames they took the place of.
 	}
-	return out, err
+	return out, nil
+}
+
+// failed arms a retry of a read that failed with err, or returns the
+// terminal error once reads failed for readGiveUp.
+func (f *follower) failed(err error) error {
+	now := time.Now()
+	if f.failing.IsZero() {
+		f.failing = now
+	}
+	if failed := now.Sub(f.failing); failed >= readGiveUp {
+		return fmt.Errorf("edge: reading the log failed for %v: %w", failed.Round(time.Second), err)
+	}
+	f.hub.stats.readRetries.Add(1)
+	f.backoff = min(max(2*f.backoff, readRetryMin), readRetryMax)
+	// Jitter, so that followers that failed together do not retry together.
+	d := f.backoff/2 + rand.N(f.backoff/2+1)
+	if f.retry == nil {
+		f.retry = time.NewTimer(d)
+	} else {
+		f.retry.Reset(d)
+	}
+	f.retrying = true
+	return nil
 }
 
 func (f *follower) emit(e chunklog.Entry, out []chunklog.Entry) []chunklog.Entry {

@@ -2,7 +2,11 @@ package edge
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
@@ -122,5 +126,118 @@ func TestFollowerStopsWithTheClient(t *testing.T) {
 	f.close()
 	if n := edge.hub.subscriptions(); n != 0 {
 		t.Fatalf("%d subscriptions after the last follower left", n)
+	}
+}
+
+// flakyHistory is a log whose reads fail while fails is above zero.
+type flakyHistory struct {
+	fails  int
+	frames []chunklog.Entry
+	reads  int
+}
+
+var errFlaky = errors.New("flaky: read timed out")
+
+func (h *flakyHistory) ReadUpTo(_ context.Context, _ string, after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error) {
+	h.reads++
+	if h.fails > 0 {
+		h.fails--
+		return after, errFlaky
+	}
+	for _, e := range h.frames {
+		if e.JSSeq <= after {
+			continue
+		}
+		if limit == 0 {
+			break
+		}
+		limit--
+		if err := fn(e); err != nil {
+			return e.JSSeq, err
+		}
+		after = e.JSSeq
+	}
+	return after, nil
+}
+
+func (h *flakyHistory) Last(context.Context, string) (uint64, error) {
+	if h.fails > 0 {
+		h.fails--
+		return 0, errFlaky
+	}
+	return h.frames[len(h.frames)-1].JSSeq, nil
+}
+
+func flakyFrames() []chunklog.Entry {
+	return []chunklog.Entry{
+		{JSSeq: 3, Frame: protocol.Frame{Kind: protocol.KindClaim}},
+		{JSSeq: 7, Frame: protocol.Frame{Kind: protocol.KindChunk, Seq: 1, Content: "a"}},
+		{JSSeq: 9, Frame: protocol.Frame{Kind: protocol.KindEnd, Seq: 2, Status: protocol.StatusDone}},
+	}
+}
+
+func TestFollowerRetriesFailedReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hist := &flakyHistory{fails: 3, frames: flakyFrames()}
+		h := &hub{hist: hist}
+		f := newFollower(h, protocol.NewStreamID(), 0, 8)
+		defer f.close()
+		start := time.Now()
+		checkSeqs(t, collect(t, f, time.Minute), 2)
+		if got := h.stats.readRetries.Load(); got != 3 {
+			t.Fatalf("%d retries, want 3", got)
+		}
+		// Three backoffs: at most 50 + 100 + 200 ms.
+		if waited := time.Since(start); waited > 350*time.Millisecond {
+			t.Fatalf("delivered after %v", waited)
+		}
+	})
+}
+
+func TestFollowerKeepsTheClientWhileReadsFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hist := &flakyHistory{fails: 1 << 30, frames: flakyFrames()}
+		f := newFollower(&hub{hist: hist}, protocol.NewStreamID(), 0, 8)
+		defer f.close()
+		start := time.Now()
+		keepalives := 0
+		for {
+			got, err := f.next(context.Background(), 15*time.Second)
+			if err != nil {
+				if !errors.Is(err, errFlaky) {
+					t.Fatalf("next: %v", err)
+				}
+				break
+			}
+			if len(got) != 0 {
+				t.Fatalf("frames from a failing log: %v", got)
+			}
+			keepalives++
+		}
+		if failed := time.Since(start); failed < readGiveUp || failed > readGiveUp+readRetryMax {
+			t.Fatalf("gave up after %v, want %v", failed, readGiveUp)
+		}
+		if want := int(readGiveUp / (15 * time.Second)); keepalives < want-1 {
+			t.Fatalf("%d keepalives while reads failed, want about %d", keepalives, want)
+		}
+	})
+}
+
+func TestNewStreamIsServedWithoutReadingTheLog(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: answer(20)})
+	edge := e.startEdge(Config{})
+	for _, stream := range []bool{true, false} {
+		res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(stream, "hi"), nil)
+		body := readAll(t, res)
+		if stream {
+			checkAnswer(t, body, 20)
+		} else if res.StatusCode != http.StatusOK || !strings.Contains(body, `w19 w20 "`) {
+			t.Fatalf("completion: %d %s", res.StatusCode, body)
+		}
+	}
+	// Followed before their requests were queued, both streams came live.
+	if n := edge.hub.stats.reads.Load(); n != 0 {
+		t.Fatalf("%d reads of the log for new streams", n)
 	}
 }

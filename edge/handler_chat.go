@@ -50,7 +50,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if st.replay {
 		w.Header().Set(HeaderIdempotentReplayed, "true")
 	}
-	o := origin{view: view{id: st.id, meta: st.meta}}
+	o := origin{view: view{id: st.id, meta: st.meta}, f: st.f}
 	var left bool
 	if req.Stream {
 		o.view.resumeToken = token

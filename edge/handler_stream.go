@@ -53,7 +53,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin) (lef
 	}
 	ctx, done := s.clients.add(r.Context(), clientSSE)
 	defer done()
-	f, err := s.hub.follow(o.view.id, o.after.JSSeq, s.cfg.ClientBuffer)
+	f, err := s.follow(o)
 	if err != nil {
 		writeError(w, unavailable("following the stream", err))
 		return false

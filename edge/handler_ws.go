@@ -332,10 +332,14 @@ func (c *wsConn) handle(ctx context.Context, in wsIn) error {
 			return c.sendError(ctx, "", e)
 		}
 		token := c.s.tokens.issue(st.id, c.p.tenant)
+		o := origin{view: view{id: st.id, meta: st.meta}, f: st.f}
 		if err := c.send(ctx, wsOut{Type: "started", StreamID: st.id, ResumeToken: token, Replayed: st.replay}); err != nil {
+			if o.f != nil {
+				o.f.close()
+			}
 			return err
 		}
-		return c.follow(ctx, origin{view: view{id: st.id, meta: st.meta}}, !st.replay)
+		return c.follow(ctx, o, !st.replay)
 	case "resume":
 		o, e := c.s.open(ctx, c.p.tenant, in.StreamID, "stream_id", in.After, "after")
 		c.s.obs.resume(in.After, e)
@@ -371,13 +375,16 @@ func (c *wsConn) follow(ctx context.Context, o origin, started bool) error {
 	c.mu.Lock()
 	if c.active[id] {
 		c.mu.Unlock()
+		if o.f != nil {
+			o.f.close()
+		}
 		e := invalid("stream_id", CodeStreamActive, "stream %s is already followed on this connection", id)
 		e.Status = http.StatusConflict
 		return c.sendError(ctx, id, e)
 	}
 	c.active[id] = true
 	c.mu.Unlock()
-	f, err := c.s.hub.follow(id, o.after.JSSeq, c.s.cfg.ClientBuffer)
+	f, err := c.s.follow(o)
 	if err != nil {
 		c.inactive(id)
 		return c.sendError(ctx, id, unavailable("following the stream", err))

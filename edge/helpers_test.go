@@ -206,7 +206,7 @@ func (e *env) startWorker(w *worker) *worker {
 			}
 			wr := chunklog.NewWriter(e.js, reader, req.StreamID, 0, 0)
 			if _, err := wr.Append(ctx, protocol.Frame{Kind: protocol.KindClaim, Worker: "scripted"}); err != nil {
-				if !errors.Is(err, chunklog.ErrFenced) {
+				if ctx.Err() == nil && !errors.Is(err, chunklog.ErrFenced) {
 					e.t.Errorf("worker: claim: %v", err)
 				}
 				return

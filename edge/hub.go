@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -30,12 +31,15 @@ const hubQueue = 1 << 16
 // The dispatcher lives as long as the NATS connection: it stops when the
 // connection is closed.
 type hub struct {
-	nc     *nats.Conn
-	hist   history
-	log    *slog.Logger
-	msgs   chan *nats.Msg
-	asks   chan *nats.Msg
-	status chan nats.Status
+	nc   *nats.Conn
+	hist history
+	// ordered is set when requests are published on nc: the server then
+	// processes a subscription made before a request before the request.
+	ordered bool
+	log     *slog.Logger
+	msgs    chan *nats.Msg
+	asks    chan *nats.Msg
+	status  chan nats.Status
 
 	mu      sync.RWMutex
 	streams map[string]*hubStream
@@ -58,8 +62,13 @@ type readStats struct {
 	// resyncs counts the times every follower was told to re-read the log:
 	// after a reconnect, or after the hub channel filled up.
 	resyncs atomic.Uint64
-	// catchUps counts re-reads of the log, by what triggered them.
+	// catchUps counts catch-ups with the log, by what triggered them: a
+	// re-read, or, for woken and idle ones, a look at the stream's last
+	// frame that may find nothing to read.
 	catchUps [numCatchUpReasons]atomic.Uint64
+	// reads counts reads of the log (direct gets after a frame), and
+	// readRetries those that failed and were retried.
+	reads, readRetries atomic.Uint64
 	// maxHeld is the most frames the edge held for one client at once: a
 	// batch returned by follower.next and what stayed queued behind it. It
 	// is bounded by twice ClientBuffer (at least minBatch + ClientBuffer),
@@ -95,10 +104,11 @@ const (
 	numCatchUpReasons
 )
 
-func newHub(nc *nats.Conn, hist history, log *slog.Logger) *hub {
+func newHub(nc *nats.Conn, hist history, ordered bool, log *slog.Logger) *hub {
 	h := &hub{
 		nc:      nc,
 		hist:    hist,
+		ordered: ordered,
 		log:     log,
 		msgs:    make(chan *nats.Msg, hubQueue),
 		asks:    make(chan *nats.Msg, askQueue),
@@ -131,6 +141,28 @@ func (h *hub) follow(id string, after uint64, buffer int) (*follower, error) {
 		h.streams[id] = hs
 	}
 	hs.followers[f] = struct{}{}
+	return f, nil
+}
+
+// followNew returns a follower of stream id, which has no frames yet: the
+// caller queues the request that starts the stream only after this
+// returns. The live subscription then sees every frame stored (and a lost
+// one as a gap), so the follower reads no history first: a new stream
+// costs the log no read. Like follow, the caller must close it.
+func (h *hub) followNew(ctx context.Context, id string, buffer int) (*follower, error) {
+	f, err := h.follow(id, 0, buffer)
+	if err != nil {
+		return nil, err
+	}
+	f.started = true
+	if !h.ordered {
+		// The request goes out on another connection: only a round trip
+		// on this one makes sure the server has the subscription first.
+		if err := h.nc.FlushWithContext(ctx); err != nil {
+			f.close()
+			return nil, fmt.Errorf("edge: subscribe %s: %w", protocol.LiveSubject(id), err)
+		}
+	}
 	return f, nil
 }
 

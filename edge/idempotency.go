@@ -115,14 +115,17 @@ type started struct {
 	id     string
 	meta   protocol.Meta
 	replay bool
+	// f follows a stream the request started, subscribed before the
+	// request was queued (hub.followNew); nil for a replay. Whoever serves
+	// the stream closes it.
+	f *follower
 }
 
 // start starts a generation of req for tenant, or, when key is set,
 // attaches to the one the key started (steps 2 to 4 above).
 func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest) (started, *protocol.Error) {
 	if key == "" || s.cfg.IdempotencyWindow < 0 {
-		id, meta, e := s.submit(ctx, protocol.NewStreamID(), tenant, req)
-		return started{id: id, meta: meta}, e
+		return s.startNew(ctx, protocol.NewStreamID(), tenant, req)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*natsTimeout)
 	defer cancel()
@@ -191,7 +194,7 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 // startRecorded starts the stream a record at revision names; if that
 // fails, the record goes, so that a retry can start it.
 func (s *Server) startRecorded(ctx context.Context, kv jetstream.KeyValue, recordKey string, revision uint64, id, tenant string, req chatRequest) (started, *protocol.Error) {
-	id, meta, e := s.submit(ctx, id, tenant, req)
+	st, e := s.startNew(ctx, id, tenant, req)
 	if e != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), natsTimeout)
 		defer cancel()
@@ -200,7 +203,22 @@ func (s *Server) startRecorded(ctx context.Context, kv jetstream.KeyValue, recor
 		}
 		return started{}, e
 	}
-	return started{id: id, meta: meta}, nil
+	return st, nil
+}
+
+// startNew follows the new stream id and then submits it, so that its
+// follower needs no history read (hub.followNew).
+func (s *Server) startNew(ctx context.Context, id, tenant string, req chatRequest) (started, *protocol.Error) {
+	f, err := s.hub.followNew(ctx, id, s.cfg.ClientBuffer)
+	if err != nil {
+		return started{}, unavailable("following the stream", err)
+	}
+	id, meta, e := s.submit(ctx, id, tenant, req)
+	if e != nil {
+		f.close()
+		return started{}, e
+	}
+	return started{id: id, meta: meta, f: f}, nil
 }
 
 // awaitMeta returns the Meta of stream id, waiting up to natsTimeout for it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/protocol"
@@ -16,6 +17,18 @@ type origin struct {
 	after protocol.Cursor
 	// end is set when that frame is the end frame: nothing follows.
 	end *chunklog.Entry
+	// f, when set, already follows the stream from after: a stream this
+	// edge just started (started.f).
+	f *follower
+}
+
+// follow returns o's follower: o.f, or a new one after o.after. The caller
+// closes it.
+func (s *Server) follow(o origin) (*follower, error) {
+	if o.f != nil {
+		return o.f, nil
+	}
+	return s.hub.follow(o.view.id, o.after.JSSeq, s.cfg.ClientBuffer)
 }
 
 // open checks that id names a known stream of tenant and that cursor (empty
@@ -23,14 +36,48 @@ type origin struct {
 // streamed: a bad resume is an error response, never a partial replay.
 // Another tenant's stream is not found, as an unknown one. idParam and
 // cursorParam name the inputs in errors.
+//
+// Unless the cursor is the end frame, the origin comes with its follower
+// (o.f), which the caller closes: it was subscribed, and its first read
+// of the history started, before the checks, so that the client's first
+// event waits for one round trip to NATS, as do the checks, which are
+// made concurrently. Nothing it reads reaches the client unless they
+// pass.
 func (s *Server) open(ctx context.Context, tenant, id, idParam, cursor, cursorParam string) (origin, *protocol.Error) {
 	after, e := parseResume(id, idParam, cursor, cursorParam)
 	if e != nil {
 		return origin{}, e
 	}
+	f, err := s.hub.follow(id, after.JSSeq, s.cfg.ClientBuffer)
+	if err != nil {
+		return origin{}, unavailable("following the stream", err)
+	}
+	f.prefetch(ctx)
+	o, e := s.check(ctx, tenant, id, idParam, after, cursorParam)
+	if e != nil || o.end != nil {
+		f.close()
+		return o, e
+	}
+	o.f = f
+	return o, nil
+}
+
+// check is open's checks of the stream's Meta and of the frame at the
+// cursor, made concurrently.
+func (s *Server) check(ctx context.Context, tenant, id, idParam string, after protocol.Cursor, cursorParam string) (origin, *protocol.Error) {
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
+	var (
+		subject string
+		frame   protocol.Frame
+		atErr   error
+		at      sync.WaitGroup
+	)
+	if !after.IsZero() {
+		at.Go(func() { subject, frame, atErr = s.reader.At(ctx, after.JSSeq) })
+	}
 	meta, _, err := s.meta.get(ctx, id)
+	at.Wait()
 	if errors.Is(err, errNoMeta) || err == nil && meta.Tenant != tenant {
 		return origin{}, notFound(id, idParam)
 	}
@@ -41,14 +88,13 @@ func (s *Server) open(ctx context.Context, tenant, id, idParam, cursor, cursorPa
 	if after.IsZero() {
 		return o, nil
 	}
-	subject, frame, err := s.reader.At(ctx, after.JSSeq)
 	switch {
-	case errors.Is(err, chunklog.ErrNoFrame):
+	case errors.Is(atErr, chunklog.ErrNoFrame):
 		e := invalid(cursorParam, CodeCursorExpired, "the frame at cursor %s has expired; restart from the beginning", after)
 		e.Status = http.StatusGone
 		return origin{}, e
-	case err != nil:
-		return origin{}, unavailable("reading the frame at the cursor", err)
+	case atErr != nil:
+		return origin{}, unavailable("reading the frame at the cursor", atErr)
 	case subject != protocol.ChunkSubject(id) || frame.Seq != after.Seq:
 		return origin{}, invalid(cursorParam, CodeCursorMismatch, "cursor %s does not belong to stream %s", after, id)
 	case frame.Kind == protocol.KindEnd:

@@ -151,6 +151,10 @@ func TestResumeErrors(t *testing.T) {
 			if body != want+"\n" {
 				t.Fatalf("body\n%s\nwant\n%s", body, want)
 			}
+			// What open subscribed (and read) before its checks is gone.
+			if n := edge.hub.subscriptions(); n != 0 {
+				t.Fatalf("%d streams still followed", n)
+			}
 		})
 	}
 }

@@ -108,7 +108,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		reader:  reader,
 		meta:    &metaStore{js: deps.JS},
 		tail:    &tailReader{js: deps.JS},
-		hub:     newHub(deps.NC, reader, log),
+		hub:     newHub(deps.NC, reader, deps.JS.Conn() == deps.NC, log),
 		clients: newClients(),
 		auth:    newAuthenticator(cfg.APIKeys, cfg.AllowAnonymous),
 		tokens:  tokens,

@@ -55,6 +55,18 @@ func TestAppendAndReadBack(t *testing.T) {
 		t.Fatalf("last = %d, want %d", last, cursors[n-1].JSSeq)
 	}
 
+	if got, err := r.Last(ctx, a); err != nil || got != cursors[n-1].JSSeq {
+		t.Fatalf("Last = %d, %v; want %d", got, err, cursors[n-1].JSSeq)
+	}
+	var upTo []uint64
+	last, err = r.ReadUpTo(ctx, a, after.JSSeq, 3, func(e chunklog.Entry) error {
+		upTo = append(upTo, e.Frame.Seq)
+		return nil
+	})
+	if err != nil || len(upTo) != 3 || upTo[0] != 101 || upTo[2] != 103 || last != cursors[102].JSSeq {
+		t.Fatalf("ReadUpTo 3 = %v, last %d, %v", upTo, last, err)
+	}
+
 	subject, f, err := r.At(ctx, after.JSSeq)
 	if err != nil || subject != protocol.ChunkSubject(a) || f.Seq != after.Seq {
 		t.Fatalf("At(%d) = %q %+v %v", after.JSSeq, subject, f, err)
@@ -71,6 +83,9 @@ func TestReadUnknownStreamIsEmpty(t *testing.T) {
 	last, err := r.Read(context.Background(), protocol.NewStreamID(), 0, func(chunklog.Entry) error { n++; return nil })
 	if err != nil || n != 0 || last != 0 {
 		t.Fatalf("read unknown: n=%d last=%d err=%v", n, last, err)
+	}
+	if last, err := r.Last(context.Background(), protocol.NewStreamID()); err != nil || last != 0 {
+		t.Fatalf("last of unknown: %d, %v", last, err)
 	}
 }
 
@@ -113,5 +128,55 @@ func TestAppendRetryAfterLostAckIsNotFenced(t *testing.T) {
 	c, err := w.Append(ctx, frame)
 	if err != nil || c.Seq != 1 {
 		t.Fatalf("retried append = %v, %v; want seq 1", c, err)
+	}
+}
+
+func TestConcurrentReadsGetTheirOwnReplies(t *testing.T) {
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := chunklog.NewReader(nc, "")
+	const streams, frames = 8, 20
+	ids := make([]string, streams)
+	for i := range ids {
+		ids[i] = protocol.NewStreamID()
+	}
+	// Interleaved, so that every read spans the others' frames.
+	for j := 1; j <= frames; j++ {
+		for i, id := range ids {
+			w := chunklog.NewWriter(js, r, id, 0, 0)
+			if j > 1 {
+				last, err := r.Last(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w = chunklog.NewWriter(js, r, id, last, uint64(j-1))
+			}
+			if _, err := w.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: fmt.Sprint(i, "/", j)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	errs := make(chan error, streams)
+	for i, id := range ids {
+		go func() {
+			n := 0
+			_, err := r.ReadUpTo(ctx, id, 0, frames, func(e chunklog.Entry) error {
+				n++
+				if want := fmt.Sprint(i, "/", n); e.Frame.Content != want {
+					return fmt.Errorf("stream %d: frame %q, want %q", i, e.Frame.Content, want)
+				}
+				return nil
+			})
+			if err == nil && n != frames {
+				err = fmt.Errorf("stream %d: %d frames, want %d", i, n, frames)
+			}
+			errs <- err
+		}()
+	}
+	for range ids {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
