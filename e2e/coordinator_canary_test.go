@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -72,16 +73,27 @@ func TestCoordinatorCanaryRamps(t *testing.T) {
 		return float64(n) / float64(total), total
 	}
 	const settle = 500 * time.Millisecond // the workers' copies follow the watch
+	prev := 0.0
 	for i, w := range weights {
 		to := end
 		if i+1 < len(since) {
 			to = since[i+1]
 		}
 		got, n := share(since[i].Add(settle), to)
-		t.Logf("step %v%%: canary took %.0f%% of %d calls", w, 100*got, n)
-		if n < 10 || got < w/100*0.5 || got > min(1, w/100*1.5+0.02) {
+		// Each call goes to the canary with probability w (canary.Pick
+		// hashes the stream id), so the share may stray from w by the
+		// binomial spread: allow 4 standard deviations, which a correct
+		// ramp exceeds once in 15,000 steps.
+		p := w / 100
+		spread := 4 * math.Sqrt(p*(1-p)/float64(max(n, 1)))
+		t.Logf("step %v%%: canary took %.0f%% of %d calls (allowed %.0f%% to %.0f%%)", w, 100*got, n, 100*(p-spread), 100*(p+spread))
+		if n < 10 || math.Abs(got-p) > spread {
 			t.Fatalf("at %v%% the canary took %.0f%% of %d calls", w, 100*got, n)
 		}
+		if got <= prev {
+			t.Fatalf("at %v%% the canary took %.0f%% of the calls, no more than at the step before (%.0f%%)", w, 100*got, 100*prev)
+		}
+		prev = got
 	}
 }
 

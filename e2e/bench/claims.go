@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,44 +30,6 @@ func claimant(ctx context.Context, chunks jetstream.Stream, streamID string) (st
 	return f.Worker, nil
 }
 
-// claimsBudget bounds looking up the claims of a whole phase: a server
+// claimsBudget bounds looking up the frames of a whole phase: a server
 // that a failed run left overloaded must not hold the benchmark up.
 const claimsBudget = 30 * time.Second
-
-// claimants counts the streams each worker claimed first, looking them up
-// with a few concurrent direct gets, for at most claimsBudget. Streams
-// without an id (never opened) are skipped; streams no worker claimed
-// count under "unclaimed", and those not looked up in time under
-// "unknown".
-func claimants(ctx context.Context, chunks jetstream.Stream, ids []string) map[string]int {
-	ctx, cancel := context.WithTimeout(ctx, claimsBudget)
-	defer cancel()
-	counts := map[string]int{}
-	var mu sync.Mutex
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for id := range work {
-				w, err := claimant(ctx, chunks, id)
-				switch {
-				case errors.Is(err, jetstream.ErrMsgNotFound):
-					w = "unclaimed"
-				case err != nil:
-					w = "unknown"
-				}
-				mu.Lock()
-				counts[w]++
-				mu.Unlock()
-			}
-		})
-	}
-	for _, id := range ids {
-		if id != "" {
-			work <- id
-		}
-	}
-	close(work)
-	wg.Wait()
-	return counts
-}

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/relaydev/relay/relay/protocol"
 )
 
 // concurrent opens concStreams SSE streams on one edge, slow enough that
@@ -71,11 +69,8 @@ type concResult struct {
 	failures            map[string]int
 	example             string
 
-	idleEdge    float64   // KiB
-	idleWorkers []float64 // KiB
-	perStream   []float64 // KiB per open stream, per plateau sample
-	perGen      []float64 // KiB per in-flight generation, per worker
-	inflight    map[string]int
+	idleEdge  float64   // KiB
+	perStream []float64 // KiB per open stream, per plateau sample
 }
 
 // concurrentRun opens n streams through fresh roles and samples memory
@@ -145,31 +140,13 @@ func (b *bench) concurrentRun(ctx context.Context, n int) (concResult, error) {
 	for _, s := range samples {
 		res.most = max(res.most, s.open)
 	}
-	perWorker := make([][]float64, len(sys.workers))
 	for _, s := range samples {
 		if res.most == 0 || float64(s.open) < 0.99*float64(res.most) {
 			continue
 		}
 		res.perStream = append(res.perStream, float64(s.rss.edge-idle.edge)/float64(s.open)/1024)
-		for w := range perWorker {
-			perWorker[w] = append(perWorker[w], float64(s.rss.workers[w]))
-		}
 	}
-	chunkStream, err := b.js.Stream(ctx, protocol.ChunkStream)
-	if err != nil {
-		return res, err
-	}
-	res.inflight = claimants(ctx, chunkStream, c.ids)
 	res.idleEdge = float64(idle.edge) / 1024
-	for w, rs := range perWorker {
-		name := sys.workers[w].Name
-		res.idleWorkers = append(res.idleWorkers, float64(idle.workers[w])/1024)
-		if len(rs) == 0 || res.inflight[name] == 0 {
-			continue
-		}
-		busy := summarize(rs).Median
-		res.perGen = append(res.perGen, (busy-float64(idle.workers[w]))/float64(res.inflight[name])/1024)
-	}
 	res.exact, res.opened = c.exact.Load(), c.opened.Load()
 	res.allOpen = time.Duration(c.allOpen.Load())
 	res.failures, res.example = c.failures, c.example
@@ -214,14 +191,7 @@ func (r concResult) memoryFigures() []figure {
 		edge.Ratio = (edge.Relay.Median*float64(r.most) + r.idleEdge) / r.idleEdge
 		edge.Note += "; ratio: edge RSS with the streams open / idle"
 	}
-	worker := figure{
-		rank: rankWorkerMemory,
-		Name: "worker memory per in-flight generation", Unit: "KiB",
-		Relay: ptr(summarize(r.perGen)), Baseline: ptr(summarize(r.idleWorkers)), BaselineName: "idle worker RSS",
-		Goal: "report",
-		Note: fmt.Sprintf("one value per worker, from the %s-stream run: (RSS − idle RSS) / its in-flight streams (%s)", num(float64(r.n)), formatCounts(r.inflight)),
-	}
-	return []figure{edge, worker}
+	return []figure{edge}
 }
 
 // concOpening bounds the streams being opened at once.
