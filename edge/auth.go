@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/relaydev/relay/relay/protocol"
 )
@@ -25,6 +28,9 @@ import (
 //	request                                   served as
 //	Authorization: Bearer <known key>         the key's tenant (models limited to the key's list)
 //	Authorization: Bearer <anything else>     401 invalid_api_key
+//	WebSocket subprotocols "relay",           as "Authorization: Bearer <key>", for browsers, which
+//	"relay.bearer.<base64url(key)>"           cannot set headers on a WebSocket; the edge selects
+//	                                          "relay" and never echoes the credential
 //	GET /v1/streams/{id}?token=<resume token> the token's tenant, for that stream only;
 //	                                          403 invalid_resume_token if forged, expired or
 //	                                          for another stream (resume_token.go)
@@ -102,6 +108,40 @@ func (a *authenticator) key(key string) (principal, bool) {
 	return found, match == 1
 }
 
+// wsProtocol is the WebSocket subprotocol the edge speaks, and
+// wsBearerPrefix starts the subprotocol that carries a browser's key,
+// base64url-encoded (without padding) so that any key is a valid
+// subprotocol token.
+const (
+	wsProtocol     = "relay"
+	wsBearerPrefix = "relay.bearer."
+)
+
+// credential finds the API key a request carries: in its Authorization
+// header, or else in a WebSocket subprotocol. found is false without one;
+// a malformed one is an error.
+func credential(r *http.Request) (key string, found bool, e *protocol.Error) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		key, ok := bearer(h)
+		if !ok {
+			return "", false, unauthorized("the Authorization header must be \"Bearer <API key>\"")
+		}
+		return key, true, nil
+	}
+	for _, p := range websocket.Subprotocols(r) {
+		encoded, ok := strings.CutPrefix(p, wsBearerPrefix)
+		if !ok {
+			continue
+		}
+		b, err := base64.RawURLEncoding.DecodeString(encoded)
+		if err != nil || len(b) == 0 {
+			return "", false, unauthorized("the " + wsBearerPrefix + " subprotocol must carry the API key, base64url-encoded without padding")
+		}
+		return string(b), true, nil
+	}
+	return "", false, nil
+}
+
 // bearer extracts the key of an "Authorization: Bearer <key>" header.
 func bearer(h string) (string, bool) {
 	scheme, key, ok := strings.Cut(strings.TrimSpace(h), " ")
@@ -143,11 +183,11 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 }
 
 func (s *Server) authenticate(r *http.Request) (principal, *protocol.Error) {
-	if h := r.Header.Get("Authorization"); h != "" && s.auth.enabled() {
-		key, ok := bearer(h)
-		if !ok {
-			return principal{}, unauthorized("the Authorization header must be \"Bearer <API key>\"")
-		}
+	key, found, e := credential(r)
+	if e != nil && s.auth.enabled() {
+		return principal{}, e
+	}
+	if found && s.auth.enabled() {
 		p, ok := s.auth.key(key)
 		if !ok {
 			return principal{}, unauthorized("Incorrect API key provided.")

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"net/http"
 	"strings"
@@ -102,6 +103,31 @@ func TestAuthentication(t *testing.T) {
 	}
 	if _, _, err := dialWSWith(t, edge, bearerHeader(keyAcme)); err != nil {
 		t.Errorf("WebSocket with a key: %v", err)
+	}
+	// A browser cannot set headers on a WebSocket: it offers its key as a
+	// subprotocol, which the edge never echoes.
+	url := "ws" + strings.TrimPrefix(edge.url, "http") + "/v1/ws"
+	for name, tc := range map[string]struct {
+		protocols []string
+		status    int
+	}{
+		"key":           {[]string{"relay", "relay.bearer." + base64.RawURLEncoding.EncodeToString([]byte(keyAcme))}, http.StatusSwitchingProtocols},
+		"wrong key":     {[]string{"relay", "relay.bearer." + base64.RawURLEncoding.EncodeToString([]byte("sk-wrong"))}, http.StatusUnauthorized},
+		"not base64url": {[]string{"relay", "relay.bearer.sk-acme+0123"}, http.StatusUnauthorized},
+		"no key":        {[]string{"relay"}, http.StatusUnauthorized},
+	} {
+		dialer := websocket.Dialer{Subprotocols: tc.protocols}
+		conn, res, err := dialer.Dial(url, nil)
+		if res == nil || res.StatusCode != tc.status {
+			t.Errorf("WebSocket with subprotocols, %s: %v %v, want %d", name, res, err, tc.status)
+			continue
+		}
+		if conn != nil {
+			if got := conn.Subprotocol(); got != "relay" {
+				t.Errorf("WebSocket with subprotocols, %s: the edge chose %q, want relay", name, got)
+			}
+			conn.Close()
+		}
 	}
 
 	// A model outside the key's list is refused like an unknown one, and

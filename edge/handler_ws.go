@@ -46,8 +46,9 @@ import (
 //	                                                          follows; reconnect after retry_ms, to another edge, and
 //	                                                          resume each stream after its last cursor
 //
-// The upgrade request is authenticated like any request (auth.go): the
-// connection acts for that tenant, and may resume and cancel only the
+// The upgrade request is authenticated like any request (auth.go), or, for
+// browsers, which cannot set its headers, by the subprotocols "relay" and
+// "relay.bearer.<base64url(key)>": the connection acts for that tenant, and may resume and cancel only the
 // tenant's streams (others are not found). Browsers may open it from the
 // origins of edge.cors_allowed_origins and from the edge's own origin. It
 // may carry X-Relay-On-Disconnect (see DisconnectPolicy); that applies to

@@ -127,7 +127,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: readHeaderTimeout,
-		CheckOrigin:      s.checkOrigin,
+		// Chosen when the client offers it, as a browser sending its key
+		// as a subprotocol must (auth.go); the key's own is never echoed.
+		Subprotocols: []string{wsProtocol},
+		CheckOrigin:  s.checkOrigin,
 		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
 			writeError(w, &protocol.Error{Message: reason.Error(), Type: protocol.TypeInvalidRequest, Status: status})
 		},
