@@ -20,10 +20,10 @@ type Config struct {
 	// across restarts of the same process.
 	ID string `koanf:"id"`
 	// MaxInflight is how many upstream streams the worker runs at once; each
-	// is a slot pulling its own request. Zero: 64. At most 16384: every
-	// slot holds one pull, and the worker consumer accepts 16384
-	// outstanding pulls (MaxWaiting in protocol.Setup) from all workers
-	// together.
+	// is a slot pulling its own request. Zero: 64. At most 4096: the
+	// worker's heartbeat lists every request it holds, about 150 bytes
+	// each, and must stay under NATS's default max_payload of 1 MiB, or no
+	// heartbeat is sent and watchers hand every request over.
 	MaxInflight int `koanf:"max_inflight"`
 	// KeysPollInterval is how often the worker checks whether a provider's
 	// api_keys_file changed, to reload its keys. Zero: 1s; negative: never
@@ -79,7 +79,7 @@ const (
 	DefaultAppendRetry       = 30 * time.Second
 	minHeartbeatInterval     = 10 * time.Millisecond
 	minLivenessTimeout       = 100 * time.Millisecond
-	maxMaxInflight           = 1 << 14
+	maxMaxInflight           = 1 << 12
 	maxIDLen                 = 128
 )
 

@@ -13,9 +13,9 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{Config{}, ""},
 		{Config{ID: "w-1", MaxInflight: 1}, ""},
-		{Config{MaxInflight: 1 << 14}, ""},
+		{Config{MaxInflight: 1 << 12}, ""},
 		{Config{MaxInflight: -1}, "worker.max_inflight:"},
-		{Config{MaxInflight: 1<<14 + 1}, "worker.max_inflight:"},
+		{Config{MaxInflight: 1<<12 + 1}, "worker.max_inflight:"},
 		{Config{ID: "has space"}, "worker.id:"},
 		{Config{ID: strings.Repeat("x", 129)}, "worker.id:"},
 		{Config{HeartbeatInterval: 100 * time.Millisecond, LivenessTimeout: 300 * time.Millisecond}, ""},
