@@ -28,13 +28,16 @@ type plan struct {
 	paced  mockSpec
 	levels []level
 
-	// Concurrent SSE streams on one edge.
+	// Concurrent SSE streams on one edge, run twice: conc paces tokens so
+	// that concStreams of them need a total chunk rate well within what
+	// the relay delivers on two cores (concurrency and memory figures);
+	// concFast at one token per second per stream (a throughput figure).
+	// Each stream must last longer than the ramp, so that all are open at
+	// once.
 	concStreams int
 	concWorkers int
 	conc        mockSpec
-	// concFallback is the count run again when not every stream of
-	// concStreams was delivered.
-	concFallback int
+	concFast    mockSpec
 	// concRamp bounds the time spent opening streams: a relay that
 	// cannot open them all in that time has its figure taken as it is.
 	concRamp time.Duration
@@ -91,11 +94,12 @@ func defaultPlan() plan {
 		levels:          []level{{1, 10 * time.Second}, {100, 15 * time.Second}, {1000, 20 * time.Second}},
 		concStreams:     10_000,
 		concWorkers:     4,
-		// 60 s per stream: long enough for all 10,000 to be open at once
-		// at the few hundred new streams per second one edge takes.
-		conc:              mockSpec{model: "slow", tokens: 60, interval: time.Second},
+		// One token per 5 s: 10,000 streams need 2,000 chunks/s, where
+		// 64 streams get about 14,000 through. 75 s per stream: longer
+		// than the 30-45 s one edge takes to open 10,000.
+		conc:              mockSpec{model: "slow", tokens: 15, interval: 5 * time.Second},
+		concFast:          mockSpec{model: "slow", tokens: 60, interval: time.Second},
 		concRamp:          90 * time.Second,
-		concFallback:      2000,
 		resumeChunks:      2000,
 		resumeOthers:      1000,
 		resumeSamples:     300,
@@ -124,9 +128,9 @@ func quickPlan() plan {
 		levels:            []level{{1, time.Second}, {100, time.Second}, {300, time.Second}},
 		concStreams:       1000,
 		concWorkers:       2,
-		conc:              mockSpec{model: "slow", tokens: 8, interval: 500 * time.Millisecond},
+		conc:              mockSpec{model: "slow", tokens: 2, interval: 2 * time.Second},
+		concFast:          mockSpec{model: "slow", tokens: 3, interval: time.Second},
 		concRamp:          10 * time.Second,
-		concFallback:      200,
 		resumeChunks:      1000,
 		resumeOthers:      200,
 		resumeSamples:     50,
