@@ -38,7 +38,9 @@ func TestDrainFinishesShortStreamsAndHandsOverLongOnes(t *testing.T) {
 	drainStart := time.Now()
 	drained := make(chan error, 1)
 	go func() { drained <- a.Drain(context.Background()) }()
-	// A request queued while draining goes to b.
+	// A request queued while draining goes to b, even if one of a's pulls
+	// still waiting at the server receives it.
+	<-a.draining
 	late := protocol.NewStreamID()
 	h.submit(late, "a late one")
 

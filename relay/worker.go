@@ -329,6 +329,10 @@ func (w *Worker) slot(ctx context.Context, stop <-chan struct{}, cons jetstream.
 		select {
 		case <-stop:
 			stopped = true
+		case <-w.draining:
+			// Drain closes stop a moment later; a request must not slip
+			// in between.
+			stopped = true
 		default:
 		}
 		switch {
