@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/upstream"
 )
 
@@ -36,32 +37,23 @@ type Ticket interface {
 // the model on it) must not be called now.
 var ErrProviderUnavailable = errors.New("relay: provider unavailable")
 
-// Verdict is what a call says about the provider's health.
-type Verdict int
+// Verdict is what a call says about the provider's health: the breaker's
+// own type, which counts it.
+type Verdict = breaker.Verdict
 
 const (
 	// Success: the provider finished the answer.
-	Success Verdict = iota
+	Success = breaker.Success
 	// Failure: the provider or the network failed (transient errors, cuts,
 	// stalls), or its credentials were refused even after a key change.
 	// The only verdict a breaker counts against the provider.
-	Failure
+	Failure = breaker.Failure
 	// Neutral: the call ended for a reason that says nothing about the
 	// provider: the request's own fault, a cancellation or shutdown, a
 	// rejected key that the next key replaced, a rejected prefill that
 	// prompt mode replaced, or a chunk log that refused the answer.
-	Neutral
+	Neutral = breaker.Neutral
 )
-
-func (v Verdict) String() string {
-	switch v {
-	case Success:
-		return "success"
-	case Failure:
-		return "failure"
-	}
-	return "neutral"
-}
 
 // Report is the outcome of one admitted call.
 type Report struct {

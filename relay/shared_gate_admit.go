@@ -444,11 +444,8 @@ func tripReason(n int, r Report) string {
 // breakerVerdict is what the breaker counts of a report: a 429 says the
 // provider is busy, not broken, and is handled by the shared pause.
 func breakerVerdict(r Report) breaker.Verdict {
-	switch r.Verdict {
-	case Success:
-		return breaker.Success
-	case Neutral:
-		return breaker.Neutral
+	if r.Verdict != Failure {
+		return r.Verdict
 	}
 	if se := (*upstream.StatusError)(nil); errors.As(r.Err, &se) && se.Status == http.StatusTooManyRequests {
 		return breaker.Neutral

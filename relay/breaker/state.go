@@ -47,8 +47,8 @@ func (s State) Current() Phase {
 	return s.Phase
 }
 
-// Verdict is what one call says about the provider; relay.Verdict maps
-// onto it.
+// Verdict is what one call says about the provider (relay.Verdict is this
+// type; its constants say what each means).
 type Verdict int
 
 const (
