@@ -128,7 +128,6 @@ func (r tputResult) summary() string {
 // one-second windows after the warm-up.
 func (b *bench) tputLoad(ctx context.Context, sys *system, label, url string, conv conversation) (tputResult, error) {
 	p := b.plan
-	ends := conv.tokenEnds()
 	var chunks, tokens, contentBytes, streams, exact atomic.Int64
 	hc := newHTTPClient(p.tputStreams, true)
 	defer hc.CloseIdleConnections()
@@ -166,7 +165,7 @@ func (b *bench) tputLoad(ctx context.Context, sys *system, label, url string, co
 	for range p.tputStreams {
 		clients.Go(func() {
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				pos, tok := 0, 0
+				counter := newTokenCounter(conv)
 				sctx, cancel := context.WithTimeout(ctx, time.Minute)
 				r := runStream(sctx, hc, url, conv, streamOpts{onEvent: func(ev *event, _ time.Time) {
 					if ev.Content == "" {
@@ -174,13 +173,7 @@ func (b *bench) tputLoad(ctx context.Context, sys *system, label, url string, co
 					}
 					chunks.Add(1)
 					contentBytes.Add(int64(len(ev.Content)))
-					pos += len(ev.Content)
-					n := 0
-					for tok < len(ends) && ends[tok] <= pos {
-						tok++
-						n++
-					}
-					tokens.Add(int64(n))
+					tokens.Add(int64(counter.add(ev.Content)))
 				}})
 				cancel()
 				streams.Add(1)
