@@ -429,3 +429,22 @@ func (g *recordingGate) verdicts() []string {
 	}
 	return out
 }
+
+// usurp waits until the stream has a chunk, then appends another worker's
+// claim to it, fencing the worker that writes it. Appending races with
+// that worker's appends; it is retried until the claim is chained on the
+// latest frame.
+func (h *harness) usurp(id string) {
+	h.t.Helper()
+	relaytest.Eventually(h.t, waitFor, 5*time.Millisecond, func() bool {
+		_, chunks := chunkText(h.t, h.frames(id))
+		return len(chunks) > 0
+	})
+	relaytest.Eventually(h.t, waitFor, time.Millisecond, func() bool {
+		err := h.appendFrames(id, protocol.Frame{Kind: protocol.KindClaim, Worker: "usurper"})
+		if err != nil && !errors.Is(err, chunklog.ErrFenced) {
+			h.t.Fatal(err)
+		}
+		return err == nil
+	})
+}

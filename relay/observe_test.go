@@ -2,17 +2,14 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
-	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // meteredWorker runs a worker whose metrics go to a registry the test
@@ -104,17 +101,7 @@ func TestMetricsFenced(t *testing.T) {
 	reg := meteredWorker(t, h, nil)
 	id := protocol.NewStreamID()
 	h.submit(id, "fenced")
-	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool {
-		_, chunks := chunkText(t, h.frames(id))
-		return len(chunks) > 0
-	})
-	relaytest.Eventually(t, waitFor, time.Millisecond, func() bool {
-		err := h.appendFrames(id, protocol.Frame{Kind: protocol.KindClaim, Worker: "usurper"})
-		if err != nil && !errors.Is(err, chunklog.ErrFenced) {
-			t.Fatal(err)
-		}
-		return err == nil
-	})
+	h.usurp(id)
 	if status := h.waitJob(id); status != "fenced" {
 		t.Fatalf("job %s, want fenced", status)
 	}

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -9,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
@@ -229,19 +227,7 @@ func TestFencedJobStops(t *testing.T) {
 	id := protocol.NewStreamID()
 	h.submit(id, "slow answer")
 
-	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool {
-		_, chunks := chunkText(t, h.frames(id))
-		return len(chunks) > 0
-	})
-	// Appending races with the worker's appends; retry until our claim is
-	// chained on its latest frame.
-	relaytest.Eventually(t, waitFor, time.Millisecond, func() bool {
-		err := h.appendFrames(id, protocol.Frame{Kind: protocol.KindClaim, Worker: "usurper"})
-		if err != nil && !errors.Is(err, chunklog.ErrFenced) {
-			t.Fatal(err)
-		}
-		return err == nil
-	})
+	h.usurp(id)
 
 	if status := h.waitJob(id); status != "fenced" {
 		t.Fatalf("job status = %q, want fenced", status)
