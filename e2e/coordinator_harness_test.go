@@ -22,7 +22,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/relay"
-	"github.com/relaydev/relay/relay/app"
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/canary"
 	"github.com/relaydev/relay/relay/cluster"
@@ -223,23 +222,10 @@ func startClu(t *testing.T, o cluOptions) *clu {
 	}
 	logger := relaytest.Logger(t)
 	srv := relaytest.NATS(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var running []chan error
-	run := func(f func() error) {
-		done := make(chan error, 1)
-		running = append(running, done)
-		go func() { done <- f() }()
-	}
+	g := newRunGroup(t)
 	c := &clu{t: t, srv: srv, fronts: map[string]*cluFront{}, events: &cluEvents{}}
-	t.Cleanup(func() {
-		c.stopCoordinator()
-		cancel()
-		for _, done := range running {
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, http.ErrServerClosed) {
-				t.Errorf("role stopped with: %v", err)
-			}
-		}
-	})
+	// Cleanups run last first: the coordinator stops before the roles.
+	t.Cleanup(c.stopCoordinator)
 	mock, err := mockupstream.New(o.Mock, logger.With("role", "mock-upstream"))
 	if err != nil {
 		t.Fatal(err)
@@ -253,9 +239,14 @@ func startClu(t *testing.T, o cluOptions) *clu {
 		f := &cluFront{name: name, url: "http://" + ln.Addr().String() + "/v1"}
 		c.fronts[name] = f
 		hs := &http.Server{Handler: f.handler(mock.Handler()), ReadHeaderTimeout: 5 * time.Second}
-		run(func() error { return hs.Serve(ln) })
+		g.run(func() error {
+			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
 		go func() {
-			<-ctx.Done()
+			<-g.ctx.Done()
 			hs.Close()
 		}()
 		cfg.Providers = append(cfg.Providers, provider.Config{
@@ -295,7 +286,7 @@ func startClu(t *testing.T, o cluOptions) *clu {
 		wcfg := cfg.Worker
 		wcfg.ID = fmt.Sprintf("w%d", i+1)
 		wlog := logger.With("role", "worker", "worker", wcfg.ID)
-		gate, err := relay.NewSharedGate(ctx, relay.SharedGateConfig{ID: wcfg.ID, QuotaInterval: o.Interval},
+		gate, err := relay.NewSharedGate(g.ctx, relay.SharedGateConfig{ID: wcfg.ID, QuotaInterval: o.Interval},
 			relay.SharedGateDeps{JS: js, Catalog: catalog, Logger: wlog, Events: c.events})
 		if err != nil {
 			t.Fatal(err)
@@ -307,8 +298,8 @@ func startClu(t *testing.T, o cluOptions) *clu {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run(func() error { return gate.Run(ctx) })
-		run(func() error { return w.Run(ctx) })
+		g.run(func() error { return gate.Run(g.ctx) })
+		g.run(func() error { return w.Run(g.ctx) })
 		c.gates = append(c.gates, gate)
 		c.workers = append(c.workers, w)
 	}
@@ -320,16 +311,7 @@ func startClu(t *testing.T, o cluOptions) *clu {
 		}
 	}
 	for range max(o.Edges, 1) {
-		ready := make(chan app.Addrs, 1)
-		run(func() error {
-			return app.Run(ctx, config.RoleEdge, cfg, logger.With("role", "edge"), func(a app.Addrs) { ready <- a })
-		})
-		select {
-		case a := <-ready:
-			c.edges = append(c.edges, "http://"+a.Edge)
-		case <-time.After(20 * time.Second):
-			t.Fatal("edge not ready")
-		}
+		c.edges = append(c.edges, "http://"+g.app(config.RoleEdge, cfg, logger.With("role", "edge")).Edge)
 	}
 	c.edge = c.edges[0]
 	if o.Coordinator {

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/app"
 	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/config"
@@ -57,21 +56,7 @@ func startRegions(t *testing.T) (*relaytest.Regions, region, region) {
 	t.Helper()
 	rs := relaytest.TwoRegions(t)
 	logger := relaytest.Logger(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var running []chan error
-	run := func(f func() error) {
-		done := make(chan error, 1)
-		running = append(running, done)
-		go func() { done <- f() }()
-	}
-	t.Cleanup(func() {
-		cancel()
-		for _, done := range running {
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("role stopped with: %v", err)
-			}
-		}
-	})
+	g := newRunGroup(t)
 
 	start := func(srv *server.Server, r protocol.Region) region {
 		lg := logger.With("in", r.Name)
@@ -83,7 +68,7 @@ func startRegions(t *testing.T) (*relaytest.Regions, region, region) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run(func() error { return mock.Serve(ctx, ln) })
+		g.run(func() error { return mock.Serve(g.ctx, ln) })
 		cfg := config.Config{
 			NATS:   natsconn.Config{URL: srv.ClientURL()},
 			Region: r,
@@ -99,23 +84,13 @@ func startRegions(t *testing.T) (*relaytest.Regions, region, region) {
 		}
 		cfg.Edge.Listen = "127.0.0.1:0"
 		cfg.Edge.AllowAnonymous = true
-		var addrs app.Addrs
 		for _, role := range []config.Role{config.RoleWorker, config.RoleEdge} {
 			if err := cfg.Validate(role); err != nil {
 				t.Fatal(err)
 			}
-			ready := make(chan app.Addrs, 1)
-			rl := lg.With("instance", string(role))
-			run(func() error { return app.Run(ctx, role, cfg, rl, func(a app.Addrs) { ready <- a }) })
-			select {
-			case a := <-ready:
-				if a.Edge != "" {
-					addrs = a
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatalf("region %s: %s not ready", r.Name, role)
-			}
 		}
+		g.app(config.RoleWorker, cfg, lg)
+		addrs := g.app(config.RoleEdge, cfg, lg)
 		_, state := relaytest.ConnectRegion(t, srv, protocol.Topology{}, r)
 		plain, err := jetstream.New(state.Conn())
 		if err != nil {
