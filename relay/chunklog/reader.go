@@ -23,11 +23,12 @@ type Entry struct {
 // Reader reads stream history with direct gets: plain ones for the first
 // frames of a read, batched ones for the rest (see ReadUpTo).
 //
-// All of a Reader's reads share one reply subscription, a wildcard over an
-// inbox prefix of its own, and each read gets a token under it and a
-// channel just large enough for its batch: a subscription per read would
-// cost a SUB and an UNSUB on the server and, in nats.go, a 65,536-slot
-// channel (512 KiB) for as long as the read lasts.
+// Plain gets are requests with one reply. All of a Reader's batches share
+// one reply subscription, a wildcard over an inbox prefix of its own, and
+// each batch gets a token under it and a channel just large enough for
+// it: a subscription per batch would cost a SUB and an UNSUB on the
+// server and, in nats.go, a 65,536-slot channel (512 KiB) for as long as
+// the batch lasts.
 type Reader struct {
 	nc *nats.Conn
 	// apiPrefix is "$JS.API." or a domain's "$JS.<domain>.API.".
