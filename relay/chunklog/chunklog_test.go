@@ -13,26 +13,11 @@ import (
 )
 
 func TestAppendAndReadBack(t *testing.T) {
-	nc, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r := chunklog.NewReader(nc, "")
-	// Interleave two streams, and page through more frames than one batch.
-	a, b := protocol.NewStreamID(), protocol.NewStreamID()
-	wa := chunklog.NewWriter(js, r, a, 0, 0)
-	wb := chunklog.NewWriter(js, r, b, 0, 0)
+	// Page through more frames than one batch.
 	const n = 600
-	var cursors []protocol.Cursor
-	for i := 1; i <= n; i++ {
-		c, err := wa.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: fmt.Sprint(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cursors = append(cursors, c)
-		if _, err := wb.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: "b"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r, a, cursors := interleaved(ctx, t, n)
 	for i, c := range cursors {
 		if c.Seq != uint64(i+1) {
 			t.Fatalf("cursor %d has seq %d", i, c.Seq)
@@ -179,4 +164,93 @@ func TestConcurrentReadsGetTheirOwnReplies(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// A read takes its first frames one at a time and the rest in batches: the
+// frames it passes on are the same whatever the limit, on either side of
+// that switch.
+func TestReadUpToAnyLimitReadsTheFramesAfterTheCursor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const n = 400
+	r, a, cursors := interleaved(ctx, t, n)
+	const from = 10 // frames after cursors[from-1]
+	for _, limit := range []int{1, 2, 15, 16, 17, 40, 300, n, 0} {
+		var got []uint64
+		last, err := r.ReadUpTo(ctx, a, cursors[from-1].JSSeq, limit, func(e chunklog.Entry) error {
+			got = append(got, e.Frame.Seq)
+			return nil
+		})
+		want := n - from
+		if limit > 0 {
+			want = min(want, limit)
+		}
+		if err != nil || len(got) != want {
+			t.Fatalf("limit %d: %d frames, %v; want %d", limit, len(got), err, want)
+		}
+		for i, seq := range got {
+			if seq != uint64(from+i+1) {
+				t.Fatalf("limit %d: frame %d has seq %d, want %d", limit, i, seq, from+i+1)
+			}
+		}
+		if want := cursors[from+want-1].JSSeq; last != want {
+			t.Fatalf("limit %d: last = %d, want %d", limit, last, want)
+		}
+	}
+}
+
+// fn's error ends a read, whether it came in a frame read alone or in a
+// batch, and the read reports the last frame fn took.
+func TestReadStopsAtTheCallbacksError(t *testing.T) {
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := chunklog.NewReader(nc, "")
+	id := protocol.NewStreamID()
+	w := chunklog.NewWriter(js, r, id, 0, 0)
+	var cursors []protocol.Cursor
+	for range 60 {
+		c, err := w.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cursors = append(cursors, c)
+	}
+	stop := errors.New("stop")
+	for _, at := range []int{3, 40} {
+		n := 0
+		last, err := r.Read(ctx, id, 0, func(chunklog.Entry) error {
+			if n++; n == at {
+				return stop
+			}
+			return nil
+		})
+		if !errors.Is(err, stop) || n != at || last != cursors[at-2].JSSeq {
+			t.Fatalf("stop at frame %d: err %v after %d frames, last %d; want last %d", at, err, n, last, cursors[at-2].JSSeq)
+		}
+	}
+}
+
+// interleaved appends n frames to a new stream a (contents "1" to n),
+// each followed by a frame of another stream, and returns a reader, a and
+// the cursors of a's frames.
+func interleaved(ctx context.Context, t *testing.T, n int) (*chunklog.Reader, string, []protocol.Cursor) {
+	t.Helper()
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	r := chunklog.NewReader(nc, "")
+	a, b := protocol.NewStreamID(), protocol.NewStreamID()
+	wa := chunklog.NewWriter(js, r, a, 0, 0)
+	wb := chunklog.NewWriter(js, r, b, 0, 0)
+	var cursors []protocol.Cursor
+	for i := 1; i <= n; i++ {
+		c, err := wa.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cursors = append(cursors, c)
+		if _, err := wb.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: "b"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r, a, cursors
 }

@@ -1,8 +1,8 @@
 // Package chunklog reads and appends a stream's frames in JetStream: the
 // durable log every client event is served from.
 //
-// Reads use batched direct gets, so a resume costs no consumer and keeps
-// working while the meta group is busy or down. Appends are chained with
+// Reads use direct gets (plain, then batched), so a resume costs no
+// consumer and keeps working while the meta group is busy or down. Appends are chained with
 // expected-last-subject-sequence, so at most one writer can extend a
 // stream at a time (see the protocol package's "Fencing").
 package chunklog

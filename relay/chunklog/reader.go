@@ -20,13 +20,15 @@ type Entry struct {
 	Frame protocol.Frame
 }
 
-// Reader reads stream history with batched direct gets.
+// Reader reads stream history with direct gets: plain ones for the first
+// frames of a read, batched ones for the rest (see ReadUpTo).
 //
-// All of a Reader's reads share one reply subscription, a wildcard over an
-// inbox prefix of its own, and each read gets a token under it and a
-// channel just large enough for its batch: a subscription per read would
-// cost a SUB and an UNSUB on the server and, in nats.go, a 65,536-slot
-// channel (512 KiB) for as long as the read lasts.
+// Plain gets are requests with one reply. All of a Reader's batches share
+// one reply subscription, a wildcard over an inbox prefix of its own, and
+// each batch gets a token under it and a channel just large enough for
+// it: a subscription per batch would cost a SUB and an UNSUB on the
+// server and, in nats.go, a 65,536-slot channel (512 KiB) for as long as
+// the batch lasts.
 type Reader struct {
 	nc *nats.Conn
 	// apiPrefix is "$JS.API." or a domain's "$JS.<domain>.API.".
@@ -53,10 +55,16 @@ func NewReader(nc *nats.Conn, apiPrefix string) *Reader {
 	return &Reader{nc: nc, apiPrefix: apiPrefix, page: 256, reads: map[string]chan *nats.Msg{}}
 }
 
+// chained is how many frames a read takes with plain direct gets before
+// it reads on in batches (see ReadUpTo).
+const chained = 16
+
+// directGet is a direct get request; without Batch, the server answers
+// with one message (or a 404 status).
 type directGet struct {
 	Seq     uint64 `json:"seq"`
 	NextFor string `json:"next_by_subj"`
-	Batch   int    `json:"batch"`
+	Batch   int    `json:"batch,omitempty"`
 }
 
 // Read calls fn for every frame of the stream stored after JetStream
@@ -71,10 +79,43 @@ func (r *Reader) Read(ctx context.Context, streamID string, after uint64, fn fun
 // 0 or less). It asks the server for no more than that, so that a caller
 // that wants a few frames does not make it look for a whole page, and
 // waits only for them.
+//
+// It reads the first frames (up to chained) one at a time, with plain
+// direct gets, and only the rest with batches. For a batch, the server
+// first counts the stream's frames pending after the start: it walks the
+// messages of the block the start is in (tens of thousands, every
+// stream's frames interleaved), holding the block's lock, and loads the
+// block from disk if it is not cached, then drops it again. It answers a
+// connection's requests one at a time, so what the edge asks meanwhile
+// waits as long. A plain get walks only to the stream's next frame. Most
+// reads want few frames (a client that reconnected after a blip, a
+// follower that missed one); a long catch-up pays the batch's fixed cost
+// once per page. A read of chained frames or fewer can also stop between
+// frames when ctx ends, where a batch, once asked for, runs to its end on
+// the server.
 func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
 	subject := protocol.ChunkSubject(streamID)
 	bounded := limit > 0
+	for range chained {
+		if bounded && limit <= 0 {
+			return after, nil
+		}
+		found, err := r.readOne(ctx, subject, after, func(e Entry) error {
+			if err := fn(e); err != nil {
+				return err
+			}
+			after = e.JSSeq
+			return nil
+		})
+		if err != nil || !found {
+			return after, err
+		}
+		limit--
+	}
 	for {
+		if bounded && limit <= 0 {
+			return after, nil
+		}
 		batch := r.page
 		if bounded {
 			batch = min(batch, limit)
@@ -85,10 +126,38 @@ func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, li
 		}
 		after = last
 		limit -= n
-		if n == 0 || !more || bounded && limit <= 0 {
+		if n == 0 || !more {
 			return after, nil
 		}
 	}
+}
+
+// readOne passes fn the first frame stored on subject after JetStream
+// sequence after, and reports whether there was one.
+func (r *Reader) readOne(ctx context.Context, subject string, after uint64, fn func(Entry) error) (bool, error) {
+	what := "direct get " + subject
+	msg, found, err := r.get(ctx, what, directGet{Seq: after + 1, NextFor: subject})
+	if err != nil || !found {
+		return false, err
+	}
+	e, err := entryOf(msg)
+	if err != nil {
+		return false, fmt.Errorf("chunklog: %s: %w", what, err)
+	}
+	return true, fn(e)
+}
+
+// entryOf decodes a direct get's reply that carries a message.
+func entryOf(msg *nats.Msg) (Entry, error) {
+	seq, err := strconv.ParseUint(msg.Header.Get(protocol.HeaderSequence), 10, 64)
+	if err != nil {
+		return Entry{}, fmt.Errorf("bad sequence header: %w", err)
+	}
+	frame, err := protocol.DecodeFrame(msg.Data)
+	if err != nil {
+		return Entry{}, fmt.Errorf("seq %d: %w", seq, err)
+	}
+	return Entry{JSSeq: seq, Frame: frame}, nil
 }
 
 // readPage reads up to batch frames; more reports that the server has
@@ -124,19 +193,15 @@ func (r *Reader) readPage(ctx context.Context, subject string, after uint64, bat
 		default:
 			return n, last, false, fmt.Errorf("chunklog: direct get %s: status %s %s", subject, status, msg.Header.Get("Description"))
 		}
-		seq, err := strconv.ParseUint(msg.Header.Get(protocol.HeaderSequence), 10, 64)
+		e, err := entryOf(msg)
 		if err != nil {
-			return n, last, false, fmt.Errorf("chunklog: direct get %s: bad sequence header: %w", subject, err)
+			return n, last, false, fmt.Errorf("chunklog: direct get %s: %w", subject, err)
 		}
-		frame, err := protocol.DecodeFrame(msg.Data)
-		if err != nil {
-			return n, last, false, fmt.Errorf("chunklog: seq %d: %w", seq, err)
-		}
-		if err := fn(Entry{JSSeq: seq, Frame: frame}); err != nil {
+		if err := fn(e); err != nil {
 			return n, last, false, err
 		}
 		n++
-		last = seq
+		last = e.JSSeq
 	}
 }
 
@@ -187,23 +252,16 @@ func (r *Reader) route(msg *nats.Msg) {
 // subjects, however many other streams' frames were stored since: a cheap
 // way to learn whether a read would find anything.
 func (r *Reader) Last(ctx context.Context, streamID string) (uint64, error) {
-	req, _ := json.Marshal(struct {
+	what := "last of " + streamID
+	msg, found, err := r.get(ctx, what, struct {
 		LastFor string `json:"last_by_subj"`
 	}{protocol.ChunkSubject(streamID)})
-	msg, err := r.nc.RequestWithContext(ctx, r.apiPrefix+"DIRECT.GET."+protocol.ChunkStream, req)
-	if err != nil {
-		return 0, fmt.Errorf("chunklog: last of %s: %w", streamID, err)
-	}
-	switch status := msg.Header.Get("Status"); status {
-	case "":
-	case "404":
-		return 0, nil
-	default:
-		return 0, fmt.Errorf("chunklog: last of %s: status %s %s", streamID, status, msg.Header.Get("Description"))
+	if err != nil || !found {
+		return 0, err
 	}
 	seq, err := strconv.ParseUint(msg.Header.Get(protocol.HeaderSequence), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("chunklog: last of %s: bad sequence header: %w", streamID, err)
+		return 0, fmt.Errorf("chunklog: %s: bad sequence header: %w", what, err)
 	}
 	return seq, nil
 }
@@ -214,23 +272,36 @@ var ErrNoFrame = errors.New("chunklog: no frame at that sequence")
 // At returns the frame stored at JetStream sequence seq, and the subject it
 // is stored under, so a cursor can be checked against its stream.
 func (r *Reader) At(ctx context.Context, seq uint64) (string, protocol.Frame, error) {
-	req, _ := json.Marshal(struct {
+	msg, found, err := r.get(ctx, fmt.Sprintf("get %d", seq), struct {
 		Seq uint64 `json:"seq"`
 	}{seq})
-	msg, err := r.nc.RequestWithContext(ctx, r.apiPrefix+"DIRECT.GET."+protocol.ChunkStream, req)
-	if err != nil {
-		return "", protocol.Frame{}, fmt.Errorf("chunklog: get %d: %w", seq, err)
-	}
-	switch status := msg.Header.Get("Status"); status {
-	case "":
-	case "404":
+	switch {
+	case err != nil:
+		return "", protocol.Frame{}, err
+	case !found:
 		return "", protocol.Frame{}, ErrNoFrame
-	default:
-		return "", protocol.Frame{}, fmt.Errorf("chunklog: get %d: status %s %s", seq, status, msg.Header.Get("Description"))
 	}
 	frame, err := protocol.DecodeFrame(msg.Data)
 	if err != nil {
 		return "", protocol.Frame{}, err
 	}
 	return msg.Header.Get(protocol.HeaderSubject), frame, nil
+}
+
+// get sends one plain direct get and returns its reply; found is false
+// when the server has no such message. what names the request in errors.
+func (r *Reader) get(ctx context.Context, what string, req any) (msg *nats.Msg, found bool, err error) {
+	body, _ := json.Marshal(req)
+	msg, err = r.nc.RequestWithContext(ctx, r.apiPrefix+"DIRECT.GET."+protocol.ChunkStream, body)
+	if err != nil {
+		return nil, false, fmt.Errorf("chunklog: %s: %w", what, err)
+	}
+	switch status := msg.Header.Get("Status"); status {
+	case "":
+		return msg, true, nil
+	case "404":
+		return nil, false, nil
+	default:
+		return nil, false, fmt.Errorf("chunklog: %s: status %s %s", what, status, msg.Header.Get("Description"))
+	}
 }
