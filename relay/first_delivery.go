@@ -31,7 +31,7 @@ func (j *job) runFirst() bool {
 		cancelled := make(chan bool, 1)
 		go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
 		err := j.writer.append(j.logCtx, claimFrame(j.w.id))
-		if <-cancelled && err == nil {
+		if err == nil && <-cancelled {
 			err = errCancelled
 		}
 		if err != nil {
@@ -56,10 +56,11 @@ func (j *job) runFirst() bool {
 	return true
 }
 
-// firstClaim is the go-ahead of a first delivery's publishers: closed
-// stored once the claim frame is stored and the stream found not
-// cancelled, or once either failed. Until then the job's writer is the
-// claim's: others may read only its Seq, which a claim does not change.
+// firstClaim is the go-ahead of a first delivery's publishers: stored is
+// closed once the claim frame is stored and the stream found not
+// cancelled, or once the claim failed or the stream was found cancelled.
+// Until then the job's writer is the claim's: others may read only its
+// Seq, which a claim does not change.
 type firstClaim struct {
 	stored chan struct{}
 	// err is set before stored is closed: nil, the claim's error, or
