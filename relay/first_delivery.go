@@ -27,21 +27,23 @@ func (j *job) runFirst() bool {
 	j.takeOver(history{})
 	claim := &firstClaim{stored: make(chan struct{})}
 	j.firstClaim = claim
-	cancelled := make(chan bool, 1)
-	go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
-	served := make(chan outcome, 1)
-	go func() { served <- j.serve(ctx, false) }()
-	// The claim is sent from this goroutine, which runs on until the
-	// claim waits for its ack: its bytes leave before the call's.
-	err := j.writer.append(j.logCtx, claimFrame(j.w.id))
-	if err == nil && <-cancelled {
-		err = errCancelled
-	}
-	if err != nil {
-		stopEarly(err)
-	}
-	claim.done(err)
-	out := <-served
+	// The call goes on this goroutine, the claim on another: the call is on
+	// the first token's path, the claim only has to be stored before the
+	// first chunk, which comes a provider's time to first token later.
+	go func() {
+		cancelled := make(chan bool, 1)
+		go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
+		err := j.writer.append(j.logCtx, claimFrame(j.w.id))
+		if err == nil && <-cancelled {
+			err = errCancelled
+		}
+		if err != nil {
+			stopEarly(err)
+		}
+		claim.done(err)
+	}()
+	out := j.serve(ctx, false)
+	err := claim.wait()
 	j.firstClaim = nil
 	switch {
 	case errors.Is(err, chunklog.ErrFenced):
