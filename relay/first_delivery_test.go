@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // redeliver fetches the queued request as a worker that dies at once
@@ -82,31 +84,75 @@ func (c *holdingConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
+// startHeldWorker starts a worker whose connection holds back the first
+// publish on stream id's subject, its claim, until release is closed.
+func (h *harness) startHeldWorker(id string, release <-chan struct{}) *holdingDialer {
+	h.t.Helper()
+	d := &holdingDialer{subject: []byte("PUB " + protocol.ChunkSubject(id) + " "), release: release}
+	nc, err := nats.Connect(h.srv.ClientURL(), nats.SetCustomDialer(d))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(nc.Close)
+	h.startWorker(Config{}, nc)
+	return d
+}
+
+// upstreamLog wraps the mock upstream: it records when each chat request
+// starts and ends, and closes called at the first. With stallFirst, it
+// answers nothing to the first until its client goes away.
+type upstreamLog struct {
+	stallFirst bool
+	called     chan struct{}
+
+	mu     sync.Mutex
+	n      int
+	events []string // "start 1", "end 1", ...
+}
+
+func newUpstreamLog(stallFirst bool) *upstreamLog {
+	return &upstreamLog{stallFirst: stallFirst, called: make(chan struct{})}
+}
+
+func (u *upstreamLog) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.n++
+		n := u.n
+		u.events = append(u.events, "start "+strconv.Itoa(n))
+		u.mu.Unlock()
+		if n == 1 {
+			close(u.called)
+		}
+		if n == 1 && u.stallFirst {
+			// Once the body is read, the server watches the connection and
+			// ends the context when the client goes away.
+			_, _ = io.Copy(io.Discard, r.Body)
+			<-r.Context().Done()
+		} else {
+			next.ServeHTTP(w, r)
+		}
+		u.mu.Lock()
+		u.events = append(u.events, "end "+strconv.Itoa(n))
+		u.mu.Unlock()
+	})
+}
+
+func (u *upstreamLog) log() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.events)
+}
+
 // The worker's connection holds back the claim's publish until the mock
 // upstream received the call: a first delivery calls while its claim is
 // being stored. Were the call made after the claim, the claim would be
 // let go only by the hold's timeout.
 func TestFirstDeliveryCallsWhileClaiming(t *testing.T) {
-	called := make(chan struct{})
-	var once sync.Once
-	h := start(t, setup{
-		mock: mockupstream.Config{Tokens: 10, TokenInterval: -1},
-		wrap: func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				once.Do(func() { close(called) })
-				next.ServeHTTP(w, r)
-			})
-		},
-		noWorker: true,
-	})
+	up := newUpstreamLog(false)
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 10, TokenInterval: -1}, wrap: up.wrap, noWorker: true})
 	id := protocol.NewStreamID()
-	d := &holdingDialer{subject: []byte("PUB " + protocol.ChunkSubject(id) + " "), release: called}
-	nc, err := nats.Connect(h.srv.ClientURL(), nats.SetCustomDialer(d))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	h.startWorker(Config{}, nc)
+	d := h.startHeldWorker(id, up.called)
 	content := "call me early"
 	h.submit(id, content)
 
@@ -127,33 +173,16 @@ func TestFirstDeliveryCallsWhileClaiming(t *testing.T) {
 }
 
 // A first delivery whose stream holds frames already (a request queued
-// twice) is fenced at its claim: its call, which the mock stalls for far
-// longer than the test waits, is cancelled at once and published nothing,
-// and the job continues the stream as a takeover does.
+// twice) is fenced at its claim, which is held back until the upstream has
+// the call: the call, which the upstream never answers, is cancelled at
+// once (the job could not go on otherwise) and published nothing, and the
+// job continues the stream as a takeover does.
 func TestFencedFirstClaimCancelsTheCall(t *testing.T) {
-	var mu sync.Mutex
-	var events []string // "start N", "end N": the mock's requests, in order
-	n := 0
+	up := newUpstreamLog(true)
 	gate := &recordingGate{}
-	h := start(t, setup{
-		mock: mockupstream.Config{Tokens: 20, TokenInterval: -1},
-		wrap: func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				n++
-				name := strconv.Itoa(n)
-				events = append(events, "start "+name)
-				mu.Unlock()
-				next.ServeHTTP(w, r)
-				mu.Lock()
-				events = append(events, "end "+name)
-				mu.Unlock()
-			})
-		},
-		gate: gate,
-	})
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 20, TokenInterval: -1}, wrap: up.wrap, gate: gate, noWorker: true})
 	id := protocol.NewStreamID()
-	content := "[[mock: stall_before=10m, times=1]] queued twice"
+	content := "queued twice"
 	answer := mockupstream.AnswerText(userMessages(content), 20)
 	first := cutUTF8([]byte(answer), len(answer)/3)
 	if err := h.appendFrames(id,
@@ -162,9 +191,13 @@ func TestFencedFirstClaimCancelsTheCall(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
+	d := h.startHeldWorker(id, up.called)
 	h.submit(id, content)
 
 	frames := h.waitEnd(id)
+	if held, timedOut := d.result(); !held || timedOut {
+		t.Fatalf("claim held %v, let go by the timeout %v: want held until the upstream was called", held, timedOut)
+	}
 	if f := frames[2].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
 		t.Fatalf("frame after the earlier owner's = %+v, want our claim", f)
 	}
@@ -178,12 +211,11 @@ func TestFencedFirstClaimCancelsTheCall(t *testing.T) {
 		}
 	}
 	h.waitJob(id)
-	mu.Lock()
-	got := slices.Clone(events)
-	mu.Unlock()
-	// The stalled call ended before the next began: the fence cancelled it.
-	if want := []string{"start 1", "end 1", "start 2"}; len(got) < 3 || !slices.Equal(got[:3], want) {
-		t.Fatalf("mock requests %v, want %v", got, want)
+	// The job went on, so the unanswered call returned: it was cancelled,
+	// and the upstream saw its client go away.
+	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool { return slices.Contains(up.log(), "end 1") })
+	if got := up.log(); len(got) != 4 || got[0] != "start 1" {
+		t.Fatalf("upstream requests %v, want the unanswered call and one more", got)
 	}
 	if got, want := gate.verdicts(), []string{"mock/mock-1:neutral", "mock/mock-1:success"}; !slices.Equal(got, want) {
 		t.Fatalf("gate reports %v, want %v", got, want)
