@@ -38,10 +38,16 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	pub := newPublisher(j.writer, protocol.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: j.attempts}, seam)
 	pub.callStart = ob.start
 	published := make(chan error, 1)
+	claim := j.firstClaim
 	go func() {
-		// The chunk log outlives the call: what was received before a
-		// cancellation or a handover is still published.
-		err := pub.run(j.logCtx)
+		// Nothing is published before the job's claim is stored; a failed
+		// claim (or a stream cancelled before the job) drops it all.
+		err := claim.wait()
+		if err == nil {
+			// The chunk log outlives the call: what was received before a
+			// cancellation or a handover is still published.
+			err = pub.run(j.logCtx)
+		}
 		if err != nil {
 			// Nobody will see the rest of this answer: stop paying for it.
 			stream.Close()

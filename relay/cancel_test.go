@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,29 +39,46 @@ func checkCancelled(t *testing.T, end protocol.Frame) {
 	}
 }
 
-func TestCancelledBeforePickupEndsWithoutCallingAProvider(t *testing.T) {
-	gate := &recordingGate{}
-	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, gate: gate})
-	id := protocol.NewStreamID()
-	h.putMeta(id, protocol.Meta{Model: "mock-1", Created: time.Now().Unix(), Cancelled: true})
-	h.submit(id, "never mind")
+// A stream its client cancelled while the request was queued ends
+// cancelled without a chunk. A redelivery reads the metadata before it
+// calls, so it calls no provider; a first delivery calls while it claims
+// (runFirst), and that call, which the mock stalls for far longer than the
+// test waits, is stopped as soon as the metadata is read.
+func TestCancelledBeforePickupEndsWithoutChunks(t *testing.T) {
+	for _, redelivered := range []bool{false, true} {
+		t.Run(map[bool]string{false: "first delivery", true: "redelivery"}[redelivered], func(t *testing.T) {
+			gate := &recordingGate{}
+			h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, gate: gate, noWorker: true})
+			id := protocol.NewStreamID()
+			h.putMeta(id, protocol.Meta{Model: "mock-1", Created: time.Now().Unix(), Cancelled: true})
+			h.submit(id, "[[mock: stall_before=10m]] never mind")
+			if redelivered {
+				h.redeliver()
+			}
+			h.startWorker(Config{}, nil)
 
-	frames := h.waitEnd(id)
-	checkCancelled(t, endOf(frames))
-	if _, chunks := chunkText(t, frames); len(chunks) != 0 {
-		t.Fatalf("%d chunks in a stream cancelled before it started", len(chunks))
-	}
-	if st := h.mock.Stats(); st.ChatRequests != 0 {
-		t.Fatalf("%d upstream requests for a cancelled stream", st.ChatRequests)
-	}
-	if admits := len(gate.verdicts()); admits != 0 {
-		t.Fatalf("the gate heard of %d calls", admits)
-	}
-	if status := h.waitJob(id); status != "cancelled" {
-		t.Fatalf("job status = %q", status)
-	}
-	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
-		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
+			frames := h.waitEnd(id)
+			checkCancelled(t, endOf(frames))
+			if _, chunks := chunkText(t, frames); len(chunks) != 0 {
+				t.Fatalf("%d chunks in a stream cancelled before it started", len(chunks))
+			}
+			if status := h.waitJob(id); status != "cancelled" {
+				t.Fatalf("job status = %q", status)
+			}
+			calls := 0
+			if !redelivered {
+				calls = 1
+			}
+			if st := h.mock.Stats(); st.ChatRequests > calls {
+				t.Fatalf("%d upstream requests for a cancelled stream, want at most %d", st.ChatRequests, calls)
+			}
+			if v := gate.verdicts(); len(v) > calls || slices.ContainsFunc(v, func(s string) bool { return !strings.HasSuffix(s, ":neutral") }) {
+				t.Fatalf("the gate heard %v, want at most %d neutral call", v, calls)
+			}
+			if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
+				t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
+			}
+		})
 	}
 }
 

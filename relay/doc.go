@@ -28,10 +28,15 @@
 // (NATS restarting, a replica election) are retried for AppendRetry while
 // the upstream keeps streaming into memory.
 //
-// A job reads what the stream already holds before it writes: a stream that
-// ended is only acknowledged (a duplicate or a redelivery after the ack was
-// lost); otherwise the job appends a claim frame chained on the last stored
-// frame, which fences any earlier owner.
+// A redelivered job reads what the stream already holds before it writes:
+// a stream that ended is only acknowledged (a duplicate or a redelivery
+// after the ack was lost); otherwise the job appends a claim frame chained
+// on the last stored frame, which fences any earlier owner, and then calls.
+// A first delivery has nothing to read: it calls its provider while its
+// claim frame, chained on nothing, is being stored, and publishes only once
+// the claim is (first_delivery.go). Should the stream hold frames after all
+// (a request queued twice), the claim is fenced, the call dropped, and the
+// job reads the stream as a redelivery does.
 //
 // The job then runs the attempt loop (loop.go): it walks the request's
 // route of providers and models (provider.Catalog.Route), retries

@@ -289,15 +289,21 @@ func (h *harness) ackPending() (unacked, waiting uint64) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cons, err := h.js.Consumer(ctx, protocol.RequestStream, protocol.WorkerConsumer)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	info, err := cons.Info(ctx)
+	info, err := h.workerConsumer(ctx).Info(ctx)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return uint64(info.NumAckPending), info.NumPending
+}
+
+// workerConsumer is the consumer the workers pull requests from.
+func (h *harness) workerConsumer(ctx context.Context) jetstream.Consumer {
+	h.t.Helper()
+	cons, err := h.js.Consumer(ctx, protocol.RequestStream, protocol.WorkerConsumer)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return cons
 }
 
 // appendFrames stores frames as another writer would, after what the

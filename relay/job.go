@@ -38,6 +38,9 @@ type job struct {
 	stopProgress func()
 
 	writer *streamWriter
+	// firstClaim, while runFirst serves, is the claim frame being stored
+	// as the first call starts: publishers wait for it.
+	firstClaim *firstClaim
 	// text is every chunk's content in the stream so far, earlier owners'
 	// included: what a continuation continues.
 	text strings.Builder
@@ -83,10 +86,27 @@ func (j *job) retry() retrier { return retrier{bound: j.w.appendRetry, log: j.lo
 // run serves the request: it claims the stream, streams an answer (or the
 // rest of an earlier owner's) and ends the stream, unless it finds the
 // stream ended or loses it. A stream whose client cancelled it before is
-// ended cancelled without calling a provider. The stream's metadata is
+// ended cancelled without publishing a chunk. The stream's metadata is
 // read for that while the stream is claimed.
+//
+// This is the one place that decides the order of claim and call. A first
+// delivery (NumDelivered 1) calls its provider while its claim frame is
+// being stored (runFirst): no worker had the request before, so the stream
+// is empty and the claim needs nothing read first, and the claim's round
+// trip to JetStream then overlaps the provider's time to first token
+// instead of adding to it. A redelivery or a takeover must first read what
+// earlier owners published, which its call continues, so it reads, claims
+// and then calls.
 func (j *job) run() {
 	defer j.stopCall(nil)
+	if j.delivery.Delivered == 1 {
+		if j.runFirst() {
+			return
+		}
+		// A frame existed all the same (a request queued twice): the
+		// claim was fenced before anything was published.
+		j.log.Info("first delivery found frames; reading the stream")
+	}
 	cancelled := make(chan bool, 1)
 	go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
 	h, err := j.claim()
@@ -110,19 +130,8 @@ func (j *job) run() {
 }
 
 // claim reads what the stream holds and appends the job's claim frame
-// after it; a stream found ended is not claimed. The first delivery of a
-// request skips the read: no worker had it before, so the stream is empty,
-// and the claim is chained on nothing. Should a frame exist all the same
-// (a request queued twice), that claim is fenced, and the job reads the
-// stream and claims it as a redelivery does.
+// after it; a stream found ended is not claimed.
 func (j *job) claim() (history, error) {
-	if j.delivery.Delivered == 1 {
-		h, err := j.claimAfter(history{})
-		if !errors.Is(err, chunklog.ErrFenced) {
-			return h, err
-		}
-		j.log.Info("first delivery found frames; reading the stream")
-	}
 	var h history
 	err := j.retry().do(j.logCtx, "read the stream", func(ctx context.Context) (err error) {
 		h, err = readHistory(ctx, j.w.reader, j.req.StreamID)
@@ -137,13 +146,24 @@ func (j *job) claim() (history, error) {
 // claimAfter appends the claim frame after h's last frame and takes over
 // what h says earlier owners published.
 func (j *job) claimAfter(h history) (history, error) {
+	j.takeOver(h)
+	return h, j.writer.append(j.logCtx, claimFrame(j.w.id))
+}
+
+// takeOver sets the job up to continue what h says earlier owners
+// published, with a writer chained on h's last frame.
+func (j *job) takeOver(h history) {
 	j.attempts = h.attempts
 	j.text.Reset()
 	j.text.WriteString(h.text)
 	j.tokensOut = h.tokens
 	j.toolCalls = h.toolCalls
 	j.writer = newStreamWriter(chunklog.NewWriter(j.w.js, j.w.reader, j.req.StreamID, h.last, h.seq), h.last, j.retry())
-	return h, j.writer.append(j.logCtx, protocol.Frame{Kind: protocol.KindClaim, Worker: j.w.id})
+}
+
+// claimFrame is the frame by which worker takes a stream.
+func claimFrame(worker string) protocol.Frame {
+	return protocol.Frame{Kind: protocol.KindClaim, Worker: worker}
 }
 
 // end appends the terminal frame for out and acknowledges the request. A

@@ -70,7 +70,9 @@ func (ob *attemptObs) done(pub *publisher) {
 	p, model := ob.c.Provider.Name, ob.c.Model
 	if first := pub.firstContent(); !first.IsZero() {
 		m.UpstreamTTFT(p, model, first.Sub(ob.start))
-		if ob.fresh {
+		if ob.fresh && pub.chunks > 0 {
+			// The stream's first token, unless nothing of the call was
+			// published (a first delivery whose claim failed).
 			m.TTFT(p, model, first.Sub(j.start))
 		}
 	}

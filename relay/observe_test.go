@@ -69,7 +69,6 @@ func count(t *testing.T, reg *prometheus.Registry, name string, labels map[strin
 
 func TestMetricsTakeover(t *testing.T) {
 	h := start(t, setup{mock: mockupstream.Config{Tokens: 8, TokenInterval: -1}, noWorker: true})
-	reg := meteredWorker(t, h, nil)
 	id := protocol.NewStreamID()
 	// An earlier owner published the start of the answer and vanished.
 	prefix := mockupstream.Answer(userMessages("taken over"), 8)[0]
@@ -80,6 +79,8 @@ func TestMetricsTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.submit(id, "taken over")
+	h.redeliver()
+	reg := meteredWorker(t, h, nil)
 	if status := h.waitJob(id); status != "done" {
 		t.Fatalf("job %s", status)
 	}

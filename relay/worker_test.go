@@ -95,7 +95,7 @@ func TestRequestFaultFailsWithProviderError(t *testing.T) {
 }
 
 func TestEndedStreamIsOnlyAcked(t *testing.T) {
-	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}})
+	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, noWorker: true})
 	id := protocol.NewStreamID()
 	if err := h.appendFrames(id,
 		protocol.Frame{Kind: protocol.KindClaim, Worker: "earlier"},
@@ -105,6 +105,8 @@ func TestEndedStreamIsOnlyAcked(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.submit(id, "hello again")
+	h.redeliver()
+	h.startWorker(Config{}, nil)
 
 	if status := h.waitJob(id); status != "already_ended" {
 		t.Fatalf("job status = %q, want already_ended", status)
@@ -121,7 +123,7 @@ func TestEndedStreamIsOnlyAcked(t *testing.T) {
 }
 
 func TestTakeoverContinuesAnswer(t *testing.T) {
-	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}})
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}, noWorker: true})
 	id := protocol.NewStreamID()
 	content := "take it over"
 	answer := mockupstream.AnswerText(userMessages(content), 40)
@@ -136,6 +138,8 @@ func TestTakeoverContinuesAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.submit(id, content)
+	h.redeliver()
+	h.startWorker(Config{}, nil)
 
 	frames := h.waitEnd(id)
 	if f := frames[3].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
@@ -197,7 +201,7 @@ func TestTakeoverKeepsWithinMaxTokens(t *testing.T) {
 }
 
 func TestTakeoverOfToolCallsEndsIncomplete(t *testing.T) {
-	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}})
+	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, noWorker: true})
 	id := protocol.NewStreamID()
 	if err := h.appendFrames(id,
 		protocol.Frame{Kind: protocol.KindClaim, Worker: "dead-worker"},
@@ -207,6 +211,8 @@ func TestTakeoverOfToolCallsEndsIncomplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.submit(id, "call a tool")
+	h.redeliver()
+	h.startWorker(Config{}, nil)
 
 	frames := h.waitEnd(id)
 	if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusIncomplete || end.Error == nil || end.Error.Type != protocol.TypeIncomplete {
