@@ -45,15 +45,32 @@ func checkCancelled(t *testing.T, end protocol.Frame) {
 // (runFirst), and that call, which the mock stalls for far longer than the
 // test waits, is stopped as soon as the metadata is read.
 func TestCancelledBeforePickupEndsWithoutChunks(t *testing.T) {
-	for _, redelivered := range []bool{false, true} {
-		t.Run(map[bool]string{false: "first delivery", true: "redelivery"}[redelivered], func(t *testing.T) {
+	cases := []struct {
+		name string
+		// waited: the request waits in the queue for freshFor before a
+		// worker starts; redelivered: it was delivered once before.
+		waited, redelivered bool
+		// calls is the most upstream calls allowed: only a first delivery
+		// picked up at once calls before it reads the stream's metadata.
+		calls int
+	}{
+		{name: "first delivery picked up at once", calls: 1},
+		{name: "first delivery after waiting in the queue", waited: true},
+		{name: "redelivery", redelivered: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			gate := &recordingGate{}
 			h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, gate: gate, noWorker: true})
 			id := protocol.NewStreamID()
 			h.putMeta(id, protocol.Meta{Model: "mock-1", Created: time.Now().Unix(), Cancelled: true})
 			h.submit(id, "[[mock: stall_before=10m]] never mind")
-			if redelivered {
+			if tc.redelivered {
 				h.redeliver()
+			}
+			if tc.waited {
+				// What is tested is the time spent in the queue.
+				time.Sleep(freshFor)
 			}
 			h.startWorker(Config{}, nil)
 
@@ -65,15 +82,11 @@ func TestCancelledBeforePickupEndsWithoutChunks(t *testing.T) {
 			if status := h.waitJob(id); status != "cancelled" {
 				t.Fatalf("job status = %q", status)
 			}
-			calls := 0
-			if !redelivered {
-				calls = 1
+			if st := h.mock.Stats(); st.ChatRequests > tc.calls {
+				t.Fatalf("%d upstream requests for a cancelled stream, want at most %d", st.ChatRequests, tc.calls)
 			}
-			if st := h.mock.Stats(); st.ChatRequests > calls {
-				t.Fatalf("%d upstream requests for a cancelled stream, want at most %d", st.ChatRequests, calls)
-			}
-			if v := gate.verdicts(); len(v) > calls || slices.ContainsFunc(v, func(s string) bool { return !strings.HasSuffix(s, ":neutral") }) {
-				t.Fatalf("the gate heard %v, want at most %d neutral call", v, calls)
+			if v := gate.verdicts(); len(v) > tc.calls || slices.ContainsFunc(v, func(s string) bool { return !strings.HasSuffix(s, ":neutral") }) {
+				t.Fatalf("the gate heard %v, want at most %d neutral call", v, tc.calls)
 			}
 			if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
 				t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)

@@ -32,8 +32,9 @@
 // a stream that ended is only acknowledged (a duplicate or a redelivery
 // after the ack was lost); otherwise the job appends a claim frame chained
 // on the last stored frame, which fences any earlier owner, and then calls.
-// A first delivery has nothing to read: it calls its provider while its
-// claim frame, chained on nothing, is being stored, and publishes only once
+// A first delivery has nothing to read: unless it waited long in the queue
+// (then its metadata is read first, for a cancellation), it calls its
+// provider while its claim frame, chained on nothing, is being stored, and publishes only once
 // the claim is (first_delivery.go). Should the stream hold frames after all
 // (a request queued twice), the claim is fenced, the call dropped, and the
 // job reads the stream as a redelivery does.

@@ -27,6 +27,8 @@ type job struct {
 	// delivery names the request's delivery in heartbeats and handovers;
 	// its Seq is zero if the message's metadata could not be read.
 	delivery protocol.Delivery
+	// queued is when JetStream stored the request; zero if unknown.
+	queued time.Time
 	// logCtx serves the chunk log and the ack, to the end of the job.
 	// callCtx serves the upstream calls and the waits between them;
 	// stopCall ends it with the cause errCancelled or errHandover, and the
@@ -77,6 +79,9 @@ func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req protocol.Requ
 		j.log.Warn("request cannot be handed over", "err", err)
 	}
 	j.delivery = d
+	if md, err := msg.Metadata(); err == nil {
+		j.queued = md.Timestamp
+	}
 	return j
 }
 
@@ -96,10 +101,12 @@ func (j *job) retry() retrier { return retrier{bound: j.w.appendRetry, log: j.lo
 // trip to JetStream then overlaps the provider's time to first token
 // instead of adding to it. A redelivery or a takeover must first read what
 // earlier owners published, which its call continues, so it reads, claims
-// and then calls.
+// and then calls. So does a first delivery that waited in the queue for
+// freshFor or longer (a backlog, where clients give up): its stream is
+// checked for a cancellation before any provider is called and paid.
 func (j *job) run() {
 	defer j.stopCall(nil)
-	if j.delivery.Delivered == 1 {
+	if j.delivery.Delivered == 1 && j.fresh() {
 		if j.runFirst() {
 			return
 		}
@@ -127,6 +134,21 @@ func (j *job) run() {
 		return
 	}
 	j.end(j.serve(j.callCtx, h.seq > 0))
+}
+
+// freshFor is how long a first delivery may have waited in the queue and
+// still call its provider before its stream's metadata is read. A client
+// can cancel a stream only once it learned the stream's id, when the
+// request was already queued; one picked up this soon was cancelled before
+// only in a race that a cancellation just after the pickup loses the same
+// way (one call, stopped at once).
+const freshFor = 250 * time.Millisecond
+
+// fresh reports that the request was queued less than freshFor before the
+// job started. An unknown queueing time counts as stale: the slower order
+// is the safe one.
+func (j *job) fresh() bool {
+	return !j.queued.IsZero() && j.start.Sub(j.queued) < freshFor
 }
 
 // claim reads what the stream holds and appends the job's claim frame

@@ -25,9 +25,9 @@ type Meta struct {
 	Created int64  `json:"created"`
 	// Cancelled is set (by a revision-checked update) when a client cancels
 	// the stream; a worker that takes the request then ends it cancelled
-	// without publishing a chunk (a redelivery without calling a provider;
-	// a first delivery's call, made while the metadata is read, is stopped
-	// as soon as it is).
+	// without publishing a chunk, and without calling a provider unless it
+	// is a first delivery picked up within moments of being queued, whose
+	// call starts while the metadata is read and stops as soon as it is.
 	Cancelled bool `json:"cancelled,omitempty"`
 }
 
