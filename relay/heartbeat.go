@@ -1,18 +1,22 @@
 package relay
 
 import (
+	"encoding/json"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/relaydev/relay/relay/protocol"
 )
 
 // fullBeatEvery is how many heartbeat intervals pass between two full
 // heartbeats (5s at the default interval); the beats in between, and the
-// early ones, are deltas. It bounds how long a watcher that missed a beat
-// (it just started, reconnected, or a heartbeat was lost) cannot hand this
-// worker's requests over: until then, AckWait is their fallback. A full
-// heartbeat lists every request the worker holds, ~150 bytes each, so
-// more often would cost what deltas save.
+// early ones, are deltas, unless a watcher asked for a full one. A watcher
+// that missed a beat (it just started, reconnected, or a heartbeat was
+// lost) cannot hand this worker's requests over until it has a full one:
+// it asks, and should the request or the answer be lost too, this bounds
+// the wait. A full heartbeat lists every request the worker holds, ~150
+// bytes each, so more often would cost what deltas save.
 const fullBeatEvery = 10
 
 // heartbeat publishes a worker's liveness (see protocol "Worker
@@ -29,6 +33,11 @@ type heartbeat struct {
 	// send publishes one heartbeat; it must not block. An error means
 	// the heartbeat was not sent: the next one is full.
 	send func(protocol.Heartbeat) error
+	// resync receives a watcher's request for a full heartbeat
+	// (protocol.LivenessSyncSubject). It is answered soon, but at most
+	// once an interval: however many watchers ask, full heartbeats come
+	// no more often than every heartbeat listed everything before deltas.
+	resync <-chan struct{}
 }
 
 // run beats until stop is closed, then sends the leaving heartbeat.
@@ -38,12 +47,30 @@ func (h heartbeat) run(stop <-chan struct{}) {
 	minGap := h.every / 5
 	tick := time.NewTicker(h.every)
 	defer tick.Stop()
-	var last time.Time
+	var last, lastFull time.Time
 	var soon <-chan time.Time
-	ticks, resync := 0, false
+	// unsent: the last heartbeat was not sent; asked: a watcher asked for
+	// a full one.
+	ticks, unsent, asked := 0, false, false
 	beat := func(full bool) {
-		resync = h.send(h.beats.Next(h.jobs.deliveries(), full || resync)) != nil
+		full = full || unsent || asked && time.Since(lastFull) >= h.every
+		unsent = h.send(h.beats.Next(h.jobs.deliveries(), full)) != nil
 		last, soon = time.Now(), nil
+		switch {
+		case full:
+			lastFull, asked = last, false
+		case asked:
+			soon = time.After(h.every - time.Since(lastFull))
+		}
+	}
+	// early beats within wait, unless one is due sooner.
+	early := func(wait time.Duration) {
+		switch {
+		case wait <= 0:
+			beat(false)
+		case soon == nil:
+			soon = time.After(wait)
+		}
 	}
 	beat(true)
 	for {
@@ -57,12 +84,55 @@ func (h heartbeat) run(stop <-chan struct{}) {
 		case <-soon:
 			beat(false)
 		case <-h.jobs.added:
-			switch wait := minGap - time.Since(last); {
-			case wait <= 0:
-				beat(false)
-			case soon == nil:
-				soon = time.After(wait)
-			}
+			early(minGap - time.Since(last))
+		case <-h.resync:
+			asked = true
+			early(max(minGap-time.Since(last), h.every-time.Since(lastFull)))
 		}
+	}
+}
+
+// followResyncs subscribes to watchers' requests for this worker's full
+// heartbeat, on the liveness connection. Without the subscription (NATS
+// refused it), watchers that lack the worker's set wait for its next
+// periodic full heartbeat.
+func (w *Worker) followResyncs() (resync <-chan struct{}, unsubscribe func()) {
+	asked := make(chan struct{}, 1)
+	sub, err := w.livenessNC.Subscribe(protocol.LivenessSyncSubject, func(m *nats.Msg) {
+		if len(m.Data) != 0 && string(m.Data) != w.instance {
+			return
+		}
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		w.logger.Warn("not answering requests for full heartbeats", "err", err)
+		return nil, func() {}
+	}
+	return asked, func() { sub.Unsubscribe() }
+}
+
+// heartbeat is the worker's liveness publisher, on the liveness
+// connection; resync carries watchers' requests for a full heartbeat.
+func (w *Worker) heartbeat(resync <-chan struct{}) heartbeat {
+	return heartbeat{
+		every:  w.heartbeatEvery,
+		beats:  protocol.NewBeats(w.id, w.instance, w.livenessTimeout),
+		jobs:   w.jobs,
+		resync: resync,
+		send: func(hb protocol.Heartbeat) error {
+			data, _ := json.Marshal(hb)
+			err := w.livenessNC.Publish(protocol.LivenessSubject, data)
+			if err != nil {
+				w.logger.Debug("heartbeat not sent", "err", err)
+			}
+			if hb.Leaving {
+				// The process may exit next: the last word must leave.
+				_ = w.livenessNC.FlushTimeout(time.Second)
+			}
+			return err
+		},
 	}
 }

@@ -30,19 +30,22 @@ type beatRig struct {
 	sent  []sentBeat
 	// fail makes send fail for the beats with these numbers.
 	fail map[uint64]bool
+	// resync asks for a full beat.
+	resync chan struct{}
 }
 
 // newBeatRig starts beating every interval with jobs in flight; send
 // fails for the beats numbered in fail.
 func newBeatRig(every time.Duration, fail map[uint64]bool, jobs ...*job) *beatRig {
-	r := &beatRig{jobs: newInflight(), start: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), fail: fail}
+	r := &beatRig{jobs: newInflight(), start: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), fail: fail, resync: make(chan struct{})}
 	for _, j := range jobs {
 		r.jobs.add(j)
 	}
 	h := heartbeat{
-		every: every,
-		beats: protocol.NewBeats("w", "i", 1500*time.Millisecond),
-		jobs:  r.jobs,
+		every:  every,
+		beats:  protocol.NewBeats("w", "i", 1500*time.Millisecond),
+		jobs:   r.jobs,
+		resync: r.resync,
 		send: func(hb protocol.Heartbeat) error {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -148,6 +151,31 @@ func TestHeartbeatIsFullEveryTenthIntervalAndAfterAFailedSend(t *testing.T) {
 		// one per interval: interval k is beat k+2.
 		if want := []uint64{1, fullBeatEvery + 2, 15, 2*fullBeatEvery + 2}; !slices.Equal(full, want) {
 			t.Fatalf("full beats %v, want %v", full, want)
+		}
+	})
+}
+
+func TestHeartbeatAnswersResyncsSoonButOnceAnInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const every = 100 * time.Millisecond
+		r := newBeatRig(every, nil)
+		// Asked half an interval after the first beat (full), the worker
+		// answers an interval after that beat; asked 150ms after the
+		// answer, at once; asked three times 10ms later, once, an
+		// interval after the last full beat, whatever beats come between.
+		for _, at := range []time.Duration{50, 250, 260, 260, 260} {
+			time.Sleep(at*time.Millisecond - time.Since(r.start))
+			r.resync <- struct{}{}
+		}
+		time.Sleep(450*time.Millisecond - time.Since(r.start))
+		var full []time.Duration
+		for _, b := range r.finish() {
+			if b.hb.Full {
+				full = append(full, b.at)
+			}
+		}
+		if want := []time.Duration{0, every, 250 * time.Millisecond, 350 * time.Millisecond}; !slices.Equal(full, want) {
+			t.Fatalf("full beats at %v, want %v", full, want)
 		}
 	})
 }

@@ -124,9 +124,9 @@ type takeover struct {
 }
 
 // takeoverTokens is the length of the answer in pauseMidAnswer: it lasts
-// 10s, long enough for b to hear one of a's full heartbeats (every 5s) and
-// then to pause a mid-answer.
-const takeoverTokens = 400
+// 2s, long enough for b to hear the full heartbeat it asks a for when it
+// starts (within a heartbeat interval) and then to pause a mid-answer.
+const takeoverTokens = 200
 
 // pauseMidAnswer runs worker a with its main connection behind a
 // pausable proxy and a stream in flight, starts worker b, and pauses the
@@ -137,7 +137,7 @@ const takeoverTokens = 400
 func pauseMidAnswer(t *testing.T, ownLiveness bool) *takeover {
 	const ackWait = 30 * time.Second
 	h := start(t, setup{
-		mock:     mockupstream.Config{Tokens: takeoverTokens, TokenInterval: 25 * time.Millisecond},
+		mock:     mockupstream.Config{Tokens: takeoverTokens, TokenInterval: 10 * time.Millisecond},
 		topology: protocol.Topology{AckWait: ackWait},
 		noWorker: true,
 	})
@@ -174,8 +174,8 @@ func pauseMidAnswer(t *testing.T, ownLiveness bool) *takeover {
 		})
 		return ok
 	})
-	// A full heartbeat of a after b subscribed: b knows what a holds
-	// (until then it would hand nothing over).
+	// A full heartbeat of a after b subscribed (b asked for it): b knows
+	// what a holds; until then it would hand nothing over.
 	seen := fullBeatsOfA()
 	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool { return fullBeatsOfA() >= seen+1 })
 

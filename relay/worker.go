@@ -256,7 +256,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		bg.Go(func() { w.watchKeys(bgCtx, w.keysPoll) })
 	}
 	if w.heartbeatEvery > 0 {
-		bg.Go(func() { w.heartbeat().run(stopBeat) })
+		resync, unsubscribe := w.followResyncs()
+		defer unsubscribe()
+		bg.Go(func() { w.heartbeat(resync).run(stopBeat) })
 	}
 	if w.watchPeers {
 		bg.Go(func() {
@@ -299,28 +301,6 @@ func (w *Worker) finish() { w.doneOnce.Do(func() { close(w.done) }) }
 // Closed is closed once the worker stopped: Run returned, or Drain was
 // called before Run.
 func (w *Worker) Closed() <-chan struct{} { return w.done }
-
-// heartbeat is the worker's liveness publisher, on the liveness
-// connection.
-func (w *Worker) heartbeat() heartbeat {
-	return heartbeat{
-		every: w.heartbeatEvery,
-		beats: protocol.NewBeats(w.id, w.instance, w.livenessTimeout),
-		jobs:  w.jobs,
-		send: func(hb protocol.Heartbeat) error {
-			data, _ := json.Marshal(hb)
-			err := w.livenessNC.Publish(protocol.LivenessSubject, data)
-			if err != nil {
-				w.logger.Debug("heartbeat not sent", "err", err)
-			}
-			if hb.Leaving {
-				// The process may exit next: the last word must leave.
-				_ = w.livenessNC.FlushTimeout(time.Second)
-			}
-			return err
-		},
-	}
-}
 
 // slot runs one job at a time. It pulls a single message only when it is
 // free, so a request never waits in a buffer while its AckWait runs out.

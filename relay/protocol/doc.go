@@ -57,6 +57,7 @@
 // them, also on a connection of its own:
 //
 //	worker A ── Heartbeat{beat n, full or delta} ──▶ relay.liveness ──▶ watchers (coordinators, workers B, C…)
+//	watcher  ── "<instance>" or "" (lacks a set) ──▶ relay.liveness.sync ──▶ worker A: next beat full
 //	           …silence for A's timeout…
 //	watcher  ── KV Create relay_handovers[<seq>.<delivered>]   (exactly one watcher wins)
 //	winner   ── "-NAK" to the delivery's reply subject          (the queue redelivers at once)
@@ -76,12 +77,17 @@
 // changes it only if it is numbered right after the last beat heard. A
 // watcher that missed a beat (a gap in the numbers, a count that does not
 // match Held, a reconnect or a message dropped by its subscription, or it
-// just started) forgets the set until the next full beat, and while it
-// has none, hands nothing of that worker over: AckWait remains the
-// fallback. It never NAKs from a set that may be out of date, since acks
-// and NAKs are matched by the request's sequence only: a NAK of a
-// delivery the worker let go of could take the request from its new
-// owner.
+// just started) forgets the set until the next full beat. Meanwhile it
+// knows only the deliveries added in the beats it heard since the gap
+// (none can have been removed unheard), hands over only those, and leaves
+// the others to AckWait. It never NAKs from a set that may be out of
+// date, since acks and NAKs are matched by the request's sequence only: a
+// NAK of a delivery the worker let go of could take the request from its
+// new owner. So as not to wait for the next periodic full beat, it asks
+// for one on LivenessSyncSubject (naming the instance, at most once a
+// second each; everyone at start and after losses); the worker answers
+// within an interval, with at most one full beat an interval however many
+// watchers ask.
 //
 // A watcher that does not hear its own echo (its connection is down or
 // stalled, or it was paused) judges no one until it does. A worker's pulls

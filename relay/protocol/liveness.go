@@ -21,6 +21,11 @@ import (
 const (
 	// LivenessSubject carries every worker's heartbeats.
 	LivenessSubject = "relay.liveness"
+	// LivenessSyncSubject is where a watcher that lacks a worker's set of
+	// deliveries (it just started, reconnected or missed a beat) asks for
+	// a full heartbeat, which comes at the worker's next interval. The
+	// payload is the instance asked, or empty for every worker.
+	LivenessSyncSubject = "relay.liveness.sync"
 	// livenessEchoPrefix starts the subject on which a watcher sends
 	// itself an echo; a relay subject rather than an inbox, so that no role
 	// needs a grant to publish to inboxes (configs/nats).

@@ -26,6 +26,7 @@ type watchRig struct {
 	handed   []string        // stream ids, in order
 	handedAt []time.Duration // since start
 	logs     []string
+	synced   []string // the instances asked for a full beat, "" for all
 }
 
 func newWatchRig(t *testing.T, self string) *watchRig {
@@ -42,6 +43,11 @@ func newWatchRig(t *testing.T, self string) *watchRig {
 		}
 	}
 	r.lw.losses = r.losses.Load
+	r.lw.sync = func(instance string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.synced = append(r.synced, instance)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -79,6 +85,13 @@ func (r *watchRig) sortedHandovers() []string {
 	handed, _ := r.handovers()
 	slices.Sort(handed)
 	return handed
+}
+
+// syncs are the requests for full beats so far.
+func (r *watchRig) syncs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.synced)
 }
 
 // logged counts the log messages that contain part.
@@ -161,71 +174,120 @@ func TestSilentWorkerIsHandedOverAfterItsTimeout(t *testing.T) {
 	})
 }
 
-func TestDeltasKeepTheSetAndRemovedDeliveriesAreNeverHandedOver(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newWatchRig(t, "")
-		a := newFakeWorker("a", time.Second, "s1", "s2", "s3")
-		r.lw.observe(a.next(true))
-		a.drop("s1")
-		a.take("s4")
-		r.lw.observe(a.next(false))
-		a.drop("s2", "s4")
-		a.take("s5")
-		hb := a.next(false)
-		if len(hb.Deliveries) != 0 || len(hb.Added) != 1 || len(hb.Removed) != 2 || hb.Held != 2 {
-			t.Fatalf("delta %+v, want s5 added, two removed, two held", hb)
-		}
-		r.lw.observe(hb)
-		time.Sleep(2 * time.Second)
-		if got := r.sortedHandovers(); !slices.Equal(got, []string{"s3", "s5"}) {
-			t.Fatalf("handed over %v, want what a held last: s3, s5", got)
-		}
-	})
+// beatStep is one heartbeat of a fakeWorker in a scenario: what changed
+// before it, whether it is full, and whether the watcher hears it.
+type beatStep struct {
+	take, drop []string
+	full, lost bool
 }
 
-func TestMissedBeatForgetsTheSetUntilAFullBeat(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newWatchRig(t, "")
-		const timeout = time.Second
-		a := newFakeWorker("a", timeout, "s1")
-		r.lw.observe(a.next(true))
-		// Beat 2 is lost on the way; in it a let go of s1 (another worker
-		// owns it now) and took s2.
-		a.drop("s1")
-		a.take("s2")
-		a.next(false)
-		a.beatEvery(r.lw, 250*time.Millisecond, 3)
-		if n := r.logged("until its next full heartbeat"); n != 1 {
-			t.Fatalf("the missed beat logged %d times, want once", n)
-		}
-		// a falls silent before its next full beat: nothing is handed
-		// over, not even s2, and the silence is logged.
-		time.Sleep(2 * timeout)
-		if handed, _ := r.handovers(); len(handed) != 0 {
-			t.Fatalf("handed over %v from a set that missed a beat", handed)
-		}
-		if n := r.logged("a silent worker's deliveries are unknown"); n != 1 {
-			t.Fatalf("the silent worker's unknown deliveries logged %d times, want once", n)
-		}
-	})
+// TestWatcherHandsOverWhatItKnows plays heartbeats to a watcher, then
+// silence, and checks what it hands over, and what it logs.
+func TestWatcherHandsOverWhatItKnows(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps []beatStep
+		want  []string
+		// logs counts the log lines that contain each key.
+		logs map[string]int
+	}{{
+		name: "deltas keep the set; what was removed is not handed over",
+		steps: []beatStep{
+			{take: []string{"s1", "s2", "s3"}, full: true},
+			{drop: []string{"s1"}, take: []string{"s4"}},
+			{drop: []string{"s2", "s4"}, take: []string{"s5"}},
+		},
+		want: []string{"s3", "s5"},
+	}, {
+		// In the lost beat the worker let go of s1 (another worker owns it
+		// now) and took s2.
+		name: "a missed beat forgets the set until a full beat",
+		steps: []beatStep{
+			{take: []string{"s1"}, full: true},
+			{drop: []string{"s1"}, take: []string{"s2"}, lost: true},
+			{}, {}, {},
+		},
+		logs: map[string]int{"until its next full heartbeat": 1, "some of a silent worker's deliveries are unknown": 1},
+	}, {
+		// A watcher started after a's first beats knows only what a took
+		// since it listens.
+		name: "it knows what it saw taken",
+		steps: []beatStep{
+			{take: []string{"s1"}, full: true, lost: true},
+			{take: []string{"s2"}, lost: true},
+			{take: []string{"s3"}},
+			{take: []string{"s4"}},
+			{drop: []string{"s3"}},
+		},
+		want: []string{"s4"},
+		logs: map[string]int{"some of a silent worker's deliveries are unknown": 1},
+	}, {
+		name: "a full beat restores a forgotten set",
+		steps: []beatStep{
+			{take: []string{"s1"}, full: true},
+			{drop: []string{"s1"}, take: []string{"s2"}, lost: true},
+			{},
+			{take: []string{"s3"}, full: true},
+			{take: []string{"s4"}},
+		},
+		want: []string{"s2", "s3", "s4"},
+		logs: map[string]int{"until its next full heartbeat": 1, "some of a silent worker's deliveries are unknown": 0},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newWatchRig(t, "")
+				a := newFakeWorker("a", time.Second)
+				for _, st := range tc.steps {
+					a.drop(st.drop...)
+					a.take(st.take...)
+					if hb := a.next(st.full); !st.lost {
+						r.lw.observe(hb)
+					}
+					time.Sleep(250 * time.Millisecond)
+				}
+				time.Sleep(2 * time.Second)
+				if got := r.sortedHandovers(); !slices.Equal(got, tc.want) {
+					t.Fatalf("handed over %v, want %v", got, tc.want)
+				}
+				for part, n := range tc.logs {
+					if got := r.logged(part); got != n {
+						t.Errorf("logged %q %d times, want %d", part, got, n)
+					}
+				}
+			})
+		})
+	}
 }
 
-func TestFullBeatRestoresAForgottenSet(t *testing.T) {
+func TestWatcherAsksForFullBeatsWhenItLacksASet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newWatchRig(t, "")
+		synctest.Wait()
+		// Just started: it heard nothing, so it asks everyone.
+		if got := r.syncs(); !slices.Equal(got, []string{""}) {
+			t.Fatalf("asked %q at start, want everyone", got)
+		}
+		// Heard a delta of a worker it has no set of: it asks that worker,
+		// once a second however many deltas follow.
 		a := newFakeWorker("a", time.Second, "s1")
+		a.next(true) // before the watcher listened
+		a.beatEvery(r.lw, 250*time.Millisecond, 6)
+		if got := r.syncs(); !slices.Equal(got, []string{"", "a", "a"}) {
+			t.Fatalf("asked %q, want a once a second", got)
+		}
+		// Its full beat ends the requests, until a beat is missed.
 		r.lw.observe(a.next(true))
-		a.drop("s1")
-		a.take("s2")
+		a.beatEvery(r.lw, 250*time.Millisecond, 4)
 		a.next(false) // lost
 		r.lw.observe(a.next(false))
-		a.take("s3")
-		r.lw.observe(a.next(true))
-		a.take("s4")
-		r.lw.observe(a.next(false))
-		time.Sleep(2 * time.Second)
-		if got := r.sortedHandovers(); !slices.Equal(got, []string{"s2", "s3", "s4"}) {
-			t.Fatalf("handed over %v, want s2, s3, s4", got)
+		if got := r.syncs(); !slices.Equal(got, []string{"", "a", "a", "a"}) {
+			t.Fatalf("asked %q, want a again after the missed beat", got)
+		}
+		// The connection lost messages: everyone again.
+		r.losses.Add(1)
+		time.Sleep(2 * watchTick)
+		if got := r.syncs(); !slices.Equal(got, []string{"", "a", "a", "a", ""}) {
+			t.Fatalf("asked %q, want everyone after losses", got)
 		}
 	})
 }
@@ -243,6 +305,7 @@ func TestWatcherHandsNothingOver(t *testing.T) {
 			a := newFakeWorker("a", time.Second, "s1")
 			a.next(true) // before the watcher listened
 			a.take("s2")
+			a.next(false) // idem
 			a.beatEvery(r.lw, 250*time.Millisecond, 4)
 		},
 	}, {

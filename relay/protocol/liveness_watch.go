@@ -86,6 +86,7 @@ func (w Watcher) Run(ctx context.Context) error {
 	}
 	defer echoSub.Unsubscribe()
 	lw.ping = func() { _ = nc.Publish(echo, nil) }
+	lw.sync = func(instance string) { _ = nc.Publish(LivenessSyncSubject, []byte(instance)) }
 	sub, err := nc.Subscribe(LivenessSubject, func(m *nats.Msg) {
 		var hb Heartbeat
 		if err := json.Unmarshal(m.Data, &hb); err != nil || hb.Instance == "" {
@@ -124,6 +125,8 @@ type livenessWatch struct {
 	// losses counts the occasions on which heartbeats may have been lost
 	// on the way to the watcher (reconnects, dropped messages).
 	losses func() uint64
+	// sync asks an instance (every one if empty) for a full heartbeat.
+	sync func(instance string)
 
 	mu     sync.Mutex
 	peers  map[string]*peer // by instance
@@ -134,34 +137,47 @@ type livenessWatch struct {
 type peer struct {
 	worker  string
 	timeout time.Duration
-	// beat is the number of the last heartbeat heard.
-	beat uint64
-	// held are the deliveries the instance held as of beat; nil while
-	// unknown: from the first beat heard until a full one, and from a
-	// missed beat until the next full one.
-	held  map[DeliveryRef]Delivery
-	heard time.Time // when beat was received, or the watcher's view reset
+	// beat is the number of the last heartbeat heard; count its Held.
+	beat  uint64
+	count int
+	// held are deliveries the instance held as of beat: all of them if
+	// complete (the watcher heard a full beat and every beat since), else
+	// those it took in the beats the watcher heard since the last one it
+	// missed, which it knows as well (they cannot have been let go of
+	// unheard), and the others are unknown.
+	held     map[DeliveryRef]Delivery
+	complete bool
+	heard    time.Time // when beat was received, or the watcher's view reset
+	// asked is when the watcher last asked this instance for a full
+	// heartbeat.
+	asked time.Time
 }
 
-// Why a watcher does not know a peer's deliveries.
+// syncEvery spaces a watcher's requests for one instance's full
+// heartbeat: the answer comes within the instance's interval.
+const syncEvery = time.Second
+
+// Why a watcher no longer knows all of a peer's deliveries.
 const (
 	setLost     = "missed a heartbeat"
 	setMismatch = "the heartbeat's count does not match"
 )
 
 // apply brings p's set up to hb, the heartbeat heard after p.beat. It
-// returns why the set it held is gone, or "" if nothing was lost.
+// returns why the complete set it held is gone, or "" if nothing was
+// lost.
 func (p *peer) apply(hb Heartbeat) string {
-	had := p.held != nil
 	p.worker, p.timeout = hb.Worker, hb.Timeout()
-	defer func() { p.beat = hb.Beat }()
+	defer func() { p.beat, p.count = hb.Beat, hb.Held }()
+	lost := ""
 	switch {
 	case hb.Full:
 		p.held = make(map[DeliveryRef]Delivery, len(hb.Deliveries))
 		for _, d := range hb.Deliveries {
 			p.held[d.Ref()] = d
 		}
-	case had && hb.Beat == p.beat+1:
+		p.complete = true
+	case hb.Beat == p.beat+1 && p.held != nil:
 		for _, r := range hb.Removed {
 			delete(p.held, r)
 		}
@@ -169,23 +185,32 @@ func (p *peer) apply(hb Heartbeat) string {
 			p.held[d.Ref()] = d
 		}
 	default:
-		p.held = nil
-		if had {
-			return setLost
+		// The first beat heard, or one after a gap: what the missed beats
+		// let go of is unknown, so only what this one took is known.
+		if p.complete {
+			lost = setLost
 		}
-		return ""
+		p.forget()
+		for _, d := range hb.Added {
+			p.held[d.Ref()] = d
+		}
 	}
-	if len(p.held) != hb.Held {
-		p.held = nil
+	if p.complete && len(p.held) != hb.Held || len(p.held) > hb.Held {
+		p.forget()
 		return setMismatch
 	}
-	return ""
+	return lost
+}
+
+// forget keeps nothing of p's deliveries: they may have changed unheard.
+func (p *peer) forget() {
+	p.held, p.complete = map[DeliveryRef]Delivery{}, false
 }
 
 func newLivenessWatch(self string, logger *slog.Logger, handOver func(silentPeer, Delivery)) *livenessWatch {
 	return &livenessWatch{
 		self: self, logger: logger, handOver: handOver,
-		ping: func() {}, losses: func() uint64 { return 0 },
+		ping: func() {}, losses: func() uint64 { return 0 }, sync: func(string) {},
 		peers: map[string]*peer{},
 	}
 }
@@ -207,10 +232,15 @@ func (lw *livenessWatch) observe(hb Heartbeat) {
 		lw.peers[hb.Instance] = p
 	}
 	expected := p.beat + 1
-	p.heard = time.Now()
+	now := time.Now()
+	p.heard = now
 	if lost := p.apply(hb); lost != "" {
-		lw.logger.Warn("a worker's deliveries are unknown until its next full heartbeat; were it to fall silent before, AckWait would redeliver them",
+		lw.logger.Warn("a worker's earlier deliveries are unknown until its next full heartbeat; were it to fall silent before, AckWait would redeliver them",
 			"reason", lost, "silent_worker", hb.Worker, "instance", hb.Instance, "beat", hb.Beat, "expected", expected)
+	}
+	if !p.complete && now.Sub(p.asked) >= syncEvery {
+		p.asked = now
+		lw.sync(hb.Instance)
 	}
 }
 
@@ -220,7 +250,7 @@ func (lw *livenessWatch) forgetSets() {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	for _, p := range lw.peers {
-		p.held = nil
+		p.forget()
 	}
 }
 
@@ -239,6 +269,8 @@ func (lw *livenessWatch) run(ctx context.Context) {
 	lw.mu.Lock()
 	lw.echoAt = time.Now()
 	lw.mu.Unlock()
+	// Whatever the workers sent before, the watcher did not hear.
+	lw.sync("")
 	losses := lw.losses()
 	for {
 		lw.ping()
@@ -250,13 +282,14 @@ func (lw *livenessWatch) run(ctx context.Context) {
 		if n := lw.losses(); n != losses {
 			losses = n
 			lw.forgetSets()
-			lw.logger.Warn("heartbeats may have been lost (reconnect or slow consumer); every worker's deliveries are unknown until its next full heartbeat")
+			lw.sync("")
+			lw.logger.Warn("heartbeats may have been lost (reconnect or slow consumer); every worker's earlier deliveries are unknown until its next full heartbeat")
 		}
 		for _, p := range lw.silent(time.Now()) {
-			if p.held == nil {
-				lw.logger.Warn("a silent worker's deliveries are unknown (missed heartbeats); AckWait will redeliver them",
-					"silent_worker", p.worker, "instance", p.instance, "silent_for", p.quiet.Round(time.Millisecond))
-				continue
+			if !p.complete {
+				lw.logger.Warn("some of a silent worker's deliveries are unknown (missed heartbeats); AckWait will redeliver them",
+					"silent_worker", p.worker, "instance", p.instance, "silent_for", p.quiet.Round(time.Millisecond),
+					"known", len(p.held), "held", p.count)
 			}
 			for _, d := range p.held {
 				if ctx.Err() != nil {
@@ -271,9 +304,12 @@ func (lw *livenessWatch) run(ctx context.Context) {
 // silentPeer is a worker not heard from within its timeout.
 type silentPeer struct {
 	worker, instance string
-	// held are its deliveries; nil if the watcher does not know them.
-	held  map[DeliveryRef]Delivery
-	quiet time.Duration
+	// held are the deliveries the watcher knows it held (see peer),
+	// count how many it held, and complete whether held are all.
+	held     map[DeliveryRef]Delivery
+	count    int
+	complete bool
+	quiet    time.Duration
 }
 
 // silent removes and returns the workers not heard from within their
@@ -291,7 +327,7 @@ func (lw *livenessWatch) silent(now time.Time) []silentPeer {
 	var out []silentPeer
 	for instance, p := range lw.peers {
 		if quiet := now.Sub(p.heard); quiet > p.timeout {
-			out = append(out, silentPeer{worker: p.worker, instance: instance, held: p.held, quiet: quiet})
+			out = append(out, silentPeer{worker: p.worker, instance: instance, held: p.held, count: p.count, complete: p.complete, quiet: quiet})
 			delete(lw.peers, instance)
 		}
 	}
