@@ -48,7 +48,14 @@ func (h heartbeat) run(stop <-chan struct{}) {
 	tick := time.NewTicker(h.every)
 	defer tick.Stop()
 	var last, lastFull time.Time
+	// soon fires at soonAt for an early beat.
 	var soon <-chan time.Time
+	var soonAt time.Time
+	arm := func(wait time.Duration) {
+		if at := time.Now().Add(wait); soon == nil || at.Before(soonAt) {
+			soon, soonAt = time.After(wait), at
+		}
+	}
 	// unsent: the last heartbeat was not sent; asked: a watcher asked for
 	// a full one.
 	ticks, unsent, asked := 0, false, false
@@ -60,17 +67,16 @@ func (h heartbeat) run(stop <-chan struct{}) {
 		case full:
 			lastFull, asked = last, false
 		case asked:
-			soon = time.After(h.every - time.Since(lastFull))
+			arm(h.every - time.Since(lastFull))
 		}
 	}
-	// early beats within wait, unless one is due sooner.
+	// early beats within wait, or sooner if it was due sooner.
 	early := func(wait time.Duration) {
-		switch {
-		case wait <= 0:
+		if wait <= 0 {
 			beat(false)
-		case soon == nil:
-			soon = time.After(wait)
+			return
 		}
+		arm(wait)
 	}
 	beat(true)
 	for {

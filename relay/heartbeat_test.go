@@ -180,6 +180,28 @@ func TestHeartbeatAnswersResyncsSoonButOnceAnInterval(t *testing.T) {
 	})
 }
 
+// TestHeartbeatResyncDoesNotDelayANewJob: a job taken while a resync
+// waits for its interval is listed a minimum gap after the last beat, as
+// ever, not when the full beat is due.
+func TestHeartbeatResyncDoesNotDelayANewJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const every = 100 * time.Millisecond
+		r := newBeatRig(every, nil)
+		time.Sleep(5 * time.Millisecond)
+		r.resync <- struct{}{}
+		time.Sleep(5 * time.Millisecond)
+		r.jobs.add(&job{delivery: protocol.Delivery{StreamID: "s1", Reply: "r1", Seq: 1, Delivered: 1}})
+		time.Sleep(every + every/2)
+		sent := r.finish()
+		if b := sent[1]; b.at != every/5 || b.hb.Full || len(b.hb.Added) != 1 {
+			t.Fatalf("second beat %+v, want a delta listing the job at %v", b, every/5)
+		}
+		if b := sent[2]; b.at != every || !b.hb.Full {
+			t.Fatalf("third beat %+v, want the full one at %v", b, every)
+		}
+	})
+}
+
 // TestFullHeartbeatAtMaxInflightFitsMaxPayload: a full heartbeat lists
 // every request, so max_inflight's cap must keep it under NATS's default
 // max_payload (1 MiB), with room to spare, at the longest worker id and
