@@ -13,9 +13,9 @@ import (
 // heartbeats (5s at the default interval); the beats in between, and the
 // early ones, are deltas, unless a watcher asked for a full one. A watcher
 // that missed a beat (it just started, reconnected, or a heartbeat was
-// lost) cannot hand this worker's requests over until it has a full one:
-// it asks, and should the request or the answer be lost too, this bounds
-// the wait. A full heartbeat lists every request the worker holds, ~150
+// lost) cannot hand over the requests this worker took before until it
+// has a full one: it asks, and should the request or the answer be lost
+// too, this bounds the wait. A full heartbeat lists every request the worker holds, ~150
 // bytes each, so more often would cost what deltas save.
 const fullBeatEvery = 10
 
