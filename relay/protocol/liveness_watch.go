@@ -220,11 +220,20 @@ func (lw *livenessWatch) observe(hb Heartbeat) {
 	if hb.Instance == lw.self {
 		return
 	}
+	// Asked outside the lock: a publish can wait for the socket.
+	if lw.record(hb) {
+		lw.sync(hb.Instance)
+	}
+}
+
+// record applies hb heard now, and reports whether to ask its instance
+// for a full heartbeat.
+func (lw *livenessWatch) record(hb Heartbeat) (ask bool) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if hb.Leaving {
 		delete(lw.peers, hb.Instance)
-		return
+		return false
 	}
 	p := lw.peers[hb.Instance]
 	if p == nil {
@@ -240,8 +249,9 @@ func (lw *livenessWatch) observe(hb Heartbeat) {
 	}
 	if !p.complete && now.Sub(p.asked) >= syncEvery {
 		p.asked = now
-		lw.sync(hb.Instance)
+		return true
 	}
+	return false
 }
 
 // forgetSets drops every peer's deliveries, after heartbeats may have
