@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/breaker"
@@ -144,10 +145,14 @@ func (c Config) Validate(prefix string) error {
 // Deps are the coordinator's connections.
 type Deps struct {
 	// JS is JetStream on the coordinator's connection, which also carries
-	// the workers' heartbeats; in a region that is not the home, the
-	// region's view (shared buckets read locally, written to the home).
+	// the workers' heartbeats unless LivenessNC is set; in a region that
+	// is not the home, the region's view (shared buckets read locally, written to the home).
 	// Required.
 	JS jetstream.JetStream
+	// LivenessNC receives the workers' heartbeats: a connection of its
+	// own, so that a busy JS connection cannot delay them (protocol
+	// "Worker liveness"). Nil: JS's connection.
+	LivenessNC *nats.Conn
 	// Topology sizes the handover bucket if the coordinator creates it.
 	Topology protocol.Topology
 	Catalog  *provider.Catalog
@@ -271,7 +276,7 @@ const watchRetry = 2 * time.Second
 
 // watchLiveness runs the liveness watcher until ctx ends.
 func (c *Coordinator) watchLiveness(ctx context.Context) {
-	w := protocol.Watcher{JS: c.deps.JS, Topology: c.deps.Topology, Name: c.name, Logger: c.deps.Logger}
+	w := protocol.Watcher{JS: c.deps.JS, NC: c.deps.LivenessNC, Topology: c.deps.Topology, Name: c.name, Logger: c.deps.Logger}
 	for {
 		err := w.Run(ctx)
 		if ctx.Err() != nil {

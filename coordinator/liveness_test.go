@@ -62,7 +62,8 @@ func TestCoordinatorsHandOverASilentWorkerOnce(t *testing.T) {
 		timeout = 500 * time.Millisecond
 	)
 	top := protocol.Topology{AckWait: ackWait}
-	nc, js := relaytest.Connect(t, relaytest.NATS(t), top)
+	srv := relaytest.NATS(t)
+	nc, js := relaytest.Connect(t, srv, top)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -76,8 +77,12 @@ func TestCoordinatorsHandOverASilentWorkerOnce(t *testing.T) {
 	var running sync.WaitGroup
 	defer running.Wait()
 	defer cancel()
+	var livenessConns []*nats.Conn
 	for range 2 {
-		c, err := coordinator.New(coordinator.Config{}, coordinator.Deps{JS: js, Topology: top, Catalog: catalog, Logger: slog.New(logs)})
+		// Each hears heartbeats on a connection of its own.
+		liveness, _ := relaytest.Connect(t, srv, top)
+		livenessConns = append(livenessConns, liveness)
+		c, err := coordinator.New(coordinator.Config{}, coordinator.Deps{JS: js, LivenessNC: liveness, Topology: top, Catalog: catalog, Logger: slog.New(logs)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,9 +126,10 @@ func TestCoordinatorsHandOverASilentWorkerOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	beat := protocol.Heartbeat{Worker: "fake", Instance: "fake-1", TimeoutMS: timeout.Milliseconds(), Deliveries: []protocol.Delivery{d}}
-	data, _ := json.Marshal(beat)
-	for range 4 {
+	// A full heartbeat, then deltas.
+	beats := protocol.NewBeats("fake", "fake-1", timeout)
+	for i := range 4 {
+		data, _ := json.Marshal(beats.Next([]protocol.Delivery{d}, i == 0))
 		if err := nc.Publish(protocol.LivenessSubject, data); err != nil {
 			t.Fatal(err)
 		}
@@ -144,6 +150,11 @@ func TestCoordinatorsHandOverASilentWorkerOnce(t *testing.T) {
 	// Both coordinators saw the silence at about the same time; give a
 	// second NAK, were there one, the time to arrive.
 	time.Sleep(500 * time.Millisecond)
+	for i, c := range livenessConns {
+		if in := c.Stats().InMsgs; in < 4 {
+			t.Errorf("coordinator %d's liveness connection received %d messages, want the 4 heartbeats at least", i, in)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if naks != 1 {

@@ -21,9 +21,10 @@ type Config struct {
 	ID string `koanf:"id"`
 	// MaxInflight is how many upstream streams the worker runs at once; each
 	// is a slot pulling its own request. Zero: 64. At most 4096: the
-	// worker's heartbeat lists every request it holds, about 150 bytes
-	// each, and must stay under NATS's default max_payload of 1 MiB, or no
-	// heartbeat is sent and watchers hand every request over.
+	// worker's full heartbeat (every tenth) lists every request it holds,
+	// about 150 bytes each, and must stay under NATS's default
+	// max_payload of 1 MiB (at 4096 it is 0.6-0.75 MiB), or it is not sent
+	// and watchers cannot hand the requests over.
 	MaxInflight int `koanf:"max_inflight"`
 	// KeysPollInterval is how often the worker checks whether a provider's
 	// api_keys_file changed, to reload its keys. Zero: 1s; negative: never
@@ -31,8 +32,9 @@ type Config struct {
 	KeysPollInterval time.Duration `koanf:"keys_poll_interval"`
 
 	// HeartbeatInterval is how often the worker publishes its heartbeat,
-	// listing the requests it holds, so that watchers hand them over soon
-	// after it dies (see protocol "Worker liveness"). Zero: 500ms;
+	// describing the requests it holds (in full every tenth, what changed
+	// in between), so that watchers hand them over soon after it dies (see
+	// protocol "Worker liveness"). Zero: 500ms;
 	// negative: no heartbeats, and a dead worker's requests wait for
 	// streams.ack_wait.
 	HeartbeatInterval time.Duration `koanf:"heartbeat_interval"`

@@ -7,8 +7,10 @@
 // so no request waits in a client-side buffer while its AckWait runs out,
 // and reports progress on it at a quarter of AckWait while it streams.
 //
-// A worker publishes a heartbeat listing the requests it holds, and
-// watches its peers' (see the protocol package's "Worker liveness"): when
+// A worker publishes a heartbeat describing the requests it holds (all of
+// them every few seconds, what changed in between), and watches its
+// peers', on a NATS connection of their own (see the protocol package's
+// "Worker liveness"): when
 // a worker falls silent for its liveness timeout, a watcher hands its
 // requests over at once, well before AckWait. Its pulls expire within half
 // that timeout, so a paused worker holds none when its requests come back.

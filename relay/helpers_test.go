@@ -157,10 +157,16 @@ func (h *harness) startWorker(cfg Config, nc *nats.Conn) *testWorker {
 			h.t.Fatal(err)
 		}
 	}
+	return h.runWorker(cfg, Deps{NC: nc, JS: js, Catalog: h.catalog, Logger: h.logger, Topology: h.topology, Gate: h.gate})
+}
+
+// runWorker runs a worker with cfg and deps until the test ends.
+func (h *harness) runWorker(cfg Config, deps Deps) *testWorker {
+	h.t.Helper()
 	if cfg.ID == "" {
 		cfg.ID = "test-worker"
 	}
-	w, err := New(cfg, Deps{NC: nc, JS: js, Catalog: h.catalog, Logger: h.logger, Topology: h.topology, Gate: h.gate})
+	w, err := New(cfg, deps)
 	if err != nil {
 		h.t.Fatal(err)
 	}

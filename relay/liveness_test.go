@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
@@ -60,16 +61,20 @@ func (l *ackLog) of(delivered string) map[string]int {
 	return out
 }
 
-// heartbeats counts the heartbeats of a worker id seen on nc.
-func heartbeats(t *testing.T, nc *nats.Conn, worker string) func() int {
+// heartbeats counts the heartbeats of a worker id seen on nc: all of
+// them, and the full ones.
+func heartbeats(t *testing.T, nc *nats.Conn, worker string) (all, full func() int) {
 	t.Helper()
 	var mu sync.Mutex
-	n := 0
+	n, nFull := 0, 0
 	sub, err := nc.Subscribe(protocol.LivenessSubject, func(m *nats.Msg) {
 		var hb protocol.Heartbeat
 		if json.Unmarshal(m.Data, &hb) == nil && hb.Worker == worker {
 			mu.Lock()
 			n++
+			if hb.Full {
+				nFull++
+			}
 			mu.Unlock()
 		}
 	})
@@ -77,11 +82,17 @@ func heartbeats(t *testing.T, nc *nats.Conn, worker string) func() int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sub.Unsubscribe() })
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return n
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
 	}
+	count := func(c *int) func() int {
+		return func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return *c
+		}
+	}
+	return count(&n), count(&nFull)
 }
 
 // claimedBy reports whether the stream holds a claim frame of worker.
@@ -94,40 +105,62 @@ func claimedBy(frames []chunklog.Entry, worker string) bool {
 	return false
 }
 
-// takeover is a stream that worker b took over from a paused worker a.
+// takeover is a stream of worker a, which is paused mid-answer while
+// worker b watches it.
 type takeover struct {
-	h       *harness
-	proxy   *pausableProxy
-	a, b    *testWorker
-	acks    *ackLog
-	id      string
-	answer  string
+	h     *harness
+	proxy *pausableProxy
+	a, b  *testWorker
+	acks  *ackLog
+	// beatsOfA counts a's heartbeats.
+	beatsOfA func() int
+	id       string
+	answer   string
+	// paused is when a's main connection was paused; gap the time from
+	// there to b's claim (pausedTakeover).
+	paused  time.Time
 	gap     time.Duration
 	ackWait time.Duration
 }
 
-// pausedTakeover runs worker a behind a pausable proxy with a stream in
-// flight, starts worker b, pauses a once b has heard it, and returns when
-// b claimed the stream, with the time from the pause to that claim (gap).
-// The queue's AckWait is far longer than the liveness timeout, so only the
-// heartbeats can explain a prompt takeover.
-func pausedTakeover(t *testing.T) *takeover {
+// takeoverTokens is the length of the answer in pauseMidAnswer: it lasts
+// 2s, long enough for b to hear the full heartbeat it asks a for when it
+// starts (within a heartbeat interval) and then to pause a mid-answer.
+const takeoverTokens = 200
+
+// pauseMidAnswer runs worker a with its main connection behind a
+// pausable proxy and a stream in flight, starts worker b, and pauses the
+// proxy once b knows what a holds. a's heartbeats travel on the same
+// connection, or on a direct one of their own if ownLiveness. The queue's
+// AckWait is far longer than the liveness timeout, so only the heartbeats
+// can explain a prompt takeover.
+func pauseMidAnswer(t *testing.T, ownLiveness bool) *takeover {
 	const ackWait = 30 * time.Second
 	h := start(t, setup{
-		mock:     mockupstream.Config{Tokens: 200, TokenInterval: 10 * time.Millisecond},
+		mock:     mockupstream.Config{Tokens: takeoverTokens, TokenInterval: 10 * time.Millisecond},
 		topology: protocol.Topology{AckWait: ackWait},
 		noWorker: true,
 	})
 	tk := &takeover{h: h, ackWait: ackWait, id: protocol.NewStreamID()}
 	tk.acks = watchAcks(t, h.nc)
-	beatsOfA := heartbeats(t, h.nc, "worker-a")
+	beatsOfA, fullBeatsOfA := heartbeats(t, h.nc, "worker-a")
+	tk.beatsOfA = beatsOfA
 	tk.proxy = newPausableProxy(t, h.srv.Addr().String())
-	tk.a = h.startWorker(Config{ID: "worker-a"}, h.connect(tk.proxy.URL()))
+	nc := h.connect(tk.proxy.URL())
+	deps := Deps{NC: nc, Catalog: h.catalog, Logger: h.logger, Topology: h.topology, Gate: h.gate}
+	if ownLiveness {
+		deps.LivenessNC = h.connect("")
+	}
+	var err error
+	if deps.JS, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	tk.a = h.runWorker(Config{ID: "worker-a"}, deps)
 	// Whatever happens, a is heard again before it is stopped (cleanups
 	// run last first), so that its jobs can end.
 	t.Cleanup(tk.proxy.resume)
 	content := "a long answer to take over"
-	tk.answer = mockupstream.AnswerText(userMessages(content), 200)
+	tk.answer = mockupstream.AnswerText(userMessages(content), takeoverTokens)
 	h.submit(tk.id, content)
 	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool {
 		_, chunks := chunkText(t, h.frames(tk.id))
@@ -141,15 +174,49 @@ func pausedTakeover(t *testing.T) *takeover {
 		})
 		return ok
 	})
-	// Two heartbeats of a after b subscribed: b knows what a holds.
-	seen := beatsOfA()
-	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool { return beatsOfA() >= seen+2 })
+	// A full heartbeat of a after b subscribed (b asked for it): b knows
+	// what a holds; until then it would hand nothing over.
+	seen := fullBeatsOfA()
+	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool { return fullBeatsOfA() >= seen+1 })
 
-	paused := time.Now()
+	tk.paused = time.Now()
 	tk.proxy.pause()
-	relaytest.Eventually(t, tk.ackWait, 5*time.Millisecond, func() bool { return claimedBy(h.frames(tk.id), "worker-b") })
-	tk.gap = time.Since(paused)
 	return tk
+}
+
+// pausedTakeover pauses worker a mid-answer (pauseMidAnswer, heartbeats
+// on a's only connection) and returns when b claimed the stream.
+func pausedTakeover(t *testing.T) *takeover {
+	tk := pauseMidAnswer(t, false)
+	relaytest.Eventually(t, tk.ackWait, 5*time.Millisecond, func() bool { return claimedBy(tk.h.frames(tk.id), "worker-b") })
+	tk.gap = time.Since(tk.paused)
+	return tk
+}
+
+// TestStalledConnectionDoesNotSilenceHeartbeats stalls the connection a
+// worker streams on, but not its liveness connection: it keeps beating, so
+// its request is not handed over, and it finishes the answer once its
+// connection flows again.
+func TestStalledConnectionDoesNotSilenceHeartbeats(t *testing.T) {
+	tk := pauseMidAnswer(t, true)
+	// Three liveness timeouts of heartbeats while the stream is stalled.
+	beats := tk.beatsOfA()
+	want := int(3 * DefaultLivenessTimeout / DefaultHeartbeatInterval)
+	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool { return tk.beatsOfA() >= beats+want })
+	if sent := tk.acks.of("1"); sent["-NAK"] != 0 {
+		t.Fatalf("worker-a's delivery was handed over (%v) while it kept beating", sent)
+	}
+	tk.proxy.resume()
+	frames := tk.h.waitEnd(tk.id)
+	if claimedBy(frames, "worker-b") {
+		t.Fatal("worker-b claimed the stream of a worker that kept beating")
+	}
+	if text, _ := chunkText(t, frames); text != tk.answer {
+		t.Fatalf("text = %q\nwant   %q", text, tk.answer)
+	}
+	if status := tk.h.waitJobOf("worker-a", tk.id); status != "done" {
+		t.Fatalf("worker-a's job = %q, want done", status)
+	}
 }
 
 func TestSilentWorkerIsHandedOverWithinLivenessTimeout(t *testing.T) {

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,9 +27,14 @@ import (
 // Deps are what a worker is handed instead of creating it, so that tests and
 // main wire the same code.
 type Deps struct {
-	// NC reads stream history (batched direct gets), and carries
-	// heartbeats and cancel notices; required.
+	// NC reads stream history (batched direct gets), and carries cancel
+	// notices; required.
 	NC *nats.Conn
+	// LivenessNC carries the worker's heartbeats and its watch of its
+	// peers' (protocol "Worker liveness"): a connection of its own, so
+	// that neither a busy NC nor a slow consumer on it delays them. Nil:
+	// NC.
+	LivenessNC *nats.Conn
 	// JS pulls requests and appends frames; required.
 	JS jetstream.JetStream
 	// Catalog says which providers serve a model; required.
@@ -58,6 +64,7 @@ type Worker struct {
 	instance    string
 	maxInflight int
 	nc          *nats.Conn
+	livenessNC  *nats.Conn
 	js          jetstream.JetStream
 	reader      *chunklog.Reader
 	catalog     *provider.Catalog
@@ -153,6 +160,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		instance:        newInstance(),
 		maxInflight:     cfg.MaxInflight,
 		nc:              deps.NC,
+		livenessNC:      cmp.Or(deps.LivenessNC, deps.NC),
 		js:              deps.JS,
 		reader:          chunklog.NewReader(deps.NC, ""),
 		catalog:         deps.Catalog,
@@ -248,11 +256,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		bg.Go(func() { w.watchKeys(bgCtx, w.keysPoll) })
 	}
 	if w.heartbeatEvery > 0 {
-		bg.Go(func() { w.heartbeat().run(stopBeat) })
+		resync, unsubscribe := w.followResyncs()
+		defer unsubscribe()
+		bg.Go(func() { w.heartbeat(resync).run(stopBeat) })
 	}
 	if w.watchPeers {
 		bg.Go(func() {
-			wa := protocol.Watcher{JS: w.js, Topology: w.topology, Self: w.instance, Name: w.id, Logger: w.logger}
+			wa := protocol.Watcher{JS: w.js, NC: w.livenessNC, Topology: w.topology, Self: w.instance, Name: w.id, Logger: w.logger}
 			if err := wa.Run(bgCtx); err != nil {
 				w.logger.Warn("not watching peers", "err", err)
 			}
@@ -291,25 +301,6 @@ func (w *Worker) finish() { w.doneOnce.Do(func() { close(w.done) }) }
 // Closed is closed once the worker stopped: Run returned, or Drain was
 // called before Run.
 func (w *Worker) Closed() <-chan struct{} { return w.done }
-
-// heartbeat is the worker's liveness publisher.
-func (w *Worker) heartbeat() heartbeat {
-	return heartbeat{
-		every: w.heartbeatEvery,
-		base:  protocol.Heartbeat{Worker: w.id, Instance: w.instance, TimeoutMS: w.livenessTimeout.Milliseconds()},
-		jobs:  w.jobs,
-		send: func(hb protocol.Heartbeat) {
-			data, _ := json.Marshal(hb)
-			if err := w.nc.Publish(protocol.LivenessSubject, data); err != nil {
-				w.logger.Debug("heartbeat not sent", "err", err)
-			}
-			if hb.Leaving {
-				// The process may exit next: the last word must leave.
-				_ = w.nc.FlushTimeout(time.Second)
-			}
-		},
-	}
-}
 
 // slot runs one job at a time. It pulls a single message only when it is
 // free, so a request never waits in a buffer while its AckWait runs out.

@@ -69,6 +69,12 @@ func Run(ctx context.Context, role config.Role, cfg config.Config, logger *slog.
 		return err
 	}
 	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger, reg: newRegistry()}
+	if role == config.RoleWorker || role == config.RoleCoordinator {
+		if roles.livenessNC, err = connectLiveness(cfg, string(role), logger); err != nil {
+			return err
+		}
+		defer roles.livenessNC.Close()
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return js.Run(ctx) })
 	var addrs Addrs
@@ -127,7 +133,12 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready R
 	}
 	defer nc.Close()
 	g.Go(func() error { return js.Run(ctx) })
-	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger, reg: newRegistry()}
+	livenessNC, err := connectLiveness(cfg, "dev", logger)
+	if err != nil {
+		return err
+	}
+	defer livenessNC.Close()
+	roles := roles{cfg: cfg, nc: nc, livenessNC: livenessNC, js: js, catalog: catalog, logger: logger, reg: newRegistry()}
 	if addrs.Edge, err = roles.edge(ctx, g); err != nil {
 		return err
 	}
@@ -205,12 +216,25 @@ func connect(ctx context.Context, cfg config.Config, name string, logger *slog.L
 	}
 }
 
+// connectLiveness dials the connection that carries the worker
+// heartbeats and their watchers (protocol "Worker liveness"), apart from
+// the main connection: a burst of publishes or reads on that one, or a
+// slow consumer, cannot delay a heartbeat past liveness_timeout and have a
+// live worker's requests handed over.
+func connectLiveness(cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, error) {
+	nc, _, err := natsconn.Connect(cfg.NATS, "relay-"+name+"-liveness", logger.With("conn", "liveness"))
+	return nc, err
+}
+
 type roles struct {
-	cfg     config.Config
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	catalog *provider.Catalog
-	logger  *slog.Logger
+	cfg config.Config
+	nc  *nats.Conn
+	// livenessNC carries heartbeats and liveness watchers (worker and
+	// coordinator roles only).
+	livenessNC *nats.Conn
+	js         jetstream.JetStream
+	catalog    *provider.Catalog
+	logger     *slog.Logger
 	// reg is the process's metrics registry (ops.go).
 	reg *prometheus.Registry
 }
@@ -234,7 +258,7 @@ func (r roles) worker(ctx context.Context, g *errgroup.Group) error {
 		return err
 	}
 	w, err := relay.New(r.cfg.Worker, relay.Deps{
-		NC: r.nc, JS: r.js, Catalog: r.catalog,
+		NC: r.nc, LivenessNC: r.livenessNC, JS: r.js, Catalog: r.catalog,
 		Logger:     r.logger.With("role", "worker"),
 		Topology:   r.cfg.Streams,
 		Gate:       gate,
@@ -283,7 +307,7 @@ func (r roles) coordinator(ctx context.Context, g *errgroup.Group) (string, erro
 	if err != nil {
 		return "", err
 	}
-	c, err := coordinator.New(r.cfg.Coordinator, coordinator.Deps{JS: r.js, Topology: r.cfg.Streams, Catalog: r.catalog, Logger: r.logger.With("role", "coordinator"), Breakers: breakers})
+	c, err := coordinator.New(r.cfg.Coordinator, coordinator.Deps{JS: r.js, LivenessNC: r.livenessNC, Topology: r.cfg.Streams, Catalog: r.catalog, Logger: r.logger.With("role", "coordinator"), Breakers: breakers})
 	if err != nil {
 		return "", err
 	}

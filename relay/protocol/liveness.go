@@ -21,6 +21,11 @@ import (
 const (
 	// LivenessSubject carries every worker's heartbeats.
 	LivenessSubject = "relay.liveness"
+	// LivenessSyncSubject is where a watcher that lacks a worker's set of
+	// deliveries (it just started, reconnected or missed a beat) asks for
+	// a full heartbeat, which comes at the worker's next interval. The
+	// payload is the instance asked, or empty for every worker.
+	LivenessSyncSubject = "relay.liveness.sync"
 	// livenessEchoPrefix starts the subject on which a watcher sends
 	// itself an echo; a relay subject rather than an inbox, so that no role
 	// needs a grant to publish to inboxes (configs/nats).
@@ -41,7 +46,13 @@ const (
 	minLivenessTimeout = 100 * time.Millisecond
 )
 
-// Heartbeat is what a worker publishes on LivenessSubject.
+// Heartbeat is what a worker publishes on LivenessSubject. It is full
+// (Full: Deliveries lists every delivery the worker holds) on the
+// instance's first beat and then every few seconds, and a delta in
+// between (Added and Removed since the beat before, numbered Beat-1), so
+// that its size follows the churn of requests, not how many are in
+// flight. A watcher applies a delta only on top of the beat before it
+// (see "Worker liveness").
 type Heartbeat struct {
 	// Worker is the worker's configured id (logs only).
 	Worker string `json:"worker"`
@@ -52,11 +63,26 @@ type Heartbeat struct {
 	// hand the deliveries over; the worker's own setting, so that every
 	// watcher applies the same one.
 	TimeoutMS int64 `json:"timeout_ms"`
+	// Beat numbers the instance's heartbeats from 1, without gaps: a
+	// watcher that sees one missing knows its view of the deliveries is
+	// out of date.
+	Beat uint64 `json:"beat"`
 	// Leaving says the worker stopped after finishing or handing over its
 	// requests itself: watchers forget it without handing anything over.
 	Leaving bool `json:"leaving,omitempty"`
-	// Deliveries are the requests the worker holds.
+	// Full says Deliveries is the whole set the worker holds; otherwise
+	// the heartbeat is a delta.
+	Full bool `json:"full,omitempty"`
+	// Deliveries are the requests the worker holds (full heartbeats only).
 	Deliveries []Delivery `json:"deliveries,omitempty"`
+	// Added and Removed are the deliveries the worker took and let go of
+	// since beat Beat-1 (deltas only).
+	Added   []Delivery    `json:"added,omitempty"`
+	Removed []DeliveryRef `json:"removed,omitempty"`
+	// Held is how many deliveries the worker holds after this beat, in
+	// every heartbeat: a watcher checks its set against it, and a
+	// dashboard can show it without keeping the set.
+	Held int `json:"held"`
 }
 
 // Timeout is the declared timeout, defaulted and bounded below.
@@ -77,6 +103,16 @@ type Delivery struct {
 	Seq       uint64 `json:"seq"`
 	Delivered uint64 `json:"delivered"`
 }
+
+// DeliveryRef names a delivery without its details: the request's
+// sequence and its delivery count.
+type DeliveryRef struct {
+	Seq       uint64 `json:"seq"`
+	Delivered uint64 `json:"delivered"`
+}
+
+// Ref names d.
+func (d Delivery) Ref() DeliveryRef { return DeliveryRef{Seq: d.Seq, Delivered: d.Delivered} }
 
 // DeliveryOf describes msg, a request delivered by the worker consumer.
 func DeliveryOf(msg jetstream.Msg, streamID string) (Delivery, error) {

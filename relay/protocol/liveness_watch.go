@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,9 +19,12 @@ import (
 // stopped (see "Worker liveness"). Any number may run: HandOver makes
 // each handover happen once.
 type Watcher struct {
-	// JS reaches HandoverBucket; its connection receives heartbeats and
-	// sends NAKs. Required.
+	// JS reaches HandoverBucket; its connection sends the NAKs. Required.
 	JS jetstream.JetStream
+	// NC receives the heartbeats and the watcher's echo: a connection of
+	// their own, so that a busy or stalled main connection cannot delay
+	// them. Nil: JS's connection.
+	NC *nats.Conn
 	// Topology sizes HandoverBucket if the watcher creates it.
 	Topology Topology
 	// Self is the instance of the worker running the watcher, whose own
@@ -51,25 +55,26 @@ func (w Watcher) Run(ctx context.Context) error {
 	if w.Logger == nil {
 		w.Logger = slog.New(slog.DiscardHandler)
 	}
-	nc := w.JS.Conn()
+	naks := w.JS.Conn()
+	nc := cmp.Or(w.NC, naks)
 	kv, err := OpenHandovers(ctx, w.JS, w.Topology)
 	if err != nil {
 		return err
 	}
-	lw := newLivenessWatch(w.Self, func(silent Heartbeat, d Delivery, quiet time.Duration) {
+	lw := newLivenessWatch(w.Self, w.Logger, func(silent silentPeer, d Delivery) {
 		hctx, cancel := context.WithTimeout(ctx, handoverTimeout)
 		defer cancel()
-		err := HandOver(hctx, nc, kv, d, w.Name)
+		err := HandOver(hctx, naks, kv, d, w.Name)
 		switch {
 		case errors.Is(err, ErrHandedOver):
-			w.Logger.Debug("delivery of a silent worker already handed over", "silent_worker", silent.Worker, "stream", d.StreamID)
+			w.Logger.Debug("delivery of a silent worker already handed over", "silent_worker", silent.worker, "stream", d.StreamID)
 		case err != nil:
 			if ctx.Err() == nil {
-				w.Logger.Warn("hand over failed; AckWait will redeliver", "silent_worker", silent.Worker, "stream", d.StreamID, "err", err)
+				w.Logger.Warn("hand over failed; AckWait will redeliver", "silent_worker", silent.worker, "stream", d.StreamID, "err", err)
 			}
 		default:
-			w.Logger.Info("handed over a silent worker's request", "silent_worker", silent.Worker, "instance", silent.Instance,
-				"stream", d.StreamID, "silent_for", quiet.Round(time.Millisecond))
+			w.Logger.Info("handed over a silent worker's request", "silent_worker", silent.worker, "instance", silent.instance,
+				"stream", d.StreamID, "silent_for", silent.quiet.Round(time.Millisecond))
 		}
 	})
 	// The echo is a message to itself through the server: hearing it
@@ -81,6 +86,7 @@ func (w Watcher) Run(ctx context.Context) error {
 	}
 	defer echoSub.Unsubscribe()
 	lw.ping = func() { _ = nc.Publish(echo, nil) }
+	lw.sync = func(instance string) { _ = nc.Publish(LivenessSyncSubject, []byte(instance)) }
 	sub, err := nc.Subscribe(LivenessSubject, func(m *nats.Msg) {
 		var hb Heartbeat
 		if err := json.Unmarshal(m.Data, &hb); err != nil || hb.Instance == "" {
@@ -93,33 +99,120 @@ func (w Watcher) Run(ctx context.Context) error {
 		return fmt.Errorf("protocol: subscribe %s: %w", LivenessSubject, err)
 	}
 	defer sub.Unsubscribe()
+	// Heartbeats lost on the way in leave no gap to see for a worker
+	// that never beats again: a reconnect or a message dropped by the
+	// subscription makes the watcher forget every set.
+	lw.losses = func() uint64 {
+		dropped, _ := sub.Dropped()
+		return nc.Stats().Reconnects + uint64(max(dropped, 0))
+	}
 	w.Logger.Info("watching worker liveness", "watcher", w.Name)
 	lw.run(ctx)
 	return nil
 }
 
 // livenessWatch is the watcher's clockwork, apart from NATS: it keeps when
-// each worker instance was last heard and hands the deliveries of silent
-// ones to handOver, one at a time, from run's goroutine.
+// each worker instance was last heard and which deliveries it holds, and
+// hands the deliveries of silent ones to handOver, one at a time, from
+// run's goroutine.
 type livenessWatch struct {
 	self     string
-	handOver func(silent Heartbeat, d Delivery, quiet time.Duration)
+	logger   *slog.Logger
+	handOver func(silent silentPeer, d Delivery)
 	// ping sends the watcher an echo, which calls echoed when it comes
 	// back.
 	ping func()
+	// losses counts the occasions on which heartbeats may have been lost
+	// on the way to the watcher (reconnects, dropped messages).
+	losses func() uint64
+	// sync asks an instance (every one if empty) for a full heartbeat.
+	sync func(instance string)
 
 	mu     sync.Mutex
 	peers  map[string]*peer // by instance
 	echoAt time.Time        // when the last echo came back
 }
 
+// peer is what a watcher knows of one worker instance.
 type peer struct {
-	last  Heartbeat
-	heard time.Time // when last was received, or the watcher's view reset
+	worker  string
+	timeout time.Duration
+	// beat is the number of the last heartbeat heard; count its Held.
+	beat  uint64
+	count int
+	// held are deliveries the instance held as of beat: all of them if
+	// complete (the watcher heard a full beat and every beat since), else
+	// those it took in the beats the watcher heard since the last one it
+	// missed, which it knows as well (they cannot have been let go of
+	// unheard), and the others are unknown.
+	held     map[DeliveryRef]Delivery
+	complete bool
+	heard    time.Time // when beat was received, or the watcher's view reset
+	// asked is when the watcher last asked this instance for a full
+	// heartbeat.
+	asked time.Time
 }
 
-func newLivenessWatch(self string, handOver func(Heartbeat, Delivery, time.Duration)) *livenessWatch {
-	return &livenessWatch{self: self, handOver: handOver, ping: func() {}, peers: map[string]*peer{}}
+// syncEvery spaces a watcher's requests for one instance's full
+// heartbeat: the answer comes within the instance's interval.
+const syncEvery = time.Second
+
+// Why a watcher no longer knows all of a peer's deliveries.
+const (
+	setLost     = "missed a heartbeat"
+	setMismatch = "the heartbeat's count does not match"
+)
+
+// apply brings p's set up to hb, the heartbeat heard after p.beat. It
+// returns why the complete set it held is gone, or "" if nothing was
+// lost.
+func (p *peer) apply(hb Heartbeat) string {
+	p.worker, p.timeout = hb.Worker, hb.Timeout()
+	defer func() { p.beat, p.count = hb.Beat, hb.Held }()
+	lost := ""
+	switch {
+	case hb.Full:
+		p.held = make(map[DeliveryRef]Delivery, len(hb.Deliveries))
+		for _, d := range hb.Deliveries {
+			p.held[d.Ref()] = d
+		}
+		p.complete = true
+	case hb.Beat == p.beat+1 && p.held != nil:
+		for _, r := range hb.Removed {
+			delete(p.held, r)
+		}
+		for _, d := range hb.Added {
+			p.held[d.Ref()] = d
+		}
+	default:
+		// The first beat heard, or one after a gap: what the missed beats
+		// let go of is unknown, so only what this one took is known.
+		if p.complete {
+			lost = setLost
+		}
+		p.forget()
+		for _, d := range hb.Added {
+			p.held[d.Ref()] = d
+		}
+	}
+	if p.complete && len(p.held) != hb.Held || len(p.held) > hb.Held {
+		p.forget()
+		return setMismatch
+	}
+	return lost
+}
+
+// forget keeps nothing of p's deliveries: they may have changed unheard.
+func (p *peer) forget() {
+	p.held, p.complete = map[DeliveryRef]Delivery{}, false
+}
+
+func newLivenessWatch(self string, logger *slog.Logger, handOver func(silentPeer, Delivery)) *livenessWatch {
+	return &livenessWatch{
+		self: self, logger: logger, handOver: handOver,
+		ping: func() {}, losses: func() uint64 { return 0 }, sync: func(string) {},
+		peers: map[string]*peer{},
+	}
 }
 
 // observe records a heartbeat as heard now.
@@ -127,13 +220,48 @@ func (lw *livenessWatch) observe(hb Heartbeat) {
 	if hb.Instance == lw.self {
 		return
 	}
+	// Asked outside the lock: a publish can wait for the socket.
+	if lw.record(hb) {
+		lw.sync(hb.Instance)
+	}
+}
+
+// record applies hb heard now, and reports whether to ask its instance
+// for a full heartbeat.
+func (lw *livenessWatch) record(hb Heartbeat) (ask bool) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if hb.Leaving {
 		delete(lw.peers, hb.Instance)
-		return
+		return false
 	}
-	lw.peers[hb.Instance] = &peer{last: hb, heard: time.Now()}
+	p := lw.peers[hb.Instance]
+	if p == nil {
+		p = &peer{}
+		lw.peers[hb.Instance] = p
+	}
+	expected := p.beat + 1
+	now := time.Now()
+	p.heard = now
+	if lost := p.apply(hb); lost != "" {
+		lw.logger.Warn("a worker's earlier deliveries are unknown until its next full heartbeat; were it to fall silent before, AckWait would redeliver them",
+			"reason", lost, "silent_worker", hb.Worker, "instance", hb.Instance, "beat", hb.Beat, "expected", expected)
+	}
+	if !p.complete && now.Sub(p.asked) >= syncEvery {
+		p.asked = now
+		return true
+	}
+	return false
+}
+
+// forgetSets drops every peer's deliveries, after heartbeats may have
+// been lost.
+func (lw *livenessWatch) forgetSets() {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	for _, p := range lw.peers {
+		p.forget()
+	}
 }
 
 // echoed records that an echo came back now.
@@ -151,6 +279,9 @@ func (lw *livenessWatch) run(ctx context.Context) {
 	lw.mu.Lock()
 	lw.echoAt = time.Now()
 	lw.mu.Unlock()
+	// Whatever the workers sent before, the watcher did not hear.
+	lw.sync("")
+	losses := lw.losses()
 	for {
 		lw.ping()
 		select {
@@ -158,12 +289,23 @@ func (lw *livenessWatch) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		if n := lw.losses(); n != losses {
+			losses = n
+			lw.forgetSets()
+			lw.sync("")
+			lw.logger.Warn("heartbeats may have been lost (reconnect or slow consumer); every worker's earlier deliveries are unknown until its next full heartbeat")
+		}
 		for _, p := range lw.silent(time.Now()) {
-			for _, d := range p.last.Deliveries {
+			if !p.complete {
+				lw.logger.Warn("some of a silent worker's deliveries are unknown (missed heartbeats); AckWait will redeliver them",
+					"silent_worker", p.worker, "instance", p.instance, "silent_for", p.quiet.Round(time.Millisecond),
+					"known", len(p.held), "held", p.count)
+			}
+			for _, d := range p.held {
 				if ctx.Err() != nil {
 					return
 				}
-				lw.handOver(p.last, d, p.quiet)
+				lw.handOver(p, d)
 			}
 		}
 	}
@@ -171,8 +313,13 @@ func (lw *livenessWatch) run(ctx context.Context) {
 
 // silentPeer is a worker not heard from within its timeout.
 type silentPeer struct {
-	last  Heartbeat
-	quiet time.Duration
+	worker, instance string
+	// held are the deliveries the watcher knows it held (see peer),
+	// count how many it held, and complete whether held are all.
+	held     map[DeliveryRef]Delivery
+	count    int
+	complete bool
+	quiet    time.Duration
 }
 
 // silent removes and returns the workers not heard from within their
@@ -189,8 +336,8 @@ func (lw *livenessWatch) silent(now time.Time) []silentPeer {
 	}
 	var out []silentPeer
 	for instance, p := range lw.peers {
-		if quiet := now.Sub(p.heard); quiet > p.last.Timeout() {
-			out = append(out, silentPeer{last: p.last, quiet: quiet})
+		if quiet := now.Sub(p.heard); quiet > p.timeout {
+			out = append(out, silentPeer{worker: p.worker, instance: instance, held: p.held, count: p.count, complete: p.complete, quiet: quiet})
 			delete(lw.peers, instance)
 		}
 	}
