@@ -37,7 +37,8 @@ type workerSeen struct {
 type workerView struct {
 	Worker   string `json:"worker"`
 	Instance string `json:"instance"`
-	// Streams is how many requests it holds.
+	// Streams is how many requests it holds (Heartbeat.Held: a delta
+	// beat lists only what changed).
 	Streams int `json:"streams"`
 	// SilentMS is the time since its last heartbeat; Late says it is past
 	// its liveness timeout (its requests are being handed over).
@@ -74,7 +75,7 @@ func (b *workerBoard) list() ([]workerView, error) {
 		out = append(out, workerView{
 			Worker:   w.hb.Worker,
 			Instance: w.hb.Instance,
-			Streams:  len(w.hb.Deliveries),
+			Streams:  w.hb.Held,
 			SilentMS: silent.Milliseconds(),
 			Late:     silent > w.hb.Timeout(),
 		})
