@@ -1,0 +1,218 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/relaydev/relay/relay/chunklog"
+)
+
+// # SSE streams driven by events
+//
+// A stream waits for its next token most of the time: at 10,000 streams on
+// one edge, a goroutine and net/http's buffers per waiting stream are most
+// of the edge's memory. So over HTTP/1.1 an SSE response takes its
+// connection over from net/http (http.ResponseController.Hijack) once its
+// first frames were read, writes the response head itself, and lets the
+// handler return. From then on the stream is driven by events: the hub's
+// live frames, the follower's idle and retry timers, the edge draining, the
+// client going away. Each schedules the stream; a goroutine runs only
+// while there is work, and writes each batch with writeTimeout as before.
+//
+// The body is chunked, as net/http would write it, so that a client tells
+// a complete response from a cut connection; the response says
+// "Connection: close", as the connection is not handed back: a client's
+// next request opens a new one.
+//
+// What is left per waiting stream is the connection, the follower and its
+// subscription, and one goroutine blocked reading the connection: the only
+// portable way to learn at once that the client closed it (the disconnect
+// policy acts on it, and the stream stops being followed), as net/http's
+// background read did. Its stack is the smallest the runtime gives.
+//
+// HTTP/2 connections cannot be taken over; neither are the demo's
+// droppable streams (their drop cancels the request's context, which ends
+// with the handler). Those are served by their handler's goroutine.
+
+// sseConn is an SSE stream on a connection taken over from net/http.
+type sseConn struct {
+	*sseStream
+	conn net.Conn
+	w    *chunkedConn
+	// pending counts the notifications since the running goroutine last
+	// found nothing to do; the goroutine runs while it is above zero, and
+	// it stays above zero once the stream is over, so that nothing starts
+	// another.
+	pending atomic.Int64
+	// gone is set once reading the connection failed: the client closed it.
+	gone     atomic.Bool
+	done     func()
+	stopDone func() bool
+}
+
+// takeOver serves st on w's connection, driven by events, if it can be
+// taken over, and reports whether it was. It waits for the follower's
+// first read, which the request's context bounds, so that nothing the
+// request started runs past the handler.
+func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream) bool {
+	if r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) || s.cfg.Demo {
+		return false
+	}
+	if err := st.f.awaitFirst(r.Context()); err != nil {
+		// The client left before its first event.
+		st.f.close()
+		st.finish(true)
+		return true
+	}
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	// net/http's buffers are not used: whatever the client sent after the
+	// request (Connection: close) is read and dropped.
+	rw.Reader, rw.Writer = nil, nil
+	h := w.Header()
+	h.Set("Connection", "close")
+	h.Set("Transfer-Encoding", "chunked")
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	head := bytes.NewBufferString("HTTP/1.1 200 OK\r\n")
+	h.Write(head)
+	head.WriteString("\r\n")
+
+	c := &sseConn{sseStream: st, conn: conn, w: &chunkedConn{conn: conn, head: head.Bytes()}}
+	st.ctx, c.done = s.clients.add(context.Background(), clientSSE)
+	st.gone = c.gone.Load
+	st.out.dst = c.w
+	st.out.start(s.cfg.RetryHint)
+	c.pending.Store(1)
+	if over, left := st.flush(nil); over {
+		c.end(left)
+		return true
+	}
+	st.f.idleFor = s.cfg.Keepalive
+	st.f.setNotify(c.schedule)
+	c.stopDone = context.AfterFunc(st.ctx, c.schedule)
+	go c.watch()
+	// This goroutine serves the stream until it first waits.
+	c.run()
+	return true
+}
+
+// schedule starts a goroutine that serves the stream, unless one runs.
+func (c *sseConn) schedule() {
+	if c.pending.Add(1) == 1 {
+		go c.run()
+	}
+}
+
+// run serves the stream until there is nothing to do; a notification that
+// came while it worked makes it look again.
+func (c *sseConn) run() {
+	for {
+		n := c.pending.Load()
+		if over, left := c.work(); over {
+			c.end(left)
+			return
+		}
+		if c.pending.CompareAndSwap(n, 0) {
+			return
+		}
+	}
+}
+
+// work writes what the follower has until it has nothing, or the response
+// is over.
+func (c *sseConn) work() (over, left bool) {
+	for {
+		if c.gone.Load() {
+			return true, true
+		}
+		var entries []chunklog.Entry
+		var err error
+		if c.ctx.Err() != nil {
+			err = context.Cause(c.ctx)
+		} else {
+			var ok bool
+			if entries, err, ok = c.f.poll(c.ctx); !ok {
+				return false, false
+			}
+		}
+		if over, left := c.step(entries, err); over {
+			return over, left
+		}
+	}
+}
+
+// end ends the response, closes the connection and releases the stream.
+func (c *sseConn) end(left bool) {
+	if !left {
+		c.w.end()
+	}
+	c.conn.Close()
+	if c.stopDone != nil {
+		c.stopDone()
+	}
+	c.f.close()
+	c.done()
+	c.finish(left)
+}
+
+// watch reads the connection until it fails: then the client is gone,
+// and the stream ends at once, a write in progress included.
+func (c *sseConn) watch() {
+	var b [1]byte
+	for {
+		if _, err := c.conn.Read(b[:]); err != nil {
+			break
+		}
+	}
+	c.gone.Store(true)
+	c.conn.Close()
+	c.schedule()
+}
+
+// chunkedConn writes batches to a taken-over connection in HTTP/1.1's
+// chunked encoding, the response head before the first.
+type chunkedConn struct {
+	conn   net.Conn
+	head   []byte
+	failed bool
+}
+
+func (c *chunkedConn) write(p []byte) error {
+	if err := c.conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+		c.failed = true
+		return err
+	}
+	var size [16]byte
+	b := net.Buffers{c.head, strconv.AppendInt(size[:0], int64(len(p)), 16), crlf, p, crlf}
+	c.head = nil
+	if len(p) == 0 { // a zero-size chunk would end the body
+		b = b[:1]
+	}
+	if _, err := b.WriteTo(c.conn); err != nil {
+		c.failed = true
+		return err
+	}
+	return nil
+}
+
+// end writes the last chunk, unless a write failed.
+func (c *chunkedConn) end() {
+	if c.failed {
+		return
+	}
+	if err := c.conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err == nil {
+		_, _ = c.conn.Write(lastChunk)
+	}
+}
+
+var (
+	crlf      = []byte("\r\n")
+	lastChunk = []byte("0\r\n\r\n")
+)

@@ -1,0 +1,117 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"net/http/httptest"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+)
+
+// goroutinesIn counts the goroutines whose stack has a frame of each
+// function named.
+func goroutinesIn(t *testing.T, funcs ...string) map[string]int {
+	t.Helper()
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for stack := range strings.SplitSeq(b.String(), "\n\n") {
+		for _, f := range funcs {
+			if strings.Contains(stack, f+"(") {
+				n[f]++
+			}
+		}
+	}
+	return n
+}
+
+// TestWaitingSSEStreamsHoldOnlyAReader: SSE clients waiting for the next
+// token hold no handler goroutine and no goroutine serving them, only the
+// one that reads their connection; a token wakes them all, the end frame
+// ends them, and no goroutine is left.
+func TestWaitingSSEStreamsHoldOnlyAReader(t *testing.T) {
+	const clients = 50
+	e := newEnv(t)
+	w := e.startWorker(&worker{script: answer(2), gate: make(chan struct{})})
+	edge := e.startEdge(Config{})
+	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), nil)
+	id := res.Header.Get("X-Relay-Stream-Id")
+
+	readers := []*bufio.Reader{bufio.NewReader(res.Body)}
+	for range clients - 1 {
+		readers = append(readers, bufio.NewReader(do(t, "GET", edge.url+"/v1/streams/"+id, "", nil).Body))
+	}
+	for _, r := range readers {
+		readEvents(t, r, func(ev sseEvent) bool { return ev.Retry != "" })
+	}
+	const (
+		handler = "github.com/relaydev/relay/edge.(*Server).serveSSE"
+		reader  = "github.com/relaydev/relay/edge.(*sseConn).watch"
+		runner  = "github.com/relaydev/relay/edge.(*sseConn).run"
+	)
+	waitFor(t, func() bool {
+		n := goroutinesIn(t, handler, reader, runner)
+		return n[handler] == 0 && n[runner] == 0 && n[reader] == clients
+	})
+
+	w.gate <- struct{}{}
+	for _, r := range readers {
+		if got := readEvents(t, r, func(ev sseEvent) bool { return ev.ID != "" }); len(got) != 1 {
+			t.Fatalf("first token: %+v", got)
+		}
+	}
+	close(w.gate)
+	for _, r := range readers {
+		var rest strings.Builder
+		if _, err := r.WriteTo(&rest); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(rest.String(), "data: [DONE]\n\n") || len(frameEvents(parseSSE(t, rest.String()))) != 2 {
+			t.Fatalf("after the first token: %q", rest.String())
+		}
+	}
+	waitFor(t, func() bool {
+		n := goroutinesIn(t, reader, runner)
+		return n[reader] == 0 && n[runner] == 0 && edge.clients.count(clientSSE) == 0
+	})
+}
+
+// TestWaitingSSEStreamKeepsAlive: a stream with nothing new gets a
+// keepalive every Keepalive, from the follower's timer.
+func TestWaitingSSEStreamKeepsAlive(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: answer(1), gate: make(chan struct{})})
+	edge := e.startEdge(Config{Keepalive: 20 * time.Millisecond})
+	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), nil)
+	r := bufio.NewReader(res.Body)
+	for range 3 {
+		readEvents(t, r, func(ev sseEvent) bool { return ev.Comment == "keepalive" })
+	}
+}
+
+// TestSSEOverHTTP2: an HTTP/2 connection cannot be taken over; its
+// handler serves the stream.
+func TestSSEOverHTTP2(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: answer(5), pace: time.Millisecond})
+	edge := e.startEdge(Config{})
+	ts := httptest.NewUnstartedServer(edge.Handler())
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	defer ts.Close()
+	res, err := ts.Client().Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(true, "hi")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.ProtoMajor != 2 {
+		t.Fatalf("protocol %s", res.Proto)
+	}
+	if got := checkAnswer(t, readAll(t, res), 5); got != words(5) {
+		t.Fatalf("text %q", got)
+	}
+}
