@@ -284,7 +284,10 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, err error, o
 			return nil, nil, false
 		}
 		out, err = f.firstOut, f.firstErr
-		f.first, f.firstOut, f.firstErr = nil, nil, nil
+		// Releasing the read's context lets go of the request it was
+		// derived from.
+		f.stopFirst()
+		f.first, f.firstOut, f.firstErr, f.stopFirst = nil, nil, nil, nil
 	case f.more && !f.retrying:
 		f.hub.stats.catchUps[catchUpWoken].Add(1)
 		out, err = f.read(ctx, f.limit, out)

@@ -184,35 +184,42 @@ type chunkedConn struct {
 	failed bool
 }
 
+// write writes p as one chunk, in one write: copied after its size into a
+// pooled buffer (a vectored write would leave the connection a cached
+// vector).
 func (c *chunkedConn) write(p []byte) error {
-	if err := c.conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
-		c.failed = true
-		return err
-	}
-	var size [16]byte
-	b := net.Buffers{c.head, strconv.AppendInt(size[:0], int64(len(p)), 16), crlf, p, crlf}
+	b := bufs.Get().(*bytes.Buffer)
+	defer func() {
+		if b.Cap() <= maxPooled {
+			b.Reset()
+			bufs.Put(b)
+		}
+	}()
+	b.Write(c.head)
 	c.head = nil
-	if len(p) == 0 { // a zero-size chunk would end the body
-		b = b[:1]
+	if len(p) > 0 { // a zero-size chunk would end the body
+		b.WriteString(strconv.FormatInt(int64(len(p)), 16))
+		b.WriteString("\r\n")
+		b.Write(p)
+		b.WriteString("\r\n")
 	}
-	if _, err := b.WriteTo(c.conn); err != nil {
-		c.failed = true
-		return err
-	}
-	return nil
+	return c.send(b.Bytes())
 }
 
 // end writes the last chunk, unless a write failed.
 func (c *chunkedConn) end() {
-	if c.failed {
-		return
-	}
-	if err := c.conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err == nil {
-		_, _ = c.conn.Write(lastChunk)
+	if !c.failed {
+		_ = c.send([]byte("0\r\n\r\n"))
 	}
 }
 
-var (
-	crlf      = []byte("\r\n")
-	lastChunk = []byte("0\r\n\r\n")
-)
+func (c *chunkedConn) send(p []byte) error {
+	err := c.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if err == nil {
+		_, err = c.conn.Write(p)
+	}
+	if err != nil {
+		c.failed = true
+	}
+	return err
+}
