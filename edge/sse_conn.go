@@ -56,24 +56,16 @@ type sseConn struct {
 }
 
 // takeOver serves st on w's connection, driven by events, if it can be
-// taken over, and reports whether it was. It waits for the follower's
-// first read, which the request's context bounds, so that nothing the
-// request started runs past the handler.
+// taken over, and reports whether it was.
 func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream) bool {
-	if r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) || s.cfg.Demo {
+	if r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) || r.Method == http.MethodHead || s.cfg.Demo {
 		return false
-	}
-	if err := st.f.awaitFirst(r.Context()); err != nil {
-		// The client left before its first event.
-		st.f.close()
-		st.finish(true)
-		return true
 	}
 	conn, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
 	}
-	// net/http's buffers are not used: whatever the client sent after the
+	// net/http's buffers are not used: whatever the client sends after the
 	// request (Connection: close) is read and dropped.
 	rw.Reader, rw.Writer = nil, nil
 	h := w.Header()
@@ -98,7 +90,10 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	st.f.setNotify(c.schedule)
 	c.stopDone = context.AfterFunc(st.ctx, c.schedule)
 	go c.watch()
-	// This goroutine serves the stream until it first waits.
+	// A resume's first read was started with the request's context, which
+	// ends with this handler: this goroutine waits for it, then serves the
+	// stream until it first waits.
+	_ = st.f.awaitFirst(st.ctx)
 	c.run()
 	return true
 }
@@ -163,12 +158,17 @@ func (c *sseConn) end(left bool) {
 }
 
 // watch reads the connection until it fails: then the client is gone,
-// and the stream ends at once, a write in progress included.
+// and the stream ends at once, a write in progress included. What a client
+// sends meanwhile is dropped; a byte at a time until it sends any.
 func (c *sseConn) watch() {
-	var b [1]byte
+	b := make([]byte, 1)
 	for {
-		if _, err := c.conn.Read(b[:]); err != nil {
+		n, err := c.conn.Read(b)
+		if err != nil {
 			break
+		}
+		if n > 0 && len(b) == 1 {
+			b = make([]byte, 512)
 		}
 	}
 	c.gone.Store(true)

@@ -3,11 +3,16 @@ package edge
 import (
 	"bufio"
 	"bytes"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relaydev/relay/relay/protocol"
 )
 
 // goroutinesIn counts the goroutines whose stack has a frame of each
@@ -114,4 +119,36 @@ func TestSSEOverHTTP2(t *testing.T) {
 	if got := checkAnswer(t, readAll(t, res), 5); got != words(5) {
 		t.Fatalf("text %q", got)
 	}
+}
+
+// TestSSEClientThatLeavesIsNoticedAtOnce: what a client sends after its
+// request is dropped, and once it closes its connection the edge lets go
+// of its stream without waiting for a keepalive.
+func TestSSEClientThatLeavesIsNoticedAtOnce(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{Keepalive: time.Hour})
+	id := protocol.NewStreamID()
+	e.writeStream(id, protocol.Meta{Model: testModel}, nil) // running, no chunk yet
+	conn, err := net.Dial("tcp", strings.TrimPrefix(edge.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pipelined := "GET /v1/models HTTP/1.1\r\nHost: edge\r\n\r\n"
+	if _, err := io.WriteString(conn, "GET /v1/streams/"+id+" HTTP/1.1\r\nHost: edge\r\n\r\n"+pipelined); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK || !res.Close || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d, Connection: close %v, %v", res.StatusCode, res.Close, res.Header)
+	}
+	readEvents(t, bufio.NewReader(res.Body), func(ev sseEvent) bool { return ev.Retry != "" })
+	if n := edge.clients.count(clientSSE); n != 1 {
+		t.Fatalf("%d SSE clients", n)
+	}
+	conn.Close()
+	waitFor(t, func() bool { return edge.clients.count(clientSSE) == 0 && edge.hub.subscriptions() == 0 })
 }
