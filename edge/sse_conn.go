@@ -30,10 +30,12 @@ import (
 // next request opens a new one.
 //
 // What is left per waiting stream is the connection, the follower and its
-// subscription, and one goroutine blocked reading the connection: the only
-// portable way to learn at once that the client closed it (the disconnect
-// policy acts on it, and the stream stops being followed), as net/http's
-// background read did. Its stack is the smallest the runtime gives.
+// subscription. The edge still learns at once that a client closed its
+// connection, as net/http's background read told it (the disconnect
+// policy acts on it, and the stream stops being followed): on Linux from
+// one epoll instance that watches every such connection for its hang-up
+// (hangup_linux.go), elsewhere from a goroutine per connection blocked
+// reading it (2 KiB of stack each).
 //
 // HTTP/2 connections cannot be taken over; neither are the demo's
 // droppable streams (their drop cancels the request's context, which ends
@@ -50,7 +52,9 @@ type sseConn struct {
 	// another.
 	pending atomic.Int64
 	// gone is set once reading the connection failed: the client closed it.
-	gone     atomic.Bool
+	gone atomic.Bool
+	// unwatch stops watching the connection for the client's hang-up.
+	unwatch  func()
 	done     func()
 	stopDone func() bool
 }
@@ -89,7 +93,10 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	st.f.idleFor = s.cfg.Keepalive
 	st.f.setNotify(c.schedule)
 	c.stopDone = context.AfterFunc(st.ctx, c.schedule)
-	go c.watch()
+	var watched bool
+	if c.unwatch, watched = watchHangup(conn, c.hangUp); !watched {
+		go c.watch()
+	}
 	// A resume's first read was started with the request's context, which
 	// ends with this handler: this goroutine waits for it, then serves the
 	// stream until it first waits.
@@ -148,6 +155,9 @@ func (c *sseConn) end(left bool) {
 	if !left {
 		c.w.end()
 	}
+	if c.unwatch != nil {
+		c.unwatch()
+	}
 	c.conn.Close()
 	if c.stopDone != nil {
 		c.stopDone()
@@ -157,9 +167,9 @@ func (c *sseConn) end(left bool) {
 	c.finish(left)
 }
 
-// watch reads the connection until it fails: then the client is gone,
-// and the stream ends at once, a write in progress included. What a client
-// sends meanwhile is dropped; a byte at a time until it sends any.
+// watch reads the connection until it fails, where the client's hang-up
+// cannot be watched otherwise (watchHangup). What a client sends meanwhile
+// is dropped; a byte at a time until it sends any.
 func (c *sseConn) watch() {
 	b := make([]byte, 1)
 	for {
@@ -171,6 +181,12 @@ func (c *sseConn) watch() {
 			b = make([]byte, 512)
 		}
 	}
+	c.hangUp()
+}
+
+// hangUp ends the stream at once, a write in progress included: the client
+// is gone.
+func (c *sseConn) hangUp() {
 	c.gone.Store(true)
 	c.conn.Close()
 	c.schedule()
