@@ -89,11 +89,16 @@ func (s *sseWriter) flush() error {
 	b := s.b()
 	err := s.dst.write(b.Bytes())
 	s.buf = nil
+	putBuf(b)
+	return err
+}
+
+// putBuf returns a buffer to bufs, unless it grew too large to keep.
+func putBuf(b *bytes.Buffer) {
 	if b.Cap() <= maxPooled {
 		b.Reset()
 		bufs.Put(b)
 	}
-	return err
 }
 
 // responseSink writes batches through net/http's response: a write

@@ -51,7 +51,7 @@ type sseConn struct {
 	// it stays above zero once the stream is over, so that nothing starts
 	// another.
 	pending atomic.Int64
-	// gone is set once reading the connection failed: the client closed it.
+	// gone is set once the client hung up.
 	gone atomic.Bool
 	// unwatch stops watching the connection for the client's hang-up.
 	unwatch  func()
@@ -65,13 +65,12 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	if r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) || r.Method == http.MethodHead || s.cfg.Demo {
 		return false
 	}
-	conn, rw, err := http.NewResponseController(w).Hijack()
+	// net/http's buffers are let go of: whatever the client sends after
+	// the request (the response says Connection: close) is dropped.
+	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
 	}
-	// net/http's buffers are not used: whatever the client sends after the
-	// request (Connection: close) is read and dropped.
-	rw.Reader, rw.Writer = nil, nil
 	h := w.Header()
 	h.Set("Connection", "close")
 	h.Set("Transfer-Encoding", "chunked")
@@ -205,12 +204,7 @@ type chunkedConn struct {
 // vector).
 func (c *chunkedConn) write(p []byte) error {
 	b := bufs.Get().(*bytes.Buffer)
-	defer func() {
-		if b.Cap() <= maxPooled {
-			b.Reset()
-			bufs.Put(b)
-		}
-	}()
+	defer putBuf(b)
 	b.Write(c.head)
 	c.head = nil
 	if len(p) > 0 { // a zero-size chunk would end the body
