@@ -90,8 +90,13 @@ func (h *hangups) run() {
 	events := make([]syscall.EpollEvent, 128)
 	for {
 		n, err := syscall.EpollWait(h.epfd, events, -1)
+		if err == syscall.EINTR {
+			continue
+		}
 		if err != nil {
-			continue // EINTR
+			// Not expected: epfd stays open. Streams then learn that
+			// their client left at their next write.
+			return
 		}
 		for _, ev := range events[:n] {
 			h.mu.Lock()

@@ -103,26 +103,28 @@ func TestWaitingSSEStreamKeepsAlive(t *testing.T) {
 	}
 }
 
-// TestSSEOverHTTP2: an HTTP/2 connection cannot be taken over; its
-// handler serves the stream.
-func TestSSEOverHTTP2(t *testing.T) {
+// TestSSEOverTLS: an HTTP/2 connection cannot be taken over, its handler
+// serves the stream; an HTTP/1.1 one over TLS is taken over.
+func TestSSEOverTLS(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker(&worker{script: answer(5), pace: time.Millisecond})
 	edge := e.startEdge(Config{})
-	ts := httptest.NewUnstartedServer(edge.Handler())
-	ts.EnableHTTP2 = true
-	ts.StartTLS()
-	defer ts.Close()
-	res, err := ts.Client().Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(true, "hi")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.ProtoMajor != 2 {
-		t.Fatalf("protocol %s", res.Proto)
-	}
-	if got := checkAnswer(t, readAll(t, res), 5); got != words(5) {
-		t.Fatalf("text %q", got)
+	for _, h2 := range []bool{true, false} {
+		ts := httptest.NewUnstartedServer(edge.Handler())
+		ts.EnableHTTP2 = h2
+		ts.StartTLS()
+		defer ts.Close()
+		res, err := ts.Client().Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(true, "hi")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if h2 && res.ProtoMajor != 2 || !h2 && (res.ProtoMajor != 1 || !res.Close) {
+			t.Fatalf("HTTP/2 %v: protocol %s, Connection: close %v", h2, res.Proto, res.Close)
+		}
+		if got := checkAnswer(t, readAll(t, res), 5); got != words(5) {
+			t.Fatalf("HTTP/2 %v: text %q", h2, got)
+		}
 	}
 }
 
