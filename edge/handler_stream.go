@@ -44,16 +44,15 @@ func requestCursor(r *http.Request) (cursor, param string) {
 // before the end, left (which may be nil) is called once it is gone: the
 // disconnect policy acts on it.
 //
-// Over HTTP/1.1 the stream takes the connection over from net/http once its
-// first frames were read, and is then served by events (sse_conn.go): an
-// idle stream holds no goroutine and no buffer, and left may be called
-// after serveSSE returned. Otherwise (HTTP/2, HTTP/1.0, the demo's
+// Over HTTP/1.1 the stream takes the connection over from net/http and is
+// served by events (sse_conn.go): a waiting stream holds no goroutine and
+// no buffer, and left may be called after serveSSE returned. Otherwise (HTTP/2, HTTP/1.0, the demo's
 // droppable streams) this goroutine serves it to the end.
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left func()) {
 	sess := s.sseSession(r, o, metrics.TransportSSE)
-	setSSEHeaders(w.Header())
 	if o.end != nil {
 		defer sess.close()
+		setSSEHeaders(w.Header())
 		out := sseWriter{dst: newResponseSink(w)}
 		out.start(s.cfg.RetryHint)
 		out.done()
@@ -66,6 +65,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left
 		writeError(w, unavailable("following the stream", err))
 		return
 	}
+	setSSEHeaders(w.Header())
 	st := &sseStream{s: s, v: o.view, f: f, sess: sess, left: left}
 	if s.takeOver(w, r, st) {
 		return

@@ -17,9 +17,9 @@ import (
 // A stream waits for its next token most of the time: at 10,000 streams on
 // one edge, a goroutine and net/http's buffers per waiting stream are most
 // of the edge's memory. So over HTTP/1.1 an SSE response takes its
-// connection over from net/http (http.ResponseController.Hijack) once its
-// first frames were read, writes the response head itself, and lets the
-// handler return. From then on the stream is driven by events: the hub's
+// connection over from net/http (http.ResponseController.Hijack), writes
+// the response head itself, and lets the handler return once the stream
+// first waits. From then on the stream is driven by events: the hub's
 // live frames, the follower's idle and retry timers, the edge draining, the
 // client going away. Each schedules the stream; a goroutine runs only
 // while there is work, and writes each batch with writeTimeout as before.
