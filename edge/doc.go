@@ -39,6 +39,9 @@
 //	handler_ws.go     WebSocket close codes: 1003 garbage, 1008 flooding, 1009 too large
 //	cors.go           edge.cors_allowed_origins: preflights, exposed headers, WebSocket origins
 //	sse.go            Cache-Control: no-cache, no-transform; X-Accel-Buffering: no; retry:
+//	sse_conn.go       over HTTP/1.1 an SSE response takes its connection over from net/http:
+//	                  a stream waiting for its next token holds no goroutine but its
+//	                  connection's reader, and no buffer (Connection: close)
 //
 // Nothing a client sends as a credential (keys, tokens) is logged or echoed
 // in an error.

@@ -32,7 +32,9 @@ import (
 //     GET /v1/streams/{id} gets the SSE reconnect event (an EventSource
 //     gives up for good on an error status); /readyz answers 503.
 //  4. Pending cancel_after timers are dropped. Serve returns once every
-//     handler and WebSocket is gone, or when shutdownTimeout ran out.
+//     handler, WebSocket and SSE stream (those that took their connection
+//     over from net/http too, sse_conn.go) is gone, or when
+//     shutdownTimeout ran out.
 //
 // Draining never touches a generation: its worker goes on, and a client
 // that resumes elsewhere gets exactly the frames after its cursor.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
@@ -44,19 +45,45 @@ const (
 
 // follower delivers one client's view of one stream: the history after its
 // cursor, then live frames from the hub, each exactly once and in order.
-// It is used by one goroutine; only its queues are shared with the hub.
+//
+// One goroutine at a time drives it, in one of two ways: next blocks until
+// there is something to send; poll never waits (it reads the log in the
+// caller's goroutine, though) and notify, set with setNotify, says when it
+// may have something again, so that an idle client needs no goroutine
+// (sse_conn.go). The hub, the timers and the first read only queue work
+// and call notify.
 type follower struct {
 	hub *hub
 	id  string
-	// live is the bounded queue the dispatcher fills without blocking.
-	live chan *liveFrame
-	// wake asks for a re-read of the log: frames were dropped, or may have
-	// been lost.
-	wake chan struct{}
 	// limit bounds the frames one call of next returns, so that a client
 	// far behind catches up from the log in bounded batches: what the edge
 	// holds for one client is at most limit frames and the live queue.
 	limit int
+	// buffer bounds the live queue.
+	buffer int
+
+	// mu guards what the hub and the timers hand over.
+	mu sync.Mutex
+	// queue is the live queue the dispatcher fills without blocking, read
+	// from head on. It grows with use up to buffer frames, and an emptied
+	// queue that grew large is released, so an idle follower holds next
+	// to nothing.
+	queue []*liveFrame
+	head  int
+	// woken asks for a re-read of the log: frames were dropped, or may have
+	// been lost. idled and retried say that the idle or the retry timer
+	// fired.
+	woken, idled, retried bool
+	notify                func()
+
+	// idleFor is how long the follower may find nothing before next
+	// returns empty (the caller sends a keepalive); idleAt is when the
+	// armed idle timer fires, zero while it is not armed.
+	idleFor time.Duration
+	idleAt  time.Time
+	idle    *time.Timer
+	// signal is what notify wakes a blocked next with.
+	signal chan struct{}
 
 	// last is the JetStream sequence of the last frame taken, claims
 	// included: a live frame is taken only if it was stored right after it.
@@ -69,11 +96,10 @@ type follower struct {
 	// first.
 	more bool
 	end  bool
-	idle *time.Timer
 
 	// failing is when the reads that are failing began to fail; zero while
-	// reads succeed. While retry is armed, no other read is made: the
-	// retry covers whatever a gap or a wake asked for.
+	// reads succeed. While retrying, no other read is made: the retry
+	// covers whatever a gap or a wake asked for.
 	failing  time.Time
 	backoff  time.Duration
 	retry    *time.Timer
@@ -88,21 +114,77 @@ type follower struct {
 	stopFirst context.CancelFunc
 }
 
+// shrinkQueue is the capacity above which an emptied live queue is
+// released rather than kept for the next frames.
+const shrinkQueue = 8
+
 func newFollower(h *hub, id string, after uint64, buffer int) *follower {
-	idle := time.NewTimer(time.Hour)
-	idle.Stop()
-	return &follower{
-		hub:   h,
-		id:    id,
-		live:  make(chan *liveFrame, buffer),
-		wake:  make(chan struct{}, 1),
-		limit: max(buffer, minBatch),
-		last:  after,
-		idle:  idle,
+	f := &follower{
+		hub:    h,
+		id:     id,
+		limit:  max(buffer, minBatch),
+		buffer: max(buffer, 1),
+		last:   after,
+	}
+	f.idle = time.AfterFunc(time.Hour, func() { f.set(&f.idled) })
+	f.idle.Stop()
+	return f
+}
+
+// setNotify sets what is called, without locks held, whenever the follower
+// may have something new.
+func (f *follower) setNotify(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notify = fn
+}
+
+// set sets a flag guarded by mu and notifies.
+func (f *follower) set(flag *bool) {
+	f.mu.Lock()
+	*flag = true
+	f.mu.Unlock()
+	f.poke()
+}
+
+// poke calls notify.
+func (f *follower) poke() {
+	f.mu.Lock()
+	fn := f.notify
+	f.mu.Unlock()
+	if fn != nil {
+		fn()
 	}
 }
 
-// close stops the follower's live feed. It may be called more than once.
+// push queues a live frame, unless the queue is full: then it reports
+// false, and the follower is to re-read the log instead. It never blocks.
+func (f *follower) push(lf *liveFrame) bool {
+	f.mu.Lock()
+	if len(f.queue)-f.head >= f.buffer {
+		f.mu.Unlock()
+		return false
+	}
+	if len(f.queue) == cap(f.queue) && f.head > 0 {
+		n := copy(f.queue, f.queue[f.head:])
+		clear(f.queue[n:])
+		f.queue, f.head = f.queue[:n], 0
+	}
+	f.queue = append(f.queue, lf)
+	f.mu.Unlock()
+	f.poke()
+	return true
+}
+
+// queued is how many live frames wait.
+func (f *follower) queued() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.queue) - f.head
+}
+
+// close stops the follower's live feed and its timers. It may be called
+// more than once.
 func (f *follower) close() {
 	f.hub.leave(f)
 	if f.first != nil {
@@ -112,6 +194,7 @@ func (f *follower) close() {
 	if f.retry != nil {
 		f.retry.Stop()
 	}
+	f.idle.Stop()
 }
 
 // prefetch starts the first read of the history now, in a goroutine of its
@@ -127,9 +210,23 @@ func (f *follower) prefetch(ctx context.Context) {
 	ctx, f.stopFirst = context.WithCancel(ctx)
 	f.first = make(chan struct{})
 	go func() {
-		defer close(f.first)
 		f.firstOut, f.firstErr = f.read(ctx, min(firstBatch, f.limit), nil)
+		close(f.first)
+		f.poke()
 	}()
+}
+
+// awaitFirst waits until a prefetched first read is done, or ctx ends.
+func (f *follower) awaitFirst(ctx context.Context) error {
+	if f.first == nil {
+		return nil
+	}
+	select {
+	case <-f.first:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // ended reports whether the end frame was returned; not before a
@@ -138,12 +235,7 @@ func (f *follower) ended() bool { return f.first == nil && f.end }
 
 // wakeUp asks the follower to re-read the log. It never blocks: one pending
 // request covers any number.
-func (f *follower) wakeUp() {
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
-}
+func (f *follower) wakeUp() { f.set(&f.woken) }
 
 // next blocks until frames after the last one it returned are available
 // and returns them in order, chunks and the end frame but never claims,
@@ -153,8 +245,34 @@ func (f *follower) wakeUp() {
 // reports the end frame was returned. On an error it still returns the
 // frames taken before it: they count as delivered. It returns at most
 // limit frames; the rest follow on the next call.
-func (f *follower) next(ctx context.Context, idle time.Duration) (out []chunklog.Entry, err error) {
-	defer func() { f.hub.stats.held(len(out) + len(f.live)) }()
+func (f *follower) next(ctx context.Context, idle time.Duration) ([]chunklog.Entry, error) {
+	if f.signal == nil {
+		f.signal = make(chan struct{}, 1)
+		f.setNotify(func() {
+			select {
+			case f.signal <- struct{}{}:
+			default:
+			}
+		})
+	}
+	f.idleFor = idle
+	for {
+		if out, err, ok := f.poll(ctx); ok {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			f.disarmIdle()
+			return nil, context.Cause(ctx)
+		case <-f.signal:
+		}
+	}
+}
+
+// poll is next without the wait: ok is false where next would wait, and
+// the follower calls notify once it may have something. The idle timer
+// (idleFor) runs from the first poll that found nothing after a batch.
+func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, err error, ok bool) {
 	switch {
 	case !f.started:
 		f.started = true
@@ -162,55 +280,102 @@ func (f *follower) next(ctx context.Context, idle time.Duration) (out []chunklog
 	case f.first != nil:
 		select {
 		case <-f.first:
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+		default:
+			return nil, nil, false
 		}
 		out, err = f.firstOut, f.firstErr
-		f.first, f.firstOut, f.firstErr = nil, nil, nil
+		// Releasing the read's context lets go of the request it was
+		// derived from.
+		f.stopFirst()
+		f.first, f.firstOut, f.firstErr, f.stopFirst = nil, nil, nil, nil
 	case f.more && !f.retrying:
 		f.hub.stats.catchUps[catchUpWoken].Add(1)
 		out, err = f.read(ctx, f.limit, out)
 	}
-	f.idle.Reset(idle)
-	defer f.idle.Stop()
 	for err == nil && len(out) == 0 {
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case lf := <-f.live:
+		lf, woken, retried, idled := f.pop(true)
+		switch {
+		case lf != nil:
 			out, err = f.take(ctx, lf, out)
-		case <-f.wake:
+		case woken:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
-		case <-f.retried():
+		case retried:
 			f.retrying = false
 			out, err = f.read(ctx, f.limit, out)
-		case <-f.idle.C:
+		case idled:
+			f.idleAt = time.Time{}
 			out, err = f.catchUp(ctx, catchUpIdle, out)
 			if len(out) == 0 {
-				return nil, err
+				return f.batch(nil, err)
 			}
+		default:
+			f.armIdle()
+			return nil, nil, false
 		}
 	}
 	for err == nil && !f.end && len(out) < f.limit {
-		select {
-		case lf := <-f.live:
+		lf, woken, _, _ := f.pop(false)
+		switch {
+		case lf != nil:
 			out, err = f.take(ctx, lf, out)
-		case <-f.wake:
+		case woken:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
 		default:
-			return out, nil
+			return f.batch(out, nil)
 		}
 	}
-	return out, err
+	return f.batch(out, err)
 }
 
-// retried is the channel on which the pending retry fires; nil (never
-// ready) when none is pending.
-func (f *follower) retried() <-chan time.Time {
-	if !f.retrying {
-		return nil
+// batch is what poll returns with a batch, or with nothing after idle:
+// the idle timer starts over.
+func (f *follower) batch(out []chunklog.Entry, err error) ([]chunklog.Entry, error, bool) {
+	f.disarmIdle()
+	f.hub.stats.held(len(out) + f.queued())
+	return out, err, true
+}
+
+// pop takes one piece of work: a live frame, else a wake request, else
+// (with timers) a fired retry or idle timer. An idle timer that fired
+// before it was last disarmed is ignored.
+func (f *follower) pop(timers bool) (lf *liveFrame, woken, retried, idled bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.head < len(f.queue):
+		lf, f.queue[f.head] = f.queue[f.head], nil
+		f.head++
+		if f.head == len(f.queue) {
+			f.queue, f.head = f.queue[:0], 0
+			if cap(f.queue) > shrinkQueue {
+				f.queue = nil
+			}
+		}
+	case f.woken:
+		f.woken, woken = false, true
+	case !timers:
+	case f.retried && f.retrying:
+		f.retried, retried = false, true
+	case f.idled:
+		f.idled = false
+		idled = !f.idleAt.IsZero() && !time.Now().Before(f.idleAt)
 	}
-	return f.retry.C
+	return lf, woken, retried, idled
+}
+
+// armIdle starts the idle timer unless it runs.
+func (f *follower) armIdle() {
+	if f.idleAt.IsZero() {
+		f.idleAt = time.Now().Add(f.idleFor)
+		f.idle.Reset(f.idleFor)
+	}
+}
+
+func (f *follower) disarmIdle() {
+	if !f.idleAt.IsZero() {
+		f.idleAt = time.Time{}
+		f.idle.Stop()
+	}
 }
 
 // take applies one live frame: skip what was delivered already, repair a
@@ -307,7 +472,7 @@ func (f *follower) failed(err error) error {
 	// Jitter, so that followers that failed together do not retry together.
 	d := f.backoff/2 + rand.N(f.backoff/2+1)
 	if f.retry == nil {
-		f.retry = time.NewTimer(d)
+		f.retry = time.AfterFunc(d, func() { f.set(&f.retried) })
 	} else {
 		f.retry.Reset(d)
 	}

@@ -86,8 +86,8 @@ func TestFollowerRepairsGap(t *testing.T) {
 	f.started = true
 	third := &liveFrame{entry: chunklog.Entry{JSSeq: cursors[2].JSSeq, Frame: frames[2]}, prev: cursors[1].JSSeq}
 	third.entry.Frame.Seq = 3
-	f.live <- third
-	f.live <- third // a duplicate is skipped
+	f.push(third)
+	f.push(third) // a duplicate is skipped
 	seqs := collect(t, f, time.Minute)
 	if len(seqs) != 4 || seqs[0] != 2 || seqs[3] != 5 {
 		t.Fatalf("seqs %v", seqs)

@@ -51,18 +51,21 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(HeaderIdempotentReplayed, "true")
 	}
 	o := origin{view: view{id: st.id, meta: st.meta}, f: st.f}
-	var left bool
-	if req.Stream {
-		o.view.resumeToken = token
-		left = s.serveSSE(w, r, o)
-	} else {
-		left = s.serveCompletion(w, r, o)
-	}
 	// A replay did not start the generation: the first request's policy
 	// applies to it.
-	if left && !st.replay {
-		s.orphans.watch(p.tenant, st.id, policy)
+	left := func() {
+		if !st.replay {
+			s.orphans.watch(p.tenant, st.id, policy)
+		}
 	}
+	if !req.Stream {
+		if s.serveCompletion(w, r, o) {
+			left()
+		}
+		return
+	}
+	o.view.resumeToken = token
+	s.serveSSE(w, r, o, left)
 }
 
 // disconnectPolicy is the request's X-Relay-On-Disconnect, or the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/protocol"
 )
@@ -24,7 +25,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	s.serveSSE(w, r, o)
+	s.serveSSE(w, r, o, nil)
 }
 
 // requestCursor is the cursor a GET /v1/streams/{id} resumes after, and
@@ -39,68 +40,118 @@ func requestCursor(r *http.Request) (cursor, param string) {
 
 // serveSSE streams the frames after o.after as server-sent events until the
 // end frame (then "data: [DONE]"), the client leaves, or the edge stops
-// (then a last event tells the client to reconnect). It reports whether
-// the client left before the end, which the disconnect policy acts on.
-func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
+// (then a last event tells the client to reconnect). If the client left
+// before the end, left (which may be nil) is called once it is gone: the
+// disconnect policy acts on it.
+//
+// Over HTTP/1.1 the stream takes the connection over from net/http and is
+// served by events (sse_conn.go): a waiting stream holds no goroutine and
+// no buffer, and left may be called after serveSSE returned. Otherwise (HTTP/2, HTTP/1.0, the demo's
+// droppable streams) this goroutine serves it to the end.
+func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left func()) {
 	sess := s.sseSession(r, o, metrics.TransportSSE)
-	defer sess.close()
-	out := newSSEWriter(w)
 	if o.end != nil {
+		defer sess.close()
+		setSSEHeaders(w.Header())
+		out := sseWriter{dst: newResponseSink(w)}
 		out.start(s.cfg.RetryHint)
 		out.done()
 		out.flush()
-		return false
+		return
 	}
-	ctx, done := s.clients.add(r.Context(), clientSSE)
-	defer done()
 	f, err := s.follow(o)
 	if err != nil {
+		sess.close()
 		writeError(w, unavailable("following the stream", err))
-		return false
+		return
 	}
-	defer f.close()
-	out.start(s.cfg.RetryHint)
-	if err := out.flush(); err != nil {
-		return !errors.Is(context.Cause(ctx), errShuttingDown)
+	setSSEHeaders(w.Header())
+	st := &sseStream{s: s, v: o.view, f: f, sess: sess, left: left}
+	if s.takeOver(w, r, st) {
+		return
 	}
-	// The first event carries the view's resume token, if any.
-	v := o.view
-	for {
+	ctx, done := s.clients.add(r.Context(), clientSSE)
+	st.ctx = ctx
+	st.gone = func() bool { return r.Context().Err() != nil }
+	st.out.dst = newResponseSink(w)
+	st.out.start(s.cfg.RetryHint)
+	over, gone := st.flush(nil)
+	for !over {
 		entries, err := f.next(ctx, s.cfg.Keepalive)
-		sess.delivered(entries)
-		for _, e := range entries {
-			out.event(cursorOf(e).String(), marshal(v.object(e)))
-			v.resumeToken = ""
+		over, gone = st.step(entries, err)
+	}
+	f.close()
+	done()
+	st.finish(gone)
+}
+
+// sseStream is one SSE response being served: the client's view of the
+// stream, its follower and what is written to it.
+type sseStream struct {
+	s    *Server
+	v    view
+	f    *follower
+	sess *session
+	out  sseWriter
+	// ctx ends when the edge drains (errShuttingDown); gone reports
+	// whether the client went away.
+	ctx  context.Context
+	gone func() bool
+	// left is called when the client left before the end.
+	left func()
+}
+
+// step writes one result of the follower: its frames, then [DONE], the
+// event that tells the client to reconnect (the edge drains) or that the
+// stream was interrupted, or a keepalive. It reports whether the response
+// is over, and if so whether the client left before the end.
+func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool) {
+	st.sess.delivered(entries)
+	for _, e := range entries {
+		st.out.event(cursorOf(e).String(), marshal(st.v.object(e)))
+		// The first event carries the view's resume token, if any.
+		st.v.resumeToken = ""
+	}
+	switch {
+	case st.f.ended():
+		st.out.done()
+	case err != nil:
+		if st.gone() {
+			return true, true
 		}
-		switch {
-		case f.ended():
-			out.done()
-		case err != nil:
-			if r.Context().Err() != nil {
-				return true
-			}
-			if errors.Is(err, errShuttingDown) {
-				out.retry(s.cfg.RetryHint)
-				out.event("", drainingEvent())
-				break
-			}
-			s.log.Warn("stream interrupted", "stream_id", o.view.id, "err", err)
-			out.event("", interrupted(err))
-		case len(entries) == 0:
-			out.keepalive()
+		if errors.Is(err, errShuttingDown) {
+			st.out.retry(st.s.cfg.RetryHint)
+			st.out.event("", drainingEvent())
+			break
 		}
-		werr := out.flush()
-		switch {
-		case f.ended():
-			return false
-		case err != nil:
-			return false // told to reconnect
-		case werr != nil:
-			// The client is gone, or too slow to take a batch within
-			// writeTimeout; either way it left, unless the edge is
-			// ending the response.
-			return !errors.Is(context.Cause(ctx), errShuttingDown)
-		}
+		st.s.log.Warn("stream interrupted", "stream_id", st.v.id, "err", err)
+		st.out.event("", interrupted(err))
+	case len(entries) == 0:
+		st.out.keepalive()
+	}
+	return st.flush(err)
+}
+
+// flush writes what step (or start) queued. After the end frame or an
+// error event the response is over; a failed write means the client is
+// gone, or too slow to take a batch within writeTimeout: either way it
+// left, unless the edge is ending the response.
+func (st *sseStream) flush(err error) (over, left bool) {
+	werr := st.out.flush()
+	switch {
+	case st.f.ended(), err != nil:
+		return true, false
+	case werr != nil:
+		return true, !errors.Is(context.Cause(st.ctx), errShuttingDown)
+	}
+	return false, false
+}
+
+// finish ends the session once the follower and the client are released.
+func (st *sseStream) finish(left bool) {
+	st.sess.close()
+	if left && st.left != nil {
+		st.left()
 	}
 }
 

@@ -239,9 +239,7 @@ func (h *hub) dispatch(m *nats.Msg) {
 		return
 	}
 	for f := range hs.followers {
-		select {
-		case f.live <- lf:
-		default:
+		if !f.push(lf) {
 			h.stats.dropped.Add(1)
 			f.wakeUp()
 		}

@@ -183,6 +183,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	// Hijacked WebSockets are not Shutdown's to wait for.
+	// Hijacked WebSockets and SSE streams (sse_conn.go) are not
+	// Shutdown's to wait for.
 	return s.clients.wait(sctx)
 }

@@ -5,72 +5,119 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
 // sseWriter buffers server-sent events and writes them in batches: one
-// write deadline, one write and one flush per batch.
+// write deadline and one write per batch, to the response (responseSink)
+// or to a connection taken over from net/http (chunkedConn). The buffer
+// is borrowed from a pool while something is queued, so an idle stream
+// holds none.
 type sseWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf bytes.Buffer
+	dst sseSink
+	buf *bytes.Buffer
 }
 
-func newSSEWriter(w http.ResponseWriter) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+// sseSink writes one batch to the client within writeTimeout.
+type sseSink interface {
+	write(p []byte) error
 }
 
-// start sets the event-stream headers and queues the reconnection delay
-// for EventSource. no-transform and X-Accel-Buffering keep proxies from
-// compressing or buffering the stream.
-func (s *sseWriter) start(retry time.Duration) {
-	h := s.w.Header()
+// setSSEHeaders sets the event-stream headers. no-transform and
+// X-Accel-Buffering keep proxies from compressing or buffering the stream.
+func setSSEHeaders(h http.Header) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("Connection", "keep-alive")
+}
+
+// bufs holds batch buffers between batches; maxPooled bounds the ones kept
+// (a catch-up batch can be large).
+var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooled = 64 << 10
+
+func (s *sseWriter) b() *bytes.Buffer {
+	if s.buf == nil {
+		s.buf = bufs.Get().(*bytes.Buffer)
+	}
+	return s.buf
+}
+
+// start queues the reconnection delay for EventSource, as an event of its
+// own.
+func (s *sseWriter) start(retry time.Duration) {
 	s.retry(retry)
-	s.buf.WriteByte('\n')
+	s.b().WriteByte('\n')
 }
 
 // retry queues a "retry:" field, the delay before an EventSource
 // reconnects. Followed by a blank line it is an event of its own; followed
 // by an event's fields, it is part of that event.
 func (s *sseWriter) retry(d time.Duration) {
-	s.buf.WriteString("retry: ")
-	s.buf.WriteString(strconv.FormatInt(d.Milliseconds(), 10))
-	s.buf.WriteByte('\n')
+	b := s.b()
+	b.WriteString("retry: ")
+	b.WriteString(strconv.FormatInt(d.Milliseconds(), 10))
+	b.WriteByte('\n')
 }
 
 // event queues an event. id is empty for events that must not move the
 // client's Last-Event-ID.
 func (s *sseWriter) event(id string, data []byte) {
+	b := s.b()
 	if id != "" {
-		s.buf.WriteString("id: ")
-		s.buf.WriteString(id)
-		s.buf.WriteByte('\n')
+		b.WriteString("id: ")
+		b.WriteString(id)
+		b.WriteByte('\n')
 	}
-	s.buf.WriteString("data: ")
-	s.buf.Write(data)
-	s.buf.WriteString("\n\n")
+	b.WriteString("data: ")
+	b.Write(data)
+	b.WriteString("\n\n")
 }
 
 // keepalive queues a comment, which clients ignore and proxies count as
 // traffic.
-func (s *sseWriter) keepalive() { s.buf.WriteString(": keepalive\n\n") }
+func (s *sseWriter) keepalive() { s.b().WriteString(": keepalive\n\n") }
 
 // done queues OpenAI's end-of-stream marker.
-func (s *sseWriter) done() { s.buf.WriteString("data: [DONE]\n\n") }
+func (s *sseWriter) done() { s.b().WriteString("data: [DONE]\n\n") }
 
-// flush writes what is queued and flushes it to the client.
+// flush writes what is queued and returns the buffer to the pool.
 func (s *sseWriter) flush() error {
-	if err := s.rc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	b := s.b()
+	err := s.dst.write(b.Bytes())
+	s.buf = nil
+	putBuf(b)
+	return err
+}
+
+// putBuf returns a buffer to bufs, unless it grew too large to keep.
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= maxPooled {
+		b.Reset()
+		bufs.Put(b)
+	}
+}
+
+// responseSink writes batches through net/http's response: a write
+// deadline, a write and a flush each.
+type responseSink struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newResponseSink(w http.ResponseWriter) responseSink {
+	return responseSink{w: w, rc: http.NewResponseController(w)}
+}
+
+func (r responseSink) write(p []byte) error {
+	if err := r.rc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
-	_, err := s.w.Write(s.buf.Bytes())
-	s.buf.Reset()
-	if err != nil {
+	if _, err := r.w.Write(p); err != nil {
 		return err
 	}
-	return s.rc.Flush()
+	return r.rc.Flush()
 }

@@ -62,11 +62,15 @@ func TestReplayWireFormat(t *testing.T) {
 		"Content-Type":      "text/event-stream",
 		"Cache-Control":     "no-cache, no-transform",
 		"X-Accel-Buffering": "no",
-		"Connection":        "keep-alive",
 	} {
 		if got := res.Header.Get(header); got != want {
 			t.Errorf("%s = %q, want %q", header, got, want)
 		}
+	}
+	// The stream took the connection over (sse_conn.go): the body is
+	// chunked, and the connection ends with it.
+	if !res.Close || len(res.TransferEncoding) != 1 || res.TransferEncoding[0] != "chunked" {
+		t.Errorf("Connection: close %v, Transfer-Encoding %q", res.Close, res.TransferEncoding)
 	}
 	golden(t, "replay_done.sse", readAll(t, res))
 }

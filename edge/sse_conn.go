@@ -1,0 +1,235 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/relaydev/relay/relay/chunklog"
+)
+
+// # SSE streams driven by events
+//
+// A stream waits for its next token most of the time: at 10,000 streams on
+// one edge, a goroutine and net/http's buffers per waiting stream are most
+// of the edge's memory. So over HTTP/1.1 an SSE response takes its
+// connection over from net/http (http.ResponseController.Hijack), writes
+// the response head itself, and lets the handler return once the stream
+// first waits. From then on the stream is driven by events: the hub's
+// live frames, the follower's idle and retry timers, the edge draining, the
+// client going away. Each schedules the stream; a goroutine runs only
+// while there is work, and writes each batch with writeTimeout as before.
+//
+// The body is chunked, as net/http would write it, so that a client tells
+// a complete response from a cut connection; the response says
+// "Connection: close", as the connection is not handed back: a client's
+// next request opens a new one.
+//
+// What is left per waiting stream is the connection, the follower and its
+// subscription. The edge still learns at once that a client closed its
+// connection, as net/http's background read told it (the disconnect
+// policy acts on it, and the stream stops being followed): on Linux from
+// one epoll instance that watches every such connection for its hang-up
+// (hangup_linux.go), elsewhere from a goroutine per connection blocked
+// reading it (2 KiB of stack each).
+//
+// HTTP/2 connections cannot be taken over; neither are the demo's
+// droppable streams (their drop cancels the request's context, which ends
+// with the handler). Those are served by their handler's goroutine.
+
+// sseConn is an SSE stream on a connection taken over from net/http.
+type sseConn struct {
+	*sseStream
+	conn net.Conn
+	w    *chunkedConn
+	// pending counts the notifications since the running goroutine last
+	// found nothing to do; the goroutine runs while it is above zero, and
+	// it stays above zero once the stream is over, so that nothing starts
+	// another.
+	pending atomic.Int64
+	// gone is set once the client hung up.
+	gone atomic.Bool
+	// unwatch stops watching the connection for the client's hang-up.
+	unwatch  func()
+	done     func()
+	stopDone func() bool
+}
+
+// takeOver serves st on w's connection, driven by events, if it can be
+// taken over, and reports whether it was.
+func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream) bool {
+	if r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) || r.Method == http.MethodHead || s.cfg.Demo {
+		return false
+	}
+	// net/http's buffers are let go of: whatever the client sends after
+	// the request (the response says Connection: close) is dropped.
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	h := w.Header()
+	h.Set("Connection", "close")
+	h.Set("Transfer-Encoding", "chunked")
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	head := bytes.NewBufferString("HTTP/1.1 200 OK\r\n")
+	h.Write(head)
+	head.WriteString("\r\n")
+
+	c := &sseConn{sseStream: st, conn: conn, w: &chunkedConn{conn: conn, head: head.Bytes()}}
+	st.ctx, c.done = s.clients.add(context.Background(), clientSSE)
+	st.gone = c.gone.Load
+	st.out.dst = c.w
+	st.out.start(s.cfg.RetryHint)
+	c.pending.Store(1)
+	if over, left := st.flush(nil); over {
+		c.end(left)
+		return true
+	}
+	st.f.idleFor = s.cfg.Keepalive
+	st.f.setNotify(c.schedule)
+	c.stopDone = context.AfterFunc(st.ctx, c.schedule)
+	var watched bool
+	if c.unwatch, watched = watchHangup(conn, c.hangUp); !watched {
+		go c.watch()
+	}
+	// A resume's first read was started with the request's context, which
+	// ends with this handler: this goroutine waits for it, then serves the
+	// stream until it first waits.
+	_ = st.f.awaitFirst(st.ctx)
+	c.run()
+	return true
+}
+
+// schedule starts a goroutine that serves the stream, unless one runs.
+func (c *sseConn) schedule() {
+	if c.pending.Add(1) == 1 {
+		go c.run()
+	}
+}
+
+// run serves the stream until there is nothing to do; a notification that
+// came while it worked makes it look again.
+func (c *sseConn) run() {
+	for {
+		n := c.pending.Load()
+		if over, left := c.work(); over {
+			c.end(left)
+			return
+		}
+		if c.pending.CompareAndSwap(n, 0) {
+			return
+		}
+	}
+}
+
+// work writes what the follower has until it has nothing, or the response
+// is over.
+func (c *sseConn) work() (over, left bool) {
+	for {
+		if c.gone.Load() {
+			return true, true
+		}
+		var entries []chunklog.Entry
+		var err error
+		if c.ctx.Err() != nil {
+			err = context.Cause(c.ctx)
+		} else {
+			var ok bool
+			if entries, err, ok = c.f.poll(c.ctx); !ok {
+				return false, false
+			}
+		}
+		if over, left := c.step(entries, err); over {
+			return over, left
+		}
+	}
+}
+
+// end ends the response, closes the connection and releases the stream.
+func (c *sseConn) end(left bool) {
+	if !left {
+		c.w.end()
+	}
+	if c.unwatch != nil {
+		c.unwatch()
+	}
+	c.conn.Close()
+	if c.stopDone != nil {
+		c.stopDone()
+	}
+	c.f.close()
+	c.done()
+	c.finish(left)
+}
+
+// watch reads the connection until it fails, where the client's hang-up
+// cannot be watched otherwise (watchHangup). What a client sends meanwhile
+// is dropped; a byte at a time until it sends any.
+func (c *sseConn) watch() {
+	b := make([]byte, 1)
+	for {
+		n, err := c.conn.Read(b)
+		if err != nil {
+			break
+		}
+		if n > 0 && len(b) == 1 {
+			b = make([]byte, 512)
+		}
+	}
+	c.hangUp()
+}
+
+// hangUp ends the stream at once, a write in progress included: the client
+// is gone.
+func (c *sseConn) hangUp() {
+	c.gone.Store(true)
+	c.conn.Close()
+	c.schedule()
+}
+
+// chunkedConn writes batches to a taken-over connection in HTTP/1.1's
+// chunked encoding, the response head before the first.
+type chunkedConn struct {
+	conn   net.Conn
+	head   []byte
+	failed bool
+}
+
+// write writes p as one chunk, in one write: copied after its size into a
+// pooled buffer (a vectored write would leave the connection a cached
+// vector).
+func (c *chunkedConn) write(p []byte) error {
+	b := bufs.Get().(*bytes.Buffer)
+	defer putBuf(b)
+	b.Write(c.head)
+	c.head = nil
+	if len(p) > 0 { // a zero-size chunk would end the body
+		b.WriteString(strconv.FormatInt(int64(len(p)), 16))
+		b.WriteString("\r\n")
+		b.Write(p)
+		b.WriteString("\r\n")
+	}
+	return c.send(b.Bytes())
+}
+
+// end writes the last chunk, unless a write failed.
+func (c *chunkedConn) end() {
+	if !c.failed {
+		_ = c.send([]byte("0\r\n\r\n"))
+	}
+}
+
+func (c *chunkedConn) send(p []byte) error {
+	err := c.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if err == nil {
+		_, err = c.conn.Write(p)
+	}
+	if err != nil {
+		c.failed = true
+	}
+	return err
+}

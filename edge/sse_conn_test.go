@@ -1,0 +1,161 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/protocol"
+)
+
+// goroutinesIn counts the goroutines whose stack has a frame of each
+// function named.
+func goroutinesIn(t *testing.T, funcs ...string) map[string]int {
+	t.Helper()
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for stack := range strings.SplitSeq(b.String(), "\n\n") {
+		for _, f := range funcs {
+			if strings.Contains(stack, f+"(") {
+				n[f]++
+			}
+		}
+	}
+	return n
+}
+
+// TestWaitingSSEStreamsHoldNoGoroutine: SSE clients waiting for the next
+// token hold no handler goroutine and no goroutine serving them, and on
+// Linux none reading their connection either; a token wakes them all, the
+// end frame ends them, and no goroutine is left.
+func TestWaitingSSEStreamsHoldNoGoroutine(t *testing.T) {
+	const clients = 50
+	e := newEnv(t)
+	w := e.startWorker(&worker{script: answer(2), gate: make(chan struct{})})
+	edge := e.startEdge(Config{})
+	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), nil)
+	id := res.Header.Get("X-Relay-Stream-Id")
+
+	bodies := []*bufio.Reader{bufio.NewReader(res.Body)}
+	for range clients - 1 {
+		bodies = append(bodies, bufio.NewReader(do(t, "GET", edge.url+"/v1/streams/"+id, "", nil).Body))
+	}
+	for _, r := range bodies {
+		readEvents(t, r, func(ev sseEvent) bool { return ev.Retry != "" })
+	}
+	const (
+		handler = "github.com/relaydev/relay/edge.(*Server).serveSSE"
+		reader  = "github.com/relaydev/relay/edge.(*sseConn).watch"
+		runner  = "github.com/relaydev/relay/edge.(*sseConn).run"
+	)
+	readers := 0
+	if runtime.GOOS != "linux" {
+		readers = clients
+	}
+	waitFor(t, func() bool {
+		n := goroutinesIn(t, handler, reader, runner)
+		return n[handler] == 0 && n[runner] == 0 && n[reader] == readers
+	})
+
+	w.gate <- struct{}{}
+	for _, r := range bodies {
+		if got := readEvents(t, r, func(ev sseEvent) bool { return ev.ID != "" }); len(got) != 1 {
+			t.Fatalf("first token: %+v", got)
+		}
+	}
+	close(w.gate)
+	for _, r := range bodies {
+		var rest strings.Builder
+		if _, err := r.WriteTo(&rest); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(rest.String(), "data: [DONE]\n\n") || len(frameEvents(parseSSE(t, rest.String()))) != 2 {
+			t.Fatalf("after the first token: %q", rest.String())
+		}
+	}
+	waitFor(t, func() bool {
+		n := goroutinesIn(t, reader, runner)
+		return n[reader] == 0 && n[runner] == 0 && edge.clients.count(clientSSE) == 0
+	})
+}
+
+// TestWaitingSSEStreamKeepsAlive: a stream with nothing new gets a
+// keepalive every Keepalive, from the follower's timer.
+func TestWaitingSSEStreamKeepsAlive(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: answer(1), gate: make(chan struct{})})
+	edge := e.startEdge(Config{Keepalive: 20 * time.Millisecond})
+	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), nil)
+	r := bufio.NewReader(res.Body)
+	for range 3 {
+		readEvents(t, r, func(ev sseEvent) bool { return ev.Comment == "keepalive" })
+	}
+}
+
+// TestSSEOverTLS: an HTTP/2 connection cannot be taken over, its handler
+// serves the stream; an HTTP/1.1 one over TLS is taken over.
+func TestSSEOverTLS(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: answer(5), pace: time.Millisecond})
+	edge := e.startEdge(Config{})
+	for _, h2 := range []bool{true, false} {
+		ts := httptest.NewUnstartedServer(edge.Handler())
+		ts.EnableHTTP2 = h2
+		ts.StartTLS()
+		defer ts.Close()
+		res, err := ts.Client().Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(true, "hi")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if h2 && res.ProtoMajor != 2 || !h2 && (res.ProtoMajor != 1 || !res.Close) {
+			t.Fatalf("HTTP/2 %v: protocol %s, Connection: close %v", h2, res.Proto, res.Close)
+		}
+		if got := checkAnswer(t, readAll(t, res), 5); got != words(5) {
+			t.Fatalf("HTTP/2 %v: text %q", h2, got)
+		}
+	}
+}
+
+// TestSSEClientThatLeavesIsNoticedAtOnce: what a client sends after its
+// request is dropped, and once it closes its connection the edge lets go
+// of its stream without waiting for a keepalive.
+func TestSSEClientThatLeavesIsNoticedAtOnce(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{Keepalive: time.Hour})
+	id := protocol.NewStreamID()
+	e.writeStream(id, protocol.Meta{Model: testModel}, nil) // running, no chunk yet
+	conn, err := net.Dial("tcp", strings.TrimPrefix(edge.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pipelined := "GET /v1/models HTTP/1.1\r\nHost: edge\r\n\r\n"
+	if _, err := io.WriteString(conn, "GET /v1/streams/"+id+" HTTP/1.1\r\nHost: edge\r\n\r\n"+pipelined); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK || !res.Close || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d, Connection: close %v, %v", res.StatusCode, res.Close, res.Header)
+	}
+	readEvents(t, bufio.NewReader(res.Body), func(ev sseEvent) bool { return ev.Retry != "" })
+	if n := edge.clients.count(clientSSE); n != 1 {
+		t.Fatalf("%d SSE clients", n)
+	}
+	conn.Close()
+	waitFor(t, func() bool { return edge.clients.count(clientSSE) == 0 && edge.hub.subscriptions() == 0 })
+}
