@@ -29,9 +29,11 @@ var errEnded = errors.New("edge: end frame reached")
 const minBatch = 64
 
 // firstBatch bounds the first read of a follower that resumes a stream:
-// the client's first event waits for the frames of that read only; the
-// rest follows in batches of limit.
-const firstBatch = 16
+// the client's first event waits for that read only, one plain direct get
+// (a batched get would first have the server count what is pending, a
+// scan of the cursor's whole message block; chunklog.Reader.ReadUpTo);
+// the rest follows in batches of limit.
+const firstBatch = 1
 
 // A failed read of the log (NATS slow or away) is retried with a backoff
 // from readRetryMin to readRetryMax while the client's stream stays open,
@@ -257,7 +259,7 @@ func (f *follower) next(ctx context.Context, idle time.Duration) ([]chunklog.Ent
 	}
 	f.idleFor = idle
 	for {
-		if out, err, ok := f.poll(ctx); ok {
+		if out, ok, err := f.poll(ctx); ok {
 			return out, err
 		}
 		select {
@@ -272,7 +274,7 @@ func (f *follower) next(ctx context.Context, idle time.Duration) ([]chunklog.Ent
 // poll is next without the wait: ok is false where next would wait, and
 // the follower calls notify once it may have something. The idle timer
 // (idleFor) runs from the first poll that found nothing after a batch.
-func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, err error, ok bool) {
+func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err error) {
 	switch {
 	case !f.started:
 		f.started = true
@@ -281,7 +283,7 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, err error, o
 		select {
 		case <-f.first:
 		default:
-			return nil, nil, false
+			return nil, false, nil
 		}
 		out, err = f.firstOut, f.firstErr
 		// Releasing the read's context lets go of the request it was
@@ -310,7 +312,7 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, err error, o
 			}
 		default:
 			f.armIdle()
-			return nil, nil, false
+			return nil, false, nil
 		}
 	}
 	for err == nil && !f.end && len(out) < f.limit {
@@ -329,10 +331,10 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, err error, o
 
 // batch is what poll returns with a batch, or with nothing after idle:
 // the idle timer starts over.
-func (f *follower) batch(out []chunklog.Entry, err error) ([]chunklog.Entry, error, bool) {
+func (f *follower) batch(out []chunklog.Entry, err error) ([]chunklog.Entry, bool, error) {
 	f.disarmIdle()
 	f.hub.stats.held(len(out) + f.queued())
-	return out, err, true
+	return out, true, err
 }
 
 // pop takes one piece of work: a live frame, else a wake request, else

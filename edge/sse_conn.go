@@ -139,7 +139,7 @@ func (c *sseConn) work() (over, left bool) {
 			err = context.Cause(c.ctx)
 		} else {
 			var ok bool
-			if entries, err, ok = c.f.poll(c.ctx); !ok {
+			if entries, ok, err = c.f.poll(c.ctx); !ok {
 				return false, false
 			}
 		}
