@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -41,6 +42,9 @@ import (
 // droppable streams (their drop cancels the request's context, which ends
 // with the handler). Those are served by their handler's goroutine.
 
+// errClientLeft ends a taken-over stream's context when its client hung up.
+var errClientLeft = errors.New("edge: the client hung up")
+
 // sseConn is an SSE stream on a connection taken over from net/http.
 type sseConn struct {
 	*sseStream
@@ -53,6 +57,10 @@ type sseConn struct {
 	pending atomic.Int64
 	// gone is set once the client hung up.
 	gone atomic.Bool
+	// leave ends the stream's context when the client hangs up, so that a
+	// read of the log in progress stops rather than run to its end for
+	// no one (and hold up the reads behind it on the edge's connection).
+	leave context.CancelCauseFunc
 	// unwatch stops watching the connection for the client's hang-up.
 	unwatch  func()
 	done     func()
@@ -80,7 +88,9 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	head.WriteString("\r\n")
 
 	c := &sseConn{sseStream: st, conn: conn, w: &chunkedConn{conn: conn, head: head.Bytes()}}
-	st.ctx, c.done = s.clients.add(context.Background(), clientSSE)
+	var base context.Context
+	base, c.leave = context.WithCancelCause(context.Background())
+	st.ctx, c.done = s.clients.add(base, clientSSE)
 	st.gone = c.gone.Load
 	st.out.dst = c.w
 	st.out.start(s.cfg.RetryHint)
@@ -163,6 +173,7 @@ func (c *sseConn) end(left bool) {
 	}
 	c.f.close()
 	c.done()
+	c.leave(nil)
 	c.finish(left)
 }
 
@@ -187,6 +198,7 @@ func (c *sseConn) watch() {
 // is gone.
 func (c *sseConn) hangUp() {
 	c.gone.Store(true)
+	c.leave(errClientLeft)
 	c.conn.Close()
 	c.schedule()
 }

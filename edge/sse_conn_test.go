@@ -3,6 +3,8 @@ package edge
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -10,9 +12,11 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/protocol"
 )
 
@@ -158,4 +162,59 @@ func TestSSEClientThatLeavesIsNoticedAtOnce(t *testing.T) {
 	}
 	conn.Close()
 	waitFor(t, func() bool { return edge.clients.count(clientSSE) == 0 && edge.hub.subscriptions() == 0 })
+}
+
+// heldReads is the edge's real log reader, except that every read after
+// the first waits until its context ends, and reports its cause.
+type heldReads struct {
+	history
+	reads atomic.Int32
+	ended chan error
+}
+
+func (h *heldReads) ReadUpTo(ctx context.Context, id string, after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error) {
+	if h.reads.Add(1) == 1 {
+		return h.history.ReadUpTo(ctx, id, after, limit, fn)
+	}
+	<-ctx.Done()
+	h.ended <- context.Cause(ctx)
+	return after, context.Cause(ctx)
+}
+
+// TestSSEClientThatLeavesStopsTheRead: once a resuming client has its
+// first event and hangs up, the edge stops reading the rest of the log for
+// it, rather than read to the end for no one.
+func TestSSEClientThatLeavesStopsTheRead(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{Keepalive: time.Hour})
+	held := &heldReads{history: edge.hub.hist, ended: make(chan error, 1)}
+	edge.hub.hist = held
+	id := protocol.NewStreamID()
+	cursors := e.writeStream(id, protocol.Meta{Model: testModel}, answer(5)(protocol.Request{}))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(edge.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := "GET /v1/streams/" + id + " HTTP/1.1\r\nHost: edge\r\nLast-Event-ID: " + cursors[0].String() + "\r\n\r\n"
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := readEvents(t, bufio.NewReader(res.Body), func(ev sseEvent) bool { return ev.ID != "" })
+	if got := events[len(events)-1].ID; got != cursors[1].String() {
+		t.Fatalf("first event %s, want %s", got, cursors[1])
+	}
+	conn.Close()
+	select {
+	case cause := <-held.ended:
+		if !errors.Is(cause, errClientLeft) {
+			t.Fatalf("the read ended with %v, want the client's leaving", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read went on after the client left")
+	}
 }
