@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
@@ -84,9 +85,12 @@ func (c *holdingConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// startHeldWorker starts a worker whose connection holds back the first
-// publish on stream id's subject, its claim, until release is closed.
-func (h *harness) startHeldWorker(id string, release <-chan struct{}) *holdingDialer {
+// serveHeld submits content as stream id to a worker whose connection
+// holds back the first publish on the stream's subject, its claim, until
+// release is closed, and returns the stream's frames once it ended. It
+// fails the test unless the claim was held and let go by release, not by
+// the hold's timeout.
+func (h *harness) serveHeld(id, content string, release <-chan struct{}) []chunklog.Entry {
 	h.t.Helper()
 	d := &holdingDialer{subject: []byte("PUB " + protocol.ChunkSubject(id) + " "), release: release}
 	nc, err := nats.Connect(h.srv.ClientURL(), nats.SetCustomDialer(d))
@@ -95,7 +99,12 @@ func (h *harness) startHeldWorker(id string, release <-chan struct{}) *holdingDi
 	}
 	h.t.Cleanup(nc.Close)
 	h.startWorker(Config{}, nc)
-	return d
+	h.submit(id, content)
+	frames := h.waitEnd(id)
+	if held, timedOut := d.result(); !held || timedOut {
+		h.t.Fatalf("claim held %v, let go by the timeout %v: want held until the upstream was called", held, timedOut)
+	}
+	return frames
 }
 
 // upstreamLog wraps the mock upstream: it records when each chat request
@@ -152,14 +161,8 @@ func TestFirstDeliveryCallsWhileClaiming(t *testing.T) {
 	up := newUpstreamLog(false)
 	h := start(t, setup{mock: mockupstream.Config{Tokens: 10, TokenInterval: -1}, wrap: up.wrap, noWorker: true})
 	id := protocol.NewStreamID()
-	d := h.startHeldWorker(id, up.called)
 	content := "call me early"
-	h.submit(id, content)
-
-	frames := h.waitEnd(id)
-	if held, timedOut := d.result(); !held || timedOut {
-		t.Fatalf("claim held %v, let go by the timeout %v: want held until the upstream was called", held, timedOut)
-	}
+	frames := h.serveHeld(id, content, up.called)
 	if f := frames[0].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
 		t.Fatalf("first frame = %+v, want our claim", f)
 	}
@@ -191,13 +194,7 @@ func TestFencedFirstClaimCancelsTheCall(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	d := h.startHeldWorker(id, up.called)
-	h.submit(id, content)
-
-	frames := h.waitEnd(id)
-	if held, timedOut := d.result(); !held || timedOut {
-		t.Fatalf("claim held %v, let go by the timeout %v: want held until the upstream was called", held, timedOut)
-	}
+	frames := h.serveHeld(id, content, up.called)
 	if f := frames[2].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
 		t.Fatalf("frame after the earlier owner's = %+v, want our claim", f)
 	}
