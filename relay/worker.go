@@ -360,6 +360,10 @@ func (w *Worker) slot(ctx context.Context, stop <-chan struct{}, cons jetstream.
 // workers take turns, and a dead worker strands few streams.
 const maxWaitingPulls = 4
 
+// errPullDisconnected: the worker's NATS connection is down; its slots
+// retry after pullRetry.
+var errPullDisconnected = errors.New("relay: not pulling while disconnected from NATS")
+
 // pull waits up to pullWait for one message; nil without error means none
 // came, ctx ended or stop closed while it waited for one of the worker's
 // pull tokens.
@@ -372,6 +376,14 @@ func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.
 		return nil, nil
 	}
 	defer func() { <-w.pulls }()
+	// A pull sent while the connection is down waits in nats.go's
+	// reconnect buffer and reaches the server after the reconnect, when
+	// this worker may have stopped waiting for it: the server would hand
+	// the next request to a pull nobody reads, redelivered only after
+	// AckWait. So no pull is sent while disconnected.
+	if !w.nc.IsConnected() {
+		return nil, errPullDisconnected
+	}
 	// The pull ends by the server's expiry, never by a client-side
 	// deadline: nats.go asks the server to expire a pull bounded by a
 	// context a little before the context ends, and a message the server
