@@ -76,8 +76,8 @@ type Config struct {
 	// non-browser clients only).
 	CORSAllowedOrigins []string `koanf:"cors_allowed_origins"`
 	// Demo serves the demo chat at / and its helpers POST /v1/streams and
-	// POST /v1/streams/{id}/drop (demo.go). Off by default; `relay dev`
-	// turns it on.
+	// POST /v1/streams/{id}/drop (demo.go). Off by default, on by default
+	// in `relay dev` (relay/config.Load).
 	Demo bool `koanf:"demo"`
 }
 

@@ -28,14 +28,14 @@ type timedStream struct {
 // client (the republish, the edge, the client). The stored times are the
 // times JetStream gave the frames, on the same clock as the client's.
 // Each stage is the median and p99 of the time since the request was
-// sent, in ms.
-func (b *bench) ttftBreakdown(ctx context.Context, streams []timedStream) string {
+// sent, in ms. js is the server the relay stored the streams in.
+func ttftBreakdown(ctx context.Context, js jetstream.JetStream, streams []timedStream) string {
 	if len(streams) == 0 {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, claimsBudget)
 	defer cancel()
-	chunks, err := b.js.Stream(ctx, protocol.ChunkStream)
+	chunks, err := js.Stream(ctx, protocol.ChunkStream)
 	if err != nil {
 		return "breakdown: " + err.Error()
 	}

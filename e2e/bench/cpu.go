@@ -13,7 +13,7 @@ import (
 // a load: every figure here is bound by two shared cores, and where the
 // cores went says what bounds it.
 type cpuMeter struct {
-	parts map[string][]*procs.Process // by part: edge, workers, nats, upstream
+	parts map[string][]*procs.Process // by part: edge, workers, nats, upstream; or relay (one process), upstream
 	start map[*procs.Process]time.Duration
 	self  time.Duration
 	t0    time.Time
@@ -25,6 +25,9 @@ func (b *bench) meterCPU(sys *system) *cpuMeter {
 		start: map[*procs.Process]time.Duration{},
 		self:  selfCPU(),
 		t0:    time.Now(),
+	}
+	if sys.oneProcess {
+		m.parts = map[string][]*procs.Process{"relay": {sys.edge}}
 	}
 	for _, p := range sys.mocks {
 		m.parts["upstream"] = append(m.parts["upstream"], p)
@@ -44,7 +47,10 @@ func (m *cpuMeter) String() string {
 	cores := func(d time.Duration) float64 { return d.Seconds() / wall }
 	var total float64
 	var parts []string
-	for _, name := range []string{"edge", "workers", "nats", "upstream"} {
+	for _, name := range []string{"relay", "edge", "workers", "nats", "upstream"} {
+		if _, ok := m.parts[name]; !ok {
+			continue
+		}
 		var used time.Duration
 		for _, p := range m.parts[name] {
 			now, err := p.CPUTime()

@@ -6,68 +6,111 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // latency measures time to first token and the gaps between chunks, at
-// each concurrency of the plan, through the relay and against the fake
-// upstream called directly with the same request and concurrency.
+// each concurrency of the plan, against the fake upstream called directly
+// with the same request and concurrency, through the relay in both of its
+// layouts: every role a process of its own (as in a cluster), and `relay
+// dev`'s one process (embedded NATS, edge, worker and coordinator), the
+// single-machine mode, where the hops between the roles stay inside one
+// process.
 func (b *bench) latency(ctx context.Context) ([]figure, error) {
 	p := b.plan
 	conv := newConversation(p.paced.model, "time to first token", p.paced.tokens)
 	var ttfts, gaps []figure
 	for _, l := range p.levels {
-		d, r, err := b.latencyLevel(ctx, conv, l)
+		res, err := b.latencyLevel(ctx, conv, l)
 		if err != nil {
 			return nil, err
 		}
-		tf := figure{
-			rank: rankTTFT,
-			Name: fmt.Sprintf("time to first token, %d concurrent", l.streams), Unit: "ms",
-			Relay: ptr(summarize(ms(r.ttft))), Baseline: ptr(summarize(ms(d.ttft))), BaselineName: "direct",
-			Note: fmt.Sprintf("relay %s; direct %s", r.summary(), d.summary()),
+		for _, layout := range []struct {
+			name string
+			r    loadResult
+		}{{"", res.relay}, {", one process", res.one}} {
+			tf, gf := latencyFigures(p, l, layout.name, res.direct, layout.r)
+			ttfts, gaps = append(ttfts, tf), append(gaps, gf)
 		}
-		if r.breakdown != "" {
-			tf.Note += "; relay " + r.breakdown
-		}
-		tf.compare()
-		gf := figure{
-			rank:  rankGap,
-			Name:  fmt.Sprintf("inter-chunk gap, %d concurrent (upstream %v/token)", l.streams, p.paced.interval),
-			Unit:  "ms",
-			Relay: ptr(summarize(ms(r.gaps))), Baseline: ptr(summarize(ms(d.gaps))), BaselineName: "direct",
-		}
-		gf.compare()
-		if l.streams == 100 {
-			tf.Goal = "≤ +2 ms median, ≤ +15 ms p99"
-			tf.Verdict = verdict(tf.Added != nil && tf.Added.Median <= 2 && tf.Added.P99 <= 15)
-			gf.Goal = "≤ +1 ms median"
-			gf.Verdict = verdict(gf.Added != nil && gf.Added.Median <= 1)
-		}
-		ttfts, gaps = append(ttfts, tf), append(gaps, gf)
 	}
 	return append(ttfts, gaps...), nil
 }
 
-// latencyLevel runs one level against the fake upstream directly and
-// through the relay. Each level gets its own workers, with as many slots
-// as it has streams: every idle slot holds a pull request, which costs the
-// server, so a fleet sized for the largest level would tax the smaller.
-func (b *bench) latencyLevel(ctx context.Context, conv conversation, l level) (direct, relay loadResult, err error) {
+// latencyFigures are one layout's time to first token and inter-chunk
+// gap at level l.
+func latencyFigures(p plan, l level, layout string, d, r loadResult) (tf, gf figure) {
+	tf = figure{
+		rank: rankTTFT,
+		Name: fmt.Sprintf("time to first token, %d concurrent%s", l.streams, layout), Unit: "ms",
+		Relay: ptr(summarize(ms(r.ttft))), Baseline: ptr(summarize(ms(d.ttft))), BaselineName: "direct",
+		Note: fmt.Sprintf("relay %s; direct %s", r.summary(), d.summary()),
+	}
+	if r.breakdown != "" {
+		tf.Note += "; relay " + r.breakdown
+	}
+	tf.compare()
+	gf = figure{
+		rank:  rankGap,
+		Name:  fmt.Sprintf("inter-chunk gap, %d concurrent%s (upstream %v/token)", l.streams, layout, p.paced.interval),
+		Unit:  "ms",
+		Relay: ptr(summarize(ms(r.gaps))), Baseline: ptr(summarize(ms(d.gaps))), BaselineName: "direct",
+	}
+	gf.compare()
+	if l.streams == 100 {
+		tf.Goal = "≤ +2 ms median, ≤ +15 ms p99"
+		tf.Verdict = verdict(tf.Added != nil && tf.Added.Median <= 2 && tf.Added.P99 <= 15)
+		gf.Goal = "≤ +1 ms median"
+		gf.Verdict = verdict(gf.Added != nil && gf.Added.Median <= 1)
+	}
+	return tf, gf
+}
+
+// levelResult is one level's loads: direct, through the relay's separate
+// processes, and through its one process.
+type levelResult struct {
+	direct, relay, one loadResult
+}
+
+// latencyLevel runs one level against the fake upstream directly, through
+// the relay's separate processes, and through `relay dev` as one process.
+// Each level gets its own workers, with as many slots as it has streams:
+// every idle slot holds a pull request, which costs the server, so a fleet
+// sized for the largest level would tax the smaller.
+func (b *bench) latencyLevel(ctx context.Context, conv conversation, l level) (res levelResult, err error) {
+	name := fmt.Sprintf("latency%d", l.streams)
 	sys, err := b.startSystem(ctx, systemSpec{
-		name: fmt.Sprintf("latency%d", l.streams), mocks: []mockSpec{b.plan.paced}, workers: 2, maxInflight: l.streams/2 + 16,
+		name: name, mocks: []mockSpec{b.plan.paced}, workers: 2, maxInflight: l.streams/2 + 16,
 	})
 	if err != nil {
-		return direct, relay, err
+		return res, err
 	}
 	defer sys.stop()
-	if direct, err = b.load(ctx, sys, "direct", chatURL(sys.mocks[conv.model].URL), conv, l); err != nil {
-		return direct, relay, err
+	if res.direct, err = b.load(ctx, sys, "direct", chatURL(sys.mocks[conv.model].URL), conv, l); err != nil {
+		return res, err
 	}
-	relay, err = b.load(ctx, sys, "relay", chatURL(sys.edge.URL), conv, l)
-	if err == nil {
-		relay.breakdown = b.ttftBreakdown(ctx, relay.timed)
+	if res.relay, err = b.load(ctx, sys, "relay", chatURL(sys.edge.URL), conv, l); err != nil {
+		return res, err
 	}
-	return direct, relay, err
+	res.relay.breakdown = ttftBreakdown(ctx, b.js, res.relay.timed)
+	if err := sys.becomeOneProcess(ctx, name+"-one", l.streams+16); err != nil {
+		return res, err
+	}
+	if res.one, err = b.load(ctx, sys, "relay, one process", chatURL(sys.edge.URL), conv, l); err != nil {
+		return res, err
+	}
+	nc, err := nats.Connect(sys.edge.NATS, nats.Name("relay-bench"))
+	if err != nil {
+		return res, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return res, err
+	}
+	res.one.breakdown = ttftBreakdown(ctx, js, res.one.timed)
+	return res, nil
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -147,7 +147,7 @@ func (b *bench) run(ctx context.Context, selected []phase) (*report, error) {
 	}
 	rep := &report{Header: machineHeader(b.plan.mode)}
 	rep.Header.NATSServer = b.nc.ConnectedServerVersion()
-	rep.Header.Storage = "one server, file storage, R1, every role a separate process on 127.0.0.1"
+	rep.Header.Storage = "one server, file storage, R1, every role a separate process on 127.0.0.1, except the rows marked one process"
 	for _, ph := range selected {
 		if ctx.Err() != nil {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %v", ph.name, ctx.Err()))

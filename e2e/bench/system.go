@@ -36,10 +36,14 @@ type systemSpec struct {
 }
 
 type system struct {
-	h       *procs.Harness
-	mocks   map[string]*procs.Process // by model
-	workers []*procs.Process
-	edge    *procs.Process
+	h         *procs.Harness
+	mocks     map[string]*procs.Process // by model
+	providers []procs.Provider          // the mocks, as the roles see them
+	workers   []*procs.Process
+	edge      *procs.Process
+	// oneProcess is set once edge is `relay dev`, every role in one
+	// process with its own embedded NATS, and workers are gone.
+	oneProcess bool
 }
 
 // startSystem starts spec's roles, after emptying the relay's streams: a
@@ -72,6 +76,7 @@ func (b *bench) startSystem(ctx context.Context, spec systemSpec) (*system, erro
 		prov.Breaker = spec.breaker
 		providers = append(providers, prov)
 	}
+	s.providers = providers
 	for i := range spec.workers {
 		settings := procs.Settings{"worker.max_inflight": spec.maxInflight}
 		for k, v := range spec.workerSettings {
@@ -96,6 +101,30 @@ func (b *bench) startSystem(ctx context.Context, spec systemSpec) (*system, erro
 	return s, nil
 }
 
+// becomeOneProcess replaces the system's edge and workers with `relay dev`
+// named name: embedded NATS, edge, worker (maxInflight slots) and
+// coordinator in one process, serving the same fake upstreams. The edge
+// and workers are stopped first, so that they take no processor time
+// from it.
+func (s *system) becomeOneProcess(ctx context.Context, name string, maxInflight int) error {
+	roles := append([]*procs.Process{s.edge}, s.workers...)
+	s.edge, s.workers = nil, nil
+	if err := stopAll(roles); err != nil {
+		return err
+	}
+	dev, err := s.h.Start(ctx, procs.Role{
+		Role: procs.Dev, Name: name, Providers: s.providers,
+		// A plain relay: the demo's edge serves SSE on the handler's
+		// goroutine, not the taken-over connection every other edge uses.
+		Settings: procs.Settings{"edge.demo": false, "worker.max_inflight": maxInflight},
+	})
+	if err != nil {
+		return err
+	}
+	s.edge, s.oneProcess = dev, true
+	return nil
+}
+
 // stop ends the phase's processes: SIGTERM, then SIGKILL after a bound.
 func (s *system) stop() error {
 	var all []*procs.Process
@@ -106,6 +135,11 @@ func (s *system) stop() error {
 	for _, m := range s.mocks {
 		all = append(all, m)
 	}
+	return stopAll(all)
+}
+
+// stopAll ends processes: SIGTERM, then SIGKILL after a bound.
+func stopAll(all []*procs.Process) error {
 	for _, p := range all {
 		p.Term()
 	}

@@ -16,6 +16,9 @@
 //		Providers: []procs.Provider{mock.Provider("mock", "mock-1")}})
 //	// POST e.URL + "/v1/chat/completions" ...; w.Kill(); h.Restart(ctx, w) ...
 //
+// Dev starts `relay dev`, every role in one process with an embedded
+// nats-server (Process.NATS), for figures of the single-machine mode.
+//
 // Every process gets its own log file (stderr, plus stdout lines prefixed
 // "stdout: ") under the harness directory, and is started with a parent
 // death signal, so that no process outlives the program that started it,

@@ -25,6 +25,8 @@ type Process struct {
 	URL string
 	// Addr is URL's host:port; empty when URL is.
 	Addr string
+	// NATS is the client URL of the server a Dev process embeds.
+	NATS string
 	// LogPath is the file holding the process's stderr and stdout.
 	LogPath string
 
@@ -43,6 +45,8 @@ type spec struct {
 	ready readiness
 	// nats marks servers, which Close stops after the roles using them.
 	nats bool
+	// embedded is the client URL of the server a Dev process embeds.
+	embedded string
 }
 
 // readiness says when a started process serves. Exactly one field is set.
@@ -80,7 +84,7 @@ func startProcess(ctx context.Context, s spec, logPath string, timeout time.Dura
 		return nil, fmt.Errorf("procs: start %s: %w", s.name, err)
 	}
 	stdoutW.Close()
-	p := &Process{Name: s.name, URL: s.url, Addr: hostPort(s.url), LogPath: logPath, spec: s, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: s.name, URL: s.url, Addr: hostPort(s.url), NATS: s.embedded, LogPath: logPath, spec: s, cmd: cmd, done: make(chan struct{})}
 
 	readyLine := make(chan string, 1)
 	copied := make(chan struct{})

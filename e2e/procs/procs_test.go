@@ -7,20 +7,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/protocol"
 )
 
 // TestSystemOfProcesses starts a small relay of separate processes, streams
 // one answer, kills and restarts the worker, and checks that Close leaves
 // no process behind.
 func TestSystemOfProcesses(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	h, err := New(ctx, Options{Dir: t.TempDir(), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-
+	ctx, h := newHarness(t)
 	n, err := h.StartNATS(ctx, NATSOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -48,19 +46,7 @@ func TestSystemOfProcesses(t *testing.T) {
 		t.Fatalf("edge RSS %d, %v", rss, err)
 	}
 
-	stream := func() string {
-		t.Helper()
-		body := `{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"hi"}]}`
-		req, _ := http.NewRequestWithContext(ctx, "POST", e.URL+"/v1/chat/completions", strings.NewReader(body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
-	if got := stream(); !strings.HasSuffix(got, "data: [DONE]\n\n") {
+	if got := streamAnswer(t, ctx, e.URL, "mock-1"); !strings.HasSuffix(got, "data: [DONE]\n\n") {
 		t.Fatalf("stream:\n%s", got)
 	}
 
@@ -77,7 +63,7 @@ func TestSystemOfProcesses(t *testing.T) {
 	if w2.LogPath == w.LogPath {
 		t.Fatalf("restart reuses log %s", w.LogPath)
 	}
-	if got := stream(); !strings.HasSuffix(got, "data: [DONE]\n\n") {
+	if got := streamAnswer(t, ctx, e.URL, "mock-1"); !strings.HasSuffix(got, "data: [DONE]\n\n") {
 		t.Fatalf("stream after restart:\n%s", got)
 	}
 
@@ -91,4 +77,75 @@ func TestSystemOfProcesses(t *testing.T) {
 			t.Errorf("%s still running after Close", p.Name)
 		}
 	}
+}
+
+// TestDevProcess starts `relay dev` as one process serving an external fake
+// upstream, streams one answer through it, and finds the answer's chunks
+// in the server it embeds.
+func TestDevProcess(t *testing.T) {
+	ctx, h := newHarness(t)
+	mock, err := h.Start(ctx, Role{Role: MockUpstream, Settings: Settings{
+		"mock_upstream.tokens": 5, "mock_upstream.token_interval": "-1ns", "mock_upstream.models": []string{"ext-1"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := h.Start(ctx, Role{Role: Dev, Providers: []Provider{mock.Provider("ext", "ext-1")},
+		Settings: Settings{"edge.demo": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := streamAnswer(t, ctx, d.URL, "ext-1"); !strings.HasSuffix(got, "data: [DONE]\n\n") {
+		t.Fatalf("stream:\n%s", got)
+	}
+	nc, err := nats.Connect(d.NATS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := js.Stream(ctx, protocol.ChunkStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := chunks.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The claim, at least one chunk, and the end.
+	if info.State.Msgs < 3 {
+		t.Fatalf("%d frames stored in the embedded server, want the answer's", info.State.Msgs)
+	}
+}
+
+// streamAnswer streams one answer of model from an edge and returns the
+// response body.
+func streamAnswer(t *testing.T, ctx context.Context, edgeURL, model string) string {
+	t.Helper()
+	body := `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	req, _ := http.NewRequestWithContext(ctx, "POST", edgeURL+"/v1/chat/completions", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// newHarness returns a harness that the test's end closes, and a context
+// bounding the test.
+func newHarness(t *testing.T) (context.Context, *Harness) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	h, err := New(ctx, Options{Dir: t.TempDir(), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return ctx, h
 }

@@ -15,6 +15,11 @@ const (
 	Worker       = "worker"
 	Coordinator  = "coordinator"
 	MockUpstream = "mock-upstream"
+	// Dev is `relay dev`: embedded NATS, edge, worker and coordinator in
+	// one process (the fake upstream too, unused when Providers are
+	// given). Its Process.URL is the edge's; Process.NATS the embedded
+	// server's client URL.
+	Dev = "dev"
 )
 
 // Settings are configuration keys in dotted form, as --set takes them:
@@ -41,12 +46,13 @@ func (p *Process) Provider(name string, models ...string) Provider {
 
 // Role is one relay process to start.
 type Role struct {
-	// Role is Edge, Worker, Coordinator or MockUpstream.
+	// Role is Edge, Worker, Coordinator, MockUpstream or Dev.
 	Role string
 	// Name names the process, its log and its configuration file (zero:
 	// "<role>-<n>"). A worker's worker.id defaults to it.
 	Name string
-	// NATS are the client URLs of the servers (not for MockUpstream).
+	// NATS are the client URLs of the servers (not for MockUpstream and
+	// Dev).
 	NATS []string
 	// Providers are the upstreams (not for MockUpstream).
 	Providers []Provider
@@ -60,7 +66,7 @@ type Role struct {
 // waits for the role's ready line, whose URL becomes Process.URL.
 func (h *Harness) Start(ctx context.Context, r Role) (*Process, error) {
 	switch r.Role {
-	case Edge, Worker, Coordinator, MockUpstream:
+	case Edge, Worker, Coordinator, MockUpstream, Dev:
 	default:
 		return nil, fmt.Errorf("procs: unknown role %q", r.Role)
 	}
@@ -75,6 +81,18 @@ func (h *Harness) Start(ctx context.Context, r Role) (*Process, error) {
 		}
 		h.mu.Unlock()
 	}
+	var embedded string // dev's NATS URL, on a port chosen here
+	if r.Role == Dev {
+		ports, err := FreePorts(1)
+		if err != nil {
+			return nil, err
+		}
+		embedded = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
+		r.Settings = withDefaults(r.Settings, Settings{
+			"embedded_nats.listen":    strings.TrimPrefix(embedded, "nats://"),
+			"embedded_nats.store_dir": filepath.Join(h.dir, r.Name+"-store"),
+		})
+	}
 	conf, err := roleConfig(r)
 	if err != nil {
 		return nil, err
@@ -84,11 +102,23 @@ func (h *Harness) Start(ctx context.Context, r Role) (*Process, error) {
 		return nil, fmt.Errorf("procs: %w", err)
 	}
 	return h.start(ctx, spec{
-		name:  r.Name,
-		path:  h.bin.Relay,
-		args:  []string{r.Role, "--config", confPath},
-		ready: readiness{line: readyLine(r.Role)},
+		name:     r.Name,
+		path:     h.bin.Relay,
+		args:     []string{r.Role, "--config", confPath},
+		ready:    readiness{line: readyLine(r.Role)},
+		embedded: embedded,
 	})
+}
+
+// withDefaults returns s with each of defaults' keys that s does not set.
+func withDefaults(s, defaults Settings) Settings {
+	out := Settings{}
+	for _, m := range []Settings{defaults, s} {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // roleConfig renders the configuration file. It is JSON, which is valid
@@ -98,6 +128,10 @@ func roleConfig(r Role) ([]byte, error) {
 	switch r.Role {
 	case MockUpstream:
 		base["mock_upstream.listen"] = "127.0.0.1:0"
+	case Dev:
+		if len(r.Providers) > 0 {
+			base["providers"] = r.Providers
+		}
 	default:
 		if len(r.NATS) == 0 {
 			return nil, fmt.Errorf("procs: %s: no NATS URLs", r.Name)
@@ -106,6 +140,11 @@ func roleConfig(r Role) ([]byte, error) {
 		base["providers"] = r.Providers
 	}
 	switch r.Role {
+	case Dev:
+		base["edge.listen"] = "127.0.0.1:0"
+		base["worker.listen"] = "127.0.0.1:0"
+		base["coordinator.listen"] = "127.0.0.1:0"
+		base["worker.id"] = r.Name
 	case Edge:
 		base["edge.listen"] = "127.0.0.1:0"
 		// Loopback clients of a test need no keys; a test of
@@ -146,8 +185,8 @@ func setPath(tree map[string]any, key string, value any) error {
 	return nil
 }
 
-// readyLine matches "relay <role> ready[: URL]" (see announce in
-// relay/cmd/relay).
+// readyLine matches "relay <role> ready[: URL]", and dev's "relay dev
+// ready: edge URL (...)" (see announce in relay/cmd/relay).
 func readyLine(role string) func(string) (string, bool) {
 	prefix := "relay " + role + " ready"
 	return func(line string) (string, bool) {
@@ -155,7 +194,11 @@ func readyLine(role string) func(string) (string, bool) {
 		if !ok {
 			return "", false
 		}
-		url, _, _ := strings.Cut(strings.TrimPrefix(rest, ": "), " ")
+		rest = strings.TrimPrefix(rest, ": ")
+		if role == Dev {
+			rest = strings.TrimPrefix(rest, "edge ")
+		}
+		url, _, _ := strings.Cut(rest, " ")
 		return url, true
 	}
 }

@@ -111,7 +111,6 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready R
 		srv.WaitForShutdown()
 	}()
 	cfg.NATS = natsconn.Config{URL: srv.ClientURL()}
-	cfg.Edge.Demo = true // the demo chat at / (edge/demo.go)
 
 	g, ctx := errgroup.WithContext(ctx)
 	addrs := Addrs{NATS: srv.ClientURL()}

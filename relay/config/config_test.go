@@ -133,3 +133,25 @@ coordinator:
 		t.Errorf("worker.tenants = %q, want the configured acme", got)
 	}
 }
+
+func TestDevServesTheDemoUnlessTurnedOff(t *testing.T) {
+	for _, tc := range []struct {
+		role Role
+		set  []string
+		want bool
+	}{
+		{RoleDev, nil, true},
+		{RoleDev, []string{"edge.demo=false"}, false},
+		{RoleEdge, nil, false},
+		{RoleEdge, []string{"edge.demo=true"}, true},
+	} {
+		set := append([]string{"edge.allow_anonymous=true"}, tc.set...)
+		cfg, err := Load(Sources{Set: set, File: writeFile(t, "providers:\n  - {name: p, base_url: \"http://127.0.0.1:9/v1\", models: [m]}\nnats:\n  url: nats://127.0.0.1:4222\n")}, tc.role)
+		if err != nil {
+			t.Fatalf("%s %v: %v", tc.role, tc.set, err)
+		}
+		if cfg.Edge.Demo != tc.want {
+			t.Errorf("%s %v: edge.demo = %v, want %v", tc.role, tc.set, cfg.Edge.Demo, tc.want)
+		}
+	}
+}

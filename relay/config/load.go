@@ -60,6 +60,14 @@ func Load(src Sources, role Role) (Config, error) {
 		return Config{}, fmt.Errorf("config: --set: %w", err)
 	}
 
+	if role == RoleDev && !k.Exists("edge.demo") {
+		// dev serves the demo chat unless told not to: edge.demo=false
+		// makes it a plain relay in one process.
+		if err := k.Set("edge.demo", true); err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+	}
+
 	var cfg Config
 	err = k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		// koanf's own hooks are dropped with a custom decoder config, so
