@@ -45,14 +45,35 @@ type Addrs struct {
 	MockUpstream string // host:port
 	Coordinator  string // host:port of /healthz, /readyz, /metrics
 	Worker       string // host:port of /healthz, /readyz, /metrics
+	Pprof        string // host:port of /debug/pprof/ (pprof_listen)
 }
 
 // Run runs role with cfg until ctx ends, then shuts it down gracefully: a
 // worker drains (see relay.Worker.Drain), within worker.drain_timeout.
+// With pprof_listen set, the profiling listener (pprof.go) serves from
+// before the role connects until the role stopped.
 func Run(ctx context.Context, role config.Role, cfg config.Config, logger *slog.Logger, ready Ready) error {
 	if ready == nil {
 		ready = func(Addrs) {}
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	pprofAddr, err := startPprof(ctx, g, cfg.PprofListen, logger)
+	if err != nil {
+		return err
+	}
+	g.Go(func() error {
+		defer cancel() // the role stopped: so does the profiling listener
+		return runRole(ctx, role, cfg, logger, func(a Addrs) {
+			a.Pprof = pprofAddr
+			ready(a)
+		})
+	})
+	return g.Wait()
+}
+
+func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *slog.Logger, ready Ready) error {
 	switch role {
 	case config.RoleMockUpstream:
 		return runMock(ctx, cfg, logger, ready)

@@ -26,6 +26,11 @@ import (
 // checks those for the role being started.
 type Config struct {
 	Log LogConfig `koanf:"log"`
+	// PprofListen is host:port of the profiling listener every role can
+	// serve (net/http/pprof, relay/app/pprof.go); zero: none. It is its
+	// own listener, apart from the edge's and the ops listeners, so that
+	// profiles are only ever served where they were asked for.
+	PprofListen string `koanf:"pprof_listen"`
 	// NATS is where every role but dev connects.
 	NATS natsconn.Config `koanf:"nats"`
 	// EmbeddedNATS is the server `relay dev` runs in-process.
@@ -77,6 +82,9 @@ const (
 // Validate checks the sections role uses, naming the first bad key.
 func (c Config) Validate(role Role) error {
 	if err := c.Log.validate(); err != nil {
+		return err
+	}
+	if err := validatePprofListen(c.PprofListen); err != nil {
 		return err
 	}
 	if role == RoleMockUpstream {
