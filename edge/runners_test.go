@@ -84,6 +84,69 @@ func TestRunnersDoNotWaitForABusyOne(t *testing.T) {
 	})
 }
 
+// TestSurplusRunnersExitUnderSteadyLoad: of two waiting runners, jobs go
+// to the one that waited least, so that under a load one runner serves,
+// the other exits after runnerIdle; the one exits too once the load ends.
+func TestSurplusRunnersExitUnderSteadyLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newRunners(runnerIdle)
+		ids := make([]string, 2)
+		releases := []chan struct{}{make(chan struct{}), make(chan struct{})}
+		for i := range ids {
+			p.run(func() {
+				ids[i] = goroutineID()
+				<-releases[i]
+			})
+		}
+		synctest.Wait()
+		for _, release := range releases { // the second waits least
+			close(release)
+			synctest.Wait()
+		}
+		for range 4 {
+			var ran string
+			p.run(func() { ran = goroutineID() })
+			synctest.Wait()
+			if ran != ids[1] {
+				t.Fatalf("a job ran on goroutine %q, not on %q, which waited least (%q waited longer)", ran, ids[1], ids[0])
+			}
+			time.Sleep(runnerIdle / 2)
+			synctest.Wait()
+		}
+		if goroutineAlive(ids[0]) {
+			t.Fatalf("the surplus runner is still there after %v without a job", 2*runnerIdle)
+		}
+		if !goroutineAlive(ids[1]) {
+			t.Fatal("the runner that served exited")
+		}
+		time.Sleep(runnerIdle)
+		synctest.Wait()
+		if goroutineAlive(ids[1]) {
+			t.Fatalf("the runner that served is still there after %v without a job", runnerIdle)
+		}
+	})
+}
+
+// TestJobHandedAsTheWaitEnds: a job handed over at the moment the waiting
+// runner's time is up runs, whether that runner takes it or exits first.
+func TestJobHandedAsTheWaitEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newRunners(runnerIdle)
+		p.run(func() {})
+		for i := range 100 {
+			synctest.Wait()
+			time.Sleep(runnerIdle) // the runner's timer fires now too
+			ran := false
+			p.run(func() { ran = true })
+			synctest.Wait()
+			if !ran {
+				t.Fatalf("round %d: the job handed over as the runner's wait ended did not run", i)
+			}
+		}
+		time.Sleep(runnerIdle)
+	})
+}
+
 // useStack uses about depth × 300 bytes of stack, as rendering and
 // writing a batch does.
 //
