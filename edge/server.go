@@ -46,6 +46,7 @@ type Server struct {
 	tail     *tailReader
 	hub      *hub
 	clients  *clients
+	runners  *runners // serve taken-over SSE streams (runners.go)
 	orphans  *orphans
 	upgrader websocket.Upgrader
 	handler  http.Handler
@@ -110,6 +111,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		tail:    &tailReader{js: deps.JS},
 		hub:     newHub(deps.NC, reader, deps.JS.Conn() == deps.NC, log),
 		clients: newClients(),
+		runners: newRunners(runnerIdle),
 		auth:    newAuthenticator(cfg.APIKeys, cfg.AllowAnonymous),
 		tokens:  tokens,
 		cors:    newCORSPolicy(cfg.CORSAllowedOrigins),

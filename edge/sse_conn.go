@@ -22,8 +22,11 @@ import (
 // the response head itself, and lets the handler return once the stream
 // first waits. From then on the stream is driven by events: the hub's
 // live frames, the follower's idle and retry timers, the edge draining, the
-// client going away. Each schedules the stream; a goroutine runs only
+// client going away. Each schedules the stream; a goroutine runs it only
 // while there is work, and writes each batch with writeTimeout as before.
+// That goroutine is one of the edge's runners (runners.go), which wait for
+// the next stream's work after one's is done, so that the stack a stream
+// grew while it rendered and wrote is there for the next token.
 //
 // The body is chunked, as net/http would write it, so that a client tells
 // a complete response from a cut connection; the response says
@@ -50,6 +53,10 @@ type sseConn struct {
 	*sseStream
 	conn net.Conn
 	w    *chunkedConn
+	// runners run the stream when it is scheduled; serve is its run
+	// method, taken once so that scheduling allocates nothing.
+	runners *runners
+	serve   func()
 	// pending counts the notifications since the running goroutine last
 	// found nothing to do; the goroutine runs while it is above zero, and
 	// it stays above zero once the stream is over, so that nothing starts
@@ -87,7 +94,8 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	h.Write(head)
 	head.WriteString("\r\n")
 
-	c := &sseConn{sseStream: st, conn: conn, w: &chunkedConn{conn: conn, head: head.Bytes()}}
+	c := &sseConn{sseStream: st, conn: conn, w: &chunkedConn{conn: conn, head: head.Bytes()}, runners: s.runners}
+	c.serve = c.run
 	var base context.Context
 	base, c.leave = context.WithCancelCause(context.Background())
 	st.ctx, c.done = s.clients.add(base, clientSSE)
@@ -114,10 +122,10 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	return true
 }
 
-// schedule starts a goroutine that serves the stream, unless one runs.
+// schedule has a runner serve the stream, unless one does.
 func (c *sseConn) schedule() {
 	if c.pending.Add(1) == 1 {
-		go c.run()
+		c.runners.run(c.serve)
 	}
 }
 
