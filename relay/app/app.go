@@ -73,6 +73,7 @@ func Run(ctx context.Context, role config.Role, cfg config.Config, logger *slog.
 	return g.Wait()
 }
 
+// runRole runs role itself, without the profiling listener Run adds.
 func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *slog.Logger, ready Ready) error {
 	switch role {
 	case config.RoleMockUpstream:
