@@ -90,12 +90,6 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 	return h, nil
 }
 
-// Dir is the harness's directory.
-func (h *Harness) Dir() string { return h.dir }
-
-// Binaries are the executables the harness starts.
-func (h *Harness) Binaries() Binaries { return h.bin }
-
 // Processes returns every process started so far, running or not.
 func (h *Harness) Processes() []*Process {
 	h.mu.Lock()

@@ -93,11 +93,6 @@ type EventHandler interface {
 	OnEvent(Event)
 }
 
-// EventFunc adapts a function to EventHandler.
-type EventFunc func(Event)
-
-func (f EventFunc) OnEvent(e Event) { f(e) }
-
 // Trip opens a closed breaker: by saw cfg.Failures failures in a row. It
 // reports false, and leaves s alone, if the breaker is not closed: someone
 // else tripped it first, or it is already recovering.
