@@ -16,6 +16,9 @@ import (
 // *chunklog.Reader is the real one.
 type history interface {
 	ReadUpTo(ctx context.Context, streamID string, after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error)
+	// ReadOn is ReadUpTo for a read that goes on in a long catch-up: it
+	// reads in batches from the first frame.
+	ReadOn(ctx context.Context, streamID string, after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error)
 	// Last is the JetStream sequence of the stream's last frame, 0 for
 	// none, looked up without reading the log.
 	Last(ctx context.Context, streamID string) (uint64, error)
@@ -34,6 +37,17 @@ const minBatch = 64
 // scan of the cursor's whole message block; chunklog.Reader.ReadUpTo);
 // the rest follows in batches of limit.
 const firstBatch = 1
+
+// A read that stopped at a limit of longRead frames or more is part of a
+// long catch-up: the next read goes on with batched gets only
+// (history.ReadOn), since the stream likely holds many more frames and
+// plain gets first would cost a round trip each on every read of the
+// catch-up. A catch-up's reads ask for limit frames, at least minBatch;
+// only the first read of a resume (firstBatch) and reads that fill up a
+// batch of live frames ask for fewer. After those, the next read starts
+// with plain gets: a client back from a blip misses a few frames, which
+// plain gets read without a batch's scan of the message block.
+const longRead = minBatch
 
 // A failed read of the log (NATS slow or away) is retried with a backoff
 // from readRetryMin to readRetryMax while the client's stream stays open,
@@ -95,9 +109,10 @@ type follower struct {
 	// was followed (hub.followNew).
 	started bool
 	// more is set when a read stopped at its limit: the next call reads on
-	// first.
-	more bool
-	end  bool
+	// first. long is set with it when that limit was longRead or more: the
+	// next read pages at once.
+	more, long bool
+	end        bool
 
 	// failing is when the reads that are failing began to fail; zero while
 	// reads succeed. While retrying, no other read is made: the retry
@@ -421,18 +436,22 @@ func (f *follower) catchUp(ctx context.Context, why catchUpReason, out []chunklo
 
 // read appends up to want stored frames after the last one taken (claims
 // not counted), up to the end frame. If it got all it wanted, the next
-// call reads on. A failed read is retried later
-// (see readGiveUp); only the caller's context ending, or reads failing for
-// readGiveUp, is an error.
+// call reads on; with ReadOn when it wanted longRead frames or more. A
+// failed read is retried later (see readGiveUp); only the caller's context
+// ending, or reads failing for readGiveUp, is an error.
 func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	rctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	start := len(out)
-	f.more = false
+	readLog := f.hub.hist.ReadUpTo
+	if f.long {
+		readLog = f.hub.hist.ReadOn
+	}
+	f.more, f.long = false, false
 	for !f.end {
 		ask, n := want-(len(out)-start), 0
 		f.hub.stats.reads.Add(1)
-		_, err := f.hub.hist.ReadUpTo(rctx, f.id, f.last, ask, func(e chunklog.Entry) error {
+		_, err := readLog(rctx, f.id, f.last, ask, func(e chunklog.Entry) error {
 			n++
 			out = f.emit(e, out)
 			if f.end {
@@ -451,10 +470,12 @@ func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]
 			break // the log has no more
 		}
 		if len(out)-start >= want {
-			f.more = true
+			f.more, f.long = true, want >= longRead
 			break
 		}
-		// It read claims: read on for the frames they took the place of.
+		// It read claims: read on for the frames they took the place of,
+		// few, with plain gets.
+		readLog = f.hub.hist.ReadUpTo
 	}
 	return out, nil
 }

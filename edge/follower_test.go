@@ -3,7 +3,9 @@ package edge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -129,17 +131,27 @@ func TestFollowerStopsWithTheClient(t *testing.T) {
 	}
 }
 
-// flakyHistory is a log whose reads fail while fails is above zero.
+// flakyHistory is a log whose reads fail while fails is above zero. asked
+// records its reads: "ReadUpTo" or "ReadOn", and the limit.
 type flakyHistory struct {
 	fails  int
 	frames []chunklog.Entry
-	reads  int
+	asked  []string
 }
 
 var errFlaky = errors.New("flaky: read timed out")
 
 func (h *flakyHistory) ReadUpTo(_ context.Context, _ string, after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error) {
-	h.reads++
+	h.asked = append(h.asked, fmt.Sprint("ReadUpTo ", limit))
+	return h.read(after, limit, fn)
+}
+
+func (h *flakyHistory) ReadOn(_ context.Context, _ string, after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error) {
+	h.asked = append(h.asked, fmt.Sprint("ReadOn ", limit))
+	return h.read(after, limit, fn)
+}
+
+func (h *flakyHistory) read(after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error) {
 	if h.fails > 0 {
 		h.fails--
 		return after, errFlaky
@@ -174,6 +186,30 @@ func flakyFrames() []chunklog.Entry {
 		{JSSeq: 7, Frame: protocol.Frame{Kind: protocol.KindChunk, Seq: 1, Content: "a"}},
 		{JSSeq: 9, Frame: protocol.Frame{Kind: protocol.KindEnd, Seq: 2, Status: protocol.StatusDone}},
 	}
+}
+
+// A resume reads its first frame alone and the next ones starting with
+// plain gets (ReadUpTo), since a client back from a blip misses few; once
+// a read stopped at a whole batch, the catch-up is long and reads on in
+// batches only (ReadOn).
+func TestFollowerReadsOnALongCatchUpInBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const chunks = 200
+		var frames []chunklog.Entry
+		for i := 1; i <= chunks; i++ {
+			frames = append(frames, chunklog.Entry{JSSeq: uint64(2 * i), Frame: protocol.Frame{Kind: protocol.KindChunk, Seq: uint64(i)}})
+		}
+		frames = append(frames, chunklog.Entry{JSSeq: 2*chunks + 2, Frame: protocol.Frame{Kind: protocol.KindEnd, Seq: chunks + 1}})
+		hist := &flakyHistory{frames: frames}
+		f := newFollower(&hub{hist: hist}, protocol.NewStreamID(), 0, 8)
+		defer f.close()
+		checkSeqs(t, collect(t, f, time.Minute), chunks+1)
+		// 1 + 64 + 64 + 64 frames, then the 8 left.
+		want := []string{"ReadUpTo 1", "ReadUpTo 64", "ReadOn 64", "ReadOn 64", "ReadOn 64"}
+		if !slices.Equal(hist.asked, want) {
+			t.Fatalf("reads %q, want %q", hist.asked, want)
+		}
+	})
 }
 
 func TestFollowerRetriesFailedReads(t *testing.T) {

@@ -21,7 +21,8 @@ type Entry struct {
 }
 
 // Reader reads stream history with direct gets: plain ones for the first
-// frames of a read, batched ones for the rest (see ReadUpTo).
+// frames of a read, batched ones for the rest (see ReadUpTo), or batched
+// ones only for a read that continues a long one (ReadOn).
 //
 // Plain gets are requests with one reply. All of a Reader's batches share
 // one reply subscription, a wildcard over an inbox prefix of its own, and
@@ -90,9 +91,9 @@ func (r *Reader) Read(ctx context.Context, streamID string, after uint64, fn fun
 // waits as long. A plain get walks only to the stream's next frame. Most
 // reads want few frames (a client that reconnected after a blip, a
 // follower that missed one); a long catch-up pays the batch's fixed cost
-// once per page. A read of chained frames or fewer can also stop between
-// frames when ctx ends, where a batch, once asked for, runs to its end on
-// the server.
+// once per page, and reads on with ReadOn. A read of chained frames or
+// fewer can also stop between frames when ctx ends, where a batch, once
+// asked for, runs to its end on the server.
 func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
 	subject := protocol.ChunkSubject(streamID)
 	bounded := limit > 0
@@ -112,6 +113,26 @@ func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, li
 		}
 		limit--
 	}
+	if bounded && limit <= 0 {
+		return after, nil
+	}
+	return r.readPages(ctx, subject, after, limit, fn)
+}
+
+// ReadOn is ReadUpTo without the plain gets: it reads in batches from the
+// first frame. It is for a read that goes on where one that stopped at a
+// limit of many frames left off, in a long catch-up: the stream likely
+// has many more, so the batch's fixed cost is paid anyway, and chained
+// plain gets before it would only add as many round trips to every read
+// of the catch-up.
+func (r *Reader) ReadOn(ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
+	return r.readPages(ctx, protocol.ChunkSubject(streamID), after, limit, fn)
+}
+
+// readPages reads up to limit frames (no limit when 0 or less) in batches
+// of at most a page.
+func (r *Reader) readPages(ctx context.Context, subject string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
+	bounded := limit > 0
 	for {
 		if bounded && limit <= 0 {
 			return after, nil
