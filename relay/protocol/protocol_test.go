@@ -72,3 +72,13 @@ func TestFrameRoundTrip(t *testing.T) {
 		t.Fatal("unknown kind decoded")
 	}
 }
+
+// BenchmarkEncodeChunk encodes a one-token chunk frame as a worker stores
+// one per token of a paced stream.
+func BenchmarkEncodeChunk(b *testing.B) {
+	f := Frame{Kind: KindChunk, Seq: 1234, Content: " world", Provider: "openai", Model: "gpt-4o-2024-08-06", Attempt: 1, Tokens: 1}
+	b.ReportAllocs()
+	for b.Loop() {
+		f.Encode()
+	}
+}

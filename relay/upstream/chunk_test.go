@@ -194,3 +194,13 @@ func FuzzParseChunk(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseChunk(b *testing.B) {
+	data := []byte(openAIChunk(`{"content":" world"}`, "null"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseChunk(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
