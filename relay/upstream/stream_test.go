@@ -70,6 +70,8 @@ func TestStreamWireForms(t *testing.T) {
 	}
 }
 
+// The deltas are checked once the whole stream was read: none may share
+// memory with the event reader's buffers, which later events overwrite.
 func TestStreamDeltas(t *testing.T) {
 	srv := sseServer(t,
 		"data: {\"model\":\"m-1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
