@@ -259,7 +259,6 @@ func (s *scanner) int() (int, bool) {
 	if s.null() {
 		return 0, true
 	}
-	s.ws()
 	start := s.i
 	n := 0
 	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' && s.i-start < 9 {
