@@ -25,6 +25,7 @@ type Stream struct {
 	closeErr  error
 
 	finish  string
+	model   string // the last chunk's, so that the next shares its string
 	sawDone bool
 	err     error // sticky result of Next
 }
@@ -53,7 +54,7 @@ func (s *Stream) Next() (Delta, error) {
 			// delivered after the request ended.
 			return Delta{}, s.end(s.readErr(err))
 		}
-		ev, err := s.events.Next()
+		ev, err := s.events.next()
 		if err != nil {
 			return Delta{}, s.end(s.readErr(err))
 		}
@@ -64,7 +65,7 @@ func (s *Stream) Next() (Delta, error) {
 			s.sawDone = true
 			return Delta{}, s.end(io.EOF)
 		}
-		d, err := ParseChunk(ev.Data)
+		d, err := parseChunk(ev.Data, s.model)
 		if err != nil && s.finish != "" {
 			return Delta{}, s.end(io.EOF)
 		}
@@ -74,6 +75,7 @@ func (s *Stream) Next() (Delta, error) {
 		if d.FinishReason != "" {
 			s.finish = d.FinishReason
 		}
+		s.model = d.Model
 		return d, nil
 	}
 }
