@@ -3,8 +3,6 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"unicode/utf8"
 )
 
 // Kind says what a frame on a stream's chunk subject is.
@@ -96,16 +94,8 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-// Encode renders the frame for publishing, as json.Marshal does.
-//
-// Chunk and claim frames, one per token of a paced stream, are written by
-// hand: json.Marshal's reflection over the frame's eighteen fields was a
-// visible part of a worker's time per token. Frames with tool calls, an
-// error, usage or a cost are rare and left to json.Marshal.
+// Encode renders the frame for publishing.
 func (f Frame) Encode() []byte {
-	if len(f.ToolCalls) == 0 && f.Error == nil && f.Usage == nil && f.Cost == 0 {
-		return f.appendJSON(make([]byte, 0, 160+len(f.Content)+len(f.Content)/8))
-	}
 	b, err := json.Marshal(f)
 	if err != nil {
 		// Frame has no field that can fail to marshal.
@@ -125,97 +115,4 @@ func DecodeFrame(data []byte) (Frame, error) {
 		return f, nil
 	}
 	return Frame{}, fmt.Errorf("protocol: decode frame: unknown kind %q", f.Kind)
-}
-
-// appendJSON appends f as json.Marshal renders it, for a frame without
-// ToolCalls, Error, Usage or Cost; FuzzFrameEncode checks the two agree.
-func (f Frame) appendJSON(b []byte) []byte {
-	b = append(b, `{"kind":`...)
-	b = appendString(b, string(f.Kind))
-	if f.Seq != 0 {
-		b = append(b, `,"seq":`...)
-		b = strconv.AppendUint(b, f.Seq, 10)
-	}
-	b = appendStringField(b, `,"role":`, f.Role)
-	b = appendStringField(b, `,"content":`, f.Content)
-	b = appendStringField(b, `,"provider":`, f.Provider)
-	b = appendStringField(b, `,"model":`, f.Model)
-	b = appendIntField(b, `,"attempt":`, int64(f.Attempt))
-	b = appendStringField(b, `,"seam":`, string(f.Seam))
-	b = appendIntField(b, `,"tokens":`, int64(f.Tokens))
-	b = appendIntField(b, `,"upstream_ttft_ms":`, f.UpstreamTTFTMS)
-	b = appendStringField(b, `,"worker":`, f.Worker)
-	b = appendStringField(b, `,"status":`, string(f.Status))
-	b = appendStringField(b, `,"finish_reason":`, f.FinishReason)
-	b = appendIntField(b, `,"attempts":`, int64(f.Attempts))
-	return append(b, '}')
-}
-
-// appendStringField appends an omitempty string field.
-func appendStringField(b []byte, key, v string) []byte {
-	if v == "" {
-		return b
-	}
-	return appendString(append(b, key...), v)
-}
-
-// appendIntField appends an omitempty integer field.
-func appendIntField(b []byte, key string, v int64) []byte {
-	if v == 0 {
-		return b
-	}
-	return strconv.AppendInt(append(b, key...), v, 10)
-}
-
-// appendString appends s as a JSON string the way json.Marshal does:
-// HTML-sensitive characters, U+2028 and U+2029 escaped, and invalid UTF-8
-// replaced by U+FFFD.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -1,10 +1,7 @@
 package protocol
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"math"
 	"testing"
 )
 
@@ -73,42 +70,5 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 	if _, err := DecodeFrame([]byte(`{"kind":"bogus"}`)); err == nil {
 		t.Fatal("unknown kind decoded")
-	}
-}
-
-// FuzzFrameEncode checks that Encode renders frames byte for byte as
-// json.Marshal does, also where it does not use json.Marshal.
-func FuzzFrameEncode(f *testing.F) {
-	f.Add("chunk", uint64(1), "assistant", "Hello, 世界", "openai", "gpt-4o", 1, "retry", 1, int64(350), "", "", "", 0, 0.0)
-	f.Add("chunk", uint64(9), "", "<a href=\"x\">&amp;</a>\\ \b\f\n\r\t\x00\x1f\x7f \u2028\u2029 \xff\xe4\xb8 🚀", "p", "m", 2, "", -3, int64(-1), "w", "", "", 0, 0.0)
-	f.Add("claim", uint64(0), "", "", "", "", 0, "", 0, int64(0), "worker-1", "", "", 0, 0.0)
-	f.Add("end", uint64(10), "", "", "", "", 0, "", 0, int64(0), "", "done", "stop", 2, 0.0)
-	f.Add("end", uint64(10), "", "", "", "", 0, "", 0, int64(0), "", "done", "stop", 2, 0.25)
-	f.Fuzz(func(t *testing.T, kind string, seq uint64, role, content, provider, model string, attempt int, seam string, tokens int, ttft int64, worker, status, finish string, attempts int, cost float64) {
-		if math.IsNaN(cost) || math.IsInf(cost, 0) {
-			return
-		}
-		fr := Frame{
-			Kind: Kind(kind), Seq: seq, Role: role, Content: content, Provider: provider, Model: model,
-			Attempt: attempt, Seam: Seam(seam), Tokens: tokens, UpstreamTTFTMS: ttft, Worker: worker,
-			Status: Status(status), FinishReason: finish, Attempts: attempts, Cost: cost,
-		}
-		want, err := json.Marshal(fr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := fr.Encode(); !bytes.Equal(got, want) {
-			t.Fatalf("Encode(%+v)\n= %s\nwant %s", fr, got, want)
-		}
-	})
-}
-
-// BenchmarkEncodeChunk encodes a one-token chunk frame as a worker stores
-// one per token of a paced stream.
-func BenchmarkEncodeChunk(b *testing.B) {
-	f := Frame{Kind: KindChunk, Seq: 1234, Content: " world", Provider: "openai", Model: "gpt-4o-2024-08-06", Attempt: 1, Tokens: 1}
-	b.ReportAllocs()
-	for b.Loop() {
-		f.Encode()
 	}
 }

@@ -58,24 +58,11 @@ type chunk struct {
 // completion. Data that is not a JSON object of the chunk's shape yields an
 // error wrapping ErrMalformed. An error payload ({"error": ...}, or vLLM's
 // {"object": "error", ...}) yields an error wrapping *OpenAIError.
-func ParseChunk(data []byte) (Delta, error) { return parseChunk(data, "") }
-
-// parseChunk is ParseChunk, with the model of the stream's previous chunk
-// (see scanChunk).
-func parseChunk(data []byte, model string) (Delta, error) {
+func ParseChunk(data []byte) (Delta, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return Delta{}, fmt.Errorf("%w: chunk is not a JSON object", ErrMalformed)
 	}
-	if d, ok := scanChunk(trimmed, model); ok {
-		return d, nil
-	}
-	return decodeChunk(trimmed)
-}
-
-// decodeChunk is ParseChunk by encoding/json, for any chunk scanChunk
-// leaves to it.
-func decodeChunk(trimmed []byte) (Delta, error) {
 	var c chunk
 	if err := json.Unmarshal(trimmed, &c); err != nil {
 		return Delta{}, fmt.Errorf("%w: chunk: %w", ErrMalformed, err)

@@ -194,22 +194,3 @@ func FuzzParseChunk(f *testing.F) {
 		}
 	})
 }
-
-// BenchmarkParseChunk compares ParseChunk with encoding/json alone, which
-// it uses for the chunks it cannot scan.
-func BenchmarkParseChunk(b *testing.B) {
-	data := []byte(openAIChunk(`{"content":" world"}`, "null"))
-	for _, bc := range []struct {
-		name  string
-		parse func([]byte) (Delta, error)
-	}{{"scan", ParseChunk}, {"json", decodeChunk}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := bc.parse(data); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}

@@ -74,15 +74,6 @@ func NewEventReader(r io.Reader, maxEventSize int) *EventReader {
 // come from the underlying reader or are ErrEventTooLarge. Errors are
 // sticky. The returned Data is the caller's to keep.
 func (r *EventReader) Next() (Event, error) {
-	ev, err := r.next()
-	ev.Data = bytes.Clone(ev.Data)
-	return ev, err
-}
-
-// next is Next, but the returned Data is only valid until the next call:
-// it is the reader's own buffer, which a Stream parses and drops, saving a
-// copy per token.
-func (r *EventReader) next() (Event, error) {
 	if r.err != nil {
 		return Event{}, r.err
 	}
@@ -117,7 +108,7 @@ func (r *EventReader) processLine(line []byte) (ev Event, ok bool, err error) {
 		return r.dispatch()
 	}
 	if line[0] == ':' {
-		return Event{Data: line[1:], Comment: true}, true, nil
+		return Event{Data: bytes.Clone(line[1:]), Comment: true}, true, nil
 	}
 	name, value, _ := bytes.Cut(line, []byte{':'})
 	value = bytes.TrimPrefix(value, []byte{' '})
@@ -147,16 +138,14 @@ func (r *EventReader) dispatch() (ev Event, ok bool, err error) {
 		r.event = ""
 		return Event{}, false, nil
 	}
-	ev = Event{Data: r.data[:len(r.data)-1], Event: r.event, ID: r.id}
+	ev = Event{Data: bytes.Clone(r.data[:len(r.data)-1]), Event: r.event, ID: r.id}
 	r.data = r.data[:0]
 	r.event = ""
 	return ev, true, nil
 }
 
 // readLine returns the next line without its terminator. The line is only
-// valid until the next call: it is r.line, or, when the whole line was
-// buffered, the bufio.Reader's buffer. On error, r.line holds the
-// unterminated rest.
+// valid until the next call. On error, r.line holds the unterminated rest.
 //
 // A CR ends a line at once, without waiting to see whether an LF follows:
 // a provider that ends lines in bare CR and then pauses must not hold back
@@ -175,15 +164,10 @@ func (r *EventReader) readLine() ([]byte, error) {
 				continue
 			}
 		}
-		i := lineEnd(buf)
+		i := bytes.IndexAny(buf, "\r\n")
 		part := buf
 		if i >= 0 {
 			part = buf[:i]
-		}
-		if i >= 0 && len(r.line) == 0 && len(part) <= r.max {
-			r.skipLF = buf[i] == '\r'
-			_, _ = r.br.Discard(i + 1)
-			return part, nil
 		}
 		if len(r.line)+len(part) > r.max {
 			return nil, fmt.Errorf("%w: line longer than %d bytes", ErrEventTooLarge, r.max)
@@ -197,20 +181,6 @@ func (r *EventReader) readLine() ([]byte, error) {
 		_, _ = r.br.Discard(i + 1)
 		return r.line, nil
 	}
-}
-
-// lineEnd returns the index of the first CR or LF in b, or -1.
-// Two IndexByte calls, which use SIMD, cost less than one IndexAny.
-func lineEnd(b []byte) int {
-	lf := bytes.IndexByte(b, '\n')
-	before := b
-	if lf >= 0 {
-		before = b[:lf]
-	}
-	if cr := bytes.IndexByte(before, '\r'); cr >= 0 {
-		return cr
-	}
-	return lf
 }
 
 // buffered returns the bytes already buffered, reading once if there are

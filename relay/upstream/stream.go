@@ -25,7 +25,6 @@ type Stream struct {
 	closeErr  error
 
 	finish  string
-	model   string // the last chunk's, so that the next shares its string
 	sawDone bool
 	err     error // sticky result of Next
 }
@@ -54,7 +53,7 @@ func (s *Stream) Next() (Delta, error) {
 			// delivered after the request ended.
 			return Delta{}, s.end(s.readErr(err))
 		}
-		ev, err := s.events.next()
+		ev, err := s.events.Next()
 		if err != nil {
 			return Delta{}, s.end(s.readErr(err))
 		}
@@ -65,7 +64,7 @@ func (s *Stream) Next() (Delta, error) {
 			s.sawDone = true
 			return Delta{}, s.end(io.EOF)
 		}
-		d, err := parseChunk(ev.Data, s.model)
+		d, err := ParseChunk(ev.Data)
 		if err != nil && s.finish != "" {
 			return Delta{}, s.end(io.EOF)
 		}
@@ -75,7 +74,6 @@ func (s *Stream) Next() (Delta, error) {
 		if d.FinishReason != "" {
 			s.finish = d.FinishReason
 		}
-		s.model = d.Model
 		return d, nil
 	}
 }

@@ -70,8 +70,6 @@ func TestStreamWireForms(t *testing.T) {
 	}
 }
 
-// The deltas are checked once the whole stream was read: none may share
-// memory with the event reader's buffers, which later events overwrite.
 func TestStreamDeltas(t *testing.T) {
 	srv := sseServer(t,
 		"data: {\"model\":\"m-1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
@@ -232,50 +230,5 @@ func TestStreamCloseAbortsNext(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close = %v", err)
-	}
-}
-
-// openAIChunk is a content chunk as OpenAI sends it, every field included.
-func openAIChunk(delta, finish string) string {
-	return `{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,` +
-		`"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_f9f4fb6dbf",` +
-		`"choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + finish + `}],"usage":null}`
-}
-
-// eventPerRead serves events one per Read, cycling through them without
-// end, as a paced provider's body arrives.
-type eventPerRead struct {
-	events [][]byte
-	i      int
-}
-
-func (e *eventPerRead) Read(p []byte) (int, error) {
-	n := copy(p, e.events[e.i%len(e.events)])
-	e.i++
-	return n, nil
-}
-
-// BenchmarkStreamNext measures one token's way through Stream.Next: the
-// body read, the SSE line parsing and ParseChunk, on a stream whose every
-// event comes in a read of its own.
-func BenchmarkStreamNext(b *testing.B) {
-	words := strings.Fields("The quick brown fox jumps over the lazy dog , and then 世界 \\\"quoted\\\" text\\n ends .")
-	events := [][]byte{[]byte("data: " + openAIChunk(`{"role":"assistant","content":"","refusal":null}`, "null") + "\n\n")}
-	for _, w := range words {
-		events = append(events, []byte("data: "+openAIChunk(`{"content":" `+w+`"}`, "null")+"\n\n"))
-	}
-	events = append(events, []byte("data: "+openAIChunk(`{}`, `"stop"`)+"\n\n"))
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	wd := startWatchdog(0, 0, cancel)
-	s := &Stream{
-		provider: "bench", ctx: ctx, cancel: cancel, wd: wd, body: io.NopCloser(nil),
-		events: NewEventReader(activityReader{r: &eventPerRead{events: events}, wd: wd}, 0),
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.Next(); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
