@@ -169,6 +169,8 @@ func TestSSEClientThatLeavesIsNoticedAtOnce(t *testing.T) {
 type heldReads struct {
 	history
 	reads atomic.Int32
+	// held is closed when the second read starts; ended gets its cause.
+	held  chan struct{}
 	ended chan error
 }
 
@@ -176,6 +178,7 @@ func (h *heldReads) ReadUpTo(ctx context.Context, id string, after uint64, limit
 	if h.reads.Add(1) == 1 {
 		return h.history.ReadUpTo(ctx, id, after, limit, fn)
 	}
+	close(h.held)
 	<-ctx.Done()
 	h.ended <- context.Cause(ctx)
 	return after, context.Cause(ctx)
@@ -187,7 +190,7 @@ func (h *heldReads) ReadUpTo(ctx context.Context, id string, after uint64, limit
 func TestSSEClientThatLeavesStopsTheRead(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{Keepalive: time.Hour})
-	held := &heldReads{history: edge.hub.hist, ended: make(chan error, 1)}
+	held := &heldReads{history: edge.hub.hist, held: make(chan struct{}), ended: make(chan error, 1)}
 	edge.hub.hist = held
 	id := protocol.NewStreamID()
 	cursors := e.writeStream(id, protocol.Meta{Model: testModel}, answer(5)(protocol.Request{}))
@@ -207,6 +210,13 @@ func TestSSEClientThatLeavesStopsTheRead(t *testing.T) {
 	events := readEvents(t, bufio.NewReader(res.Body), func(ev sseEvent) bool { return ev.ID != "" })
 	if got := events[len(events)-1].ID; got != cursors[1].String() {
 		t.Fatalf("first event %s, want %s", got, cursors[1])
+	}
+	// The client leaves while the edge reads the rest for it (and not
+	// before that read started, when there would be none to stop).
+	select {
+	case <-held.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rest of the stream was never read")
 	}
 	conn.Close()
 	select {
