@@ -8,7 +8,7 @@ import (
 
 	"github.com/relaydev/relay/relay/canary"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // runCanaries moves every configured canary ramp each CanaryInterval,
@@ -47,7 +47,7 @@ func (c *Coordinator) ramp(ctx context.Context, s *state, model string, cfg cana
 	calls := s.calls.get(cfg.Provider + "/" + model)
 	total := canary.Counts{Calls: calls.Calls + calls.Open, Errors: calls.Failures + calls.Open}
 	var ev *canary.Event
-	_, written, err := s.canaries.Update(ctx, protocol.KeyToken(model), func(cur canary.State, _ bool) (canary.State, error) {
+	_, written, err := s.canaries.Update(ctx, wire.KeyToken(model), func(cur canary.State, _ bool) (canary.State, error) {
 		ev = nil
 		if rebase && cur.Phase == canary.Ramping && cur.Plan == cfg.Plan() {
 			cur.Base, cur.Seen = total, total

@@ -1,7 +1,7 @@
 // Package coordinator is the role that keeps cluster-wide provider state in
-// JetStream KV (protocol "Cluster-wide provider state"). Every coordinator
+// JetStream KV (package fleet). Every coordinator
 // watches the workers' heartbeats and hands a dead worker's requests to
-// another worker at once (protocol "Worker liveness"). One of them, the
+// another worker at once (package liveness). One of them, the
 // holder of a KV lease, is active and also
 //
 //   - probes every provider and publishes its health (health.go),
@@ -33,8 +33,10 @@ import (
 
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/liveness"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Config of the coordinator. The zero value means the defaults.
@@ -150,11 +152,11 @@ type Deps struct {
 	// Required.
 	JS jetstream.JetStream
 	// LivenessNC receives the workers' heartbeats: a connection of its
-	// own, so that a busy JS connection cannot delay them (protocol
-	// "Worker liveness"). Nil: JS's connection.
+	// own, so that a busy JS connection cannot delay them (package
+	// liveness). Nil: JS's connection.
 	LivenessNC *nats.Conn
 	// Topology sizes the handover bucket if the coordinator creates it.
-	Topology protocol.Topology
+	Topology streams.Topology
 	Catalog  *provider.Catalog
 	// HTTP calls the providers (zero: http.DefaultClient).
 	HTTP   *http.Client
@@ -244,12 +246,12 @@ func (c *Coordinator) event(kind, text string, level slog.Level) {
 
 // Run watches the workers' liveness and competes for the lease until ctx
 // ends; while it holds the lease it drives the shared state. It returns
-// an error only if the shared buckets are missing (protocol.Setup did not
+// an error only if the shared buckets are missing (streams.Setup did not
 // run).
 func (c *Coordinator) Run(ctx context.Context) error {
-	kv, err := c.deps.JS.KeyValue(ctx, protocol.LeaseBucket)
+	kv, err := c.deps.JS.KeyValue(ctx, wire.LeaseBucket)
 	if err != nil {
-		return fmt.Errorf("coordinator: bucket %s: %w", protocol.LeaseBucket, err)
+		return fmt.Errorf("coordinator: bucket %s: %w", wire.LeaseBucket, err)
 	}
 	s, err := c.openState(ctx)
 	if err != nil {
@@ -258,7 +260,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { c.watchLiveness(ctx) })
-	lease := cluster.Lease{JS: c.deps.JS, KV: kv, Key: protocol.CoordinatorLeaseKey, Holder: c.name, TTL: c.cfg.LeaseTTL, Logger: c.deps.Logger}
+	lease := cluster.Lease{JS: c.deps.JS, KV: kv, Key: wire.CoordinatorLeaseKey, Holder: c.name, TTL: c.cfg.LeaseTTL, Logger: c.deps.Logger}
 	return lease.Run(ctx, func(ctx context.Context) {
 		c.setActive(true)
 		c.event("lease", c.name+" is the active coordinator", slog.LevelInfo)
@@ -276,7 +278,7 @@ const watchRetry = 2 * time.Second
 
 // watchLiveness runs the liveness watcher until ctx ends.
 func (c *Coordinator) watchLiveness(ctx context.Context) {
-	w := protocol.Watcher{JS: c.deps.JS, NC: c.deps.LivenessNC, Topology: c.deps.Topology, Name: c.name, Logger: c.deps.Logger}
+	w := liveness.Watcher{JS: c.deps.JS, NC: c.deps.LivenessNC, Topology: c.deps.Topology, Name: c.name, Logger: c.deps.Logger}
 	for {
 		err := w.Run(ctx)
 		if ctx.Err() != nil {

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/coordinator"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestHealthIsPublishedPerProvider(t *testing.T) {
-	_, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	_, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer k1" {
 			http.Error(w, "no", http.StatusUnauthorized)
@@ -42,21 +43,21 @@ func TestHealthIsPublishedPerProvider(t *testing.T) {
 	go func() { done <- c.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	kv, err := js.KeyValue(ctx, protocol.HealthBucket)
+	kv, err := js.KeyValue(ctx, wire.HealthBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := func(name string) protocol.Health {
+	state := func(name string) wire.Health {
 		e, err := kv.Get(ctx, name)
 		if err != nil {
-			return protocol.Health{}
+			return wire.Health{}
 		}
-		var h protocol.Health
+		var h wire.Health
 		json.Unmarshal(e.Value(), &h)
 		return h
 	}
 	relaytest.Eventually(t, 5*time.Second, 20*time.Millisecond, func() bool {
-		return state("up").State == protocol.HealthGreen && state("down").State == protocol.HealthRed
+		return state("up").State == wire.HealthGreen && state("down").State == wire.HealthRed
 	})
 	if h := state("down"); h.LastError == "" {
 		t.Fatalf("red provider without last error: %+v", h)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // healthRefresh is how often the published health follows the breakers
@@ -20,8 +20,8 @@ const healthRefresh = 500 * time.Millisecond
 // runHealth probes every provider each HealthInterval, and publishes its
 // health whenever the probe, its breaker or its recent failures change it.
 func (c *Coordinator) runHealth(ctx context.Context, s *state) {
-	probes := map[string]protocol.Health{}
-	published := map[string]protocol.Health{}
+	probes := map[string]wire.Health{}
+	published := map[string]wire.Health{}
 	probe := time.NewTicker(c.cfg.HealthInterval)
 	defer probe.Stop()
 	refresh := time.NewTicker(min(healthRefresh, c.cfg.HealthInterval))
@@ -51,7 +51,7 @@ func (c *Coordinator) runHealth(ctx context.Context, s *state) {
 	}
 }
 
-func same(a, b protocol.Health) bool {
+func same(a, b wire.Health) bool {
 	return a.State == b.State && a.Breaker == b.Breaker && a.LastError == b.LastError && a.LastFailureAt == b.LastFailureAt
 }
 
@@ -59,7 +59,7 @@ func same(a, b protocol.Health) bool {
 // failures: red if the probe failed or a breaker is open; yellow if the
 // probe was slow, a breaker half-open, or a call failed within
 // FailureWindow; green otherwise.
-func (c *Coordinator) judge(s *state, p provider.Config, probe protocol.Health, now time.Time) protocol.Health {
+func (c *Coordinator) judge(s *state, p provider.Config, probe wire.Health, now time.Time) wire.Health {
 	h := probe
 	phase := c.worstBreaker(s, p.Name)
 	if phase != breaker.Closed {
@@ -71,14 +71,14 @@ func (c *Coordinator) judge(s *state, p provider.Config, probe protocol.Health, 
 	}
 	recent := !last.IsZero() && now.Sub(last) < c.cfg.FailureWindow
 	switch {
-	case h.State == protocol.HealthRed:
+	case h.State == wire.HealthRed:
 	case phase == breaker.Open:
-		h.State, h.LastError = protocol.HealthRed, "circuit breaker open"
+		h.State, h.LastError = wire.HealthRed, "circuit breaker open"
 	case phase == breaker.HalfOpen:
-		h.State, h.LastError = protocol.HealthYellow, "circuit breaker half-open: probing"
-	case h.State == protocol.HealthYellow:
+		h.State, h.LastError = wire.HealthYellow, "circuit breaker half-open: probing"
+	case h.State == wire.HealthYellow:
 	case recent:
-		h.State, h.LastError = protocol.HealthYellow, fmt.Sprintf("a call failed %v ago", now.Sub(last).Round(time.Second))
+		h.State, h.LastError = wire.HealthYellow, fmt.Sprintf("a call failed %v ago", now.Sub(last).Round(time.Second))
 	}
 	return h
 }
@@ -103,10 +103,10 @@ func (c *Coordinator) worstBreaker(s *state, name string) breaker.Phase {
 
 // probe asks the provider for its model list: cheap, authenticated, and
 // served by every OpenAI-compatible API.
-func (c *Coordinator) probe(ctx context.Context, p provider.Config) protocol.Health {
+func (c *Coordinator) probe(ctx context.Context, p provider.Config) wire.Health {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.HealthTimeout)
 	defer cancel()
-	h := protocol.Health{Provider: p.Name, State: protocol.HealthRed}
+	h := wire.Health{Provider: p.Name, State: wire.HealthRed}
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.BaseURL+"/models", nil)
 	if err == nil && len(p.APIKeys) > 0 {
@@ -124,10 +124,10 @@ func (c *Coordinator) probe(ctx context.Context, p provider.Config) protocol.Hea
 	case resp.StatusCode != http.StatusOK:
 		h.LastError = "GET /models: " + resp.Status
 	case time.Since(start) > c.cfg.SlowThreshold:
-		h.State = protocol.HealthYellow
+		h.State = wire.HealthYellow
 		h.LastError = fmt.Sprintf("slow: %v", time.Since(start).Round(time.Millisecond))
 	default:
-		h.State = protocol.HealthGreen
+		h.State = wire.HealthGreen
 	}
 	if resp != nil {
 		resp.Body.Close()
@@ -135,9 +135,9 @@ func (c *Coordinator) probe(ctx context.Context, p provider.Config) protocol.Hea
 	return h
 }
 
-func (c *Coordinator) publish(ctx context.Context, s *state, h protocol.Health) bool {
+func (c *Coordinator) publish(ctx context.Context, s *state, h wire.Health) bool {
 	data, _ := json.Marshal(h)
-	if _, err := s.health.Put(ctx, protocol.KeyToken(h.Provider), data); err != nil {
+	if _, err := s.health.Put(ctx, wire.KeyToken(h.Provider), data); err != nil {
 		if ctx.Err() == nil {
 			c.deps.Logger.Warn("publish health", "provider", h.Provider, "err", err)
 		}

@@ -14,9 +14,10 @@ import (
 
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // running is a coordinator under test.
@@ -53,7 +54,7 @@ func (r *running) stop(t *testing.T) {
 
 func startCoordinator(t *testing.T, srv *server.Server, cfg coordinator.Config, catalog *provider.Catalog, name string) *running {
 	t.Helper()
-	_, js := relaytest.Connect(t, srv, protocol.Topology{})
+	_, js := relaytest.Connect(t, srv, streams.Topology{})
 	r := &running{done: make(chan struct{})}
 	c, err := coordinator.New(cfg, coordinator.Deps{JS: js, Catalog: catalog, Logger: relaytest.Logger(t).With("coordinator", name), Name: name, Breakers: r})
 	if err != nil {
@@ -110,20 +111,20 @@ func TestOneActiveCoordinator(t *testing.T) {
 // open, the provider's health is red.
 func TestCoordinatorProbesIdleBreaker(t *testing.T) {
 	srv := relaytest.NATS(t)
-	_, js := relaytest.Connect(t, srv, protocol.Topology{})
+	_, js := relaytest.Connect(t, srv, streams.Topology{})
 	catalog := upstreamOK(t)
 	ctx := context.Background()
-	breakers, _ := js.KeyValue(ctx, protocol.BreakerBucket)
-	health, _ := js.KeyValue(ctx, protocol.HealthBucket)
+	breakers, _ := js.KeyValue(ctx, wire.BreakerBucket)
+	health, _ := js.KeyValue(ctx, wire.HealthBucket)
 	open := breaker.State{Phase: breaker.Open, Since: time.Now(), Trips: 1, Until: time.Now().Add(1500 * time.Millisecond), By: "w1"}
 	data, _ := json.Marshal(open)
 	if _, err := breakers.Put(ctx, "p", data); err != nil {
 		t.Fatal(err)
 	}
 	c := startCoordinator(t, srv, coordinator.Config{HealthInterval: 100 * time.Millisecond, ProbeGrace: 200 * time.Millisecond}, catalog, "c")
-	state := func() (breaker.State, protocol.Health) {
+	state := func() (breaker.State, wire.Health) {
 		var b breaker.State
-		var h protocol.Health
+		var h wire.Health
 		if e, err := breakers.Get(ctx, "p"); err == nil {
 			json.Unmarshal(e.Value(), &b)
 		}
@@ -134,11 +135,11 @@ func TestCoordinatorProbesIdleBreaker(t *testing.T) {
 	}
 	relaytest.Eventually(t, 3*time.Second, 20*time.Millisecond, func() bool {
 		_, h := state()
-		return h.State == protocol.HealthRed && h.Breaker == string(breaker.Open)
+		return h.State == wire.HealthRed && h.Breaker == string(breaker.Open)
 	})
 	relaytest.Eventually(t, 5*time.Second, 20*time.Millisecond, func() bool {
 		b, h := state()
-		return b.Current() == breaker.Closed && h.State == protocol.HealthGreen
+		return b.Current() == breaker.Closed && h.State == wire.HealthGreen
 	})
 	b, _ := state()
 	if b.By != "c" {

@@ -14,9 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/coordinator"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/liveness"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // msgLog keeps the messages of the records logged through it.
@@ -61,7 +63,7 @@ func TestCoordinatorsHandOverASilentWorkerOnce(t *testing.T) {
 		ackWait = 30 * time.Second
 		timeout = 500 * time.Millisecond
 	)
-	top := protocol.Topology{AckWait: ackWait}
+	top := streams.Topology{AckWait: ackWait}
 	srv := relaytest.NATS(t)
 	nc, js := relaytest.Connect(t, srv, top)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -97,7 +99,7 @@ func TestCoordinatorsHandOverASilentWorkerOnce(t *testing.T) {
 	// Every ack and NAK of the worker consumer, by anyone.
 	var mu sync.Mutex
 	naks := 0
-	sub, err := nc.Subscribe("$JS.ACK."+protocol.RequestStream+"."+protocol.WorkerConsumer+".>", func(m *nats.Msg) {
+	sub, err := nc.Subscribe("$JS.ACK."+wire.RequestStream+"."+wire.WorkerConsumer+".>", func(m *nats.Msg) {
 		if string(m.Data) == "-NAK" {
 			mu.Lock()
 			naks++
@@ -110,11 +112,11 @@ func TestCoordinatorsHandOverASilentWorkerOnce(t *testing.T) {
 	defer sub.Unsubscribe()
 
 	// The fake worker takes a request and beats with it.
-	id := protocol.NewStreamID()
-	if _, err := js.Publish(ctx, protocol.RequestSubject, []byte(`{"stream_id":"`+id+`"}`)); err != nil {
+	id := wire.NewStreamID()
+	if _, err := js.Publish(ctx, wire.RequestSubject, []byte(`{"stream_id":"`+id+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.Consumer(ctx, protocol.RequestStream, protocol.WorkerConsumer)
+	cons, err := js.Consumer(ctx, wire.RequestStream, wire.WorkerConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,15 +124,15 @@ func TestCoordinatorsHandOverASilentWorkerOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := protocol.DeliveryOf(msg, id)
+	d, err := liveness.DeliveryOf(msg, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A full heartbeat, then deltas.
-	beats := protocol.NewBeats("fake", "fake-1", timeout)
+	beats := liveness.NewBeats("fake", "fake-1", timeout)
 	for i := range 4 {
-		data, _ := json.Marshal(beats.Next([]protocol.Delivery{d}, i == 0))
-		if err := nc.Publish(protocol.LivenessSubject, data); err != nil {
+		data, _ := json.Marshal(beats.Next([]wire.Delivery{d}, i == 0))
+		if err := nc.Publish(wire.LivenessSubject, data); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(timeout / 5)

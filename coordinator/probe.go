@@ -7,7 +7,7 @@ import (
 
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // probeTick is how often the active coordinator looks for breakers that
@@ -87,7 +87,7 @@ func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
 	c.breakerEvent(ev)
 	h := c.probe(ctx, p)
 	v, reason := breaker.Failure, "health probe failed: "+h.LastError
-	if h.State != protocol.HealthRed {
+	if h.State != wire.HealthRed {
 		v, reason = breaker.Success, "health probe succeeded"
 	}
 	if ctx.Err() != nil {

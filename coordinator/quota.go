@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // runQuotas splits every shared limit into shares, each QuotaInterval:
@@ -51,7 +51,7 @@ func (c *Coordinator) limitOf(key string, reported float64, tenants quota.Limits
 		return tenants.Tenant(name)
 	}
 	for _, p := range c.deps.Catalog.Providers() {
-		tok := protocol.KeyToken(p.Name)
+		tok := wire.KeyToken(p.Name)
 		switch key {
 		case quota.ProviderRPM(tok):
 			if p.RateLimit.RPM > 0 {

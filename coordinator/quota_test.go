@@ -8,19 +8,20 @@ import (
 
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/quota"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // A tenant's limit is split over every edge that reports, also the ones
 // that have not seen the tenant yet: the shares add up to the limit.
 func TestTenantLimitSharedByEveryEdge(t *testing.T) {
 	srv := relaytest.NATS(t)
-	_, js := relaytest.Connect(t, srv, protocol.Topology{})
+	_, js := relaytest.Connect(t, srv, streams.Topology{})
 	ctx := context.Background()
-	kv, _ := js.KeyValue(ctx, protocol.QuotaBucket) // Put fails loudly without it
-	key := quota.TenantRPM(protocol.KeyToken("acme"))
+	kv, _ := js.KeyValue(ctx, wire.QuotaBucket) // Put fails loudly without it
+	key := quota.TenantRPM(wire.KeyToken("acme"))
 	report := func(node string, demand map[string]float64) {
 		data, _ := json.Marshal(quota.Report{Node: node, Role: "edge", At: time.Now().UTC(), Interval: 100, Demand: demand})
 		if _, err := kv.Put(ctx, cluster.DemandKey("edge", node), data); err != nil {

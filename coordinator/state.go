@@ -11,8 +11,8 @@ import (
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/canary"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // state is the active coordinator's view of the shared buckets.
@@ -37,17 +37,17 @@ func (c *Coordinator) openState(ctx context.Context) (*state, error) {
 	}
 	s := &state{calls: newCallTotals()}
 	var err error
-	if s.health, err = open(protocol.HealthBucket); err != nil {
+	if s.health, err = open(wire.HealthBucket); err != nil {
 		return nil, err
 	}
-	if s.quotas, err = open(protocol.QuotaBucket); err != nil {
+	if s.quotas, err = open(wire.QuotaBucket); err != nil {
 		return nil, err
 	}
-	kb, err := open(protocol.BreakerBucket)
+	kb, err := open(wire.BreakerBucket)
 	if err != nil {
 		return nil, err
 	}
-	kc, err := open(protocol.CanaryBucket)
+	kc, err := open(wire.CanaryBucket)
 	if err != nil {
 		return nil, err
 	}

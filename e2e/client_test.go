@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // prompt builds a one-message conversation and the text the fake upstream
@@ -116,22 +116,22 @@ type chunkJSON struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *protocol.Usage `json:"usage"`
+	Usage *wire.Usage `json:"usage"`
 	Error *struct {
 		Message string `json:"message"`
 		Type    string `json:"type"`
 		Code    string `json:"code"`
 	} `json:"error"`
 	Relay struct {
-		StreamID string        `json:"stream_id"`
-		Seq      uint64        `json:"seq"`
-		Status   string        `json:"status"`
-		Provider string        `json:"provider"`
-		Model    string        `json:"model"`
-		Attempt  int           `json:"attempt"`
-		Seam     protocol.Seam `json:"seam"`
-		Attempts int           `json:"attempts"`
-		Cost     float64       `json:"cost"`
+		StreamID string    `json:"stream_id"`
+		Seq      uint64    `json:"seq"`
+		Status   string    `json:"status"`
+		Provider string    `json:"provider"`
+		Model    string    `json:"model"`
+		Attempt  int       `json:"attempt"`
+		Seam     wire.Seam `json:"seam"`
+		Attempts int       `json:"attempts"`
+		Cost     float64   `json:"cost"`
 	} `json:"relay"`
 }
 
@@ -139,7 +139,7 @@ type chunkJSON struct {
 // connections, and checks that cursors and sequences never repeat or skip.
 type transcript struct {
 	text    strings.Builder
-	last    protocol.Cursor
+	last    wire.Cursor
 	lastID  string
 	finish  string
 	status  string
@@ -157,7 +157,7 @@ func (tr *transcript) add(ev sseEvent) error {
 		tr.done = true
 		return nil
 	}
-	c, err := protocol.ParseCursor(ev.ID)
+	c, err := wire.ParseCursor(ev.ID)
 	if err != nil {
 		return fmt.Errorf("event id %q: %v", ev.ID, err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/relaydev/relay/relay/cluster"
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Issue 6, test 3: one worker gets a 429 with Retry-After: 4; the pause is
@@ -39,7 +39,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 		return status, "4"
 	}
 	front.fail.Store(&fail)
-	pauses := cluster.NewTable[protocol.Pause](c.kv(protocol.PauseBucket), nil)
+	pauses := cluster.NewTable[wire.Pause](c.kv(wire.PauseBucket), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go pauses.Run(ctx)
@@ -52,7 +52,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 		}
 		first <- time.Now()
 	}()
-	var pause protocol.Pause
+	var pause wire.Pause
 	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool {
 		row, ok := pauses.Get("mock")
 		pause = row.Value

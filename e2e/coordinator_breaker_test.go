@@ -17,9 +17,9 @@ import (
 	"github.com/relaydev/relay/relay/cluster"
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // breakerTune gives the first provider a short cooldown and few retries,
@@ -155,7 +155,7 @@ func TestCoordinatorAllOpenIsFast503(t *testing.T) {
 		resp.Body.Close()
 		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 		took := time.Since(start)
-		if resp.StatusCode != http.StatusServiceUnavailable || ra < 1 || ra > 10 || e.Error.Type != protocol.TypeUpstream || e.Error.Message == "" || took > time.Second {
+		if resp.StatusCode != http.StatusServiceUnavailable || ra < 1 || ra > 10 || e.Error.Type != wire.TypeUpstream || e.Error.Message == "" || took > time.Second {
 			t.Fatalf("stream %v: %d, Retry-After %q, error %+v after %v; want a fast 503 with Retry-After", stream, resp.StatusCode,
 				resp.Header.Get("Retry-After"), e.Error, took)
 		}
@@ -172,9 +172,9 @@ func TestCoordinatorKilledWorkersCarryOn(t *testing.T) {
 	const cooldown = time.Second
 	c := startClu(t, cluOptions{Workers: 3, Coordinator: true, Tune: breakerTune(cooldown), Mock: mockupstream.Config{Tokens: 5}})
 	front := c.fronts["mock"]
-	leases := c.kv(protocol.LeaseBucket)
+	leases := c.kv(wire.LeaseBucket)
 	holder := func() string {
-		l, err := cluster.LeaseHolder(context.Background(), leases, protocol.CoordinatorLeaseKey)
+		l, err := cluster.LeaseHolder(context.Background(), leases, wire.CoordinatorLeaseKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +243,7 @@ func TestCoordinatorStatusEndpoint(t *testing.T) {
 			t.Logf("status %d, errors %v", resp.StatusCode, st.Errors)
 			return false
 		}
-		return len(st.Health) == 1 && st.Health[0].State == protocol.HealthRed && st.Health[0].Breaker == string(breaker.Open) && len(st.Quotas.Nodes) >= 4
+		return len(st.Health) == 1 && st.Health[0].State == wire.HealthRed && st.Health[0].Breaker == string(breaker.Open) && len(st.Quotas.Nodes) >= 4
 	})
 	if len(st.Breakers) != 1 || st.Breakers[0].Provider != "mock" || st.Breakers[0].Phase != breaker.Open {
 		t.Fatalf("breakers %+v", st.Breakers)

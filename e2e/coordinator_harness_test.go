@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/relay"
 	"github.com/relaydev/relay/relay/breaker"
@@ -28,10 +29,10 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // The coordinator tests (issue 6) run a real nats-server, one fake
@@ -400,7 +401,7 @@ type breakerLog struct {
 func (c *clu) watchBreaker(scope string) *breakerLog {
 	c.t.Helper()
 	l := &breakerLog{}
-	tab := cluster.NewTable[breaker.State](c.kv(protocol.BreakerBucket), nil, scope)
+	tab := cluster.NewTable[breaker.State](c.kv(wire.BreakerBucket), nil, scope)
 	tab.OnChange = func(_ string, row cluster.Row[breaker.State], ok bool) {
 		l.mu.Lock()
 		l.phases = append(l.phases, phaseAt{at: time.Now(), state: row.Value})
@@ -486,9 +487,9 @@ func unary(ctx context.Context, edge, model, content string) (int, string, []byt
 }
 
 // usageOf is the usage of a chat.completion body.
-func usageOf(body []byte) protocol.Usage {
+func usageOf(body []byte) wire.Usage {
 	var v struct {
-		Usage protocol.Usage `json:"usage"`
+		Usage wire.Usage `json:"usage"`
 	}
 	_ = json.Unmarshal(body, &v)
 	return v.Usage
@@ -505,7 +506,7 @@ func (c *clu) watchCanary(model string) func() []canaryAt {
 	c.t.Helper()
 	var mu sync.Mutex
 	var states []canaryAt
-	tab := cluster.NewTable[canary.State](c.kv(protocol.CanaryBucket), nil, protocol.KeyToken(model))
+	tab := cluster.NewTable[canary.State](c.kv(wire.CanaryBucket), nil, wire.KeyToken(model))
 	tab.OnChange = func(_ string, row cluster.Row[canary.State], ok bool) {
 		if ok {
 			mu.Lock()

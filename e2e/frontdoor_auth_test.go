@@ -11,7 +11,7 @@ import (
 	"github.com/relaydev/relay/edge"
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Unauthenticated, wrong-key and cross-tenant requests are refused on
@@ -47,7 +47,7 @@ func TestFrontDoorAuthAndTenants(t *testing.T) {
 	resp.Body.Close()
 
 	// To beta (and to nobody) it is an unknown stream, on either edge.
-	unknown := protocol.NewStreamID()
+	unknown := wire.NewStreamID()
 	for _, base := range sys.Edges {
 		for _, tc := range []struct{ method, path string }{
 			{"GET", "/v1/streams/"},
@@ -154,7 +154,7 @@ func TestFrontDoorResumeTokens(t *testing.T) {
 	check("forged", "/v1/streams/"+id+"?token="+string(forged))
 	check("another stream's token", "/v1/streams/"+id+"?token="+otherToken)
 	check("this token on another stream", "/v1/streams/"+otherID+"?token="+token)
-	check("this token on an unknown stream", "/v1/streams/"+protocol.NewStreamID()+"?token="+token)
+	check("this token on an unknown stream", "/v1/streams/"+wire.NewStreamID()+"?token="+token)
 	time.Sleep(time.Until(issued.Add(ttl + 100*time.Millisecond)))
 	check("expired", "/v1/streams/"+id+"?token="+token)
 }

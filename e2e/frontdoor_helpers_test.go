@@ -18,8 +18,8 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // The client keys of the front-door tests: acme may use every model, beta
@@ -151,7 +151,7 @@ func requestsQueued(t *testing.T, sys *system) uint64 {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	stream, err := js.Stream(ctx, protocol.RequestStream)
+	stream, err := js.Stream(ctx, wire.RequestStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,9 +25,9 @@ import (
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/natsserver"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/upstream"
 )
 
@@ -274,7 +274,7 @@ func (s *system) connect(g *runGroup, cfg config.Config, role string, logger *sl
 	g.closeAtEnd(nc)
 	ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
 	defer cancel()
-	if err := protocol.Setup(ctx, js, cfg.Streams); err != nil {
+	if err := streams.Setup(ctx, js, cfg.Streams); err != nil {
 		t.Fatalf("%s: %v", role, err)
 	}
 	return nc, js

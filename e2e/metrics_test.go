@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // TestMetricsMoveEndToEnd drives the events behind each family through a
@@ -57,7 +57,7 @@ func TestMetricsMoveEndToEnd(t *testing.T) {
 	if st, _ := get(t, sys.Edge+"/v1/streams/"+id+"?last_event_id=nonsense"); st != http.StatusBadRequest {
 		t.Fatalf("bad cursor: %d", st)
 	}
-	if st, _ := get(t, sys.Edge+"/v1/streams/"+protocol.NewStreamID()+"?last_event_id=1-1"); st != http.StatusNotFound {
+	if st, _ := get(t, sys.Edge+"/v1/streams/"+wire.NewStreamID()+"?last_event_id=1-1"); st != http.StatusNotFound {
 		t.Fatalf("unknown stream: %d", st)
 	}
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/relaydev/relay/e2e/procs"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // The process tests (TestProcess...) run every role as its own operating
@@ -266,7 +266,7 @@ func (s *psys) dumpLogs(n int) {
 type frameSeen struct {
 	At    time.Time
 	JSSeq string
-	Frame protocol.Frame
+	Frame wire.Frame
 }
 
 // frameLog records the frames the test's connection heard, per stream.
@@ -281,13 +281,13 @@ func newFrameLog() *frameLog { return &frameLog{frames: map[string][]frameSeen{}
 
 func (l *frameLog) record(m *nats.Msg) {
 	id := strings.TrimPrefix(m.Subject, "relay.live.")
-	var f protocol.Frame
+	var f wire.Frame
 	if err := json.Unmarshal(m.Data, &f); err != nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.frames[id] = append(l.frames[id], frameSeen{At: time.Now(), JSSeq: m.Header.Get(protocol.HeaderSequence), Frame: f})
+	l.frames[id] = append(l.frames[id], frameSeen{At: time.Now(), JSSeq: m.Header.Get(wire.HeaderSequence), Frame: f})
 }
 
 // of returns the frames of stream id heard so far.
@@ -301,7 +301,7 @@ func (l *frameLog) of(id string) []frameSeen {
 func (l *frameLog) claims(id string) []frameSeen {
 	var out []frameSeen
 	for _, f := range l.of(id) {
-		if f.Frame.Kind == protocol.KindClaim {
+		if f.Frame.Kind == wire.KindClaim {
 			out = append(out, f)
 		}
 	}
@@ -311,7 +311,7 @@ func (l *frameLog) claims(id string) []frameSeen {
 // end returns the end frame of stream id, if it was heard.
 func (l *frameLog) end(id string) (frameSeen, bool) {
 	for _, f := range l.of(id) {
-		if f.Frame.Kind == protocol.KindEnd {
+		if f.Frame.Kind == wire.KindEnd {
 			return f, true
 		}
 	}
@@ -328,9 +328,9 @@ func (l *frameLog) held(worker string) int {
 		owner := ""
 		for _, f := range frames {
 			switch f.Frame.Kind {
-			case protocol.KindClaim:
+			case wire.KindClaim:
 				owner = f.Frame.Worker
-			case protocol.KindEnd:
+			case wire.KindEnd:
 				owner = ""
 			}
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/e2e/procs"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // streamAll starts n streams, alternating over edges, and reads a few
@@ -166,7 +166,7 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	leader := func() (string, int) {
 		infoCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		st, err := js.Stream(infoCtx, protocol.ChunkStream)
+		st, err := js.Stream(infoCtx, wire.ChunkStream)
 		if err != nil {
 			return "", 0
 		}
@@ -178,7 +178,7 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	}
 	name, replicas := leader()
 	if replicas != 3 || name == "" {
-		t.Fatalf("%s: leader %q, %d replicas; want a leader and 3 replicas", protocol.ChunkStream, name, replicas)
+		t.Fatalf("%s: leader %q, %d replicas; want a leader and 3 replicas", wire.ChunkStream, name, replicas)
 	}
 	var victim *procs.NATS
 	for _, n := range s.nats {
@@ -193,7 +193,7 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	clients, _ := streamAll(t, ctx, s, streams, tokens, "a cluster node dies")
 	killed := time.Now()
 	must(t, victim.Kill())
-	t.Logf("SIGKILLed %s, the leader of %s", name, protocol.ChunkStream)
+	t.Logf("SIGKILLed %s, the leader of %s", name, wire.ChunkStream)
 	finishAll(t, ctx, s, clients)
 	report, _ := faultReport(clients, killed)
 	next, _ := leader()

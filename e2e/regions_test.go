@@ -19,9 +19,11 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/region"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Regions (issue 6, test 7; README "Regions"): two regions in one test
@@ -31,34 +33,34 @@ import (
 // region runs its own edge and worker; the shared state is A's, mirrored
 // into B.
 
-// region is one region's running relay.
-type region struct {
+// regionRun is one region's running relay.
+type regionRun struct {
 	Name string
 	Edge string // base URL
 	// Mock is the region's own fake upstream, provider "mock": the same
 	// provider, and so the same breaker, in both regions.
 	Mock *mockupstream.Server
 	// State is the region's view of the shared state, as its roles see it.
-	State *protocol.Regional
+	State *region.Regional
 	// JS is the region's own JetStream.
 	JS jetstream.JetStream
 }
 
 var (
-	homeRegion  = protocol.Region{Name: relaytest.DomainA}
-	otherRegion = protocol.Region{Name: relaytest.DomainB, HomeDomain: relaytest.DomainA}
+	homeRegion  = region.Region{Name: relaytest.DomainA}
+	otherRegion = region.Region{Name: relaytest.DomainB, HomeDomain: relaytest.DomainA}
 )
 
 // startRegions runs both regions, each with its own fake upstream, edge
 // and worker. Provider "mock" retries fast, and its breaker opens after 3
 // failures in a row, for 30s.
-func startRegions(t *testing.T) (*relaytest.Regions, region, region) {
+func startRegions(t *testing.T) (*relaytest.Regions, regionRun, regionRun) {
 	t.Helper()
 	rs := relaytest.TwoRegions(t)
 	logger := relaytest.Logger(t)
 	g := newRunGroup(t)
 
-	start := func(srv *server.Server, r protocol.Region) region {
+	start := func(srv *server.Server, r region.Region) regionRun {
 		lg := logger.With("in", r.Name)
 		mock, err := mockupstream.New(mockupstream.Config{Tokens: 8}, lg.With("role", "mock-upstream"))
 		if err != nil {
@@ -91,12 +93,12 @@ func startRegions(t *testing.T) (*relaytest.Regions, region, region) {
 		}
 		g.app(config.RoleWorker, cfg, lg)
 		addrs := g.app(config.RoleEdge, cfg, lg)
-		_, state := relaytest.ConnectRegion(t, srv, protocol.Topology{}, r)
+		_, state := relaytest.ConnectRegion(t, srv, streams.Topology{}, r)
 		plain, err := jetstream.New(state.Conn())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return region{Name: r.Name, Edge: "http://" + addrs.Edge, Mock: mock, State: state, JS: plain}
+		return regionRun{Name: r.Name, Edge: "http://" + addrs.Edge, Mock: mock, State: state, JS: plain}
 	}
 	a := start(rs.A, homeRegion)
 	b := start(rs.B, otherRegion)
@@ -106,7 +108,7 @@ func startRegions(t *testing.T) (*relaytest.Regions, region, region) {
 // generate runs one generation through r's edge to its end and returns
 // its stream id and what the client received; err is the edge's refusal
 // (*httpError) if it did not start one.
-func generate(t *testing.T, r region, text string) (string, *transcript, error) {
+func generate(t *testing.T, r regionRun, text string) (string, *transcript, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -129,7 +131,7 @@ func generate(t *testing.T, r region, text string) (string, *transcript, error) 
 
 // served runs a generation in r and fails the test unless r's provider
 // answered it in full.
-func served(t *testing.T, r region, text string) string {
+func served(t *testing.T, r regionRun, text string) string {
 	t.Helper()
 	id, tr, err := generate(t, r, text)
 	if err != nil {
@@ -144,7 +146,7 @@ func served(t *testing.T, r region, text string) string {
 // refused reports whether r refuses a generation because provider mock's
 // breaker is open there, without calling its provider: the edge answers
 // 503 at once (or the worker ends the stream failed).
-func refused(t *testing.T, r region, text string) bool {
+func refused(t *testing.T, r regionRun, text string) bool {
 	t.Helper()
 	before := r.Mock.Stats().ChatRequests
 	_, tr, err := generate(t, r, text)
@@ -161,9 +163,9 @@ func refused(t *testing.T, r region, text string) bool {
 // tripBreaker makes r's provider fail until r's worker opens its breaker
 // (three failures in a row; the retry budget lets few retries through, so
 // it takes a few generations).
-func tripBreaker(t *testing.T, r region) {
+func tripBreaker(t *testing.T, r regionRun) {
 	t.Helper()
-	kv := sharedKV(t, r, protocol.BreakerBucket)
+	kv := sharedKV(t, r, wire.BreakerBucket)
 	for i := 0; breakerPhase(t, kv) != breaker.Open; i++ {
 		if i == 10 {
 			t.Fatalf("region %s: the breaker did not open after %d failing generations", r.Name, i)
@@ -195,7 +197,7 @@ func breakerPhase(t *testing.T, kv jetstream.KeyValue) breaker.Phase {
 	return s.Current()
 }
 
-func sharedKV(t *testing.T, r region, bucket string) jetstream.KeyValue {
+func sharedKV(t *testing.T, r regionRun, bucket string) jetstream.KeyValue {
 	t.Helper()
 	kv, err := r.State.KeyValue(context.Background(), bucket)
 	if err != nil {
@@ -205,13 +207,13 @@ func sharedKV(t *testing.T, r region, bucket string) jetstream.KeyValue {
 }
 
 // storedIn reports whether r's chunk log holds stream id.
-func storedIn(t *testing.T, r region, id string) bool {
+func storedIn(t *testing.T, r regionRun, id string) bool {
 	t.Helper()
-	s, err := r.JS.Stream(context.Background(), protocol.ChunkStream)
+	s, err := r.JS.Stream(context.Background(), wire.ChunkStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.GetLastMsgForSubject(context.Background(), protocol.ChunkSubject(id))
+	_, err = s.GetLastMsgForSubject(context.Background(), wire.ChunkSubject(id))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false
 	}
@@ -231,7 +233,7 @@ func TestRegionBreakerOpenedInAEnforcedInB(t *testing.T) {
 		t.Fatal("a region's stream was stored in the other region")
 	}
 
-	w, err := sharedKV(t, a, protocol.BreakerBucket).Watch(context.Background(), "mock", jetstream.UpdatesOnly())
+	w, err := sharedKV(t, a, wire.BreakerBucket).Watch(context.Background(), "mock", jetstream.UpdatesOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +260,7 @@ func TestRegionBreakerOpenedInAEnforcedInB(t *testing.T) {
 // wins, key by key): B's trip reaches A.
 func TestRegionPartitionAndHeal(t *testing.T) {
 	rs, a, b := startRegions(t)
-	inA, inB := sharedKV(t, a, protocol.BreakerBucket), sharedKV(t, b, protocol.BreakerBucket)
+	inA, inB := sharedKV(t, a, wire.BreakerBucket), sharedKV(t, b, wire.BreakerBucket)
 
 	rs.Link.Cut()
 	relaytest.Eventually(t, 5*time.Second, 5*time.Millisecond, func() bool { return !rs.Joined() })
@@ -284,7 +286,7 @@ func TestRegionPartitionAndHeal(t *testing.T) {
 		return breakerPhase(t, inA) == breaker.Open && breakerPhase(t, inB) == breaker.Open
 	})
 	healed := time.Since(start)
-	overlay := inB.(*protocol.RegionalKV).Overlay()
+	overlay := inB.(*region.RegionalKV).Overlay()
 	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
 		e, err := overlay.Get(context.Background(), "mock")
 		return errors.Is(err, jetstream.ErrKeyNotFound) && e == nil

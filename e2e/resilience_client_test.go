@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // piece is one chunk as a client saw it, with the relay extension that
@@ -21,7 +21,7 @@ type piece struct {
 	Provider string
 	Model    string
 	Attempt  int
-	Seam     protocol.Seam
+	Seam     wire.Seam
 }
 
 // answer is everything a client received for one streamed request.
@@ -30,7 +30,7 @@ type answer struct {
 	pieces   []piece
 	status   string
 	finish   string
-	usage    *protocol.Usage
+	usage    *wire.Usage
 	attempts int
 	cost     float64
 	errType  string

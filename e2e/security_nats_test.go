@@ -8,7 +8,7 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Every role connects as its own user of configs/nats/nats-server.conf: a
@@ -43,14 +43,14 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	}
 
 	coordinator := sys.Secured.probe(t, "coordinator")
-	before := coordinator.lastSeqs(protocol.RequestStream, protocol.ChunkStream)
+	before := coordinator.lastSeqs(wire.RequestStream, wire.ChunkStream)
 
 	t.Run("edge", func(t *testing.T) {
 		p := sys.Secured.probe(t, "edge")
-		forged := protocol.NewStreamID()
+		forged := wire.NewStreamID()
 		p.allowSubscribe("relay.live.>")
 		p.allowSubscribe("relay.presence.>")
-		p.allowPublish(protocol.CancelSubject(forged))
+		p.allowPublish(wire.CancelSubject(forged))
 		p.allowPublish("relay.presence." + forged)
 
 		// It reads chunks: the whole stream above, with its credentials.
@@ -64,10 +64,10 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		}
 
 		// It cannot write them.
-		frame := protocol.Frame{Kind: protocol.KindChunk, Seq: 1, Content: "forged"}.Encode()
-		p.denyPublish(protocol.ChunkSubject(forged))
-		p.jsPublishFails(protocol.ChunkSubject(forged), frame)
-		p.jsPublishFails(protocol.ChunkSubject(id), frame)
+		frame := wire.Frame{Kind: wire.KindChunk, Seq: 1, Content: "forged"}.Encode()
+		p.denyPublish(wire.ChunkSubject(forged))
+		p.jsPublishFails(wire.ChunkSubject(forged), frame)
+		p.jsPublishFails(wire.ChunkSubject(id), frame)
 		frames = 0
 		if _, err := reader.Read(ctx, forged, 0, func(chunklog.Entry) error { frames++; return nil }); err != nil || frames != 0 {
 			t.Fatalf("forged stream has %d frames (err %v), want none", frames, err)
@@ -75,26 +75,26 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 
 		// Nor reconfigure or delete the streams, nor write provider health,
 		// nor read other edges' requests off the wire.
-		p.denyPublish("$JS.API.STREAM.UPDATE." + protocol.ChunkStream)
-		p.denyPublish("$JS.API.STREAM.DELETE." + protocol.ChunkStream)
-		p.denyPublish("$JS.API.STREAM.PURGE." + protocol.RequestStream)
-		p.denyPublish("$JS.API.CONSUMER.MSG.NEXT." + protocol.RequestStream + "." + protocol.WorkerConsumer)
-		p.denyPublish("$KV." + protocol.HealthBucket + ".mock")
-		p.denySubscribe(protocol.RequestSubject)
+		p.denyPublish("$JS.API.STREAM.UPDATE." + wire.ChunkStream)
+		p.denyPublish("$JS.API.STREAM.DELETE." + wire.ChunkStream)
+		p.denyPublish("$JS.API.STREAM.PURGE." + wire.RequestStream)
+		p.denyPublish("$JS.API.CONSUMER.MSG.NEXT." + wire.RequestStream + "." + wire.WorkerConsumer)
+		p.denyPublish("$KV." + wire.HealthBucket + ".mock")
+		p.denySubscribe(wire.RequestSubject)
 		p.denySubscribe("relay.chunks.>")
 	})
 
 	t.Run("worker", func(t *testing.T) {
 		p := sys.Secured.probe(t, "worker")
 		p.allowSubscribe("relay.cancel.>")
-		p.allowSubscribe(protocol.LivenessSubject)
+		p.allowSubscribe(wire.LivenessSubject)
 
-		req := []byte(`{"stream_id":"` + protocol.NewStreamID() + `","model":"mock-1","body":{}}`)
-		p.denyPublish(protocol.RequestSubject)
-		p.jsPublishFails(protocol.RequestSubject, req)
-		p.denyPublish("$KV." + protocol.MetaBucket + "." + id)
-		p.denyPublish("$JS.API.STREAM.UPDATE." + protocol.RequestStream)
-		p.denyPublish("$JS.API.STREAM.DELETE.KV_" + protocol.MetaBucket)
+		req := []byte(`{"stream_id":"` + wire.NewStreamID() + `","model":"mock-1","body":{}}`)
+		p.denyPublish(wire.RequestSubject)
+		p.jsPublishFails(wire.RequestSubject, req)
+		p.denyPublish("$KV." + wire.MetaBucket + "." + id)
+		p.denyPublish("$JS.API.STREAM.UPDATE." + wire.RequestStream)
+		p.denyPublish("$JS.API.STREAM.DELETE.KV_" + wire.MetaBucket)
 		p.denySubscribe("relay.live.>")
 		// Nor forge a reply to another connection's request.
 		p.denyPublish("_INBOX.forged")
@@ -102,14 +102,14 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 
 	t.Run("coordinator", func(t *testing.T) {
 		p := coordinator
-		p.denyPublish(protocol.RequestSubject)
-		p.denyPublish(protocol.ChunkSubject(id))
-		p.denyPublish("$JS.API.STREAM.DELETE." + protocol.ChunkStream)
+		p.denyPublish(wire.RequestSubject)
+		p.denyPublish(wire.ChunkSubject(id))
+		p.denyPublish("$JS.API.STREAM.DELETE." + wire.ChunkStream)
 		p.denyPublish("_INBOX.forged")
 	})
 
 	// Nothing the refused publishes carried was stored.
-	if after := coordinator.lastSeqs(protocol.RequestStream, protocol.ChunkStream); after[protocol.RequestStream] != before[protocol.RequestStream] || after[protocol.ChunkStream] != before[protocol.ChunkStream] {
+	if after := coordinator.lastSeqs(wire.RequestStream, wire.ChunkStream); after[wire.RequestStream] != before[wire.RequestStream] || after[wire.ChunkStream] != before[wire.ChunkStream] {
 		t.Fatalf("stream sequences moved from %v to %v: a refused publish was stored", before, after)
 	}
 	// start (options.Secured) checks at the end that the roles themselves

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // # Authentication
@@ -120,7 +120,7 @@ const (
 // credential finds the API key a request carries: in its Authorization
 // header, or else in a WebSocket subprotocol. found is false without one;
 // a malformed one is an error.
-func credential(r *http.Request) (key string, found bool, e *protocol.Error) {
+func credential(r *http.Request) (key string, found bool, e *wire.Error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		key, ok := bearer(h)
 		if !ok {
@@ -182,7 +182,7 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) authenticate(r *http.Request) (principal, *protocol.Error) {
+func (s *Server) authenticate(r *http.Request) (principal, *wire.Error) {
 	key, found, e := credential(r)
 	if e != nil && s.auth.enabled() {
 		return principal{}, e
@@ -209,8 +209,8 @@ func (s *Server) authenticate(r *http.Request) (principal, *protocol.Error) {
 	return principal{}, unauthorized("You didn't provide an API key. Send it in an Authorization header using Bearer auth (Authorization: Bearer YOUR_KEY).")
 }
 
-func unauthorized(message string) *protocol.Error {
-	return &protocol.Error{Message: message, Type: protocol.TypeInvalidRequest, Code: CodeInvalidAPIKey, Status: http.StatusUnauthorized}
+func unauthorized(message string) *wire.Error {
+	return &wire.Error{Message: message, Type: wire.TypeInvalidRequest, Code: CodeInvalidAPIKey, Status: http.StatusUnauthorized}
 }
 
 // validTenant: letters, digits, '.', '-' and '_', at most 64.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Keys of the tenants the tests authenticate as.
@@ -82,12 +82,12 @@ func TestAuthentication(t *testing.T) {
 		}
 	}
 	// Every API route needs a key; health checks do not.
-	for _, path := range []string{"/v1/models", "/v1/streams/" + protocol.NewStreamID(), "/v1/ws", "/v1/nope"} {
+	for _, path := range []string{"/v1/models", "/v1/streams/" + wire.NewStreamID(), "/v1/ws", "/v1/nope"} {
 		if res := do(t, "GET", edge.url+path, "", nil); res.StatusCode != http.StatusUnauthorized {
 			t.Errorf("GET %s without a key: %d", path, res.StatusCode)
 		}
 	}
-	if res := do(t, "DELETE", edge.url+"/v1/streams/"+protocol.NewStreamID(), "", nil); res.StatusCode != http.StatusUnauthorized {
+	if res := do(t, "DELETE", edge.url+"/v1/streams/"+wire.NewStreamID(), "", nil); res.StatusCode != http.StatusUnauthorized {
 		t.Errorf("DELETE without a key: %d", res.StatusCode)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
@@ -182,13 +182,13 @@ func TestStreamsBelongToTheirTenant(t *testing.T) {
 	edge := e.startEdge(tenantConfig())
 	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), bearerHeader(keyAcme))
 	id := res.Header.Get("X-Relay-Stream-Id")
-	if res.StatusCode != http.StatusOK || !protocol.ValidStreamID(id) {
+	if res.StatusCode != http.StatusOK || !wire.ValidStreamID(id) {
 		t.Fatalf("POST: %d", res.StatusCode)
 	}
 	if meta, _ := e.meta(id); meta.Tenant != "acme" {
 		t.Fatalf("stream of tenant %q", meta.Tenant)
 	}
-	unknown := protocol.NewStreamID()
+	unknown := wire.NewStreamID()
 	same := func(what string, got, want *http.Response, gotID, wantID string) {
 		t.Helper()
 		g, wnt := readAll(t, got), readAll(t, want)
@@ -229,7 +229,7 @@ func TestStreamsBelongToTheirTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	sendWS(t, conn, `{"type":"cancel","stream_id":"`+id+`"}`)
-	if m := readWS(t, conn); m.Type != "cancellation" || m.Status != protocol.StatusDone {
+	if m := readWS(t, conn); m.Type != "cancellation" || m.Status != wire.StatusDone {
 		t.Fatalf("acme cancels its finished stream: %+v", m)
 	}
 }
@@ -276,7 +276,7 @@ func TestResumeTokens(t *testing.T) {
 		"other tenant":     "/v1/streams/" + id + "?token=" + resigned,
 		"other stream":     "/v1/streams/" + id + "?token=" + otherToken,
 		"other stream's":   "/v1/streams/" + other + "?token=" + token,
-		"unknown stream":   "/v1/streams/" + protocol.NewStreamID() + "?token=" + token,
+		"unknown stream":   "/v1/streams/" + wire.NewStreamID() + "?token=" + token,
 		"garbage":          "/v1/streams/" + id + "?token=garbage",
 		"long":             "/v1/streams/" + id + "?token=" + strings.Repeat("a", 600),
 	}
@@ -361,12 +361,12 @@ func b64(s string) string {
 func TestResumeTokenUnit(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	tokens := &resumeTokens{secret: []byte(tokenSecret), ttl: time.Minute, now: func() time.Time { return now }}
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	token := tokens.issue(id, "acme.eu")
 	if tenant, ok := tokens.verify(token, id); !ok || tenant != "acme.eu" {
 		t.Fatalf("verify: %q %v", tenant, ok)
 	}
-	if _, ok := tokens.verify(token, protocol.NewStreamID()); ok {
+	if _, ok := tokens.verify(token, wire.NewStreamID()); ok {
 		t.Fatal("verified for another stream")
 	}
 	anon := tokens.issue(id, "")
@@ -392,7 +392,7 @@ func checkQueueEmpty(t *testing.T, e *env) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	stream, err := e.js.Stream(ctx, protocol.RequestStream)
+	stream, err := e.js.Stream(ctx, wire.RequestStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func checkQueueEmpty(t *testing.T, e *env) {
 	if info.State.LastSeq != 0 {
 		t.Fatalf("%d requests were queued", info.State.LastSeq)
 	}
-	kv, err := e.js.KeyValue(ctx, protocol.MetaBucket)
+	kv, err := e.js.KeyValue(ctx, wire.MetaBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

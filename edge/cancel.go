@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // # Cancellation
 //
 // DELETE /v1/streams/{id}, a WebSocket cancel message and the cancel_after
-// disconnect policy all cancel the same way (protocol/doc.go has the
+// disconnect policy all cancel the same way (package wire has the
 // contract):
 //
 //  1. The Meta must exist (404 otherwise) and belong to the caller's
@@ -22,7 +22,7 @@ import (
 //  3. Meta.Cancelled is set by a revision-checked update (the durable
 //     record a worker that takes the request later reads); setting it
 //     again is a no-op, so cancelling twice is harmless.
-//  4. A notice goes to protocol.CancelSubject(id) (the prompt signal to
+//  4. A notice goes to wire.CancelSubject(id) (the prompt signal to
 //     the worker holding the stream), on every call: a repeated cancel
 //     repeats a notice that may have been lost.
 //  5. The edge waits up to cancelWait for the end frame the worker then
@@ -33,7 +33,7 @@ import (
 // statusCancelling answers a cancellation whose end frame did not appear
 // within cancelWait. It is not a terminal status: the stream will end
 // (normally "cancelled") when a worker acts on the record.
-const statusCancelling protocol.Status = "cancelling"
+const statusCancelling wire.Status = "cancelling"
 
 // cancelWait bounds how long a cancel request waits for the end frame:
 // twice the second a worker is allowed to take to stop, so that a healthy
@@ -43,24 +43,24 @@ const cancelWait = 2 * time.Second
 
 // cancelObject answers DELETE /v1/streams/{id}.
 type cancelObject struct {
-	ID     string          `json:"id"`
-	Object string          `json:"object"`
-	Status protocol.Status `json:"status"`
+	ID     string      `json:"id"`
+	Object string      `json:"object"`
+	Status wire.Status `json:"status"`
 }
 
-func newCancelObject(id string, status protocol.Status) cancelObject {
+func newCancelObject(id string, status wire.Status) cancelObject {
 	return cancelObject{ID: id, Object: "stream.cancellation", Status: status}
 }
 
 // cancelAndWait cancels stream id on behalf of tenant and waits (up to the
 // server's cancelWait) for its end; it returns the terminal status, or
 // statusCancelling. idParam names the id in errors.
-func (s *Server) cancelAndWait(ctx context.Context, tenant, id, idParam string) (protocol.Status, *protocol.Error) {
+func (s *Server) cancelAndWait(ctx context.Context, tenant, id, idParam string) (wire.Status, *wire.Error) {
 	tail, e := s.cancel(ctx, tenant, id, idParam)
 	if e != nil {
 		return "", e
 	}
-	if tail.Frame.Kind == protocol.KindEnd {
+	if tail.Frame.Kind == wire.KindEnd {
 		return tail.Frame.Status, nil
 	}
 	ctx, stop := context.WithTimeout(ctx, s.cancelWait)
@@ -75,7 +75,7 @@ func (s *Server) cancelAndWait(ctx context.Context, tenant, id, idParam string) 
 	for !f.ended() {
 		entries, err := f.next(ctx, s.cfg.Keepalive)
 		for _, e := range entries {
-			if e.Frame.Kind == protocol.KindEnd {
+			if e.Frame.Kind == wire.KindEnd {
 				return e.Frame.Status, nil
 			}
 		}
@@ -94,8 +94,8 @@ func (s *Server) cancelAndWait(ctx context.Context, tenant, id, idParam string) 
 // included: the end frame when the stream had ended already (then nothing
 // was changed), or where to watch for the end from (zero when nothing was
 // stored yet).
-func (s *Server) cancel(ctx context.Context, tenant, id, idParam string) (chunklog.Entry, *protocol.Error) {
-	if !protocol.ValidStreamID(id) {
+func (s *Server) cancel(ctx context.Context, tenant, id, idParam string) (chunklog.Entry, *wire.Error) {
+	if !wire.ValidStreamID(id) {
 		return chunklog.Entry{}, invalid(idParam, CodeInvalidStreamID, "%q is not a stream id", id)
 	}
 	ctx, stop := context.WithTimeout(ctx, natsTimeout)
@@ -113,7 +113,7 @@ func (s *Server) cancel(ctx context.Context, tenant, id, idParam string) (chunkl
 	if err != nil {
 		return chunklog.Entry{}, unavailable("reading the stream's last frame", err)
 	}
-	if tail.Frame.Kind == protocol.KindEnd {
+	if tail.Frame.Kind == wire.KindEnd {
 		return tail, nil
 	}
 	err = s.meta.update(ctx, id, meta, revision, markCancelled)
@@ -123,7 +123,7 @@ func (s *Server) cancel(ctx context.Context, tenant, id, idParam string) (chunkl
 	case err != nil:
 		return chunklog.Entry{}, unavailable("recording the cancellation", err)
 	}
-	if err := s.nc.Publish(protocol.CancelSubject(id), nil); err != nil {
+	if err := s.nc.Publish(wire.CancelSubject(id), nil); err != nil {
 		// The record stands; the worker holding the stream misses the
 		// notice, and a worker taking the request over reads the record.
 		s.log.Warn("cancel notice not sent", "stream_id", id, "err", err)
@@ -133,7 +133,7 @@ func (s *Server) cancel(ctx context.Context, tenant, id, idParam string) (chunkl
 
 // markCancelled is the Meta of a cancelled stream; an already cancelled one
 // needs no write.
-func markCancelled(m protocol.Meta) (protocol.Meta, bool) {
+func markCancelled(m wire.Meta) (wire.Meta, bool) {
 	if m.Cancelled {
 		return m, false
 	}

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // cancelBody is the body of a DELETE /v1/streams/{id} answer.
-func cancelBody(id string, status protocol.Status) string {
+func cancelBody(id string, status wire.Status) string {
 	return fmt.Sprintf(`{"id":%q,"object":"stream.cancellation","status":%q}`+"\n", id, status)
 }
 
@@ -43,7 +43,7 @@ func TestCancelRunningStream(t *testing.T) {
 	readEvents(t, r, func(ev sseEvent) bool { return strings.HasPrefix(ev.ID, "2-") })
 	_, revision := e.meta(id)
 
-	notices, err := e.nc.SubscribeSync(protocol.CancelSubject(id))
+	notices, err := e.nc.SubscribeSync(wire.CancelSubject(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +51,11 @@ func TestCancelRunningStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	del := do(t, "DELETE", edge.url+"/v1/streams/"+id, "", nil)
-	if body := readAll(t, del); del.StatusCode != http.StatusOK || body != cancelBody(id, protocol.StatusCancelled) {
+	if body := readAll(t, del); del.StatusCode != http.StatusOK || body != cancelBody(id, wire.StatusCancelled) {
 		t.Fatalf("DELETE: %d %s", del.StatusCode, body)
 	}
 	if _, err := notices.NextMsg(5 * time.Second); err != nil {
-		t.Fatalf("no notice on %s: %v", protocol.CancelSubject(id), err)
+		t.Fatalf("no notice on %s: %v", wire.CancelSubject(id), err)
 	}
 	if meta, rev := e.meta(id); !meta.Cancelled || rev <= revision || meta.Model != testModel {
 		t.Fatalf("meta after cancel %+v (revision %d, was %d)", meta, rev, revision)
@@ -67,7 +67,7 @@ func TestCancelRunningStream(t *testing.T) {
 	// The client that started the stream sees it end cancelled, with the
 	// usage of the two chunks generated.
 	end := endOf(t, readAll(t, &http.Response{Body: readCloser{r}}))
-	if end.Relay.Status != protocol.StatusCancelled || end.Error == nil || end.Error.Type != protocol.TypeCancelled ||
+	if end.Relay.Status != wire.StatusCancelled || end.Error == nil || end.Error.Type != wire.TypeCancelled ||
 		end.Usage == nil || end.Usage.CompletionTokens != 2 || end.Relay.Seq != 3 {
 		t.Fatalf("end %+v", end)
 	}
@@ -75,7 +75,7 @@ func TestCancelRunningStream(t *testing.T) {
 	// Cancelling again answers the same, and writes nothing.
 	_, revision = e.meta(id)
 	again := do(t, "DELETE", edge.url+"/v1/streams/"+id, "", nil)
-	if body := readAll(t, again); again.StatusCode != http.StatusOK || body != cancelBody(id, protocol.StatusCancelled) {
+	if body := readAll(t, again); again.StatusCode != http.StatusOK || body != cancelBody(id, wire.StatusCancelled) {
 		t.Fatalf("second DELETE: %d %s", again.StatusCode, body)
 	}
 	if _, rev := e.meta(id); rev != revision {
@@ -88,12 +88,12 @@ func TestCancelRunningStream(t *testing.T) {
 func TestCancelFinishedStream(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
-	id := protocol.NewStreamID()
-	e.writeStream(id, protocol.Meta{Model: testModel}, answer(3)(protocol.Request{}))
+	id := wire.NewStreamID()
+	e.writeStream(id, wire.Meta{Model: testModel}, answer(3)(wire.Request{}))
 	_, revision := e.meta(id)
 
 	res := do(t, "DELETE", edge.url+"/v1/streams/"+id, "", nil)
-	if body := readAll(t, res); res.StatusCode != http.StatusOK || body != cancelBody(id, protocol.StatusDone) {
+	if body := readAll(t, res); res.StatusCode != http.StatusOK || body != cancelBody(id, wire.StatusDone) {
 		t.Fatalf("DELETE: %d %s", res.StatusCode, body)
 	}
 	if meta, rev := e.meta(id); meta.Cancelled || rev != revision {
@@ -124,7 +124,7 @@ func TestCancelQueuedStream(t *testing.T) {
 		t.Fatalf("worker cancelled %s", got)
 	}
 	end := endOf(t, readAll(t, res))
-	if end.Relay.Status != protocol.StatusCancelled || end.Relay.Seq != 1 {
+	if end.Relay.Status != wire.StatusCancelled || end.Relay.Seq != 1 {
 		t.Fatalf("end %+v", end)
 	}
 }
@@ -132,7 +132,7 @@ func TestCancelQueuedStream(t *testing.T) {
 func TestCancelErrors(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
-	unknown := protocol.NewStreamID()
+	unknown := wire.NewStreamID()
 	for _, tc := range []struct {
 		id     string
 		status int
@@ -153,40 +153,40 @@ func TestCancelErrors(t *testing.T) {
 func TestMetaUpdateIsRevisionChecked(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	kv, err := e.js.KeyValue(ctx, protocol.MetaBucket)
+	kv, err := e.js.KeyValue(ctx, wire.MetaBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := &metaStore{js: e.js}
 	interfere := func(id string) {
-		if _, err := kv.Put(ctx, id, mustJSON(t, protocol.Meta{Model: otherModel, Created: 7})); err != nil {
+		if _, err := kv.Put(ctx, id, mustJSON(t, wire.Meta{Model: otherModel, Created: 7})); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	id := protocol.NewStreamID()
-	e.writeStream(id, protocol.Meta{Model: testModel}, nil)
+	id := wire.NewStreamID()
+	e.writeStream(id, wire.Meta{Model: testModel}, nil)
 	meta, revision, err := store.get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	calls := 0
-	err = store.update(ctx, id, meta, revision, func(m protocol.Meta) (protocol.Meta, bool) {
+	err = store.update(ctx, id, meta, revision, func(m wire.Meta) (wire.Meta, bool) {
 		if calls++; calls == 1 {
 			interfere(id)
 		}
 		return markCancelled(m)
 	})
-	if got, _ := e.meta(id); err != nil || calls != 2 || got != (protocol.Meta{Model: otherModel, Created: 7, Cancelled: true}) {
+	if got, _ := e.meta(id); err != nil || calls != 2 || got != (wire.Meta{Model: otherModel, Created: 7, Cancelled: true}) {
 		t.Fatalf("after a concurrent write: err %v, %d calls, meta %+v", err, calls, got)
 	}
 
 	// A writer that always gets in between: the attempts are bounded.
-	id = protocol.NewStreamID()
-	e.writeStream(id, protocol.Meta{Model: testModel}, nil)
+	id = wire.NewStreamID()
+	e.writeStream(id, wire.Meta{Model: testModel}, nil)
 	meta, revision, _ = store.get(ctx, id)
 	calls = 0
-	err = store.update(ctx, id, meta, revision, func(m protocol.Meta) (protocol.Meta, bool) {
+	err = store.update(ctx, id, meta, revision, func(m wire.Meta) (wire.Meta, bool) {
 		calls++
 		interfere(id)
 		return markCancelled(m)
@@ -221,11 +221,11 @@ func TestWebSocketCancel(t *testing.T) {
 			t.Fatalf("unexpected %+v", m)
 		}
 	}
-	if end.StreamID != id || end.Status != protocol.StatusCancelled || end.Error == nil || end.Error.Type != protocol.TypeCancelled ||
+	if end.StreamID != id || end.Status != wire.StatusCancelled || end.Error == nil || end.Error.Type != wire.TypeCancelled ||
 		end.FinishReason != "" || end.Usage == nil || end.Usage.CompletionTokens != 1 || end.Attempts != 1 {
 		t.Fatalf("end %+v", end)
 	}
-	if answer.StreamID != id || answer.Status != protocol.StatusCancelled {
+	if answer.StreamID != id || answer.Status != wire.StatusCancelled {
 		t.Fatalf("cancellation %+v", answer)
 	}
 	if meta, _ := e.meta(id); !meta.Cancelled {
@@ -234,10 +234,10 @@ func TestWebSocketCancel(t *testing.T) {
 
 	// Cancelling a stream that ended answers with how it ended.
 	sendWS(t, conn, `{"type":"cancel","stream_id":"`+id+`"}`)
-	if m := readWS(t, conn); m.Type != "cancellation" || m.Status != protocol.StatusCancelled {
+	if m := readWS(t, conn); m.Type != "cancellation" || m.Status != wire.StatusCancelled {
 		t.Fatalf("second cancel: %+v", m)
 	}
-	unknown := protocol.NewStreamID()
+	unknown := wire.NewStreamID()
 	for _, tc := range []struct{ id, code string }{{unknown, CodeStreamNotFound}, {"x", CodeInvalidStreamID}} {
 		sendWS(t, conn, `{"type":"cancel","stream_id":"`+tc.id+`"}`)
 		if m := readWS(t, conn); m.Type != "error" || m.StreamID != tc.id || deref(m.Error.Code) != tc.code || deref(m.Error.Param) != "stream_id" {

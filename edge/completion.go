@@ -12,7 +12,7 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/metrics"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // serveCompletion answers a request with "stream": false. It follows the
@@ -37,7 +37,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origi
 		entries, err := f.next(ctx, s.cfg.Keepalive)
 		sess.delivered(entries)
 		for _, e := range entries {
-			if e.Frame.Kind == protocol.KindEnd {
+			if e.Frame.Kind == wire.KindEnd {
 				end = e
 			} else if aerr := acc.add(e.Frame); aerr != nil && err == nil {
 				err = aerr
@@ -53,11 +53,11 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origi
 				return false
 			}
 			s.log.Warn("completion interrupted", "stream_id", o.view.id, "err", err)
-			writeError(w, &protocol.Error{Message: err.Error(), Type: protocol.TypeServer, Code: CodeInterrupted, Status: http.StatusBadGateway})
+			writeError(w, &wire.Error{Message: err.Error(), Type: wire.TypeServer, Code: CodeInterrupted, Status: http.StatusBadGateway})
 			return false
 		}
 	}
-	if end.Frame.Status != protocol.StatusDone {
+	if end.Frame.Status != wire.StatusDone {
 		setRetryAfter(w, endError(end.Frame)) // tenant_limit.go
 		writeJSON(w, endError(end.Frame).Status, o.view.failure(end))
 		return false
@@ -82,7 +82,7 @@ type completionObject struct {
 	Created int64              `json:"created"`
 	Model   string             `json:"model"`
 	Choices []completionChoice `json:"choices"`
-	Usage   *protocol.Usage    `json:"usage,omitempty"`
+	Usage   *wire.Usage        `json:"usage,omitempty"`
 	Relay   completionRelay    `json:"relay"`
 }
 
@@ -126,7 +126,7 @@ type toolCallDelta struct {
 	Function toolFunction `json:"function"`
 }
 
-func (c *completion) add(f protocol.Frame) error {
+func (c *completion) add(f wire.Frame) error {
 	c.content.WriteString(f.Content)
 	if f.Provider != "" {
 		c.provider, c.model = f.Provider, f.Model

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestNonStreamingCompletion(t *testing.T) {
@@ -34,11 +34,11 @@ func TestNonStreamingCompletion(t *testing.T) {
 
 func TestNonStreamingToolCalls(t *testing.T) {
 	e := newEnv(t)
-	e.startWorker(&worker{script: func(protocol.Request) []protocol.Frame {
-		return []protocol.Frame{
-			{Kind: protocol.KindChunk, Role: "assistant", ToolCalls: []byte(`[{"index":0,"id":"call_a","type":"function","function":{"name":"get","arguments":""}},{"index":1,"id":"call_b","type":"function","function":{"name":"put","arguments":"{\"k\""}}]`)},
-			{Kind: protocol.KindChunk, ToolCalls: []byte(`[{"index":1,"function":{"arguments":":1}"}},{"index":0,"function":{"arguments":"{}"}}]`)},
-			{Kind: protocol.KindEnd, Status: protocol.StatusDone, FinishReason: "tool_calls", Attempts: 1},
+	e.startWorker(&worker{script: func(wire.Request) []wire.Frame {
+		return []wire.Frame{
+			{Kind: wire.KindChunk, Role: "assistant", ToolCalls: []byte(`[{"index":0,"id":"call_a","type":"function","function":{"name":"get","arguments":""}},{"index":1,"id":"call_b","type":"function","function":{"name":"put","arguments":"{\"k\""}}]`)},
+			{Kind: wire.KindChunk, ToolCalls: []byte(`[{"index":1,"function":{"arguments":":1}"}},{"index":0,"function":{"arguments":"{}"}}]`)},
+			{Kind: wire.KindEnd, Status: wire.StatusDone, FinishReason: "tool_calls", Attempts: 1},
 		}
 	}})
 	edge := e.startEdge(Config{})
@@ -63,15 +63,15 @@ func TestNonStreamingToolCalls(t *testing.T) {
 func TestNonStreamingErrorTerminal(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		err    *protocol.Error
+		err    *wire.Error
 		status int
 	}{
-		{"status from the error", &protocol.Error{Message: "rate limited everywhere", Type: protocol.TypeUpstream, Code: "rate_limited", Status: 429}, 429},
+		{"status from the error", &wire.Error{Message: "rate limited everywhere", Type: wire.TypeUpstream, Code: "rate_limited", Status: 429}, 429},
 		{"default 502", nil, 502},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.startWorker(&worker{script: failing(protocol.StatusFailed, tc.err)})
+			e.startWorker(&worker{script: failing(wire.StatusFailed, tc.err)})
 			edge := e.startEdge(Config{})
 			res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "hi"), nil)
 			body := readAll(t, res)
@@ -79,7 +79,7 @@ func TestNonStreamingErrorTerminal(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &got); err != nil {
 				t.Fatal(err)
 			}
-			if res.StatusCode != tc.status || got.Error.Type != protocol.TypeUpstream || got.Relay.Status != protocol.StatusFailed || got.Relay.StreamID != res.Header.Get("X-Relay-Stream-Id") ||
+			if res.StatusCode != tc.status || got.Error.Type != wire.TypeUpstream || got.Relay.Status != wire.StatusFailed || got.Relay.StreamID != res.Header.Get("X-Relay-Stream-Id") ||
 				got.Usage == nil || got.Usage.TotalTokens != 7 {
 				t.Fatalf("status %d: %s", res.StatusCode, body)
 			}

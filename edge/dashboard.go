@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // The dashboard (GET /dashboard) and the demo chat (GET / with edge.demo)
@@ -81,7 +81,7 @@ func serveStatic(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := fs.ReadFile(web, name)
 	if ctype == "" || err != nil {
-		writeError(w, &protocol.Error{Message: "unknown asset " + name, Type: protocol.TypeInvalidRequest, Code: CodeUnknownURL, Status: http.StatusNotFound})
+		writeError(w, &wire.Error{Message: "unknown asset " + name, Type: wire.TypeInvalidRequest, Code: CodeUnknownURL, Status: http.StatusNotFound})
 		return
 	}
 	w.Header().Set("Content-Type", ctype)
@@ -160,7 +160,7 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// healthBoard reads provider health from protocol.HealthBucket, binding
+// healthBoard reads provider health from wire.HealthBucket, binding
 // the bucket on first use as metaStore does.
 type healthBoard struct {
 	mu sync.Mutex
@@ -174,7 +174,7 @@ func (h *healthBoard) read(ctx context.Context, js jetstream.JetStream, provider
 	}
 	h.mu.Lock()
 	if h.kv == nil {
-		kv, err := js.KeyValue(ctx, protocol.HealthBucket)
+		kv, err := js.KeyValue(ctx, wire.HealthBucket)
 		if err != nil {
 			h.mu.Unlock()
 			return out, err
@@ -193,7 +193,7 @@ func (h *healthBoard) read(ctx context.Context, js jetstream.JetStream, provider
 			firstErr = cmpErr(firstErr, err)
 			continue
 		}
-		var hl protocol.Health
+		var hl wire.Health
 		if err := json.Unmarshal(e.Value(), &hl); err != nil {
 			firstErr = cmpErr(firstErr, err)
 			continue

@@ -3,7 +3,7 @@ package edge
 import (
 	"net/http"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // # Demo chat (edge.demo, on in `relay dev`)
@@ -65,7 +65,7 @@ func (s *Server) handleDetach(w http.ResponseWriter, r *http.Request) {
 // handleDrop serves POST /v1/streams/{id}/drop.
 func (s *Server) handleDrop(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !protocol.ValidStreamID(id) {
+	if !wire.ValidStreamID(id) {
 		writeError(w, invalid("id", CodeInvalidStreamID, "%q is not a stream id", id))
 		return
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestDisconnectPolicySyntax(t *testing.T) {
@@ -91,7 +91,7 @@ func TestCancelAfterCancelsAnAbandonedStream(t *testing.T) {
 	if meta, _ := e.meta(id); !meta.Cancelled {
 		t.Fatalf("meta %+v", meta)
 	}
-	if end := endOf(t, readAll(t, do(t, "GET", edge.url+"/v1/streams/"+id, "", nil))); end.Relay.Status != protocol.StatusCancelled {
+	if end := endOf(t, readAll(t, do(t, "GET", edge.url+"/v1/streams/"+id, "", nil))); end.Relay.Status != wire.StatusCancelled {
 		t.Fatalf("end %+v", end)
 	}
 }
@@ -150,7 +150,7 @@ func TestCancelAfterSparesAStreamResumedElsewhere(t *testing.T) {
 	}
 	close(w.gate)
 	rest := readAll(t, &http.Response{Body: readCloser{r}})
-	if end := endOf(t, rest); end.Relay.Status != protocol.StatusDone || len(frameEvents(parseSSE(t, rest))) != 10 {
+	if end := endOf(t, rest); end.Relay.Status != wire.StatusDone || len(frameEvents(parseSSE(t, rest))) != 10 {
 		t.Fatalf("after resuming at %s:\n%s", cursor, rest)
 	}
 	// Nobody follows the stream now; the next check finds it ended.
@@ -197,7 +197,7 @@ func TestContinuePolicyNeverCancels(t *testing.T) {
 func TestPresence(t *testing.T) {
 	e := newEnv(t)
 	a := e.startEdge(Config{})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	// answers reports whether followed gave a definite answer, want. A
 	// question that crosses a subscription going away goes unanswered:
 	// unknown, and asked again.

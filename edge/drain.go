@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // # Draining
@@ -42,8 +42,8 @@ import (
 // drainMessage is what a draining edge tells every client.
 const drainMessage = "the edge is shutting down: reconnect and resume after your last cursor"
 
-func drainError(message string) *protocol.Error {
-	return &protocol.Error{Message: message, Type: protocol.TypeServer, Code: CodeDraining, Status: http.StatusServiceUnavailable}
+func drainError(message string) *wire.Error {
+	return &wire.Error{Message: message, Type: wire.TypeServer, Code: CodeDraining, Status: http.StatusServiceUnavailable}
 }
 
 // writeDraining answers a request the draining edge will not serve: a 503

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // checkDrainEvent checks the last event of an SSE response ended by a
@@ -24,7 +24,7 @@ func checkDrainEvent(t *testing.T, rest, retry string) {
 	}
 	events := parseSSE(t, rest)
 	if len(events) != 1 || events[0].ID != "" || events[0].Retry != retry || decodeInto(events[0].Data, &ev) != nil ||
-		deref(ev.Error.Code) != CodeDraining || ev.Error.Type != protocol.TypeServer {
+		deref(ev.Error.Code) != CodeDraining || ev.Error.Type != wire.TypeServer {
 		t.Fatalf("the response ended with %q", rest)
 	}
 }
@@ -101,7 +101,7 @@ func TestDrainWebSocketClientResumesOnAnotherEdge(t *testing.T) {
 	all := append(got, readStream(t, conn2)...)
 	var text strings.Builder
 	for i, m := range all {
-		c, err := protocol.ParseCursor(m.Cursor)
+		c, err := wire.ParseCursor(m.Cursor)
 		if err != nil || c.Seq != uint64(i+1) || m.StreamID != id {
 			t.Fatalf("message %d: %+v", i, m)
 		}
@@ -109,7 +109,7 @@ func TestDrainWebSocketClientResumesOnAnotherEdge(t *testing.T) {
 			text.WriteString(*decodeChunk(t, string(m.Chunk)).Choices[0].Delta.Content)
 		}
 	}
-	if len(all) != 11 || all[10].Type != "end" || all[10].Status != protocol.StatusDone || text.String() != words(10) {
+	if len(all) != 11 || all[10].Type != "end" || all[10].Status != wire.StatusDone || text.String() != words(10) {
 		t.Fatalf("across the drain: %d messages, text %q", len(all), text.String())
 	}
 }
@@ -142,7 +142,7 @@ func TestDrainAnswersWaitingCompletion(t *testing.T) {
 	id := res.Header.Get("X-Relay-Stream-Id")
 	got := decodeError(t, res)
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "3" || deref(got.Code) != CodeDraining ||
-		!protocol.ValidStreamID(id) || !strings.Contains(got.Message, "/v1/streams/"+id) {
+		!wire.ValidStreamID(id) || !strings.Contains(got.Message, "/v1/streams/"+id) {
 		t.Fatalf("%d (Retry-After %q): %+v", res.StatusCode, res.Header.Get("Retry-After"), got)
 	}
 	close(w.gate)
@@ -156,9 +156,9 @@ func TestDrainAnswersWaitingCompletion(t *testing.T) {
 func TestDrainingEdgeRefusesNewWork(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
-	id := protocol.NewStreamID()
-	e.writeStream(id, protocol.Meta{Model: testModel}, nil) // running, no chunk yet
-	edge.clients.close()                                    // what Serve does once the listener is closed
+	id := wire.NewStreamID()
+	e.writeStream(id, wire.Meta{Model: testModel}, nil) // running, no chunk yet
+	edge.clients.close()                                // what Serve does once the listener is closed
 
 	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), nil)
 	if got := decodeError(t, res); res.StatusCode != 503 || deref(got.Code) != CodeDraining || res.Header.Get("Retry-After") != "1" ||

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Error codes the edge puts in OpenAI error bodies. Clients branch on them,
@@ -33,10 +33,10 @@ const (
 )
 
 // invalid is a 400 naming the parameter at fault.
-func invalid(param, code, format string, args ...any) *protocol.Error {
-	return &protocol.Error{
+func invalid(param, code, format string, args ...any) *wire.Error {
+	return &wire.Error{
 		Message: fmt.Sprintf(format, args...),
-		Type:    protocol.TypeInvalidRequest,
+		Type:    wire.TypeInvalidRequest,
 		Param:   param,
 		Code:    code,
 		Status:  http.StatusBadRequest,
@@ -46,10 +46,10 @@ func invalid(param, code, format string, args ...any) *protocol.Error {
 // notFound is the 404 for a stream that does not exist or has expired. A
 // stream of another tenant gets it too, so that an error never reveals
 // that someone else's stream exists.
-func notFound(id, param string) *protocol.Error {
-	return &protocol.Error{
+func notFound(id, param string) *wire.Error {
+	return &wire.Error{
 		Message: "stream " + id + " does not exist or has expired",
-		Type:    protocol.TypeNotFound,
+		Type:    wire.TypeNotFound,
 		Param:   param,
 		Code:    CodeStreamNotFound,
 		Status:  http.StatusNotFound,
@@ -58,10 +58,10 @@ func notFound(id, param string) *protocol.Error {
 
 // unavailable is a 503 for a NATS call that failed: the request may succeed
 // on a retry, here or on another edge.
-func unavailable(what string, err error) *protocol.Error {
-	return &protocol.Error{
+func unavailable(what string, err error) *wire.Error {
+	return &wire.Error{
 		Message: fmt.Sprintf("%s: %v", what, err),
-		Type:    protocol.TypeServer,
+		Type:    wire.TypeServer,
 		Code:    CodeUnavailable,
 		Status:  http.StatusServiceUnavailable,
 	}
@@ -76,7 +76,7 @@ type errorObject struct {
 	Code    *string `json:"code"`
 }
 
-func newErrorObject(e *protocol.Error) errorObject {
+func newErrorObject(e *wire.Error) errorObject {
 	o := errorObject{Message: e.Message, Type: e.Type}
 	if e.Param != "" {
 		o.Param = &e.Param
@@ -88,7 +88,7 @@ func newErrorObject(e *protocol.Error) errorObject {
 }
 
 // statusOf is the HTTP status an error maps to; fallback when it has none.
-func statusOf(e *protocol.Error, fallback int) int {
+func statusOf(e *wire.Error, fallback int) int {
 	if e.Status >= 400 && e.Status <= 599 {
 		return e.Status
 	}
@@ -96,7 +96,7 @@ func statusOf(e *protocol.Error, fallback int) int {
 }
 
 // writeError answers with e as an OpenAI error body.
-func writeError(w http.ResponseWriter, e *protocol.Error) {
+func writeError(w http.ResponseWriter, e *wire.Error) {
 	setRetryAfter(w, e) // tenant_limit.go
 	writeJSON(w, statusOf(e, http.StatusInternalServerError), struct {
 		Error errorObject `json:"error"`

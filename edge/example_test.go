@@ -9,8 +9,8 @@ import (
 
 	"github.com/relaydev/relay/edge"
 	"github.com/relaydev/relay/relay/natsconn"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/streams"
 )
 
 // A main wires an edge like this: connect, set up the assets, hand the
@@ -26,7 +26,7 @@ func ExampleServer_Serve() {
 		return
 	}
 	defer nc.Drain()
-	if err := protocol.Setup(ctx, js, protocol.Topology{}); err != nil {
+	if err := streams.Setup(ctx, js, streams.Topology{}); err != nil {
 		logger.Error("setup", "err", err)
 		return
 	}

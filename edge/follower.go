@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // history reads a stream's stored frames after a JetStream sequence.
@@ -506,9 +506,9 @@ func (f *follower) failed(err error) error {
 func (f *follower) emit(e chunklog.Entry, out []chunklog.Entry) []chunklog.Entry {
 	f.last = e.JSSeq
 	switch e.Frame.Kind {
-	case protocol.KindClaim:
+	case wire.KindClaim:
 		return out
-	case protocol.KindEnd:
+	case wire.KindEnd:
 		f.end = true
 	}
 	return append(out, e)

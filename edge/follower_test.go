@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // collect calls next until the end frame and returns the frames' per-stream
@@ -50,7 +50,7 @@ func TestFollowerOverflowCatchesUp(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
 	h := edge.hub
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	f, err := h.follow(id, 0, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestFollowerOverflowCatchesUp(t *testing.T) {
 	// read: two are queued, the other 99 dropped, and the follower is woken
 	// to re-read them, in two batches of at most minBatch frames.
 	const n = 100
-	e.writeStream(id, protocol.Meta{Model: testModel}, answer(n-1)(protocol.Request{}))
+	e.writeStream(id, wire.Meta{Model: testModel}, answer(n-1)(wire.Request{}))
 	waitFor(t, func() bool { return h.stats.dropped.Load() == 99 })
 	checkSeqs(t, collect(t, f, time.Minute), n)
 	if got := h.stats.catchUps[catchUpWoken].Load(); got != 2 {
@@ -79,9 +79,9 @@ func TestFollowerOverflowCatchesUp(t *testing.T) {
 func TestFollowerRepairsGap(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
-	id := protocol.NewStreamID()
-	frames := answer(4)(protocol.Request{})
-	cursors := e.writeStream(id, protocol.Meta{Model: testModel}, frames)
+	id := wire.NewStreamID()
+	frames := answer(4)(wire.Request{})
+	cursors := e.writeStream(id, wire.Meta{Model: testModel}, frames)
 	// A follower that has frame 1, and then sees frame 3 live: frame 2 was
 	// lost on the way.
 	f := newFollower(edge.hub, id, cursors[0].JSSeq, 8)
@@ -102,21 +102,21 @@ func TestFollowerRepairsGap(t *testing.T) {
 func TestFollowerFindsLostFramesWhenIdle(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	// Not joined to the hub: no live frame ever arrives, as if every
 	// republished message were lost.
 	f := newFollower(edge.hub, id, 0, 8)
 	if got, err := f.next(context.Background(), time.Millisecond); len(got) != 0 || err != nil {
 		t.Fatalf("empty stream: %v, %v", got, err)
 	}
-	e.writeStream(id, protocol.Meta{Model: testModel}, answer(5)(protocol.Request{}))
+	e.writeStream(id, wire.Meta{Model: testModel}, answer(5)(wire.Request{}))
 	checkSeqs(t, collect(t, f, 5*time.Millisecond), 6)
 }
 
 func TestFollowerStopsWithTheClient(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
-	f, err := edge.hub.follow(protocol.NewStreamID(), 0, 8)
+	f, err := edge.hub.follow(wire.NewStreamID(), 0, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,9 +182,9 @@ func (h *flakyHistory) Last(context.Context, string) (uint64, error) {
 
 func flakyFrames() []chunklog.Entry {
 	return []chunklog.Entry{
-		{JSSeq: 3, Frame: protocol.Frame{Kind: protocol.KindClaim}},
-		{JSSeq: 7, Frame: protocol.Frame{Kind: protocol.KindChunk, Seq: 1, Content: "a"}},
-		{JSSeq: 9, Frame: protocol.Frame{Kind: protocol.KindEnd, Seq: 2, Status: protocol.StatusDone}},
+		{JSSeq: 3, Frame: wire.Frame{Kind: wire.KindClaim}},
+		{JSSeq: 7, Frame: wire.Frame{Kind: wire.KindChunk, Seq: 1, Content: "a"}},
+		{JSSeq: 9, Frame: wire.Frame{Kind: wire.KindEnd, Seq: 2, Status: wire.StatusDone}},
 	}
 }
 
@@ -197,11 +197,11 @@ func TestFollowerReadsOnALongCatchUpInBatches(t *testing.T) {
 		const chunks = 200
 		var frames []chunklog.Entry
 		for i := 1; i <= chunks; i++ {
-			frames = append(frames, chunklog.Entry{JSSeq: uint64(2 * i), Frame: protocol.Frame{Kind: protocol.KindChunk, Seq: uint64(i)}})
+			frames = append(frames, chunklog.Entry{JSSeq: uint64(2 * i), Frame: wire.Frame{Kind: wire.KindChunk, Seq: uint64(i)}})
 		}
-		frames = append(frames, chunklog.Entry{JSSeq: 2*chunks + 2, Frame: protocol.Frame{Kind: protocol.KindEnd, Seq: chunks + 1}})
+		frames = append(frames, chunklog.Entry{JSSeq: 2*chunks + 2, Frame: wire.Frame{Kind: wire.KindEnd, Seq: chunks + 1}})
 		hist := &flakyHistory{frames: frames}
-		f := newFollower(&hub{hist: hist}, protocol.NewStreamID(), 0, 8)
+		f := newFollower(&hub{hist: hist}, wire.NewStreamID(), 0, 8)
 		defer f.close()
 		checkSeqs(t, collect(t, f, time.Minute), chunks+1)
 		// 1 + 64 + 64 + 64 frames, then the 8 left.
@@ -216,7 +216,7 @@ func TestFollowerRetriesFailedReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hist := &flakyHistory{fails: 3, frames: flakyFrames()}
 		h := &hub{hist: hist}
-		f := newFollower(h, protocol.NewStreamID(), 0, 8)
+		f := newFollower(h, wire.NewStreamID(), 0, 8)
 		defer f.close()
 		start := time.Now()
 		checkSeqs(t, collect(t, f, time.Minute), 2)
@@ -233,7 +233,7 @@ func TestFollowerRetriesFailedReads(t *testing.T) {
 func TestFollowerKeepsTheClientWhileReadsFail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hist := &flakyHistory{fails: 1 << 30, frames: flakyFrames()}
-		f := newFollower(&hub{hist: hist}, protocol.NewStreamID(), 0, 8)
+		f := newFollower(&hub{hist: hist}, wire.NewStreamID(), 0, 8)
 		defer f.close()
 		start := time.Now()
 		keepalives := 0

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // FuzzResumeToken: tokens come from URLs anyone can write. Nothing panics,
@@ -106,7 +106,7 @@ func checkResume(t *testing.T, id, cursor string) {
 		}
 		return
 	}
-	if !protocol.ValidStreamID(id) {
+	if !wire.ValidStreamID(id) {
 		t.Fatalf("accepted stream id %q", id)
 	}
 	if cursor == "" {
@@ -115,7 +115,7 @@ func checkResume(t *testing.T, id, cursor string) {
 		}
 		return
 	}
-	if back, err := protocol.ParseCursor(c.String()); err != nil || back != c || c.Seq == 0 || c.JSSeq == 0 {
+	if back, err := wire.ParseCursor(c.String()); err != nil || back != c || c.Seq == 0 || c.JSSeq == 0 {
 		t.Fatalf("cursor %q parsed as %v", cursor, c)
 	}
 }

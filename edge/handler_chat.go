@@ -3,7 +3,7 @@ package edge
 import (
 	"net/http"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // handleChat serves POST /v1/chat/completions: it validates the request,
@@ -70,7 +70,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 // disconnectPolicy is the request's X-Relay-On-Disconnect, or the
 // configured policy when it has none.
-func (s *Server) disconnectPolicy(r *http.Request) (DisconnectPolicy, *protocol.Error) {
+func (s *Server) disconnectPolicy(r *http.Request) (DisconnectPolicy, *wire.Error) {
 	h := r.Header.Get(HeaderOnDisconnect)
 	if h == "" {
 		return s.cfg.OnClientDisconnect, nil

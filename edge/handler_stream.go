@@ -7,7 +7,7 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/metrics"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // handleStream serves GET /v1/streams/{id}: the stream as server-sent
@@ -162,5 +162,5 @@ func (st *sseStream) finish(left bool) {
 func interrupted(cause error) []byte {
 	return marshal(struct {
 		Error errorObject `json:"error"`
-	}{newErrorObject(&protocol.Error{Message: cause.Error(), Type: protocol.TypeServer, Code: CodeInterrupted})})
+	}{newErrorObject(&wire.Error{Message: cause.Error(), Type: wire.TypeServer, Code: CodeInterrupted})})
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/metrics"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // # WebSocket protocol (GET /v1/ws)
@@ -113,19 +113,19 @@ func decodeWSMessage(data []byte) (wsIn, *wsCloseError) {
 
 // wsOut is a server message.
 type wsOut struct {
-	Type         string          `json:"type"`
-	StreamID     string          `json:"stream_id,omitempty"`
-	Cursor       string          `json:"cursor,omitempty"`
-	Chunk        *chunkObject    `json:"chunk,omitempty"`
-	Status       protocol.Status `json:"status,omitempty"`
-	FinishReason string          `json:"finish_reason,omitempty"`
-	Usage        *protocol.Usage `json:"usage,omitempty"`
-	Error        *errorObject    `json:"error,omitempty"`
-	Attempts     int             `json:"attempts,omitempty"`
-	Cost         float64         `json:"cost,omitempty"`
-	RetryMS      int64           `json:"retry_ms,omitempty"`
-	ResumeToken  string          `json:"resume_token,omitempty"`
-	Replayed     bool            `json:"replayed,omitempty"`
+	Type         string       `json:"type"`
+	StreamID     string       `json:"stream_id,omitempty"`
+	Cursor       string       `json:"cursor,omitempty"`
+	Chunk        *chunkObject `json:"chunk,omitempty"`
+	Status       wire.Status  `json:"status,omitempty"`
+	FinishReason string       `json:"finish_reason,omitempty"`
+	Usage        *wire.Usage  `json:"usage,omitempty"`
+	Error        *errorObject `json:"error,omitempty"`
+	Attempts     int          `json:"attempts,omitempty"`
+	Cost         float64      `json:"cost,omitempty"`
+	RetryMS      int64        `json:"retry_ms,omitempty"`
+	ResumeToken  string       `json:"resume_token,omitempty"`
+	Replayed     bool         `json:"replayed,omitempty"`
 }
 
 // handleWS serves GET /v1/ws.
@@ -310,7 +310,7 @@ func (c *wsConn) send(ctx context.Context, m wsOut) error {
 	}
 }
 
-func (c *wsConn) sendError(ctx context.Context, streamID string, e *protocol.Error) error {
+func (c *wsConn) sendError(ctx context.Context, streamID string, e *wire.Error) error {
 	obj := newErrorObject(e)
 	return c.send(ctx, wsOut{Type: "error", StreamID: streamID, Error: &obj})
 }
@@ -423,7 +423,7 @@ func (c *wsConn) pump(ctx context.Context, v view, f *follower, sess *session) b
 		if err != nil {
 			if ctx.Err() == nil {
 				c.s.log.Warn("stream interrupted", "stream_id", v.id, "err", err)
-				c.sendError(ctx, v.id, &protocol.Error{Message: err.Error(), Type: protocol.TypeServer, Code: CodeInterrupted})
+				c.sendError(ctx, v.id, &wire.Error{Message: err.Error(), Type: wire.TypeServer, Code: CodeInterrupted})
 			}
 			return false
 		}
@@ -433,7 +433,7 @@ func (c *wsConn) pump(ctx context.Context, v view, f *follower, sess *session) b
 
 // message renders a chunk or end frame.
 func message(v view, e chunklog.Entry) wsOut {
-	if e.Frame.Kind == protocol.KindEnd {
+	if e.Frame.Kind == wire.KindEnd {
 		return endMessage(v, e)
 	}
 	chunk := v.chunk(e)
@@ -451,7 +451,7 @@ func endMessage(v view, e chunklog.Entry) wsOut {
 		Cost:     f.Cost,
 		Usage:    f.Usage,
 	}
-	if f.Status == protocol.StatusDone {
+	if f.Status == wire.StatusDone {
 		m.FinishReason = finishReason(f)
 	} else {
 		obj := newErrorObject(endError(f))

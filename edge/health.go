@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/relaydev/relay/relay/natsconn"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/streams"
 )
 
 // handleHealth reports that the process serves HTTP; it checks nothing
@@ -28,7 +28,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		err = natsconn.Ready(s.nc)
 	}
 	if err == nil {
-		err = protocol.Check(ctx, s.js)
+		err = streams.Check(ctx, s.js)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if err != nil {

@@ -19,9 +19,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // testModel is served by the test catalog; otherModel too, by a second
@@ -42,7 +43,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	srv := relaytest.NATS(t)
-	nc, js := relaytest.Connect(t, srv, protocol.Topology{MemoryStorage: true})
+	nc, js := relaytest.Connect(t, srv, streams.Topology{MemoryStorage: true})
 	return &env{t: t, srv: srv, nc: nc, js: js}
 }
 
@@ -79,7 +80,7 @@ func (e *env) startEdge(cfg Config) *testEdge {
 // startEdgeOn is startEdge serving on ln.
 func (e *env) startEdgeOn(cfg Config, ln net.Listener) *testEdge {
 	e.t.Helper()
-	nc, js := relaytest.Connect(e.t, e.srv, protocol.Topology{MemoryStorage: true})
+	nc, js := relaytest.Connect(e.t, e.srv, streams.Topology{MemoryStorage: true})
 	s, err := New(cfg, Deps{NC: nc, JS: js, Catalog: testCatalog(e.t), Logger: relaytest.Logger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
@@ -101,34 +102,34 @@ func (e *env) startEdgeOn(cfg Config, ln net.Listener) *testEdge {
 
 // script says which frames a scripted worker appends for a request, after
 // its claim.
-type script func(protocol.Request) []protocol.Frame
+type script func(wire.Request) []wire.Frame
 
 // answer is n chunks "w1 ".."wn " from provider alpha and a done end frame.
 func answer(n int) script {
-	return func(protocol.Request) []protocol.Frame {
-		var frames []protocol.Frame
+	return func(wire.Request) []wire.Frame {
+		var frames []wire.Frame
 		for i := 1; i <= n; i++ {
-			f := protocol.Frame{Kind: protocol.KindChunk, Content: fmt.Sprintf("w%d ", i), Provider: "alpha", Model: testModel, Attempt: 1}
+			f := wire.Frame{Kind: wire.KindChunk, Content: fmt.Sprintf("w%d ", i), Provider: "alpha", Model: testModel, Attempt: 1}
 			if i == 1 {
 				f.Role = "assistant"
 			}
 			frames = append(frames, f)
 		}
-		return append(frames, protocol.Frame{
-			Kind: protocol.KindEnd, Status: protocol.StatusDone, FinishReason: "stop", Attempts: 1, Cost: 0.25,
-			Usage: &protocol.Usage{PromptTokens: 3, CompletionTokens: n, TotalTokens: 3 + n},
+		return append(frames, wire.Frame{
+			Kind: wire.KindEnd, Status: wire.StatusDone, FinishReason: "stop", Attempts: 1, Cost: 0.25,
+			Usage: &wire.Usage{PromptTokens: 3, CompletionTokens: n, TotalTokens: 3 + n},
 		})
 	}
 }
 
 // failing is one chunk, then an end frame with status and err, and the
 // usage and cost of the attempts.
-func failing(status protocol.Status, err *protocol.Error) script {
-	return func(protocol.Request) []protocol.Frame {
-		return []protocol.Frame{
-			{Kind: protocol.KindChunk, Role: "assistant", Content: "partial", Provider: "alpha", Model: testModel, Attempt: 1},
-			{Kind: protocol.KindEnd, Status: status, Error: err, Attempts: 2, Cost: 0.0625,
-				Usage: &protocol.Usage{PromptTokens: 6, CompletionTokens: 1, TotalTokens: 7}},
+func failing(status wire.Status, err *wire.Error) script {
+	return func(wire.Request) []wire.Frame {
+		return []wire.Frame{
+			{Kind: wire.KindChunk, Role: "assistant", Content: "partial", Provider: "alpha", Model: testModel, Attempt: 1},
+			{Kind: wire.KindEnd, Status: status, Error: err, Attempts: 2, Cost: 0.0625,
+				Usage: &wire.Usage{PromptTokens: 6, CompletionTokens: 1, TotalTokens: 7}},
 		}
 	}
 }
@@ -148,7 +149,7 @@ type worker struct {
 	script script
 	pace   time.Duration
 	gate   chan struct{}
-	reqs   chan protocol.Request
+	reqs   chan wire.Request
 	// cancelled receives the id of every stream the worker ended cancelled.
 	cancelled chan string
 }
@@ -156,23 +157,23 @@ type worker struct {
 // cancelledEnd is the scripted worker's end frame for a stream cancelled
 // after chunks chunks: the usage of what was generated, as a real worker
 // reports it.
-func cancelledEnd(chunks int) protocol.Frame {
-	return protocol.Frame{
-		Kind: protocol.KindEnd, Status: protocol.StatusCancelled, Attempts: 1, Cost: 0.125,
-		Error: &protocol.Error{Message: "the generation was cancelled", Type: protocol.TypeCancelled, Code: "cancelled", Status: 499},
-		Usage: &protocol.Usage{PromptTokens: 3, CompletionTokens: chunks, TotalTokens: 3 + chunks},
+func cancelledEnd(chunks int) wire.Frame {
+	return wire.Frame{
+		Kind: wire.KindEnd, Status: wire.StatusCancelled, Attempts: 1, Cost: 0.125,
+		Error: &wire.Error{Message: "the generation was cancelled", Type: wire.TypeCancelled, Code: "cancelled", Status: 499},
+		Usage: &wire.Usage{PromptTokens: 3, CompletionTokens: chunks, TotalTokens: 3 + chunks},
 	}
 }
 
 func (e *env) startWorker(w *worker) *worker {
 	e.t.Helper()
-	w.reqs = make(chan protocol.Request, 1024)
+	w.reqs = make(chan wire.Request, 1024)
 	w.cancelled = make(chan string, 1024)
-	cons, err := e.js.Consumer(context.Background(), protocol.RequestStream, protocol.WorkerConsumer)
+	cons, err := e.js.Consumer(context.Background(), wire.RequestStream, wire.WorkerConsumer)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	kv, err := e.js.KeyValue(context.Background(), protocol.MetaBucket)
+	kv, err := e.js.KeyValue(context.Background(), wire.MetaBucket)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func (e *env) startWorker(w *worker) *worker {
 	var wg sync.WaitGroup
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		wg.Go(func() {
-			var req protocol.Request
+			var req wire.Request
 			if err := json.Unmarshal(msg.Data(), &req); err != nil {
 				e.t.Errorf("worker: decode request: %v", err)
 				return
@@ -190,13 +191,13 @@ func (e *env) startWorker(w *worker) *worker {
 			// Subscribed before anything is appended, so that no notice
 			// sent after a client saw a frame is missed.
 			notices := make(chan *nats.Msg, 1)
-			sub, err := e.nc.ChanSubscribe(protocol.CancelSubject(req.StreamID), notices)
+			sub, err := e.nc.ChanSubscribe(wire.CancelSubject(req.StreamID), notices)
 			if err != nil {
 				e.t.Errorf("worker: subscribe: %v", err)
 				return
 			}
 			defer sub.Unsubscribe()
-			var meta protocol.Meta
+			var meta wire.Meta
 			if entry, err := awaitMetaEntry(ctx, kv, req.StreamID); err != nil || json.Unmarshal(entry.Value(), &meta) != nil {
 				// The test may end while this request is being taken.
 				if ctx.Err() == nil {
@@ -205,7 +206,7 @@ func (e *env) startWorker(w *worker) *worker {
 				return
 			}
 			wr := chunklog.NewWriter(e.js, reader, req.StreamID, 0, 0)
-			if _, err := wr.Append(ctx, protocol.Frame{Kind: protocol.KindClaim, Worker: "scripted"}); err != nil {
+			if _, err := wr.Append(ctx, wire.Frame{Kind: wire.KindClaim, Worker: "scripted"}); err != nil {
 				if ctx.Err() == nil && !errors.Is(err, chunklog.ErrFenced) {
 					e.t.Errorf("worker: claim: %v", err)
 				}
@@ -277,10 +278,10 @@ func awaitMetaEntry(ctx context.Context, kv jetstream.KeyValue, id string) (jets
 
 // writeStream creates a stream directly, without the work queue: its Meta
 // and the frames, after a claim. It returns the cursors of the frames.
-func (e *env) writeStream(id string, meta protocol.Meta, frames []protocol.Frame) []protocol.Cursor {
+func (e *env) writeStream(id string, meta wire.Meta, frames []wire.Frame) []wire.Cursor {
 	e.t.Helper()
 	ctx := context.Background()
-	kv, err := e.js.KeyValue(ctx, protocol.MetaBucket)
+	kv, err := e.js.KeyValue(ctx, wire.MetaBucket)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -288,10 +289,10 @@ func (e *env) writeStream(id string, meta protocol.Meta, frames []protocol.Frame
 		e.t.Fatal(err)
 	}
 	w := chunklog.NewWriter(e.js, chunklog.NewReader(e.nc, ""), id, 0, 0)
-	if _, err := w.Append(ctx, protocol.Frame{Kind: protocol.KindClaim, Worker: "test"}); err != nil {
+	if _, err := w.Append(ctx, wire.Frame{Kind: wire.KindClaim, Worker: "test"}); err != nil {
 		e.t.Fatal(err)
 	}
-	var cursors []protocol.Cursor
+	var cursors []wire.Cursor
 	for _, f := range frames {
 		c, err := w.Append(ctx, f)
 		if err != nil {
@@ -303,9 +304,9 @@ func (e *env) writeStream(id string, meta protocol.Meta, frames []protocol.Frame
 }
 
 // meta reads a stream's Meta and its revision straight from the bucket.
-func (e *env) meta(id string) (protocol.Meta, uint64) {
+func (e *env) meta(id string) (wire.Meta, uint64) {
 	e.t.Helper()
-	kv, err := e.js.KeyValue(context.Background(), protocol.MetaBucket)
+	kv, err := e.js.KeyValue(context.Background(), wire.MetaBucket)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -313,7 +314,7 @@ func (e *env) meta(id string) (protocol.Meta, uint64) {
 	if err != nil {
 		e.t.Fatalf("meta %s: %v", id, err)
 	}
-	var m protocol.Meta
+	var m wire.Meta
 	if err := json.Unmarshal(entry.Value(), &m); err != nil {
 		e.t.Fatal(err)
 	}
@@ -435,15 +436,15 @@ type chunkEvent struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *protocol.Usage `json:"usage"`
-	Error *errorObject    `json:"error"`
+	Usage *wire.Usage  `json:"usage"`
+	Error *errorObject `json:"error"`
 	Relay struct {
-		StreamID string          `json:"stream_id"`
-		Seq      uint64          `json:"seq"`
-		Cursor   string          `json:"cursor"`
-		Provider string          `json:"provider"`
-		Status   protocol.Status `json:"status"`
-		Attempts int             `json:"attempts"`
+		StreamID string      `json:"stream_id"`
+		Seq      uint64      `json:"seq"`
+		Cursor   string      `json:"cursor"`
+		Provider string      `json:"provider"`
+		Status   wire.Status `json:"status"`
+		Attempts int         `json:"attempts"`
 	} `json:"relay"`
 }
 
@@ -484,9 +485,9 @@ func checkAnswer(t *testing.T, body string, n int) string {
 		t.Fatalf("%d frame events, want %d:\n%s", len(frames), n+1, body)
 	}
 	var text strings.Builder
-	var prev protocol.Cursor
+	var prev wire.Cursor
 	for i, ev := range frames {
-		c, err := protocol.ParseCursor(ev.ID)
+		c, err := wire.ParseCursor(ev.ID)
 		if err != nil || c.Seq != uint64(i+1) || c.JSSeq <= prev.JSSeq {
 			t.Fatalf("event %d has id %q after %v", i, ev.ID, prev)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // hubQueue is the capacity of the one channel every live subscription of an
@@ -128,14 +128,14 @@ func (h *hub) follow(id string, after uint64, buffer int) (*follower, error) {
 	defer h.mu.Unlock()
 	hs := h.streams[id]
 	if hs == nil {
-		sub, err := h.nc.ChanSubscribe(protocol.LiveSubject(id), h.msgs)
+		sub, err := h.nc.ChanSubscribe(wire.LiveSubject(id), h.msgs)
 		if err != nil {
-			return nil, fmt.Errorf("edge: subscribe %s: %w", protocol.LiveSubject(id), err)
+			return nil, fmt.Errorf("edge: subscribe %s: %w", wire.LiveSubject(id), err)
 		}
-		ask, err := h.nc.ChanSubscribe(presenceSubject(id), h.asks)
+		ask, err := h.nc.ChanSubscribe(wire.PresenceSubject(id), h.asks)
 		if err != nil {
 			sub.Unsubscribe()
-			return nil, fmt.Errorf("edge: subscribe %s: %w", presenceSubject(id), err)
+			return nil, fmt.Errorf("edge: subscribe %s: %w", wire.PresenceSubject(id), err)
 		}
 		hs = &hubStream{sub: sub, ask: ask, followers: map[*follower]struct{}{}}
 		h.streams[id] = hs
@@ -160,7 +160,7 @@ func (h *hub) followNew(ctx context.Context, id string, buffer int) (*follower, 
 		// on this one makes sure the server has the subscription first.
 		if err := h.nc.FlushWithContext(ctx); err != nil {
 			f.close()
-			return nil, fmt.Errorf("edge: subscribe %s: %w", protocol.LiveSubject(id), err)
+			return nil, fmt.Errorf("edge: subscribe %s: %w", wire.LiveSubject(id), err)
 		}
 	}
 	return f, nil
@@ -224,7 +224,7 @@ func (h *hub) run() {
 }
 
 func (h *hub) dispatch(m *nats.Msg) {
-	id, _ := protocol.StreamIDFromLive(m.Subject)
+	id, _ := wire.StreamIDFromLive(m.Subject)
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	hs := h.streams[id]
@@ -268,15 +268,15 @@ type liveFrame struct {
 }
 
 func decodeLive(m *nats.Msg) (*liveFrame, error) {
-	seq, err := strconv.ParseUint(m.Header.Get(protocol.HeaderSequence), 10, 64)
+	seq, err := strconv.ParseUint(m.Header.Get(wire.HeaderSequence), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("edge: %s header: %w", protocol.HeaderSequence, err)
+		return nil, fmt.Errorf("edge: %s header: %w", wire.HeaderSequence, err)
 	}
-	prev, err := strconv.ParseUint(m.Header.Get(protocol.HeaderLastSequence), 10, 64)
+	prev, err := strconv.ParseUint(m.Header.Get(wire.HeaderLastSequence), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("edge: %s header: %w", protocol.HeaderLastSequence, err)
+		return nil, fmt.Errorf("edge: %s header: %w", wire.HeaderLastSequence, err)
 	}
-	frame, err := protocol.DecodeFrame(m.Data)
+	frame, err := wire.DecodeFrame(m.Data)
 	if err != nil {
 		return nil, err
 	}

@@ -13,15 +13,15 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // # Idempotency
 //
 // A POST /v1/chat/completions (or a WebSocket start) with an
 // Idempotency-Key, or else an X-Request-Id, starts at most one generation
-// per key and tenant within Config.IdempotencyWindow (protocol/idempotency.go
-// has the record):
+// per key and tenant within Config.IdempotencyWindow (wire.IdempotencyRecord
+// is the record):
 //
 //  1. The request is validated first: a refused one records nothing.
 //  2. A record {stream id, body hash} is created with KV Create: the first
@@ -67,7 +67,7 @@ const metaPoll = 10 * time.Millisecond
 
 // idempotencyKeyOf is the request's Idempotency-Key, or else its
 // X-Request-Id; "" when it has neither.
-func idempotencyKeyOf(r *http.Request) (string, *protocol.Error) {
+func idempotencyKeyOf(r *http.Request) (string, *wire.Error) {
 	key, param := r.Header.Get(HeaderIdempotencyKey), HeaderIdempotencyKey
 	if key == "" {
 		key, param = r.Header.Get(HeaderRequestID), HeaderRequestID
@@ -77,7 +77,7 @@ func idempotencyKeyOf(r *http.Request) (string, *protocol.Error) {
 
 // checkIdempotencyKey accepts up to maxIdempotencyKey printable ASCII
 // characters.
-func checkIdempotencyKey(key, param string) *protocol.Error {
+func checkIdempotencyKey(key, param string) *wire.Error {
 	if len(key) > maxIdempotencyKey {
 		return invalid(param, CodeInvalidValue, "%s is longer than %d characters", param, maxIdempotencyKey)
 	}
@@ -89,7 +89,7 @@ func checkIdempotencyKey(key, param string) *protocol.Error {
 	return nil
 }
 
-// idempotencyStore binds protocol.IdempotencyBucket on first use: only
+// idempotencyStore binds wire.IdempotencyBucket on first use: only
 // requests with a key need it.
 type idempotencyStore struct {
 	js jetstream.JetStream
@@ -101,9 +101,9 @@ func (m *idempotencyStore) bucket(ctx context.Context) (jetstream.KeyValue, erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.kv == nil {
-		kv, err := m.js.KeyValue(ctx, protocol.IdempotencyBucket)
+		kv, err := m.js.KeyValue(ctx, wire.IdempotencyBucket)
 		if err != nil {
-			return nil, fmt.Errorf("edge: bucket %s: %w", protocol.IdempotencyBucket, err)
+			return nil, fmt.Errorf("edge: bucket %s: %w", wire.IdempotencyBucket, err)
 		}
 		m.kv = kv
 	}
@@ -113,7 +113,7 @@ func (m *idempotencyStore) bucket(ctx context.Context) (jetstream.KeyValue, erro
 // started is the stream a request started, or attached to (replay).
 type started struct {
 	id     string
-	meta   protocol.Meta
+	meta   wire.Meta
 	replay bool
 	// f follows a stream the request started, subscribed before the
 	// request was queued (hub.followNew); nil for a replay. Whoever serves
@@ -123,9 +123,9 @@ type started struct {
 
 // start starts a generation of req for tenant, or, when key is set,
 // attaches to the one the key started (steps 2 to 4 above).
-func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest) (started, *protocol.Error) {
+func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest) (started, *wire.Error) {
 	if key == "" || s.cfg.IdempotencyWindow < 0 {
-		return s.startNew(ctx, protocol.NewStreamID(), tenant, req)
+		return s.startNew(ctx, wire.NewStreamID(), tenant, req)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*natsTimeout)
 	defer cancel()
@@ -133,12 +133,12 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 	if err != nil {
 		return started{}, unavailable("reading idempotency keys", err)
 	}
-	recordKey := protocol.IdempotencyKey(tenant, key)
+	recordKey := wire.IdempotencyKey(tenant, key)
 	sum := sha256.Sum256(req.Body)
 	bodyHash := hex.EncodeToString(sum[:])
 	for range idempotencyAttempts {
-		id := protocol.NewStreamID()
-		value := marshal(protocol.IdempotencyRecord{StreamID: id, BodySHA256: bodyHash, Created: s.now().UnixMilli()})
+		id := wire.NewStreamID()
+		value := marshal(wire.IdempotencyRecord{StreamID: id, BodySHA256: bodyHash, Created: s.now().UnixMilli()})
 		revision, err := kv.Create(ctx, recordKey, value)
 		if err == nil {
 			return s.startRecorded(ctx, kv, recordKey, revision, id, tenant, req)
@@ -153,7 +153,7 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 		if err != nil {
 			return started{}, unavailable("reading the idempotency key", err)
 		}
-		var rec protocol.IdempotencyRecord
+		var rec wire.IdempotencyRecord
 		stale := json.Unmarshal(entry.Value(), &rec) != nil || s.now().Sub(entry.Created()) > s.cfg.IdempotencyWindow
 		if !stale {
 			if rec.BodySHA256 != bodyHash {
@@ -193,7 +193,7 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 
 // startRecorded starts the stream a record at revision names; if that
 // fails, the record goes, so that a retry can start it.
-func (s *Server) startRecorded(ctx context.Context, kv jetstream.KeyValue, recordKey string, revision uint64, id, tenant string, req chatRequest) (started, *protocol.Error) {
+func (s *Server) startRecorded(ctx context.Context, kv jetstream.KeyValue, recordKey string, revision uint64, id, tenant string, req chatRequest) (started, *wire.Error) {
 	st, e := s.startNew(ctx, id, tenant, req)
 	if e != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), natsTimeout)
@@ -208,7 +208,7 @@ func (s *Server) startRecorded(ctx context.Context, kv jetstream.KeyValue, recor
 
 // startNew follows the new stream id and then submits it, so that its
 // follower needs no history read (hub.followNew).
-func (s *Server) startNew(ctx context.Context, id, tenant string, req chatRequest) (started, *protocol.Error) {
+func (s *Server) startNew(ctx context.Context, id, tenant string, req chatRequest) (started, *wire.Error) {
 	f, err := s.hub.followNew(ctx, id, s.cfg.ClientBuffer)
 	if err != nil {
 		return started{}, unavailable("following the stream", err)
@@ -223,20 +223,20 @@ func (s *Server) startNew(ctx context.Context, id, tenant string, req chatReques
 
 // awaitMeta returns the Meta of stream id, waiting up to natsTimeout for it
 // to appear; errNoMeta if it did not.
-func (s *Server) awaitMeta(ctx context.Context, id string) (protocol.Meta, error) {
+func (s *Server) awaitMeta(ctx context.Context, id string) (wire.Meta, error) {
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	for {
 		meta, _, err := s.meta.get(ctx, id)
 		if err != nil && ctx.Err() != nil {
-			return protocol.Meta{}, errNoMeta
+			return wire.Meta{}, errNoMeta
 		}
 		if !errors.Is(err, errNoMeta) {
 			return meta, err
 		}
 		select {
 		case <-ctx.Done():
-			return protocol.Meta{}, errNoMeta
+			return wire.Meta{}, errNoMeta
 		case <-time.After(metaPoll):
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestIdempotencyKeyAttaches(t *testing.T) {
@@ -113,7 +113,7 @@ func TestIdempotencyRace(t *testing.T) {
 	close(start)
 	wg.Wait()
 	for i := range ids {
-		if ids[i] != ids[0] || !protocol.ValidStreamID(ids[i]) {
+		if ids[i] != ids[0] || !wire.ValidStreamID(ids[i]) {
 			t.Fatalf("streams %v", ids)
 		}
 	}

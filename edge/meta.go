@@ -9,13 +9,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // errNoMeta means the stream is unknown, or expired with its metadata.
 var errNoMeta = errors.New("edge: no metadata for stream")
 
-// metaStore reads and creates stream metadata in protocol.MetaBucket. The
+// metaStore reads and creates stream metadata in wire.MetaBucket. The
 // bucket handle is bound on first use, not in New, because any role may
 // come up before the assets are set up.
 type metaStore struct {
@@ -28,9 +28,9 @@ func (m *metaStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.kv == nil {
-		kv, err := m.js.KeyValue(ctx, protocol.MetaBucket)
+		kv, err := m.js.KeyValue(ctx, wire.MetaBucket)
 		if err != nil {
-			return nil, fmt.Errorf("edge: bucket %s: %w", protocol.MetaBucket, err)
+			return nil, fmt.Errorf("edge: bucket %s: %w", wire.MetaBucket, err)
 		}
 		m.kv = kv
 	}
@@ -38,21 +38,21 @@ func (m *metaStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 }
 
 // get returns the stream's metadata and its revision, or errNoMeta.
-func (m *metaStore) get(ctx context.Context, id string) (protocol.Meta, uint64, error) {
+func (m *metaStore) get(ctx context.Context, id string) (wire.Meta, uint64, error) {
 	kv, err := m.bucket(ctx)
 	if err != nil {
-		return protocol.Meta{}, 0, err
+		return wire.Meta{}, 0, err
 	}
 	entry, err := kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return protocol.Meta{}, 0, errNoMeta
+		return wire.Meta{}, 0, errNoMeta
 	}
 	if err != nil {
-		return protocol.Meta{}, 0, fmt.Errorf("edge: get meta %s: %w", id, err)
+		return wire.Meta{}, 0, fmt.Errorf("edge: get meta %s: %w", id, err)
 	}
-	var meta protocol.Meta
+	var meta wire.Meta
 	if err := json.Unmarshal(entry.Value(), &meta); err != nil {
-		return protocol.Meta{}, 0, fmt.Errorf("edge: decode meta %s: %w", id, err)
+		return wire.Meta{}, 0, fmt.Errorf("edge: decode meta %s: %w", id, err)
 	}
 	return meta, entry.Revision(), nil
 }
@@ -69,7 +69,7 @@ var errContended = errors.New("edge: meta changed by other writers on every atte
 // checked against the revision read, so no other writer's change is lost:
 // on a mismatch it reads again and recomputes. meta and revision are what
 // the caller read last. next reports false when the Meta needs no write.
-func (m *metaStore) update(ctx context.Context, id string, meta protocol.Meta, revision uint64, next func(protocol.Meta) (protocol.Meta, bool)) error {
+func (m *metaStore) update(ctx context.Context, id string, meta wire.Meta, revision uint64, next func(wire.Meta) (wire.Meta, bool)) error {
 	kv, err := m.bucket(ctx)
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func (m *metaStore) update(ctx context.Context, id string, meta protocol.Meta, r
 }
 
 // create stores the metadata of a new stream; it fails if the id exists.
-func (m *metaStore) create(ctx context.Context, id string, meta protocol.Meta) error {
+func (m *metaStore) create(ctx context.Context, id string, meta wire.Meta) error {
 	kv, err := m.bucket(ctx)
 	if err != nil {
 		return err

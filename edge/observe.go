@@ -15,7 +15,7 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/metrics"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // observer is what the edge sees of itself: its Prometheus families, the
@@ -110,7 +110,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		ctx := context.WithValue(r.Context(), acceptedKey{}, time.Now())
 		ctx = context.WithValue(ctx, routeKey{}, route)
 		if s.cfg.Demo && r.Method == http.MethodGet {
-			if id, ok := strings.CutPrefix(r.URL.Path, "/v1/streams/"); ok && protocol.ValidStreamID(id) {
+			if id, ok := strings.CutPrefix(r.URL.Path, "/v1/streams/"); ok && wire.ValidStreamID(id) {
 				var cancel context.CancelCauseFunc
 				ctx, cancel = context.WithCancelCause(ctx)
 				defer s.obs.drops.add(id, cancel)()
@@ -183,7 +183,7 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 
 // resume counts a request that carried a cursor (empty: it did not), by
 // how it was answered.
-func (o *observer) resume(cursor string, e *protocol.Error) {
+func (o *observer) resume(cursor string, e *wire.Error) {
 	if cursor == "" {
 		return
 	}
@@ -200,22 +200,22 @@ func (o *observer) resume(cursor string, e *protocol.Error) {
 type session struct {
 	o         *observer
 	id        string
-	meta      protocol.Meta
+	meta      wire.Meta
 	transport metrics.Transport
 	// fresh: the session started the stream (POST, WebSocket start), so its
 	// time to first token is the stream's.
 	fresh    bool
 	accepted time.Time
-	after    protocol.Cursor
+	after    wire.Cursor
 
 	first, last time.Time
 	chunks      int
-	end         *protocol.Frame
+	end         *wire.Frame
 }
 
 // session starts observing a client of stream o.view from o.after. fresh
 // says the client started the stream, at accepted.
-func (o *observer) session(v view, after protocol.Cursor, t metrics.Transport, fresh bool, accepted time.Time) *session {
+func (o *observer) session(v view, after wire.Cursor, t metrics.Transport, fresh bool, accepted time.Time) *session {
 	if fresh {
 		o.recent.streamStarted()
 	}
@@ -236,12 +236,12 @@ func (ss *session) delivered(entries []chunklog.Entry) {
 	for i := range entries {
 		f := &entries[i].Frame
 		switch f.Kind {
-		case protocol.KindChunk:
+		case wire.KindChunk:
 			n++
 			if f.Seq == 1 {
 				upstream = time.Duration(f.UpstreamTTFTMS) * time.Millisecond
 			}
-		case protocol.KindEnd:
+		case wire.KindEnd:
 			ss.end = f
 			ss.o.recent.ended(ss.id, ss.model(), f.Cost)
 		}

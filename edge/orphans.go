@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // orphans carries out the cancel_after disconnect policy: for each stream
@@ -23,7 +23,7 @@ import (
 type orphans struct {
 	// followed asks for presence; cancel is Server.cancel.
 	followed func(ctx context.Context, id string) (bool, error)
-	cancel   func(ctx context.Context, tenant, id string) (chunklog.Entry, *protocol.Error)
+	cancel   func(ctx context.Context, tenant, id string) (chunklog.Entry, *wire.Error)
 	log      *slog.Logger
 
 	// ctx ends the running checks when the edge stops.
@@ -71,7 +71,7 @@ const (
 
 func newOrphans(
 	followed func(ctx context.Context, id string) (bool, error),
-	cancel func(ctx context.Context, tenant, id string) (chunklog.Entry, *protocol.Error),
+	cancel func(ctx context.Context, tenant, id string) (chunklog.Entry, *wire.Error),
 	log *slog.Logger,
 ) *orphans {
 	ctx, stop := context.WithCancel(context.Background())
@@ -143,7 +143,7 @@ func (o *orphans) decide(tenant, id string) orphanOutcome {
 			o.log.Warn("disconnect policy: cancel failed", "stream_id", id, "err", e.Message)
 		}
 		return orphanUnknown
-	case tail.Frame.Kind == protocol.KindEnd:
+	case tail.Frame.Kind == wire.KindEnd:
 		return orphanEnded
 	}
 	o.log.Info("cancelled a stream nobody follows", "stream_id", id)

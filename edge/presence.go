@@ -4,25 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/relaydev/relay/relay/wire"
 )
-
-// presencePrefix starts the core subject on which edges say whether one of
-// their clients follows a stream. Only edges publish and answer on it, so
-// it is defined here rather than in protocol (which other packages own);
-// it belongs next to protocol.CancelSubject once protocol adopts it, and
-// NATS permissions must let an edge publish and subscribe to relay.presence.>.
-const presencePrefix = "relay.presence."
-
-// presenceSubject is where an edge's hub answers, with an empty reply, for as
-// long as it has a follower of stream id: the subscription is made with the
-// stream's live subscription and dropped with its last follower. A request
-// that nobody answers gets NATS's no-responders status at once, so "nobody
-// follows" is a definite answer and not a timeout.
-func presenceSubject(id string) string { return presencePrefix + id }
 
 // askQueue is the capacity of the channel every presence subscription of an
 // edge delivers into. Questions are rare (one per abandoned stream per
@@ -40,7 +27,7 @@ const presenceTimeout = time.Second
 // not answered. A cancel request waiting for a stream's end counts as a
 // follower; it only defers a cancellation that is already under way.
 func (h *hub) answer(m *nats.Msg) {
-	id, _ := strings.CutPrefix(m.Subject, presencePrefix)
+	id, _ := wire.StreamIDFromPresence(m.Subject)
 	h.mu.RLock()
 	hs := h.streams[id]
 	followed := hs != nil && len(hs.followers) > 0
@@ -61,7 +48,7 @@ var errPresenceUnknown = errors.New("edge: presence unknown")
 func followed(ctx context.Context, nc *nats.Conn, id string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, presenceTimeout)
 	defer cancel()
-	_, err := nc.RequestWithContext(ctx, presenceSubject(id), nil)
+	_, err := nc.RequestWithContext(ctx, wire.PresenceSubject(id), nil)
 	switch {
 	case err == nil:
 		return true, nil

@@ -5,14 +5,14 @@ import (
 	"net/http"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // view renders one stream's frames as the OpenAI objects clients expect,
 // with a "relay" extension that SDKs ignore and relay-aware clients read.
 type view struct {
 	id   string
-	meta protocol.Meta
+	meta wire.Meta
 	// resumeToken, when set, is rendered in the relay object (the first
 	// event of a POST's stream carries it).
 	resumeToken string
@@ -20,13 +20,13 @@ type view struct {
 
 // chunkObject is OpenAI's chat.completion.chunk.
 type chunkObject struct {
-	ID      string          `json:"id"`
-	Object  string          `json:"object"`
-	Created int64           `json:"created"`
-	Model   string          `json:"model"`
-	Choices []chunkChoice   `json:"choices"`
-	Usage   *protocol.Usage `json:"usage,omitempty"`
-	Relay   any             `json:"relay"`
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *wire.Usage   `json:"usage,omitempty"`
+	Relay   any           `json:"relay"`
 }
 
 type chunkChoice struct {
@@ -43,25 +43,25 @@ type chunkDelta struct {
 
 // chunkRelay says where a chunk is in the stream and who generated it.
 type chunkRelay struct {
-	StreamID string        `json:"stream_id"`
-	Seq      uint64        `json:"seq"`
-	Cursor   string        `json:"cursor"`
-	Provider string        `json:"provider"`
-	Model    string        `json:"model"`
-	Attempt  int           `json:"attempt"`
-	Seam     protocol.Seam `json:"seam,omitempty"`
+	StreamID string    `json:"stream_id"`
+	Seq      uint64    `json:"seq"`
+	Cursor   string    `json:"cursor"`
+	Provider string    `json:"provider"`
+	Model    string    `json:"model"`
+	Attempt  int       `json:"attempt"`
+	Seam     wire.Seam `json:"seam,omitempty"`
 	// ResumeToken is in the first event of a stream a POST started.
 	ResumeToken string `json:"resume_token,omitempty"`
 }
 
 // endRelay describes how a stream ended.
 type endRelay struct {
-	StreamID string          `json:"stream_id"`
-	Seq      uint64          `json:"seq"`
-	Cursor   string          `json:"cursor"`
-	Status   protocol.Status `json:"status"`
-	Attempts int             `json:"attempts"`
-	Cost     float64         `json:"cost"`
+	StreamID string      `json:"stream_id"`
+	Seq      uint64      `json:"seq"`
+	Cursor   string      `json:"cursor"`
+	Status   wire.Status `json:"status"`
+	Attempts int         `json:"attempts"`
+	Cost     float64     `json:"cost"`
 	// ResumeToken is in the first event of a stream a POST started.
 	ResumeToken string `json:"resume_token,omitempty"`
 }
@@ -74,13 +74,13 @@ type endRelay struct {
 // status carries it (when the worker counted any), as relay carries cost
 // and attempts.
 type failureObject struct {
-	Error errorObject     `json:"error"`
-	Usage *protocol.Usage `json:"usage,omitempty"`
-	Relay endRelay        `json:"relay"`
+	Error errorObject `json:"error"`
+	Usage *wire.Usage `json:"usage,omitempty"`
+	Relay endRelay    `json:"relay"`
 }
 
-func cursorOf(e chunklog.Entry) protocol.Cursor {
-	return protocol.Cursor{Seq: e.Frame.Seq, JSSeq: e.JSSeq}
+func cursorOf(e chunklog.Entry) wire.Cursor {
+	return wire.Cursor{Seq: e.Frame.Seq, JSSeq: e.JSSeq}
 }
 
 func (v view) completionID() string { return "chatcmpl-" + v.id }
@@ -90,9 +90,9 @@ func (v view) completionID() string { return "chatcmpl-" + v.id }
 func (v view) object(e chunklog.Entry) any {
 	f := e.Frame
 	switch {
-	case f.Kind == protocol.KindChunk:
+	case f.Kind == wire.KindChunk:
 		return v.chunk(e)
-	case f.Status == protocol.StatusDone:
+	case f.Status == wire.StatusDone:
 		return v.final(e)
 	}
 	return v.failure(e)
@@ -166,7 +166,7 @@ func marshal(v any) []byte {
 
 // finishReason of a done end frame; "stop" if the worker left it empty, so
 // a finished answer never looks unfinished.
-func finishReason(f protocol.Frame) string {
+func finishReason(f wire.Frame) string {
 	if f.FinishReason == "" {
 		return "stop"
 	}
@@ -175,19 +175,19 @@ func finishReason(f protocol.Frame) string {
 
 // endError is the error of an end frame that is not done, with a status:
 // the frame's own, or one made up from the terminal status.
-func endError(f protocol.Frame) *protocol.Error {
-	var e protocol.Error
+func endError(f wire.Frame) *wire.Error {
+	var e wire.Error
 	if f.Error != nil {
 		e = *f.Error
 	}
 	if e.Type == "" {
 		switch f.Status {
-		case protocol.StatusIncomplete:
-			e.Type = protocol.TypeIncomplete
-		case protocol.StatusCancelled:
-			e.Type = protocol.TypeCancelled
+		case wire.StatusIncomplete:
+			e.Type = wire.TypeIncomplete
+		case wire.StatusCancelled:
+			e.Type = wire.TypeCancelled
 		default:
-			e.Type = protocol.TypeUpstream
+			e.Type = wire.TypeUpstream
 		}
 	}
 	if e.Message == "" {

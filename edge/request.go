@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // chatRequest is what the edge needs to know about a chat completion
@@ -41,7 +41,7 @@ func (s *Server) limits(p principal) limits {
 const CodeLimitExceeded = "limit_exceeded"
 
 // readChatRequest reads and validates a request body of at most max bytes.
-func readChatRequest(w http.ResponseWriter, r *http.Request, max int64, lim limits) (chatRequest, *protocol.Error) {
+func readChatRequest(w http.ResponseWriter, r *http.Request, max int64, lim limits) (chatRequest, *wire.Error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -58,7 +58,7 @@ func readChatRequest(w http.ResponseWriter, r *http.Request, max int64, lim limi
 // fail at the provider (types and ranges of the common parameters, the
 // edge's limits), and names the first field at fault the way OpenAI does
 // (param "messages[2].role"). Nothing it refuses reaches JetStream.
-func parseChatRequest(body []byte, lim limits) (chatRequest, *protocol.Error) {
+func parseChatRequest(body []byte, lim limits) (chatRequest, *wire.Error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		return chatRequest{}, invalid("", CodeInvalidJSON, "request body must be a JSON object")
@@ -123,7 +123,7 @@ var numberParams = []numberParam{
 	{"presence_penalty", -2, 2},
 }
 
-func checkNumber(fields map[string]json.RawMessage, p numberParam) *protocol.Error {
+func checkNumber(fields map[string]json.RawMessage, p numberParam) *wire.Error {
 	raw, ok := fields[p.name]
 	if !ok || isNull(raw) {
 		return nil
@@ -138,7 +138,7 @@ func checkNumber(fields map[string]json.RawMessage, p numberParam) *protocol.Err
 	return nil
 }
 
-func checkMaxTokens(fields map[string]json.RawMessage, name string, limit int) *protocol.Error {
+func checkMaxTokens(fields map[string]json.RawMessage, name string, limit int) *wire.Error {
 	raw, ok := fields[name]
 	if !ok || isNull(raw) {
 		return nil
@@ -154,7 +154,7 @@ func checkMaxTokens(fields map[string]json.RawMessage, name string, limit int) *
 }
 
 // checkOptional checks the types of other common parameters.
-func checkOptional(fields map[string]json.RawMessage) *protocol.Error {
+func checkOptional(fields map[string]json.RawMessage) *wire.Error {
 	kinds := []struct {
 		name string
 		ok   func(json.RawMessage) bool
@@ -179,7 +179,7 @@ func checkOptional(fields map[string]json.RawMessage) *protocol.Error {
 // roles a message may have.
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
 
-func checkMessages(raw json.RawMessage, max int) *protocol.Error {
+func checkMessages(raw json.RawMessage, max int) *wire.Error {
 	if raw == nil {
 		return invalid("messages", CodeInvalidValue, "missing required parameter: 'messages'")
 	}
@@ -212,7 +212,7 @@ func checkMessages(raw json.RawMessage, max int) *protocol.Error {
 
 // checkContent: a string, or an array of parts that are objects with a
 // type; only an assistant message (with tool calls) may have none.
-func checkContent(raw json.RawMessage, role string, i int) *protocol.Error {
+func checkContent(raw json.RawMessage, role string, i int) *wire.Error {
 	param := fmt.Sprintf("messages[%d].content", i)
 	if raw == nil || isNull(raw) {
 		if role == "assistant" {

@@ -7,14 +7,14 @@ import (
 	"sync"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // origin is where a client's view of a stream begins.
 type origin struct {
 	view view
 	// after is the last frame the client has; zero for the start.
-	after protocol.Cursor
+	after wire.Cursor
 	// end is set when that frame is the end frame: nothing follows.
 	end *chunklog.Entry
 	// f, when set, already follows the stream from after: a stream this
@@ -43,7 +43,7 @@ func (s *Server) follow(o origin) (*follower, error) {
 // event waits for one round trip to NATS, as do the checks, which are
 // made concurrently. Nothing it reads reaches the client unless they
 // pass.
-func (s *Server) open(ctx context.Context, tenant, id, idParam, cursor, cursorParam string) (origin, *protocol.Error) {
+func (s *Server) open(ctx context.Context, tenant, id, idParam, cursor, cursorParam string) (origin, *wire.Error) {
 	after, e := parseResume(id, idParam, cursor, cursorParam)
 	if e != nil {
 		return origin{}, e
@@ -64,12 +64,12 @@ func (s *Server) open(ctx context.Context, tenant, id, idParam, cursor, cursorPa
 
 // check is open's checks of the stream's Meta and of the frame at the
 // cursor, made concurrently.
-func (s *Server) check(ctx context.Context, tenant, id, idParam string, after protocol.Cursor, cursorParam string) (origin, *protocol.Error) {
+func (s *Server) check(ctx context.Context, tenant, id, idParam string, after wire.Cursor, cursorParam string) (origin, *wire.Error) {
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	var (
 		subject string
-		frame   protocol.Frame
+		frame   wire.Frame
 		atErr   error
 		at      sync.WaitGroup
 	)
@@ -95,9 +95,9 @@ func (s *Server) check(ctx context.Context, tenant, id, idParam string, after pr
 		return origin{}, e
 	case atErr != nil:
 		return origin{}, unavailable("reading the frame at the cursor", atErr)
-	case subject != protocol.ChunkSubject(id) || frame.Seq != after.Seq:
+	case subject != wire.ChunkSubject(id) || frame.Seq != after.Seq:
 		return origin{}, invalid(cursorParam, CodeCursorMismatch, "cursor %s does not belong to stream %s", after, id)
-	case frame.Kind == protocol.KindEnd:
+	case frame.Kind == wire.KindEnd:
 		o.end = &chunklog.Entry{JSSeq: after.JSSeq, Frame: frame}
 	}
 	return o, nil
@@ -105,13 +105,13 @@ func (s *Server) check(ctx context.Context, tenant, id, idParam string, after pr
 
 // parseResume checks the shape of a resume's stream id and cursor, before
 // either reaches NATS.
-func parseResume(id, idParam, cursor, cursorParam string) (protocol.Cursor, *protocol.Error) {
-	if !protocol.ValidStreamID(id) {
-		return protocol.Cursor{}, invalid(idParam, CodeInvalidStreamID, "%q is not a stream id", id)
+func parseResume(id, idParam, cursor, cursorParam string) (wire.Cursor, *wire.Error) {
+	if !wire.ValidStreamID(id) {
+		return wire.Cursor{}, invalid(idParam, CodeInvalidStreamID, "%q is not a stream id", id)
 	}
-	after, err := protocol.ParseCursor(cursor)
+	after, err := wire.ParseCursor(cursor)
 	if err != nil {
-		return protocol.Cursor{}, invalid(cursorParam, CodeInvalidCursor, "%v", err)
+		return wire.Cursor{}, invalid(cursorParam, CodeInvalidCursor, "%v", err)
 	}
 	return after, nil
 }

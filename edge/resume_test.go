@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestResumeFinishedStream(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
-	id := protocol.NewStreamID()
-	cursors := e.writeStream(id, protocol.Meta{Model: testModel, Created: 1}, answer(10)(protocol.Request{}))
+	id := wire.NewStreamID()
+	cursors := e.writeStream(id, wire.Meta{Model: testModel, Created: 1}, answer(10)(wire.Request{}))
 	url := edge.url + "/v1/streams/" + id
 
 	full := readAll(t, do(t, "GET", url, "", nil))
@@ -107,11 +107,11 @@ func sseText(events []sseEvent) []string {
 func TestResumeErrors(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
-	a, b := protocol.NewStreamID(), protocol.NewStreamID()
-	ca := e.writeStream(a, protocol.Meta{Model: testModel}, answer(3)(protocol.Request{}))
-	cb := e.writeStream(b, protocol.Meta{Model: testModel}, answer(3)(protocol.Request{}))
+	a, b := wire.NewStreamID(), wire.NewStreamID()
+	ca := e.writeStream(a, wire.Meta{Model: testModel}, answer(3)(wire.Request{}))
+	cb := e.writeStream(b, wire.Meta{Model: testModel}, answer(3)(wire.Request{}))
 	// A cursor whose frame has been removed, as expiry does.
-	stream, err := e.js.Stream(context.Background(), protocol.ChunkStream)
+	stream, err := e.js.Stream(context.Background(), wire.ChunkStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestResumeErrors(t *testing.T) {
 		status           int
 		want             string
 	}{
-		{"unknown stream", protocol.NewStreamID(), "", 404,
+		{"unknown stream", wire.NewStreamID(), "", 404,
 			`{"error":{"message":"stream %ID% does not exist or has expired","type":"not_found_error","param":"id","code":"stream_not_found"}}`},
 		{"malformed id", "s123", "", 400,
 			`{"error":{"message":"\"s123\" is not a stream id","type":"invalid_request_error","param":"id","code":"invalid_stream_id"}}`},
@@ -132,8 +132,8 @@ func TestResumeErrors(t *testing.T) {
 			`{"error":{"message":"malformed cursor \"12\": want \u003cseq\u003e-\u003cjsseq\u003e","type":"invalid_request_error","param":"Last-Event-ID","code":"invalid_cursor"}}`},
 		{"cursor of another stream", a, cb[0].String(), 400,
 			`{"error":{"message":"cursor %CURSOR% does not belong to stream %ID%","type":"invalid_request_error","param":"Last-Event-ID","code":"cursor_mismatch"}}`},
-		{"cursor with another seq", a, protocol.Cursor{Seq: 2, JSSeq: ca[0].JSSeq}.String(), 400, ""},
-		{"cursor at a claim", a, protocol.Cursor{Seq: 1, JSSeq: ca[0].JSSeq - 1}.String(), 400, ""},
+		{"cursor with another seq", a, wire.Cursor{Seq: 2, JSSeq: ca[0].JSSeq}.String(), 400, ""},
+		{"cursor at a claim", a, wire.Cursor{Seq: 1, JSSeq: ca[0].JSSeq - 1}.String(), 400, ""},
 		{"expired cursor", a, ca[1].String(), 410,
 			`{"error":{"message":"the frame at cursor %CURSOR% has expired; restart from the beginning","type":"invalid_request_error","param":"Last-Event-ID","code":"cursor_expired"}}`},
 	} {

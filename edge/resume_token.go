@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // # Resume tokens
@@ -109,10 +109,10 @@ func (t *resumeTokens) verify(token, id string) (string, bool) {
 
 // forbiddenToken is the one answer to every bad token: it does not say
 // which check failed, nor whether the stream exists.
-func forbiddenToken() *protocol.Error {
-	return &protocol.Error{
+func forbiddenToken() *wire.Error {
+	return &wire.Error{
 		Message: "the resume token is not valid for this stream, or has expired",
-		Type:    protocol.TypeInvalidRequest,
+		Type:    wire.TypeInvalidRequest,
 		Param:   "token",
 		Code:    CodeInvalidResumeToken,
 		Status:  http.StatusForbidden,

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func (s *Server) routes() http.Handler {
@@ -20,9 +20,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/relay/status", methods{http.MethodGet: s.handleRelayStatus})
 	s.opsRoutes(mux) // /metrics, /dashboard, the demo (dashboard.go)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &protocol.Error{
+		writeError(w, &wire.Error{
 			Message: fmt.Sprintf("unknown URL (%s %s)", r.Method, r.URL.Path),
-			Type:    protocol.TypeInvalidRequest,
+			Type:    wire.TypeInvalidRequest,
 			Code:    CodeUnknownURL,
 			Status:  http.StatusNotFound,
 		})
@@ -45,9 +45,9 @@ func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(allowed)
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	writeError(w, &protocol.Error{
+	writeError(w, &wire.Error{
 		Message: fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path),
-		Type:    protocol.TypeInvalidRequest,
+		Type:    wire.TypeInvalidRequest,
 		Code:    CodeMethodNotAllowed,
 		Status:  http.StatusMethodNotAllowed,
 	})

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Deps are the edge's connections and collaborators.
@@ -122,7 +122,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.orphans = newOrphans(
 		func(ctx context.Context, id string) (bool, error) { return followed(ctx, deps.NC, id) },
-		func(ctx context.Context, tenant, id string) (chunklog.Entry, *protocol.Error) {
+		func(ctx context.Context, tenant, id string) (chunklog.Entry, *wire.Error) {
 			return s.cancel(ctx, tenant, id, "id")
 		},
 		log,
@@ -134,7 +134,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		Subprotocols: []string{wsProtocol},
 		CheckOrigin:  s.checkOrigin,
 		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
-			writeError(w, &protocol.Error{Message: reason.Error(), Type: protocol.TypeInvalidRequest, Status: status})
+			writeError(w, &wire.Error{Message: reason.Error(), Type: wire.TypeInvalidRequest, Status: status})
 		},
 	}
 	obs, err := newObserver(s, deps)

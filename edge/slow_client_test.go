@@ -14,7 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // slowConn reads at most chunk bytes at a time, pausing before each read:
@@ -92,13 +92,13 @@ func dialSlow(l *link) func(ctx context.Context, network, addr string) (net.Conn
 
 // bigAnswer is n chunks of about 200 bytes each, then done.
 func bigAnswer(n int) script {
-	return func(protocol.Request) []protocol.Frame {
-		var frames []protocol.Frame
+	return func(wire.Request) []wire.Frame {
+		var frames []wire.Frame
 		for i := 1; i <= n; i++ {
-			frames = append(frames, protocol.Frame{Kind: protocol.KindChunk, Content: bigWord(i), Provider: "alpha", Model: testModel, Attempt: 1})
+			frames = append(frames, wire.Frame{Kind: wire.KindChunk, Content: bigWord(i), Provider: "alpha", Model: testModel, Attempt: 1})
 		}
-		return append(frames, protocol.Frame{Kind: protocol.KindEnd, Status: protocol.StatusDone, FinishReason: "stop", Attempts: 1,
-			Usage: &protocol.Usage{CompletionTokens: n}})
+		return append(frames, wire.Frame{Kind: wire.KindEnd, Status: wire.StatusDone, FinishReason: "stop", Attempts: 1,
+			Usage: &wire.Usage{CompletionTokens: n}})
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // goroutinesIn counts the goroutines whose stack has a frame of each
@@ -138,8 +138,8 @@ func TestSSEOverTLS(t *testing.T) {
 func TestSSEClientThatLeavesIsNoticedAtOnce(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{Keepalive: time.Hour})
-	id := protocol.NewStreamID()
-	e.writeStream(id, protocol.Meta{Model: testModel}, nil) // running, no chunk yet
+	id := wire.NewStreamID()
+	e.writeStream(id, wire.Meta{Model: testModel}, nil) // running, no chunk yet
 	conn, err := net.Dial("tcp", strings.TrimPrefix(edge.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -192,8 +192,8 @@ func TestSSEClientThatLeavesStopsTheRead(t *testing.T) {
 	edge := e.startEdge(Config{Keepalive: time.Hour})
 	held := &heldReads{history: edge.hub.hist, held: make(chan struct{}), ended: make(chan error, 1)}
 	edge.hub.hist = held
-	id := protocol.NewStreamID()
-	cursors := e.writeStream(id, protocol.Meta{Model: testModel}, answer(5)(protocol.Request{}))
+	id := wire.NewStreamID()
+	cursors := e.writeStream(id, wire.Meta{Model: testModel}, answer(5)(wire.Request{}))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(edge.url, "http://"))
 	if err != nil {
 		t.Fatal(err)

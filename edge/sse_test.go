@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -39,20 +39,20 @@ const fixedID = "sabcdefghijklmnopqrstuvwxyz"
 
 // goldenFrames are a claim, two chunks (the second after a fallback, with a
 // tool call) and a done end.
-func goldenFrames() []protocol.Frame {
-	return []protocol.Frame{
-		{Kind: protocol.KindChunk, Role: "assistant", Content: "Hel", Provider: "alpha", Model: testModel, Attempt: 1},
-		{Kind: protocol.KindChunk, Content: "lo", Provider: "beta", Model: otherModel, Attempt: 2, Seam: protocol.SeamFallback,
+func goldenFrames() []wire.Frame {
+	return []wire.Frame{
+		{Kind: wire.KindChunk, Role: "assistant", Content: "Hel", Provider: "alpha", Model: testModel, Attempt: 1},
+		{Kind: wire.KindChunk, Content: "lo", Provider: "beta", Model: otherModel, Attempt: 2, Seam: wire.SeamFallback,
 			ToolCalls: []byte(`[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]`)},
-		{Kind: protocol.KindEnd, Status: protocol.StatusDone, FinishReason: "tool_calls", Attempts: 2, Cost: 0.5,
-			Usage: &protocol.Usage{PromptTokens: 4, CompletionTokens: 2, TotalTokens: 6}},
+		{Kind: wire.KindEnd, Status: wire.StatusDone, FinishReason: "tool_calls", Attempts: 2, Cost: 0.5,
+			Usage: &wire.Usage{PromptTokens: 4, CompletionTokens: 2, TotalTokens: 6}},
 	}
 }
 
 func TestReplayWireFormat(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{RetryHint: 1500 * time.Millisecond})
-	e.writeStream(fixedID, protocol.Meta{Model: testModel, Created: 1700000000}, goldenFrames())
+	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000}, goldenFrames())
 
 	res := do(t, "GET", edge.url+"/v1/streams/"+fixedID, "", nil)
 	if res.StatusCode != http.StatusOK {
@@ -78,9 +78,9 @@ func TestReplayWireFormat(t *testing.T) {
 func TestFailedStreamWireFormat(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
-	e.writeStream(fixedID, protocol.Meta{Model: testModel, Created: 1700000000}, failing(protocol.StatusIncomplete, &protocol.Error{
-		Message: "provider alpha stalled", Type: protocol.TypeIncomplete, Code: "upstream_stalled", Status: 504,
-	})(protocol.Request{}))
+	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000}, failing(wire.StatusIncomplete, &wire.Error{
+		Message: "provider alpha stalled", Type: wire.TypeIncomplete, Code: "upstream_stalled", Status: 504,
+	})(wire.Request{}))
 	golden(t, "replay_incomplete.sse", readAll(t, do(t, "GET", edge.url+"/v1/streams/"+fixedID, "", nil)))
 }
 
@@ -89,8 +89,8 @@ func TestFailedStreamWireFormat(t *testing.T) {
 func TestCancelledStreamWireFormat(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
-	e.writeStream(fixedID, protocol.Meta{Model: testModel, Created: 1700000000, Cancelled: true}, []protocol.Frame{
-		{Kind: protocol.KindChunk, Role: "assistant", Content: "Hel", Provider: "alpha", Model: testModel, Attempt: 1},
+	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000, Cancelled: true}, []wire.Frame{
+		{Kind: wire.KindChunk, Role: "assistant", Content: "Hel", Provider: "alpha", Model: testModel, Attempt: 1},
 		cancelledEnd(1),
 	})
 	golden(t, "replay_cancelled.sse", readAll(t, do(t, "GET", edge.url+"/v1/streams/"+fixedID, "", nil)))
@@ -106,7 +106,7 @@ func TestPostStreams(t *testing.T) {
 		t.Fatalf("status %d, %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 	id := res.Header.Get("X-Relay-Stream-Id")
-	if !protocol.ValidStreamID(id) {
+	if !wire.ValidStreamID(id) {
 		t.Fatalf("X-Relay-Stream-Id = %q", id)
 	}
 	body := readAll(t, res)
@@ -149,13 +149,13 @@ func TestKeepaliveWhileQueued(t *testing.T) {
 
 func TestErrorTerminalsEndWithAnErrorEvent(t *testing.T) {
 	for _, tc := range []struct {
-		status   protocol.Status
-		err      *protocol.Error
+		status   wire.Status
+		err      *wire.Error
 		wantType string
 		wantCode string
 	}{
-		{protocol.StatusFailed, &protocol.Error{Message: "all providers failed", Type: protocol.TypeUpstream, Code: "providers_exhausted", Status: 503}, protocol.TypeUpstream, "providers_exhausted"},
-		{protocol.StatusIncomplete, nil, protocol.TypeIncomplete, "incomplete"},
+		{wire.StatusFailed, &wire.Error{Message: "all providers failed", Type: wire.TypeUpstream, Code: "providers_exhausted", Status: 503}, wire.TypeUpstream, "providers_exhausted"},
+		{wire.StatusIncomplete, nil, wire.TypeIncomplete, "incomplete"},
 	} {
 		t.Run(string(tc.status), func(t *testing.T) {
 			e := newEnv(t)

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // natsTimeout bounds one NATS round trip (a KV call, a publish, one direct
@@ -16,7 +16,7 @@ import (
 const natsTimeout = 5 * time.Second
 
 // submit accepts a validated request as the new stream id (fresh from
-// protocol.NewStreamID): it stores the stream's Meta and queues the Request
+// wire.NewStreamID): it stores the stream's Meta and queues the Request
 // for the workers, and returns the stream's id and Meta.
 //
 // The two writes run concurrently, as neither needs the other: the client
@@ -29,14 +29,14 @@ const natsTimeout = 5 * time.Second
 // for no reader (rare: NATS failed between two concurrent writes). The
 // request is published with Nats-Msg-Id = id, so JetStream queues a
 // retried publish once.
-func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, protocol.Meta, *protocol.Error) {
+func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, wire.Meta, *wire.Error) {
 	if e := s.admitGeneration(ctx, tenant, req.Model); e != nil { // tenant_limit.go
-		return "", protocol.Meta{}, e
+		return "", wire.Meta{}, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
-	meta := protocol.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
-	data, err := json.Marshal(protocol.Request{
+	meta := wire.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
+	data, err := json.Marshal(wire.Request{
 		StreamID: id,
 		Tenant:   tenant,
 		Model:    req.Model,
@@ -49,13 +49,13 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	}
 	stored := make(chan error, 1)
 	go func() { stored <- s.meta.create(ctx, id, meta) }()
-	msg := &nats.Msg{Subject: protocol.RequestSubject, Data: data}
+	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data}
 	_, queueErr := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if err := <-stored; err != nil {
-		return "", protocol.Meta{}, unavailable("storing stream metadata", err)
+		return "", wire.Meta{}, unavailable("storing stream metadata", err)
 	}
 	if queueErr != nil {
-		return "", protocol.Meta{}, unavailable("queueing the request", queueErr)
+		return "", wire.Meta{}, unavailable("queueing the request", queueErr)
 	}
 	return id, meta, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // tailReader reads the last frame stored for a stream with one direct get.
@@ -25,23 +25,23 @@ type tailReader struct {
 func (t *tailReader) last(ctx context.Context, id string) (chunklog.Entry, error) {
 	t.mu.Lock()
 	if t.stream == nil {
-		stream, err := t.js.Stream(ctx, protocol.ChunkStream)
+		stream, err := t.js.Stream(ctx, wire.ChunkStream)
 		if err != nil {
 			t.mu.Unlock()
-			return chunklog.Entry{}, fmt.Errorf("edge: stream %s: %w", protocol.ChunkStream, err)
+			return chunklog.Entry{}, fmt.Errorf("edge: stream %s: %w", wire.ChunkStream, err)
 		}
 		t.stream = stream
 	}
 	stream := t.stream
 	t.mu.Unlock()
-	msg, err := stream.GetLastMsgForSubject(ctx, protocol.ChunkSubject(id))
+	msg, err := stream.GetLastMsgForSubject(ctx, wire.ChunkSubject(id))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return chunklog.Entry{}, nil
 	}
 	if err != nil {
 		return chunklog.Entry{}, fmt.Errorf("edge: last frame of %s: %w", id, err)
 	}
-	frame, err := protocol.DecodeFrame(msg.Data)
+	frame, err := wire.DecodeFrame(msg.Data)
 	if err != nil {
 		return chunklog.Entry{}, err
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // The edge's part of the cluster-wide provider state: the per-tenant
@@ -32,13 +32,13 @@ const CodeRateLimited = "rate_limit_exceeded"
 // admitGeneration is asked before a new generation is queued: the tenant's
 // limit, then the model's breakers. It returns the error the client gets:
 // a 429 or a 503, both with Retry-After.
-func (s *Server) admitGeneration(ctx context.Context, tenant, model string) *protocol.Error {
+func (s *Server) admitGeneration(ctx context.Context, tenant, model string) *wire.Error {
 	cs := s.clusterState()
 	if cs == nil {
 		return nil
 	}
 	if ok, wait := cs.limiter.Allow(ctx, tenant); !ok {
-		return &protocol.Error{
+		return &wire.Error{
 			Message:      fmt.Sprintf("Rate limit reached for requests of this API key; retry in %v.", wait.Round(time.Second)),
 			Type:         "requests",
 			Code:         CodeRateLimited,
@@ -47,9 +47,9 @@ func (s *Server) admitGeneration(ctx context.Context, tenant, model string) *pro
 		}
 	}
 	if wait, open := cs.allOpen(s.catalog.Route(model), time.Now()); open {
-		return &protocol.Error{
+		return &wire.Error{
 			Message:      "No provider can take the request now: every provider of " + model + " is unavailable (circuit breaker open).",
-			Type:         protocol.TypeUpstream,
+			Type:         wire.TypeUpstream,
 			Status:       http.StatusServiceUnavailable,
 			RetryAfterMS: wait.Milliseconds(),
 		}
@@ -59,7 +59,7 @@ func (s *Server) admitGeneration(ctx context.Context, tenant, model string) *pro
 
 // setRetryAfter sets Retry-After (whole seconds, rounded up) for an error
 // that says when to try again.
-func setRetryAfter(w http.ResponseWriter, e *protocol.Error) {
+func setRetryAfter(w http.ResponseWriter, e *wire.Error) {
 	if e != nil && e.RetryAfterMS > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(time.Duration(e.RetryAfterMS)*time.Millisecond), 10))
 	}
@@ -109,7 +109,7 @@ func (s *Server) startCluster() (*edgeCluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	var kvs [2]jetstream.KeyValue
-	for i, name := range []string{protocol.BreakerBucket, protocol.QuotaBucket} {
+	for i, name := range []string{wire.BreakerBucket, wire.QuotaBucket} {
 		kv, err := s.js.KeyValue(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("edge: bucket %s: %w", name, err)
@@ -151,9 +151,9 @@ func (c *edgeCluster) allOpen(route []provider.Candidate, now time.Time) (time.D
 	}
 	wait := time.Duration(-1)
 	for _, cand := range route {
-		key := protocol.ScopeKey(cand.Provider.Name, "")
+		key := wire.ScopeKey(cand.Provider.Name, "")
 		if cand.Provider.Breaker.PerModel {
-			key = protocol.ScopeKey(cand.Provider.Name, cand.Model)
+			key = wire.ScopeKey(cand.Provider.Name, cand.Model)
 		}
 		w := time.Duration(0)
 		if cand.Provider.Breaker.Enabled() {

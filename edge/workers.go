@@ -10,10 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
-// workerBoard follows the workers' heartbeats (protocol.LivenessSubject)
+// workerBoard follows the workers' heartbeats (wire.LivenessSubject)
 // for the dashboard. It subscribes on first use, so an edge whose
 // dashboard nobody opens receives none; the NATS user of such an edge
 // needs subscribe permission on relay.liveness.
@@ -29,7 +29,7 @@ type workerBoard struct {
 }
 
 type workerSeen struct {
-	hb   protocol.Heartbeat
+	hb   wire.Heartbeat
 	last time.Time
 }
 
@@ -54,7 +54,7 @@ func newWorkerBoard(nc *nats.Conn, log *slog.Logger) *workerBoard {
 // workers heard within three liveness timeouts, by name.
 func (b *workerBoard) list() ([]workerView, error) {
 	b.once.Do(func() {
-		_, b.subErr = b.nc.Subscribe(protocol.LivenessSubject, b.heard)
+		_, b.subErr = b.nc.Subscribe(wire.LivenessSubject, b.heard)
 		if b.subErr != nil {
 			b.log.Warn("dashboard: not following worker heartbeats", "err", b.subErr)
 		}
@@ -90,7 +90,7 @@ func (b *workerBoard) list() ([]workerView, error) {
 const maxWorkersSeen = 1024
 
 func (b *workerBoard) heard(m *nats.Msg) {
-	var hb protocol.Heartbeat
+	var hb wire.Heartbeat
 	if err := json.Unmarshal(m.Data, &hb); err != nil || hb.Instance == "" {
 		return
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // wsMsg is a server message as a client decodes it.
@@ -20,9 +20,9 @@ type wsMsg struct {
 	StreamID     string          `json:"stream_id"`
 	Cursor       string          `json:"cursor"`
 	Chunk        json.RawMessage `json:"chunk"`
-	Status       protocol.Status `json:"status"`
+	Status       wire.Status     `json:"status"`
 	FinishReason string          `json:"finish_reason"`
-	Usage        *protocol.Usage `json:"usage"`
+	Usage        *wire.Usage     `json:"usage"`
 	Error        *errorObject    `json:"error"`
 	Attempts     int             `json:"attempts"`
 	RetryMS      int64           `json:"retry_ms"`
@@ -77,7 +77,7 @@ func TestWebSocketStartAndResume(t *testing.T) {
 
 	sendWS(t, conn, `{"type":"start","request":`+chatBody(true, "hi")+`}`)
 	started := readWS(t, conn)
-	if started.Type != "started" || !protocol.ValidStreamID(started.StreamID) {
+	if started.Type != "started" || !wire.ValidStreamID(started.StreamID) {
 		t.Fatalf("first message %+v", started)
 	}
 	id := started.StreamID
@@ -86,7 +86,7 @@ func TestWebSocketStartAndResume(t *testing.T) {
 		t.Fatalf("%d messages: %+v", len(msgs), msgs)
 	}
 	end := msgs[8]
-	if end.Type != "end" || end.Status != protocol.StatusDone || end.FinishReason != "stop" || end.Usage.TotalTokens != 11 || end.Attempts != 1 || end.Error != nil {
+	if end.Type != "end" || end.Status != wire.StatusDone || end.FinishReason != "stop" || end.Usage.TotalTokens != 11 || end.Attempts != 1 || end.Error != nil {
 		t.Fatalf("end %+v", end)
 	}
 
@@ -106,7 +106,7 @@ func TestWebSocketStartAndResume(t *testing.T) {
 		t.Fatalf("resumed %+v", rest)
 	}
 	sendWS(t, conn2, `{"type":"resume","stream_id":"`+id+`","after":"`+end.Cursor+`"}`)
-	if again := readWS(t, conn2); again.Type != "end" || again.Cursor != end.Cursor || again.Status != protocol.StatusDone {
+	if again := readWS(t, conn2); again.Type != "end" || again.Cursor != end.Cursor || again.Status != wire.StatusDone {
 		t.Fatalf("resume at the end: %+v", again)
 	}
 }
@@ -115,7 +115,7 @@ func TestWebSocketRequestErrors(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
 	conn := dialWS(t, edge)
-	unknown := protocol.NewStreamID()
+	unknown := wire.NewStreamID()
 	for _, tc := range []struct {
 		send, streamID, code string
 	}{
@@ -154,7 +154,7 @@ func TestWebSocketStreamsInterleave(t *testing.T) {
 	seqs := map[string]int{}
 	for ended := 0; ended < 2; {
 		m := readWS(t, conn)
-		c, err := protocol.ParseCursor(m.Cursor)
+		c, err := wire.ParseCursor(m.Cursor)
 		if err != nil || int(c.Seq) != seqs[m.StreamID]+1 {
 			t.Fatalf("stream %s: %+v after seq %d", m.StreamID, m, seqs[m.StreamID])
 		}
@@ -202,7 +202,7 @@ func TestWebSocketUpgradeRequired(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
 	res := do(t, "GET", edge.url+"/v1/ws", "", nil)
-	if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || got.Type != protocol.TypeInvalidRequest {
+	if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || got.Type != wire.TypeInvalidRequest {
 		t.Fatalf("plain GET /v1/ws: %d %+v", res.StatusCode, got)
 	}
 }

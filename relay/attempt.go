@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // attempt makes one upstream call of candidate c with key, and streams its
@@ -16,7 +16,7 @@ import (
 // stream holds text, the call asks the provider to continue it, and a
 // repeat of that text at the start of the answer is stripped. seam marks
 // the attempt's first chunk.
-func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, seam protocol.Seam) outcome {
+func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, seam wire.Seam) outcome {
 	j.attempts++
 	j.provider, j.model = c.Provider.Name, c.Model
 	ob := j.observe(c, seam)
@@ -35,7 +35,7 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	defer stream.Close()
 	callStarted(ctx) // gate_call.go
 
-	pub := newPublisher(j.writer, protocol.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: j.attempts}, seam)
+	pub := newPublisher(j.writer, wire.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: j.attempts}, seam)
 	pub.callStart = ob.start
 	published := make(chan error, 1)
 	claim := j.firstClaim
@@ -142,7 +142,7 @@ func (j *job) addUsage(u *upstream.Usage, price provider.Price) {
 		return
 	}
 	if j.usage == nil {
-		j.usage = &protocol.Usage{}
+		j.usage = &wire.Usage{}
 	}
 	j.usage.PromptTokens += u.PromptTokens
 	j.usage.CompletionTokens += u.CompletionTokens

@@ -11,17 +11,17 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
-// followCancels routes cancel notices (protocol.CancelSubject) to the jobs
+// followCancels routes cancel notices (wire.CancelSubject) to the jobs
 // of their stream, which close their upstream call at once and end the
 // stream cancelled. It is one wildcard subscription per worker: every
 // worker hears every notice, which costs little as notices are rare and
 // small, where a subscription per job would add a subscribe and an
 // unsubscribe to every request's path.
 func (w *Worker) followCancels() (*nats.Subscription, error) {
-	prefix := protocol.CancelSubject("")
+	prefix := wire.CancelSubject("")
 	sub, err := w.nc.Subscribe(prefix+"*", func(m *nats.Msg) {
 		id := strings.TrimPrefix(m.Subject, prefix)
 		if n := w.jobs.cancel(id); n > 0 {
@@ -53,7 +53,7 @@ func (j *job) cancelledEarlier(ctx context.Context) bool {
 		j.log.Warn("stream metadata unreadable; assuming not cancelled", "err", err)
 		return false
 	}
-	var m protocol.Meta
+	var m wire.Meta
 	if err := json.Unmarshal(e.Value(), &m); err != nil {
 		j.log.Warn("stream metadata malformed; assuming not cancelled", "err", err)
 		return false

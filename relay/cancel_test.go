@@ -11,16 +11,16 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // putMeta stores a stream's metadata as an edge does.
-func (h *harness) putMeta(id string, m protocol.Meta) {
+func (h *harness) putMeta(id string, m wire.Meta) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	kv, err := h.js.KeyValue(ctx, protocol.MetaBucket)
+	kv, err := h.js.KeyValue(ctx, wire.MetaBucket)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -31,10 +31,10 @@ func (h *harness) putMeta(id string, m protocol.Meta) {
 }
 
 // checkCancelled checks the end frame of a cancelled stream.
-func checkCancelled(t *testing.T, end protocol.Frame) {
+func checkCancelled(t *testing.T, end wire.Frame) {
 	t.Helper()
-	if end.Kind != protocol.KindEnd || end.Status != protocol.StatusCancelled || end.Error == nil ||
-		end.Error.Type != protocol.TypeCancelled || end.Error.Status != statusClientClosedRequest {
+	if end.Kind != wire.KindEnd || end.Status != wire.StatusCancelled || end.Error == nil ||
+		end.Error.Type != wire.TypeCancelled || end.Error.Status != statusClientClosedRequest {
 		t.Fatalf("end = %+v (error %+v), want cancelled", end, end.Error)
 	}
 }
@@ -62,8 +62,8 @@ func TestCancelledBeforePickupEndsWithoutChunks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			gate := &recordingGate{}
 			h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, gate: gate, noWorker: true})
-			id := protocol.NewStreamID()
-			h.putMeta(id, protocol.Meta{Model: "mock-1", Created: time.Now().Unix(), Cancelled: true})
+			id := wire.NewStreamID()
+			h.putMeta(id, wire.Meta{Model: "mock-1", Created: time.Now().Unix(), Cancelled: true})
 			h.submit(id, "[[mock: stall_before=10m]] never mind")
 			if tc.redelivered {
 				h.redeliver()
@@ -128,8 +128,8 @@ func TestCancelNoticeStopsTheStreamAtOnce(t *testing.T) {
 		gate: gate,
 		wrap: closings.wrap,
 	})
-	id, content := protocol.NewStreamID(), "stop me"
-	h.putMeta(id, protocol.Meta{Model: "mock-1", Created: time.Now().Unix()})
+	id, content := wire.NewStreamID(), "stop me"
+	h.putMeta(id, wire.Meta{Model: "mock-1", Created: time.Now().Unix()})
 	h.submit(id, content)
 	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool {
 		_, chunks := chunkText(t, h.frames(id))
@@ -137,9 +137,9 @@ func TestCancelNoticeStopsTheStreamAtOnce(t *testing.T) {
 	})
 
 	// What an edge does on DELETE: the durable record, then the notice.
-	h.putMeta(id, protocol.Meta{Model: "mock-1", Created: time.Now().Unix(), Cancelled: true})
+	h.putMeta(id, wire.Meta{Model: "mock-1", Created: time.Now().Unix(), Cancelled: true})
 	cancelled := time.Now()
-	if err := h.nc.Publish(protocol.CancelSubject(id), nil); err != nil {
+	if err := h.nc.Publish(wire.CancelSubject(id), nil); err != nil {
 		t.Fatal(err)
 	}
 	frames := h.waitEnd(id)

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Config configures a worker. The zero value means the defaults.
@@ -34,7 +34,7 @@ type Config struct {
 	// HeartbeatInterval is how often the worker publishes its heartbeat,
 	// describing the requests it holds (in full every tenth, what changed
 	// in between), so that watchers hand them over soon after it dies (see
-	// protocol "Worker liveness"). Zero: 500ms;
+	// package liveness). Zero: 500ms;
 	// negative: no heartbeats, and a dead worker's requests wait for
 	// streams.ack_wait.
 	HeartbeatInterval time.Duration `koanf:"heartbeat_interval"`
@@ -76,7 +76,7 @@ const (
 	DefaultMaxInflight       = 64
 	DefaultKeysPollInterval  = time.Second
 	DefaultHeartbeatInterval = 500 * time.Millisecond
-	DefaultLivenessTimeout   = protocol.DefaultLivenessTimeout
+	DefaultLivenessTimeout   = wire.DefaultLivenessTimeout
 	DefaultDrainTimeout      = 10 * time.Second
 	DefaultAppendRetry       = 30 * time.Second
 	minHeartbeatInterval     = 10 * time.Millisecond

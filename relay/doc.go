@@ -1,6 +1,6 @@
 // Package relay is the worker role: it takes generation requests off the
 // work queue, calls an upstream provider, and appends the answer to the
-// stream's chunk log, from which edges serve clients (see the protocol
+// stream's chunk log, from which edges serve clients (see the wire
 // package's "Protocol flow").
 //
 // A Worker runs MaxInflight slots. Each slot pulls one request at a time,
@@ -9,8 +9,8 @@
 //
 // A worker publishes a heartbeat describing the requests it holds (all of
 // them every few seconds, what changed in between), and watches its
-// peers', on a NATS connection of their own (see the protocol package's
-// "Worker liveness"): when
+// peers', on a NATS connection of their own (see package
+// liveness): when
 // a worker falls silent for its liveness timeout, a watcher hands its
 // requests over at once, well before AckWait. Its pulls expire within half
 // that timeout, so a paused worker holds none when its requests come back.

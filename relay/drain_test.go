@@ -6,8 +6,9 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestDrainFinishesShortStreamsAndHandsOverLongOnes(t *testing.T) {
@@ -17,11 +18,11 @@ func TestDrainFinishesShortStreamsAndHandsOverLongOnes(t *testing.T) {
 	// handover.
 	h := start(t, setup{
 		mock:     mockupstream.Config{Tokens: 30, TokenInterval: 20 * time.Millisecond},
-		topology: protocol.Topology{AckWait: time.Minute},
+		topology: streams.Topology{AckWait: time.Minute},
 		noWorker: true,
 	})
 	a := h.startWorker(Config{ID: "worker-a", DrainTimeout: drainTimeout}, nil)
-	short, long := protocol.NewStreamID(), protocol.NewStreamID()
+	short, long := wire.NewStreamID(), wire.NewStreamID()
 	// The long answer stalls after a few tokens for far longer than the
 	// drain; the stall applies to the first call of the conversation only,
 	// so the continuation streams at once.
@@ -41,7 +42,7 @@ func TestDrainFinishesShortStreamsAndHandsOverLongOnes(t *testing.T) {
 	// A request queued while draining goes to b, even if one of a's pulls
 	// still waiting at the server receives it.
 	<-a.draining
-	late := protocol.NewStreamID()
+	late := wire.NewStreamID()
 	h.submit(late, "a late one")
 
 	// The short stream finishes on a; the long one is handed over at the
@@ -77,7 +78,7 @@ func TestDrainFinishesShortStreamsAndHandsOverLongOnes(t *testing.T) {
 		if want := mockupstream.AnswerText(userMessages(content), 30); text != want {
 			t.Errorf("%q: text = %q\nwant   %q", content, text, want)
 		}
-		if end := endOf(frames); end.Status != protocol.StatusDone {
+		if end := endOf(frames); end.Status != wire.StatusDone {
 			t.Errorf("%q ended %s", content, end.Status)
 		}
 	}
@@ -92,11 +93,11 @@ func TestDrainFinishesShortStreamsAndHandsOverLongOnes(t *testing.T) {
 func TestDrainWithNegativeTimeoutHandsOverAtOnce(t *testing.T) {
 	h := start(t, setup{
 		mock:     mockupstream.Config{Tokens: 100, TokenInterval: 20 * time.Millisecond},
-		topology: protocol.Topology{AckWait: time.Minute},
+		topology: streams.Topology{AckWait: time.Minute},
 		noWorker: true,
 	})
 	a := h.startWorker(Config{ID: "worker-a", DrainTimeout: -1}, nil)
-	id, content := protocol.NewStreamID(), "hand it over now"
+	id, content := wire.NewStreamID(), "hand it over now"
 	h.submit(id, content)
 	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool {
 		_, chunks := chunkText(t, h.frames(id))

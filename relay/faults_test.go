@@ -5,8 +5,9 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestStreamSurvivesNATSRestart(t *testing.T) {
@@ -18,9 +19,9 @@ func TestStreamSurvivesNATSRestart(t *testing.T) {
 	h := start(t, setup{
 		srv:      natsSrv.Server(),
 		mock:     mockupstream.Config{Tokens: tokens, TokenInterval: 10 * time.Millisecond},
-		topology: protocol.Topology{AckWait: time.Minute},
+		topology: streams.Topology{AckWait: time.Minute},
 	})
-	id, content := protocol.NewStreamID(), "survive a restart"
+	id, content := wire.NewStreamID(), "survive a restart"
 	h.submit(id, content)
 	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool {
 		_, chunks := chunkText(t, h.frames(id))
@@ -42,7 +43,7 @@ func TestStreamSurvivesNATSRestart(t *testing.T) {
 	if want := mockupstream.AnswerText(userMessages(content), tokens); text != want {
 		t.Fatalf("text = %q\nwant   %q", text, want)
 	}
-	if end := endOf(frames); end.Status != protocol.StatusDone || end.Attempts != 1 {
+	if end := endOf(frames); end.Status != wire.StatusDone || end.Attempts != 1 {
 		t.Fatalf("end = %+v, want done after 1 attempt", end)
 	}
 	for _, c := range chunks {
@@ -62,9 +63,9 @@ func TestStreamSurvivesNATSRestart(t *testing.T) {
 	})
 
 	// The slots pull again after the restart: a new request is served.
-	next := protocol.NewStreamID()
+	next := wire.NewStreamID()
 	h.submit(next, "after the restart")
-	if end := endOf(h.waitEnd(next)); end.Status != protocol.StatusDone {
+	if end := endOf(h.waitEnd(next)); end.Status != wire.StatusDone {
 		t.Fatalf("request after the restart ended %s", end.Status)
 	}
 }
@@ -79,13 +80,13 @@ func TestWorkersShareTheQueue(t *testing.T) {
 	h.startWorker(Config{ID: "worker-b", MaxInflight: perWorker}, nil)
 	ids := make([]string, requests)
 	for i := range ids {
-		ids[i] = protocol.NewStreamID()
+		ids[i] = wire.NewStreamID()
 		h.submit(ids[i], "share "+ids[i])
 	}
 	served := map[string]int{}
 	for _, id := range ids {
 		frames := h.waitEnd(id)
-		if end := endOf(frames); end.Status != protocol.StatusDone {
+		if end := endOf(frames); end.Status != wire.StatusDone {
 			t.Fatalf("stream %s ended %s", id, end.Status)
 		}
 		served[frames[0].Frame.Worker]++

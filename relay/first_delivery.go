@@ -11,7 +11,7 @@ import (
 // runFirst serves a first delivery with its upstream call started while
 // its claim frame is being stored (see run for why), and the stream's
 // metadata read. Nothing is published before the claim is stored: every
-// frame is chained on it (protocol "Fencing"), so the publisher of a call
+// frame is chained on it (wire "Fencing"), so the publisher of a call
 // waits for the go-ahead (firstClaim) while the tokens that come meanwhile
 // queue in it, and the end frame waits as well.
 //

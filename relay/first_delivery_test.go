@@ -17,8 +17,8 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // redeliver fetches the queued request as a worker that dies at once
@@ -92,7 +92,7 @@ func (c *holdingConn) Write(b []byte) (int, error) {
 // the hold's timeout.
 func (h *harness) serveHeld(id, content string, release <-chan struct{}) []chunklog.Entry {
 	h.t.Helper()
-	d := &holdingDialer{subject: []byte("PUB " + protocol.ChunkSubject(id) + " "), release: release}
+	d := &holdingDialer{subject: []byte("PUB " + wire.ChunkSubject(id) + " "), release: release}
 	nc, err := nats.Connect(h.srv.ClientURL(), nats.SetCustomDialer(d))
 	if err != nil {
 		h.t.Fatal(err)
@@ -160,17 +160,17 @@ func (u *upstreamLog) log() []string {
 func TestFirstDeliveryCallsWhileClaiming(t *testing.T) {
 	up := newUpstreamLog(false)
 	h := start(t, setup{mock: mockupstream.Config{Tokens: 10, TokenInterval: -1}, wrap: up.wrap, noWorker: true})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	content := "call me early"
 	frames := h.serveHeld(id, content, up.called)
-	if f := frames[0].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
+	if f := frames[0].Frame; f.Kind != wire.KindClaim || f.Worker != "test-worker" {
 		t.Fatalf("first frame = %+v, want our claim", f)
 	}
 	text, _ := chunkText(t, frames)
 	if want := mockupstream.AnswerText(userMessages(content), 10); text != want {
 		t.Fatalf("text = %q\nwant   %q", text, want)
 	}
-	if end := endOf(frames); end.Status != protocol.StatusDone || end.Attempts != 1 {
+	if end := endOf(frames); end.Status != wire.StatusDone || end.Attempts != 1 {
 		t.Fatalf("end = %+v, want done after 1 attempt", end)
 	}
 }
@@ -184,18 +184,18 @@ func TestFencedFirstClaimCancelsTheCall(t *testing.T) {
 	up := newUpstreamLog(true)
 	gate := &recordingGate{}
 	h := start(t, setup{mock: mockupstream.Config{Tokens: 20, TokenInterval: -1}, wrap: up.wrap, gate: gate, noWorker: true})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	content := "queued twice"
 	answer := mockupstream.AnswerText(userMessages(content), 20)
 	first := cutUTF8([]byte(answer), len(answer)/3)
 	if err := h.appendFrames(id,
-		protocol.Frame{Kind: protocol.KindClaim, Worker: "earlier"},
-		protocol.Frame{Kind: protocol.KindChunk, Role: "assistant", Content: answer[:first], Provider: "mock", Model: "mock-1", Attempt: 1},
+		wire.Frame{Kind: wire.KindClaim, Worker: "earlier"},
+		wire.Frame{Kind: wire.KindChunk, Role: "assistant", Content: answer[:first], Provider: "mock", Model: "mock-1", Attempt: 1},
 	); err != nil {
 		t.Fatal(err)
 	}
 	frames := h.serveHeld(id, content, up.called)
-	if f := frames[2].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
+	if f := frames[2].Frame; f.Kind != wire.KindClaim || f.Worker != "test-worker" {
 		t.Fatalf("frame after the earlier owner's = %+v, want our claim", f)
 	}
 	text, chunks := chunkText(t, frames)

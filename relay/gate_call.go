@@ -3,8 +3,8 @@ package relay
 import (
 	"context"
 
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // CallInfo is what a Gate may know about the call it is asked to admit,
@@ -49,7 +49,7 @@ type Router interface {
 
 // route is the route of req: the catalog's, reordered by the gate if it
 // routes.
-func (w *Worker) route(req protocol.Request) []provider.Candidate {
+func (w *Worker) route(req wire.Request) []provider.Candidate {
 	route := w.catalog.Route(req.Model)
 	if r, ok := routerOf(w.gate); ok && len(route) > 0 {
 		route = r.Route(req.StreamID, req.Model, route)

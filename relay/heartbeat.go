@@ -6,7 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/liveness"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // fullBeatEvery is how many heartbeat intervals pass between two full
@@ -19,8 +20,8 @@ import (
 // bytes each, so more often would cost what deltas save.
 const fullBeatEvery = 10
 
-// heartbeat publishes a worker's liveness (see protocol "Worker
-// liveness"): every interval, a heartbeat describing the requests its jobs
+// heartbeat publishes a worker's liveness (see package
+// liveness): every interval, a heartbeat describing the requests its jobs
 // hold, in full every fullBeatEvery intervals and as what changed in
 // between; sooner after a job starts, so that a worker dying just after it
 // took a request has that request handed over too; and a last, leaving
@@ -28,13 +29,13 @@ const fullBeatEvery = 10
 // over.
 type heartbeat struct {
 	every time.Duration
-	beats *protocol.Beats
+	beats *liveness.Beats
 	jobs  *inflight
 	// send publishes one heartbeat; it must not block. An error means
 	// the heartbeat was not sent: the next one is full.
-	send func(protocol.Heartbeat) error
+	send func(wire.Heartbeat) error
 	// resync receives a watcher's request for a full heartbeat
-	// (protocol.LivenessSyncSubject). It is answered soon, but at most
+	// (wire.LivenessSyncSubject). It is answered soon, but at most
 	// once an interval: however many watchers ask, full heartbeats come
 	// no more often than every heartbeat listed everything before deltas.
 	resync <-chan struct{}
@@ -104,7 +105,7 @@ func (h heartbeat) run(stop <-chan struct{}) {
 // periodic full heartbeat.
 func (w *Worker) followResyncs() (resync <-chan struct{}, unsubscribe func()) {
 	asked := make(chan struct{}, 1)
-	sub, err := w.livenessNC.Subscribe(protocol.LivenessSyncSubject, func(m *nats.Msg) {
+	sub, err := w.livenessNC.Subscribe(wire.LivenessSyncSubject, func(m *nats.Msg) {
 		if len(m.Data) != 0 && string(m.Data) != w.instance {
 			return
 		}
@@ -125,12 +126,12 @@ func (w *Worker) followResyncs() (resync <-chan struct{}, unsubscribe func()) {
 func (w *Worker) heartbeat(resync <-chan struct{}) heartbeat {
 	return heartbeat{
 		every:  w.heartbeatEvery,
-		beats:  protocol.NewBeats(w.id, w.instance, w.livenessTimeout),
+		beats:  liveness.NewBeats(w.id, w.instance, w.livenessTimeout),
 		jobs:   w.jobs,
 		resync: resync,
-		send: func(hb protocol.Heartbeat) error {
+		send: func(hb wire.Heartbeat) error {
 			data, _ := json.Marshal(hb)
-			err := w.livenessNC.Publish(protocol.LivenessSubject, data)
+			err := w.livenessNC.Publish(wire.LivenessSubject, data)
 			if err != nil {
 				w.logger.Debug("heartbeat not sent", "err", err)
 			}

@@ -11,13 +11,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/liveness"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // sentBeat is a heartbeat as sent, with the bubble's time.
 type sentBeat struct {
 	at time.Duration
-	hb protocol.Heartbeat
+	hb wire.Heartbeat
 }
 
 // beatRig runs a heartbeat in a synctest bubble and records what it sends.
@@ -43,10 +44,10 @@ func newBeatRig(every time.Duration, fail map[uint64]bool, jobs ...*job) *beatRi
 	}
 	h := heartbeat{
 		every:  every,
-		beats:  protocol.NewBeats("w", "i", 1500*time.Millisecond),
+		beats:  liveness.NewBeats("w", "i", 1500*time.Millisecond),
 		jobs:   r.jobs,
 		resync: r.resync,
-		send: func(hb protocol.Heartbeat) error {
+		send: func(hb wire.Heartbeat) error {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if r.fail[hb.Beat] {
@@ -80,8 +81,8 @@ func TestHeartbeatRhythm(t *testing.T) {
 		// the second: it is listed one minimum gap (every/5) after that
 		// beat, not a whole interval later.
 		time.Sleep(every + 50*time.Millisecond)
-		d := protocol.Delivery{StreamID: "s1", Reply: "r1", Seq: 7, Delivered: 1}
-		j := &job{req: protocol.Request{StreamID: "s1"}, delivery: d}
+		d := wire.Delivery{StreamID: "s1", Reply: "r1", Seq: 7, Delivered: 1}
+		j := &job{req: wire.Request{StreamID: "s1"}, delivery: d}
 		r.jobs.add(j)
 		time.Sleep(2 * every)
 		r.jobs.remove(j)
@@ -134,7 +135,7 @@ func TestHeartbeatIsFullEveryTenthIntervalAndAfterAFailedSend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const every = 100 * time.Millisecond
 		// Beat 14 is not sent: 15 must be full again.
-		r := newBeatRig(every, map[uint64]bool{14: true}, &job{delivery: protocol.Delivery{StreamID: "s1", Reply: "r1", Seq: 1, Delivered: 1}})
+		r := newBeatRig(every, map[uint64]bool{14: true}, &job{delivery: wire.Delivery{StreamID: "s1", Reply: "r1", Seq: 1, Delivered: 1}})
 		time.Sleep(2*fullBeatEvery*every + every/2)
 		sent := r.finish()
 
@@ -190,7 +191,7 @@ func TestHeartbeatResyncDoesNotDelayANewJob(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 		r.resync <- struct{}{}
 		time.Sleep(5 * time.Millisecond)
-		r.jobs.add(&job{delivery: protocol.Delivery{StreamID: "s1", Reply: "r1", Seq: 1, Delivered: 1}})
+		r.jobs.add(&job{delivery: wire.Delivery{StreamID: "s1", Reply: "r1", Seq: 1, Delivered: 1}})
 		time.Sleep(every + every/2)
 		sent := r.finish()
 		if b := sent[1]; b.at != every/5 || b.hb.Full || len(b.hb.Added) != 1 {
@@ -215,18 +216,18 @@ func TestFullHeartbeatAtMaxInflightFitsMaxPayload(t *testing.T) {
 		delivered  = 9_999
 		pending    = 9_999_999
 	)
-	held := make([]protocol.Delivery, maxMaxInflight)
+	held := make([]wire.Delivery, maxMaxInflight)
 	for i := range held {
 		s := uint64(seq + i)
-		held[i] = protocol.Delivery{
-			StreamID: protocol.NewStreamID(),
+		held[i] = wire.Delivery{
+			StreamID: wire.NewStreamID(),
 			// $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending>
-			Reply:     fmt.Sprintf("$JS.ACK.%s.%s.%d.%d.%d.%d.%d", protocol.RequestStream, protocol.WorkerConsumer, delivered, s, s, time.Now().UnixNano(), pending),
+			Reply:     fmt.Sprintf("$JS.ACK.%s.%s.%d.%d.%d.%d.%d", wire.RequestStream, wire.WorkerConsumer, delivered, s, s, time.Now().UnixNano(), pending),
 			Seq:       s,
 			Delivered: delivered,
 		}
 	}
-	beats := protocol.NewBeats(strings.Repeat("w", maxIDLen), newInstance(), DefaultLivenessTimeout)
+	beats := liveness.NewBeats(strings.Repeat("w", maxIDLen), newInstance(), DefaultLivenessTimeout)
 	data, err := json.Marshal(beats.Next(held, true))
 	if err != nil {
 		t.Fatal(err)

@@ -21,9 +21,10 @@ import (
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // waitFor bounds every Eventually in these tests: generous for -race on two
@@ -34,7 +35,7 @@ const waitFor = 20 * time.Second
 type setup struct {
 	mock     mockupstream.Config
 	worker   Config
-	topology protocol.Topology
+	topology streams.Topology
 	// wrap, if set, wraps the mock's handler, served by an http.Server on
 	// the loopback listener instead of by mock.Serve.
 	wrap func(http.Handler) http.Handler
@@ -65,7 +66,7 @@ type harness struct {
 	logs     *logStore
 	logger   *slog.Logger
 	catalog  *provider.Catalog
-	topology protocol.Topology
+	topology streams.Topology
 	gate     Gate
 	// stop shuts the default worker down and waits for Run to return.
 	stop func()
@@ -233,10 +234,10 @@ func (h *harness) submitModel(id, model, content string) {
 func (h *harness) submitBody(id, model string, req map[string]any) {
 	h.t.Helper()
 	body, _ := json.Marshal(req)
-	data, _ := json.Marshal(protocol.Request{StreamID: id, Model: model, Body: body, Created: time.Now().Unix()})
+	data, _ := json.Marshal(wire.Request{StreamID: id, Model: model, Body: body, Created: time.Now().Unix()})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := h.js.Publish(ctx, protocol.RequestSubject, data, jetstream.WithMsgID(id)); err != nil {
+	if _, err := h.js.Publish(ctx, wire.RequestSubject, data, jetstream.WithMsgID(id)); err != nil {
 		h.t.Fatalf("submit: %v", err)
 	}
 }
@@ -262,7 +263,7 @@ func (h *harness) waitEnd(id string) []chunklog.Entry {
 	var out []chunklog.Entry
 	relaytest.Eventually(h.t, waitFor, 5*time.Millisecond, func() bool {
 		out = h.frames(id)
-		return len(out) > 0 && out[len(out)-1].Frame.Kind == protocol.KindEnd
+		return len(out) > 0 && out[len(out)-1].Frame.Kind == wire.KindEnd
 	})
 	return out
 }
@@ -305,7 +306,7 @@ func (h *harness) ackPending() (unacked, waiting uint64) {
 // workerConsumer is the consumer the workers pull requests from.
 func (h *harness) workerConsumer(ctx context.Context) jetstream.Consumer {
 	h.t.Helper()
-	cons, err := h.js.Consumer(ctx, protocol.RequestStream, protocol.WorkerConsumer)
+	cons, err := h.js.Consumer(ctx, wire.RequestStream, wire.WorkerConsumer)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -314,7 +315,7 @@ func (h *harness) workerConsumer(ctx context.Context) jetstream.Consumer {
 
 // appendFrames stores frames as another writer would, after what the
 // stream holds.
-func (h *harness) appendFrames(id string, frames ...protocol.Frame) error {
+func (h *harness) appendFrames(id string, frames ...wire.Frame) error {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -331,22 +332,22 @@ func (h *harness) appendFrames(id string, frames ...protocol.Frame) error {
 	return nil
 }
 
-// chunkText checks that the chunks are numbered 1..N without gaps, that the
+// chunkText checks that the chunks are numbered 1.N without gaps, that the
 // end frame follows as N+1, and returns their text.
-func chunkText(t *testing.T, frames []chunklog.Entry) (string, []protocol.Frame) {
+func chunkText(t *testing.T, frames []chunklog.Entry) (string, []wire.Frame) {
 	t.Helper()
 	var text string
-	var chunks []protocol.Frame
+	var chunks []wire.Frame
 	for _, e := range frames {
 		f := e.Frame
 		switch f.Kind {
-		case protocol.KindChunk:
+		case wire.KindChunk:
 			chunks = append(chunks, f)
 			if f.Seq != uint64(len(chunks)) {
 				t.Fatalf("chunk %d has seq %d", len(chunks), f.Seq)
 			}
 			text += f.Content
-		case protocol.KindEnd:
+		case wire.KindEnd:
 			if f.Seq != uint64(len(chunks)+1) {
 				t.Fatalf("end frame has seq %d after %d chunks", f.Seq, len(chunks))
 			}
@@ -453,7 +454,7 @@ func (h *harness) usurp(id string) {
 		return len(chunks) > 0
 	})
 	relaytest.Eventually(h.t, waitFor, time.Millisecond, func() bool {
-		err := h.appendFrames(id, protocol.Frame{Kind: protocol.KindClaim, Worker: "usurper"})
+		err := h.appendFrames(id, wire.Frame{Kind: wire.KindClaim, Worker: "usurper"})
 		if err != nil && !errors.Is(err, chunklog.ErrFenced) {
 			h.t.Fatal(err)
 		}

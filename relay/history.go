@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // history is what a stream's stored frames say when a job starts: whether
@@ -40,9 +40,9 @@ func readHistory(ctx context.Context, r *chunklog.Reader, streamID string) (hist
 	var text strings.Builder
 	last, err := r.Read(ctx, streamID, 0, func(e chunklog.Entry) error {
 		switch f := e.Frame; f.Kind {
-		case protocol.KindEnd:
+		case wire.KindEnd:
 			h.ended = true
-		case protocol.KindChunk:
+		case wire.KindChunk:
 			h.seq = f.Seq
 			text.WriteString(f.Content)
 			h.toolCalls = h.toolCalls || len(f.ToolCalls) > 0

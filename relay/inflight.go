@@ -4,7 +4,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Why a job's upstream call was stopped (context.Cause of its call
@@ -58,10 +58,10 @@ func (in *inflight) remove(j *job) {
 }
 
 // deliveries lists the requests the jobs hold, for a heartbeat.
-func (in *inflight) deliveries() []protocol.Delivery {
+func (in *inflight) deliveries() []wire.Delivery {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	out := make([]protocol.Delivery, 0, len(in.jobs))
+	out := make([]wire.Delivery, 0, len(in.jobs))
 	for j := range in.jobs {
 		if j.delivery.Seq != 0 {
 			out = append(out, j.delivery)

@@ -11,8 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/liveness"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // job is one request being served: the stream's writer and what the job
@@ -20,13 +21,13 @@ import (
 type job struct {
 	w     *Worker
 	msg   jetstream.Msg
-	req   protocol.Request
+	req   wire.Request
 	log   *slog.Logger
 	start time.Time
 
 	// delivery names the request's delivery in heartbeats and handovers;
 	// its Seq is zero if the message's metadata could not be read.
-	delivery protocol.Delivery
+	delivery wire.Delivery
 	// queued is when JetStream stored the request; zero if unknown.
 	queued time.Time
 	// logCtx serves the chunk log and the ack, to the end of the job.
@@ -47,7 +48,7 @@ type job struct {
 	// included: what a continuation continues.
 	text strings.Builder
 	// tokensOut counts the tokens in text, as the chunks count them
-	// (protocol.Frame.Tokens).
+	// (wire.Frame.Tokens).
 	tokensOut int
 	// toolCalls reports that some chunk carried tool calls; such an answer
 	// is never continued.
@@ -60,7 +61,7 @@ type job struct {
 	attempts int
 	// usage sums the usage the providers reported to this job, and cost
 	// prices it by the model of each call.
-	usage *protocol.Usage
+	usage *wire.Usage
 	cost  float64
 	// chunks counts the chunks this job appended.
 	chunks int
@@ -71,10 +72,10 @@ type job struct {
 	stats jobStats
 }
 
-func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req protocol.Request, stopProgress func()) *job {
+func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req wire.Request, stopProgress func()) *job {
 	j := &job{w: w, msg: msg, req: req, log: w.logger.With("stream", req.StreamID), start: time.Now(), logCtx: ctx, stopProgress: stopProgress}
 	j.callCtx, j.stopCall = context.WithCancelCause(ctx)
-	d, err := protocol.DeliveryOf(msg, req.StreamID)
+	d, err := liveness.DeliveryOf(msg, req.StreamID)
 	if err != nil {
 		j.log.Warn("request cannot be handed over", "err", err)
 	}
@@ -184,8 +185,8 @@ func (j *job) takeOver(h history) {
 }
 
 // claimFrame is the frame by which worker takes a stream.
-func claimFrame(worker string) protocol.Frame {
-	return protocol.Frame{Kind: protocol.KindClaim, Worker: worker}
+func claimFrame(worker string) wire.Frame {
+	return wire.Frame{Kind: wire.KindClaim, Worker: worker}
 }
 
 // end appends the terminal frame for out and acknowledges the request. A
@@ -241,7 +242,7 @@ var errWritten = errors.New("relay: frame found")
 // handOver gives the request back to the queue at once, so that another
 // worker continues the stream: unless another writer appended after this
 // job's last frame (the stream is no longer the job's to give), it records
-// the handover and NAKs the delivery (protocol.HandOver), which a watcher
+// the handover and NAKs the delivery (liveness.HandOver), which a watcher
 // that thought this worker dead cannot do a second time.
 func (j *job) handOver() {
 	j.stopProgress()
@@ -256,9 +257,9 @@ func (j *job) handOver() {
 		j.report(slog.LevelWarn, "abandoned", fmt.Errorf("relay: hand over: %w", err))
 		return
 	}
-	err = protocol.HandOver(ctx, j.w.nc, j.w.handovers, j.delivery, j.w.id)
+	err = liveness.HandOver(ctx, j.w.nc, j.w.handovers, j.delivery, j.w.id)
 	switch {
-	case errors.Is(err, protocol.ErrHandedOver):
+	case errors.Is(err, liveness.ErrHandedOver):
 		// A watcher took this worker for dead in the meantime.
 		j.report(slog.LevelInfo, "fenced", nil)
 	case err != nil:

@@ -12,8 +12,9 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // ackLog records every ack, NAK and progress report sent on the worker
@@ -31,7 +32,7 @@ type ackSent struct {
 func watchAcks(t *testing.T, nc *nats.Conn) *ackLog {
 	t.Helper()
 	l := &ackLog{}
-	sub, err := nc.Subscribe("$JS.ACK."+protocol.RequestStream+"."+protocol.WorkerConsumer+".>", func(m *nats.Msg) {
+	sub, err := nc.Subscribe("$JS.ACK."+wire.RequestStream+"."+wire.WorkerConsumer+".>", func(m *nats.Msg) {
 		// $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending>
 		tokens := strings.Split(m.Subject, ".")
 		l.mu.Lock()
@@ -67,8 +68,8 @@ func heartbeats(t *testing.T, nc *nats.Conn, worker string) (all, full func() in
 	t.Helper()
 	var mu sync.Mutex
 	n, nFull := 0, 0
-	sub, err := nc.Subscribe(protocol.LivenessSubject, func(m *nats.Msg) {
-		var hb protocol.Heartbeat
+	sub, err := nc.Subscribe(wire.LivenessSubject, func(m *nats.Msg) {
+		var hb wire.Heartbeat
 		if json.Unmarshal(m.Data, &hb) == nil && hb.Worker == worker {
 			mu.Lock()
 			n++
@@ -98,7 +99,7 @@ func heartbeats(t *testing.T, nc *nats.Conn, worker string) (all, full func() in
 // claimedBy reports whether the stream holds a claim frame of worker.
 func claimedBy(frames []chunklog.Entry, worker string) bool {
 	for _, e := range frames {
-		if e.Frame.Kind == protocol.KindClaim && e.Frame.Worker == worker {
+		if e.Frame.Kind == wire.KindClaim && e.Frame.Worker == worker {
 			return true
 		}
 	}
@@ -138,10 +139,10 @@ func pauseMidAnswer(t *testing.T, ownLiveness bool) *takeover {
 	const ackWait = 30 * time.Second
 	h := start(t, setup{
 		mock:     mockupstream.Config{Tokens: takeoverTokens, TokenInterval: 10 * time.Millisecond},
-		topology: protocol.Topology{AckWait: ackWait},
+		topology: streams.Topology{AckWait: ackWait},
 		noWorker: true,
 	})
-	tk := &takeover{h: h, ackWait: ackWait, id: protocol.NewStreamID()}
+	tk := &takeover{h: h, ackWait: ackWait, id: wire.NewStreamID()}
 	tk.acks = watchAcks(t, h.nc)
 	beatsOfA, fullBeatsOfA := heartbeats(t, h.nc, "worker-a")
 	tk.beatsOfA = beatsOfA
@@ -231,12 +232,12 @@ func TestSilentWorkerIsHandedOverWithinLivenessTimeout(t *testing.T) {
 	if text != tk.answer {
 		t.Fatalf("text = %q\nwant   %q", text, tk.answer)
 	}
-	if end := endOf(frames); end.Status != protocol.StatusDone {
+	if end := endOf(frames); end.Status != wire.StatusDone {
 		t.Fatalf("end = %+v, want done", end)
 	}
 	takeovers := 0
 	for _, c := range chunks {
-		if c.Seam == protocol.SeamTakeover {
+		if c.Seam == wire.SeamTakeover {
 			takeovers++
 		}
 	}
@@ -269,8 +270,8 @@ func TestPausedWorkerWakesFencedAndNeverAcks(t *testing.T) {
 	afterClaim := false
 	for _, e := range frames {
 		f := e.Frame
-		afterClaim = afterClaim || (f.Kind == protocol.KindClaim && f.Worker == "worker-b")
-		if afterClaim && f.Kind == protocol.KindChunk && f.Attempt == 1 {
+		afterClaim = afterClaim || (f.Kind == wire.KindClaim && f.Worker == "worker-b")
+		if afterClaim && f.Kind == wire.KindChunk && f.Attempt == 1 {
 			t.Fatalf("chunk %d of worker-a's attempt after worker-b's claim", f.Seq)
 		}
 	}

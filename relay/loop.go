@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/backoff"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // maxRetryAfter is the longest wait a provider may ask for (Retry-After)
@@ -35,9 +35,9 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 		return refused(modelNotServed(j.req.Model))
 	}
 	state := newRouteState(route)
-	var seam protocol.Seam
+	var seam wire.Seam
 	if takeover {
-		seam = protocol.SeamTakeover
+		seam = wire.SeamTakeover
 	}
 	limit, limited := tokenLimit(j.req.Body)
 	for i := 0; ; {
@@ -75,7 +75,7 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 		if next != i {
 			j.log.Info("attempt failed; falling back", "provider", c.Provider.Name, "model", c.Model, "attempt", j.attempts,
 				"class", out.class, "err", out.err, "next_provider", route[next].Provider.Name, "next_model", route[next].Model)
-			i, seam = next, protocol.SeamFallback
+			i, seam = next, wire.SeamFallback
 			continue
 		}
 		b := backoff.Backoff{Config: c.Provider.Retry}
@@ -85,9 +85,9 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 		if err := b.Sleep(ctx, delay); err != nil {
 			return outcome{err: err, class: upstream.Canceled}
 		}
-		seam = protocol.SeamRetry
+		seam = wire.SeamRetry
 		if j.text.Len() > 0 {
-			seam = protocol.SeamContinuation
+			seam = wire.SeamContinuation
 		}
 	}
 }
@@ -112,7 +112,7 @@ func (out outcome) final(ctx context.Context, toolCalls bool) bool {
 // which is not a failure of the provider unless it fails too: a key the
 // provider refuses is replaced by the next one, and a refused prefill by
 // prompt mode for the rest of the request.
-func (j *job) call(ctx context.Context, c provider.Candidate, seam protocol.Seam) outcome {
+func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) outcome {
 	keys := j.w.keys[c.Provider.Name]
 	key := keys.key()
 	rekeyed := false
@@ -135,7 +135,7 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam protocol.Seam
 			if next, ok := keys.reject(key); ok && next != key {
 				j.log.Info("api key refused; retrying with the next", "provider", c.Provider.Name, "attempt", j.attempts)
 				ticket.Done(report)
-				key, rekeyed, seam = next, true, cmp.Or(seam, protocol.SeamRetry)
+				key, rekeyed, seam = next, true, cmp.Or(seam, wire.SeamRetry)
 				continue
 			}
 		}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // twoModels is a provider "mock" serving mock-1 and mock-2, with mock-1
@@ -22,12 +22,12 @@ func twoModels(mockURL string) []provider.Config {
 }
 
 // endOf returns the end frame.
-func endOf(frames []chunklog.Entry) protocol.Frame { return frames[len(frames)-1].Frame }
+func endOf(frames []chunklog.Entry) wire.Frame { return frames[len(frames)-1].Frame }
 
 func TestCutStreamIsContinued(t *testing.T) {
 	gate := &recordingGate{}
 	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}, gate: gate})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	content := "[[mock: cut_after=5]] hello"
 	h.submit(id, content)
 
@@ -36,11 +36,11 @@ func TestCutStreamIsContinued(t *testing.T) {
 	if want := mockupstream.AnswerText(userMessages(content), 40); text != want {
 		t.Fatalf("text = %q\nwant   %q", text, want)
 	}
-	i := slices.IndexFunc(chunks, func(c protocol.Frame) bool { return c.Attempt == 2 })
-	if i <= 0 || chunks[i].Seam != protocol.SeamContinuation || chunks[0].Seam != "" {
+	i := slices.IndexFunc(chunks, func(c wire.Frame) bool { return c.Attempt == 2 })
+	if i <= 0 || chunks[i].Seam != wire.SeamContinuation || chunks[0].Seam != "" {
 		t.Fatalf("chunks = %+v: want attempt 1 without seam, then a continuation", chunks)
 	}
-	if end := endOf(frames); end.Status != protocol.StatusDone || end.Attempts != 2 {
+	if end := endOf(frames); end.Status != wire.StatusDone || end.Attempts != 2 {
 		t.Fatalf("end = %+v, want done after 2 attempts", end)
 	}
 	h.waitJob(id)
@@ -59,7 +59,7 @@ func TestModelFailingWithoutTextFallsBack(t *testing.T) {
 		models:    []provider.Model{{Name: "mock-1", Fallbacks: []provider.Fallback{{Model: "mock-2"}}}},
 		gate:      gate,
 	})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	content := "[[mock: status=503, times=4]] hello"
 	h.submit(id, content)
 
@@ -68,7 +68,7 @@ func TestModelFailingWithoutTextFallsBack(t *testing.T) {
 	if want := mockupstream.AnswerText(userMessages(content), 20); text != want {
 		t.Fatalf("text = %q\nwant   %q", text, want)
 	}
-	if c := chunks[0]; c.Seam != protocol.SeamFallback || c.Model != "mock-2" || c.Attempt != 5 {
+	if c := chunks[0]; c.Seam != wire.SeamFallback || c.Model != "mock-2" || c.Attempt != 5 {
 		t.Fatalf("first chunk = %+v, want a fallback to mock-2 at attempt 5", c)
 	}
 	h.waitJob(id)
@@ -90,15 +90,15 @@ func TestGateRefusalSkipsTheProvider(t *testing.T) {
 		},
 		gate: gate,
 	})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "hello")
 
 	frames := h.waitEnd(id)
 	_, chunks := chunkText(t, frames)
-	if c := chunks[0]; c.Provider != "b" || c.Seam != protocol.SeamFallback || c.Attempt != 1 {
+	if c := chunks[0]; c.Provider != "b" || c.Seam != wire.SeamFallback || c.Attempt != 1 {
 		t.Fatalf("first chunk = %+v, want provider b, seam fallback, attempt 1", c)
 	}
-	if end := endOf(frames); end.Status != protocol.StatusDone || end.Attempts != 1 {
+	if end := endOf(frames); end.Status != wire.StatusDone || end.Attempts != 1 {
 		t.Fatalf("end = %+v, want done after 1 call", end)
 	}
 	h.waitJob(id)
@@ -113,11 +113,11 @@ func TestGateRefusalSkipsTheProvider(t *testing.T) {
 func TestEveryProviderRefusedFails503(t *testing.T) {
 	gate := &recordingGate{refuse: map[string]bool{"mock": true}}
 	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, gate: gate})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "hello")
 
 	end := endOf(h.waitEnd(id))
-	if end.Status != protocol.StatusFailed || end.Error == nil || end.Error.Status != http.StatusServiceUnavailable {
+	if end.Status != wire.StatusFailed || end.Error == nil || end.Error.Status != http.StatusServiceUnavailable {
 		t.Fatalf("end = %+v, error %+v; want failed with 503", end, end.Error)
 	}
 	if st := h.mock.Stats(); st.ChatRequests != 0 {
@@ -137,11 +137,11 @@ func TestEveryKeyRefused(t *testing.T) {
 		},
 		gate: gate,
 	})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "hello")
 
 	end := endOf(h.waitEnd(id))
-	if end.Status != protocol.StatusFailed || end.Error == nil || !strings.Contains(end.Error.Message, "credentials") {
+	if end.Status != wire.StatusFailed || end.Error == nil || !strings.Contains(end.Error.Message, "credentials") {
 		t.Fatalf("end = %+v, error %+v; want failed on credentials", end, end.Error)
 	}
 	h.waitJob(id)
@@ -169,7 +169,7 @@ func TestToolCallsAreNotContinued(t *testing.T) {
 			})
 		},
 	})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "call a tool")
 
 	frames := h.waitEnd(id)
@@ -178,7 +178,7 @@ func TestToolCallsAreNotContinued(t *testing.T) {
 		t.Fatalf("chunks = %+v, want the text and the tool call published", chunks)
 	}
 	end := endOf(frames)
-	if end.Status != protocol.StatusIncomplete || end.Error == nil || !strings.Contains(end.Error.Message, "tool calls") {
+	if end.Status != wire.StatusIncomplete || end.Error == nil || !strings.Contains(end.Error.Message, "tool calls") {
 		t.Fatalf("end = %+v, error %+v; want incomplete because of the tool calls", end, end.Error)
 	}
 	h.waitJob(id)
@@ -189,11 +189,11 @@ func TestToolCallsAreNotContinued(t *testing.T) {
 
 func TestUnknownModelFails404(t *testing.T) {
 	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submitModel(id, "no-such-model", "hello")
 
 	end := endOf(h.waitEnd(id))
-	if end.Status != protocol.StatusFailed || end.Error == nil || end.Error.Status != http.StatusNotFound || end.Error.Code != "model_not_found" {
+	if end.Status != wire.StatusFailed || end.Error == nil || end.Error.Status != http.StatusNotFound || end.Error.Code != "model_not_found" {
 		t.Fatalf("end = %+v, error %+v; want failed with 404 model_not_found", end, end.Error)
 	}
 }
@@ -210,7 +210,7 @@ func TestCostPricesEveryCall(t *testing.T) {
 			{Name: "mock-2", Price: price2},
 		},
 	})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	// The first call ends early, without its usage chunk, and mock-1
 	// allows no retry: mock-2 continues the answer.
 	content := "[[mock: eof_after=10]] hello"
@@ -218,7 +218,7 @@ func TestCostPricesEveryCall(t *testing.T) {
 
 	frames := h.waitEnd(id)
 	end := endOf(frames)
-	if end.Status != protocol.StatusDone || end.Attempts != 2 || end.Usage == nil {
+	if end.Status != wire.StatusDone || end.Attempts != 2 || end.Usage == nil {
 		t.Fatalf("end = %+v, want done after a fallback, with usage", end)
 	}
 	// Only the second call reported usage, and it ran on mock-2.

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relaydev/relay/relay/metrics"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // newMetrics registers the worker's families with reg (nil: a private
@@ -42,12 +42,12 @@ type attemptObs struct {
 	// token is the stream's.
 	fresh bool
 	// usage and cost are the job's before the call.
-	usage protocol.Usage
+	usage wire.Usage
 	cost  float64
 }
 
 // observe counts an upstream call of candidate c and starts observing it.
-func (j *job) observe(c provider.Candidate, seam protocol.Seam) *attemptObs {
+func (j *job) observe(c provider.Candidate, seam wire.Seam) *attemptObs {
 	s := &j.stats
 	if !slices.Contains(s.providers, c.Provider.Name) {
 		s.providers = append(s.providers, c.Provider.Name)
@@ -77,7 +77,7 @@ func (ob *attemptObs) done(pub *publisher) {
 		}
 	}
 	m.ChunksPublished(p, model, pub.chunks)
-	var now protocol.Usage
+	var now wire.Usage
 	if j.usage != nil {
 		now = *j.usage
 	}
@@ -93,7 +93,7 @@ func (p *publisher) firstContent() time.Time {
 }
 
 // upstreamTTFTMS is the call's time to first token in milliseconds, at
-// least 1 once known, for the stream's first chunk (protocol.Frame
+// least 1 once known, for the stream's first chunk (wire.Frame
 // UpstreamTTFTMS). The caller holds no lock.
 func (p *publisher) upstreamTTFTMS() int64 {
 	first := p.firstContent()
@@ -107,7 +107,7 @@ func (p *publisher) upstreamTTFTMS() int64 {
 // finished" line adds: tenant, every provider and model called, tokens.
 func (j *job) finished(status string) []slog.Attr {
 	j.w.metrics.JobFinished(metrics.JobOutcomeOf(status))
-	var u protocol.Usage
+	var u wire.Usage
 	if j.usage != nil {
 		u = *j.usage
 	}

@@ -8,8 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // meteredWorker runs a worker whose metrics go to a registry the test
@@ -69,12 +70,12 @@ func count(t *testing.T, reg *prometheus.Registry, name string, labels map[strin
 
 func TestMetricsTakeover(t *testing.T) {
 	h := start(t, setup{mock: mockupstream.Config{Tokens: 8, TokenInterval: -1}, noWorker: true})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	// An earlier owner published the start of the answer and vanished.
 	prefix := mockupstream.Answer(userMessages("taken over"), 8)[0]
 	if err := h.appendFrames(id,
-		protocol.Frame{Kind: protocol.KindClaim, Worker: "gone"},
-		protocol.Frame{Kind: protocol.KindChunk, Role: "assistant", Content: prefix, Provider: "mock", Model: "mock-1", Attempt: 1},
+		wire.Frame{Kind: wire.KindClaim, Worker: "gone"},
+		wire.Frame{Kind: wire.KindChunk, Role: "assistant", Content: prefix, Provider: "mock", Model: "mock-1", Attempt: 1},
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +97,11 @@ func TestMetricsTakeover(t *testing.T) {
 func TestMetricsFenced(t *testing.T) {
 	h := start(t, setup{
 		mock:     mockupstream.Config{Tokens: 500, TokenInterval: 10 * time.Millisecond},
-		topology: protocol.Topology{AckWait: time.Minute},
+		topology: streams.Topology{AckWait: time.Minute},
 		noWorker: true,
 	})
 	reg := meteredWorker(t, h, nil)
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "fenced")
 	h.usurp(id)
 	if status := h.waitJob(id); status != "fenced" {
@@ -148,7 +149,7 @@ func TestMetricsGateWaitsAndRefusals(t *testing.T) {
 		},
 	})
 	reg := meteredWorker(t, h, &waitingGate{wait: map[string]time.Duration{"mock": 50 * time.Millisecond}, refuse: map[string]bool{"down": true}})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "gated")
 	if status := h.waitJob(id); status != "done" {
 		t.Fatalf("job %s", status)
@@ -174,7 +175,7 @@ func TestJobFinishedLine(t *testing.T) {
 		models:   []provider.Model{{Name: "mock-1", Price: provider.Price{InputPerMTok: 1, OutputPerMTok: 2}}},
 	})
 	meteredWorker(t, h, nil)
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "[[mock: cut_after=2, times=1]] logged")
 	h.waitJob(id)
 	line, _ := h.logs.find(func(l map[string]string) bool { return l["msg"] == "job finished" && l["stream"] == id })

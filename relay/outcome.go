@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // outcome is how an attempt ended, in one of three ways:
@@ -35,7 +35,7 @@ func failed(err error) outcome {
 }
 
 // refused is the outcome of a request the relay cannot send anywhere; err
-// is the *protocol.Error the client gets.
+// is the *wire.Error the client gets.
 func refused(err error) outcome {
 	return outcome{err: err, class: upstream.RequestFault}
 }
@@ -51,28 +51,28 @@ const statusClientClosedRequest = 499
 
 // endFrame is the terminal frame for out. An answer with any chunk that
 // did not finish is incomplete, never done, so the client knows it is cut.
-func (j *job) endFrame(out outcome) protocol.Frame {
-	f := protocol.Frame{Kind: protocol.KindEnd, Usage: j.usage, Cost: j.cost, Attempts: j.attempts}
+func (j *job) endFrame(out outcome) wire.Frame {
+	f := wire.Frame{Kind: wire.KindEnd, Usage: j.usage, Cost: j.cost, Attempts: j.attempts}
 	switch {
 	case out.err == nil:
-		f.Status, f.FinishReason = protocol.StatusDone, out.finishReason
+		f.Status, f.FinishReason = wire.StatusDone, out.finishReason
 	case errors.Is(out.err, errCancelled):
-		f.Status = protocol.StatusCancelled
-		f.Error = &protocol.Error{
+		f.Status = wire.StatusCancelled
+		f.Error = &wire.Error{
 			Message: "The stream was cancelled by the client.",
-			Type:    protocol.TypeCancelled,
-			Code:    string(protocol.StatusCancelled),
+			Type:    wire.TypeCancelled,
+			Code:    string(wire.StatusCancelled),
 			Status:  statusClientClosedRequest,
 		}
 	case j.writer.Seq() > 0:
-		f.Status = protocol.StatusIncomplete
-		f.Error = &protocol.Error{
+		f.Status = wire.StatusIncomplete
+		f.Error = &wire.Error{
 			Message: "The answer is incomplete: " + reason(j.provider, out) + ".",
-			Type:    protocol.TypeIncomplete,
+			Type:    wire.TypeIncomplete,
 			Status:  http.StatusBadGateway,
 		}
 	default:
-		f.Status = protocol.StatusFailed
+		f.Status = wire.StatusFailed
 		f.Error = failure(j.provider, out)
 	}
 	return f
@@ -81,24 +81,24 @@ func (j *job) endFrame(out outcome) protocol.Frame {
 // failure is the error of a stream that failed before any chunk. A request
 // fault is the client's to fix, so it gets the provider's own error and
 // status; anything else is the relay's or the provider's problem.
-func failure(provider string, out outcome) *protocol.Error {
-	if pe := (*protocol.Error)(nil); errors.As(out.err, &pe) {
+func failure(provider string, out outcome) *wire.Error {
+	if pe := (*wire.Error)(nil); errors.As(out.err, &pe) {
 		return pe
 	}
 	if out.class == upstream.RequestFault {
 		return providerError(out.err)
 	}
 	if errors.Is(out.err, ErrProviderUnavailable) {
-		return &protocol.Error{
+		return &wire.Error{
 			Message:      "No provider can take the request now: " + reason(provider, out) + ".",
-			Type:         protocol.TypeUpstream,
+			Type:         wire.TypeUpstream,
 			Status:       http.StatusServiceUnavailable,
 			RetryAfterMS: retryAfterOf(out.err).Milliseconds(),
 		}
 	}
-	return &protocol.Error{
+	return &wire.Error{
 		Message: "The upstream provider failed: " + reason(provider, out) + ".",
-		Type:    protocol.TypeUpstream,
+		Type:    wire.TypeUpstream,
 		Status:  http.StatusBadGateway,
 	}
 }
@@ -126,7 +126,7 @@ func reason(provider string, out outcome) string {
 // providerError renders a request fault as the provider reported it: from
 // a non-2xx answer with its status, or from an error chunk mid-stream,
 // whose status is its code when that is one (vLLM) and 400 otherwise.
-func providerError(err error) *protocol.Error {
+func providerError(err error) *wire.Error {
 	if se := (*upstream.StatusError)(nil); errors.As(err, &se) {
 		return fromOpenAI(se.Err, se.Status)
 	}
@@ -137,16 +137,16 @@ func providerError(err error) *protocol.Error {
 		}
 		return fromOpenAI(*oe, status)
 	}
-	return &protocol.Error{Message: err.Error(), Type: protocol.TypeInvalidRequest, Status: http.StatusBadRequest}
+	return &wire.Error{Message: err.Error(), Type: wire.TypeInvalidRequest, Status: http.StatusBadRequest}
 }
 
-func fromOpenAI(e upstream.OpenAIError, status int) *protocol.Error {
-	out := &protocol.Error{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Status: status}
+func fromOpenAI(e upstream.OpenAIError, status int) *wire.Error {
+	out := &wire.Error{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Status: status}
 	if out.Message == "" {
 		out.Message = http.StatusText(status)
 	}
 	if out.Type == "" {
-		out.Type = protocol.TypeInvalidRequest
+		out.Type = wire.TypeInvalidRequest
 	}
 	return out
 }

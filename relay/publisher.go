@@ -8,8 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // maxChunkContent bounds the text of one chunk frame, far below NATS's
@@ -28,10 +28,10 @@ const maxChunkContent = 64 << 10
 type publisher struct {
 	writer *streamWriter
 	// template is copied into every chunk: Provider, Model and Attempt.
-	template protocol.Frame
+	template wire.Frame
 	// seam marks the attempt's first chunk when it does not start the
 	// stream.
-	seam protocol.Seam
+	seam wire.Seam
 
 	mu      sync.Mutex
 	content []byte            // text not yet published
@@ -49,8 +49,8 @@ type publisher struct {
 	chunks int
 }
 
-func newPublisher(w *streamWriter, template protocol.Frame, seam protocol.Seam) *publisher {
-	template.Kind = protocol.KindChunk
+func newPublisher(w *streamWriter, template wire.Frame, seam wire.Seam) *publisher {
+	template.Kind = wire.KindChunk
 	return &publisher{writer: w, template: template, seam: seam, model: template.Model, wake: make(chan struct{}, 1)}
 }
 
@@ -133,7 +133,7 @@ func (p *publisher) run(ctx context.Context) error {
 
 // take removes the next chunk's worth of queued data. ok is false when
 // nothing is queued; closed reports that nothing more will be.
-func (p *publisher) take() (f protocol.Frame, ok, closed bool) {
+func (p *publisher) take() (f wire.Frame, ok, closed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.content) == 0 && len(p.tools) == 0 {

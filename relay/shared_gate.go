@@ -16,15 +16,14 @@ import (
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/canary"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // SharedGate is the Gate of a worker in a cluster: circuit breakers, shared
 // Retry-After pauses, retry budgets, provider rate limits and canary
-// routing, with their state shared through KV (protocol "Cluster-wide
-// provider state").
+// routing, with their state shared through KV (wire.SharedStateBuckets).
 //
 // The hot path makes no round trip: Admit consults the local copies of the
 // breakers, pauses and canaries (fed by watches) and the worker's own
@@ -49,7 +48,7 @@ type SharedGate struct {
 	draw    func(n int64) int64
 
 	breakers *cluster.Table[breaker.State]
-	pauses   *cluster.Table[protocol.Pause]
+	pauses   *cluster.Table[wire.Pause]
 	canaries *cluster.Table[canary.State]
 	quotas   *cluster.QuotaNode
 
@@ -118,19 +117,19 @@ func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDep
 		}
 		return kv, nil
 	}
-	kb, err := open(protocol.BreakerBucket)
+	kb, err := open(wire.BreakerBucket)
 	if err != nil {
 		return nil, err
 	}
-	kp, err := open(protocol.PauseBucket)
+	kp, err := open(wire.PauseBucket)
 	if err != nil {
 		return nil, err
 	}
-	kc, err := open(protocol.CanaryBucket)
+	kc, err := open(wire.CanaryBucket)
 	if err != nil {
 		return nil, err
 	}
-	kq, err := open(protocol.QuotaBucket)
+	kq, err := open(wire.QuotaBucket)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +137,7 @@ func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDep
 	g := &SharedGate{
 		id: cfg.ID, catalog: deps.Catalog, log: log, events: deps.Events, draw: deps.Rand,
 		breakers: cluster.NewTable[breaker.State](kb, log),
-		pauses:   cluster.NewTable[protocol.Pause](kp, log),
+		pauses:   cluster.NewTable[wire.Pause](kp, log),
 		canaries: cluster.NewTable[canary.State](kc, log),
 		scopes:   map[string]*scopeState{},
 		budgets:  map[string]*quota.Budget{},
@@ -149,7 +148,7 @@ func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDep
 	}
 	g.quotas = &cluster.QuotaNode{KV: kq, ID: cfg.ID, Role: "worker", Interval: cfg.QuotaInterval, Logger: log, Extra: g.addToReport}
 	for _, p := range deps.Catalog.Providers() {
-		tok := protocol.KeyToken(p.Name)
+		tok := wire.KeyToken(p.Name)
 		if p.RateLimit.RPM > 0 {
 			g.quotas.Declare(quota.ProviderRPM(tok), float64(p.RateLimit.RPM), p.RateLimit, false)
 		}
@@ -198,14 +197,14 @@ func (g *SharedGate) Breaker(scope string) breaker.State {
 }
 
 // Pause returns the local copy of a shared pause, by scope key.
-func (g *SharedGate) Pause(scope string) (protocol.Pause, bool) {
+func (g *SharedGate) Pause(scope string) (wire.Pause, bool) {
 	row, ok := g.pauses.Get(scope)
 	return row.Value, ok
 }
 
 // Canary returns the local copy of a model's canary ramp.
 func (g *SharedGate) Canary(model string) (canary.State, bool) {
-	row, ok := g.canaries.Get(protocol.KeyToken(model))
+	row, ok := g.canaries.Get(wire.KeyToken(model))
 	return row.Value, ok
 }
 
@@ -246,9 +245,9 @@ func (g *SharedGate) Stats() GateStats {
 // scopeKey is the breaker and pause key of model on p.
 func scopeKey(p provider.Config, model string) string {
 	if p.Breaker.PerModel {
-		return protocol.ScopeKey(p.Name, model)
+		return wire.ScopeKey(p.Name, model)
 	}
-	return protocol.ScopeKey(p.Name, "")
+	return wire.ScopeKey(p.Name, "")
 }
 
 func (g *SharedGate) scope(key string) *scopeState {

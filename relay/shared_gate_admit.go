@@ -10,10 +10,10 @@ import (
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/canary"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/quota"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // claimRecheck bounds a wait for a probe claim another call of this worker
@@ -197,7 +197,7 @@ func (a *admission) limits(ctx context.Context) (reserved float64, err error) {
 		bound = 0
 	}
 	deadline := time.Now().Add(bound)
-	tok := protocol.KeyToken(a.p.Name)
+	tok := wire.KeyToken(a.p.Name)
 	check := func(key string, take bool) error {
 		for first := true; ; first = false {
 			var ok bool
@@ -243,7 +243,7 @@ func (a *admission) limits(ctx context.Context) (reserved float64, err error) {
 // settle pays a call's tokens against what it reserved.
 func (g *SharedGate) settle(p provider.Config, reserved float64, tokens int) {
 	if p.RateLimit.TPM > 0 {
-		g.quotas.Settle(quota.ProviderTPM(protocol.KeyToken(p.Name)), reserved, float64(tokens))
+		g.quotas.Settle(quota.ProviderTPM(wire.KeyToken(p.Name)), reserved, float64(tokens))
 	}
 }
 
@@ -461,11 +461,11 @@ func (g *SharedGate) pause(scope string, until time.Time, asked time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stateWriteTimeout)
 	defer cancel()
-	_, written, err := g.pauses.Update(ctx, scope, func(cur protocol.Pause, exists bool) (protocol.Pause, error) {
+	_, written, err := g.pauses.Update(ctx, scope, func(cur wire.Pause, exists bool) (wire.Pause, error) {
 		if exists && !cur.Until.Before(until.Add(-pauseSlack)) {
 			return cur, cluster.ErrNoChange
 		}
-		return protocol.Pause{Until: until.UTC(), RetryAfterMS: asked.Milliseconds(), By: g.id, At: time.Now().UTC()}, nil
+		return wire.Pause{Until: until.UTC(), RetryAfterMS: asked.Milliseconds(), By: g.id, At: time.Now().UTC()}, nil
 	})
 	switch {
 	case err != nil:
@@ -483,7 +483,7 @@ func (g *SharedGate) Route(streamID, model string, route []provider.Candidate) [
 		return route
 	}
 	weight := 0.0
-	if row, ok := g.canaries.Get(protocol.KeyToken(model)); ok && row.Value.Provider == m.Canary.Provider {
+	if row, ok := g.canaries.Get(wire.KeyToken(model)); ok && row.Value.Provider == m.Canary.Provider {
 		weight = row.Value.Weight
 	}
 	isCanary := func(c provider.Candidate) bool { return c.Provider.Name == m.Canary.Provider && c.Model == model }

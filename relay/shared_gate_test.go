@@ -11,17 +11,18 @@ import (
 
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/canary"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/quota"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // sharedGate starts a gate over a fresh NATS, with one provider "p".
 func sharedGate(t *testing.T, p provider.Config, models ...provider.Model) (*SharedGate, jetstream.JetStream) {
 	t.Helper()
-	_, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	_, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	p.Name, p.BaseURL = "p", "http://127.0.0.1:1/v1"
 	if len(p.Models) == 0 {
 		p.Models = []string{"m"}
@@ -101,7 +102,7 @@ func TestSharedGatePerModelBreaker(t *testing.T) {
 		}
 		tk.Done(Report{Verdict: Failure, Class: upstream.Transient, Err: errors.New("cut")})
 	}
-	m1, m2 := protocol.ScopeKey("p", "m1"), protocol.ScopeKey("p", "m2")
+	m1, m2 := wire.ScopeKey("p", "m1"), wire.ScopeKey("p", "m2")
 	if g.Breaker(m1).Current() != breaker.Open || g.Breaker(m2).Current() != breaker.Closed || g.Breaker("p").Current() != breaker.Closed {
 		t.Fatalf("breakers after m1's failures: m1 %s, m2 %s, p %s", g.Breaker(m1).Current(), g.Breaker(m2).Current(), g.Breaker("p").Current())
 	}
@@ -116,7 +117,7 @@ func TestSharedGatePerModelBreaker(t *testing.T) {
 	if _, err := g.Admit(ctx, "p", "m2"); !errors.Is(err, ErrProviderPaused) {
 		t.Fatalf("m2 after its 429 with Retry-After: %v", err)
 	}
-	pauses, err := js.KeyValue(ctx, protocol.PauseBucket)
+	pauses, err := js.KeyValue(ctx, wire.PauseBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestSharedGateWaitsThenSpreads(t *testing.T) {
 	const jitter = 300 * time.Millisecond
 	g, js := sharedGate(t, provider.Config{Breaker: breaker.Config{Cooldown: time.Second, RecoveryJitter: jitter, MaxWait: 5 * time.Second}})
 	now := time.Now()
-	putState(t, js, protocol.BreakerBucket, "p", breaker.State{Phase: breaker.Open, Since: now, Trips: 1, Until: now.Add(300 * time.Millisecond)})
+	putState(t, js, wire.BreakerBucket, "p", breaker.State{Phase: breaker.Open, Since: now, Trips: 1, Until: now.Add(300 * time.Millisecond)})
 	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return g.Breaker("p").Current() == breaker.Open })
 
 	started := WithCallInfo(context.Background(), CallInfo{Started: true, Retry: true})
@@ -204,7 +205,7 @@ func TestSharedGatePauseAndBudget(t *testing.T) {
 }
 
 func TestSharedGateRoutesByCanaryWeight(t *testing.T) {
-	_, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	_, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	catalog, err := provider.NewCatalog([]provider.Config{
 		{Name: "stable", BaseURL: "http://127.0.0.1:1/v1", Models: []string{"m"}},
 		{Name: "new", BaseURL: "http://127.0.0.1:2/v1", Models: []string{"m"}},
@@ -229,7 +230,7 @@ func TestSharedGateRoutesByCanaryWeight(t *testing.T) {
 	if got := names("s1"); len(got) != 1 || got[0] != "stable" {
 		t.Fatalf("before the ramp: %v", got)
 	}
-	putState(t, js, protocol.CanaryBucket, "m", canary.State{Model: "m", Provider: "new", Phase: canary.Ramping, Weight: 100})
+	putState(t, js, wire.CanaryBucket, "m", canary.State{Model: "m", Provider: "new", Phase: canary.Ramping, Weight: 100})
 	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return len(names("s1")) == 2 })
 	if got := names("s1"); got[0] != "new" || got[1] != "stable" {
 		t.Fatalf("at 100%%: %v", got)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // streamWriter is a job's writer of its stream: a chunklog.Writer whose
@@ -36,7 +36,7 @@ func (s *streamWriter) Seq() uint64 { return s.w.Seq() }
 // chunklog.ErrFenced when another writer took the stream, and retries any
 // other failure within the retrier's bound: an append whose answer was
 // lost is recognised by the writer when it is sent again.
-func (s *streamWriter) append(ctx context.Context, f protocol.Frame) error {
+func (s *streamWriter) append(ctx context.Context, f wire.Frame) error {
 	return s.retry.do(ctx, "append to the chunk log", func(ctx context.Context) error {
 		c, err := s.w.Append(ctx, f)
 		if err == nil {

@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // modelNotServed is the error of a request for a model no provider serves
 // (the edge checks this too, but its catalog may be older than ours).
-func modelNotServed(model string) *protocol.Error {
-	return &protocol.Error{
+func modelNotServed(model string) *wire.Error {
+	return &wire.Error{
 		Message: fmt.Sprintf("The model `%s` is not served by any configured provider.", model),
-		Type:    protocol.TypeInvalidRequest,
+		Type:    wire.TypeInvalidRequest,
 		Code:    "model_not_found",
 		Param:   "model",
 		Status:  http.StatusNotFound,
@@ -102,8 +102,8 @@ func tokenLimit(clientBody json.RawMessage) (int, bool) {
 	return limit, ok
 }
 
-func badBody(msg string) *protocol.Error {
-	return &protocol.Error{Message: msg, Type: protocol.TypeInvalidRequest, Status: http.StatusBadRequest}
+func badBody(msg string) *wire.Error {
+	return &wire.Error{Message: msg, Type: wire.TypeInvalidRequest, Status: http.StatusBadRequest}
 }
 
 // mustJSON marshals values that cannot fail to marshal: strings, maps of

@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestUpstreamBody(t *testing.T) {
@@ -69,8 +69,8 @@ func TestUpstreamBodyRejects(t *testing.T) {
 		{`{"messages":"x"}`, "so far"},
 	} {
 		_, err := upstreamBody(json.RawMessage(tc.body), "m", continuation{text: tc.prefill})
-		var pe *protocol.Error
-		if !errors.As(err, &pe) || pe.Status != 400 || pe.Type != protocol.TypeInvalidRequest {
+		var pe *wire.Error
+		if !errors.As(err, &pe) || pe.Status != 400 || pe.Type != wire.TypeInvalidRequest {
 			t.Errorf("upstreamBody(%s) error = %v, want a 400 invalid_request_error", tc.body, err)
 		}
 	}

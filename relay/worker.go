@@ -18,10 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/liveness"
 	"github.com/relaydev/relay/relay/metrics"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Deps are what a worker is handed instead of creating it, so that tests and
@@ -31,7 +33,7 @@ type Deps struct {
 	// notices; required.
 	NC *nats.Conn
 	// LivenessNC carries the worker's heartbeats and its watch of its
-	// peers' (protocol "Worker liveness"): a connection of its own, so
+	// peers' (package liveness): a connection of its own, so
 	// that neither a busy NC nor a slow consumer on it delays them. Nil:
 	// NC.
 	LivenessNC *nats.Conn
@@ -45,10 +47,10 @@ type Deps struct {
 	Upstream *upstream.Client
 	// Logger receives one line per job; nil discards.
 	Logger *slog.Logger
-	// Topology must be the one protocol.Setup was called with: its AckWait
+	// Topology must be the one streams.Setup was called with: its AckWait
 	// decides how often a job reports progress, and it sizes the handover
 	// bucket if the worker creates it.
-	Topology protocol.Topology
+	Topology streams.Topology
 	// Gate is asked before every upstream call and told how it ended
 	// (circuit breakers, shared backoff, quotas); nil admits every call.
 	Gate Gate
@@ -72,7 +74,7 @@ type Worker struct {
 	gate        Gate
 	metrics     *metrics.Worker
 	logger      *slog.Logger
-	topology    protocol.Topology
+	topology    streams.Topology
 	// keys holds each provider's API keys, by provider name.
 	keys map[string]*keyring
 	// keysPoll is how often key files are checked; 0: never.
@@ -199,18 +201,18 @@ func newInstance() string {
 // (unless DisablePeerWatch), follows cancel notices, and reloads
 // api_keys_files that changed (see Reload). Run returns nil after a
 // shutdown, and an error only if the worker consumer or the buckets cannot
-// be found at start (protocol.Setup was not run).
+// be found at start (streams.Setup was not run).
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.begin() {
 		return nil
 	}
 	defer w.finish()
-	cons, err := w.js.Consumer(ctx, protocol.RequestStream, protocol.WorkerConsumer)
+	cons, err := w.js.Consumer(ctx, wire.RequestStream, wire.WorkerConsumer)
 	if err == nil {
-		w.meta, err = w.js.KeyValue(ctx, protocol.MetaBucket)
+		w.meta, err = w.js.KeyValue(ctx, wire.MetaBucket)
 	}
 	if err == nil {
-		w.handovers, err = protocol.OpenHandovers(ctx, w.js, w.topology)
+		w.handovers, err = streams.OpenHandovers(ctx, w.js, w.topology)
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -262,7 +264,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	if w.watchPeers {
 		bg.Go(func() {
-			wa := protocol.Watcher{JS: w.js, NC: w.livenessNC, Topology: w.topology, Self: w.instance, Name: w.id, Logger: w.logger}
+			wa := liveness.Watcher{JS: w.js, NC: w.livenessNC, Topology: w.topology, Self: w.instance, Name: w.id, Logger: w.logger}
 			if err := wa.Run(bgCtx); err != nil {
 				w.logger.Warn("not watching peers", "err", err)
 			}
@@ -423,12 +425,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 
 // decodeRequest parses a work-queue message and checks that its stream id
 // is safe to use as a subject token.
-func decodeRequest(data []byte) (protocol.Request, error) {
-	var req protocol.Request
+func decodeRequest(data []byte) (wire.Request, error) {
+	var req wire.Request
 	if err := json.Unmarshal(data, &req); err != nil {
 		return req, fmt.Errorf("relay: decode request: %w", err)
 	}
-	if !protocol.ValidStreamID(req.StreamID) {
+	if !wire.ValidStreamID(req.StreamID) {
 		return req, fmt.Errorf("relay: request has invalid stream id %q", req.StreamID)
 	}
 	return req, nil

@@ -9,17 +9,18 @@ import (
 	"unicode/utf8"
 
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestStreamsAnswer(t *testing.T) {
 	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: time.Millisecond}})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "tell me a story")
 
 	frames := h.waitEnd(id)
-	if f := frames[0].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
+	if f := frames[0].Frame; f.Kind != wire.KindClaim || f.Worker != "test-worker" {
 		t.Fatalf("first frame = %+v, want a claim by test-worker", f)
 	}
 	text, chunks := chunkText(t, frames)
@@ -35,7 +36,7 @@ func TestStreamsAnswer(t *testing.T) {
 		}
 	}
 	end := frames[len(frames)-1].Frame
-	if end.Status != protocol.StatusDone || end.FinishReason != "stop" || end.Attempts != 1 || end.Error != nil {
+	if end.Status != wire.StatusDone || end.FinishReason != "stop" || end.Attempts != 1 || end.Error != nil {
 		t.Fatalf("end = %+v, want done/stop after 1 attempt", end)
 	}
 	if u := end.Usage; u == nil || u.CompletionTokens != 40 || u.PromptTokens == 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
@@ -52,7 +53,7 @@ func TestStreamsAnswer(t *testing.T) {
 func TestCoalescesChunks(t *testing.T) {
 	const tokens = 3000
 	h := start(t, setup{mock: mockupstream.Config{Tokens: tokens, TokenInterval: -1}})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "a long one")
 
 	frames := h.waitEnd(id)
@@ -73,7 +74,7 @@ func TestCoalescesChunks(t *testing.T) {
 
 func TestRequestFaultFailsWithProviderError(t *testing.T) {
 	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "[[mock: status=400]] hello")
 
 	frames := h.waitEnd(id)
@@ -81,8 +82,8 @@ func TestRequestFaultFailsWithProviderError(t *testing.T) {
 		t.Fatalf("%d chunks published for a rejected request", len(chunks))
 	}
 	end := frames[len(frames)-1].Frame
-	want := protocol.Error{Message: "mock-upstream: injected fault status=400", Type: "invalid_request_error", Status: http.StatusBadRequest}
-	if end.Status != protocol.StatusFailed || end.Error == nil || *end.Error != want {
+	want := wire.Error{Message: "mock-upstream: injected fault status=400", Type: "invalid_request_error", Status: http.StatusBadRequest}
+	if end.Status != wire.StatusFailed || end.Error == nil || *end.Error != want {
 		t.Fatalf("end = %+v, error %+v; want failed with %+v", end, end.Error, want)
 	}
 	h.waitJob(id)
@@ -96,11 +97,11 @@ func TestRequestFaultFailsWithProviderError(t *testing.T) {
 
 func TestEndedStreamIsOnlyAcked(t *testing.T) {
 	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, noWorker: true})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	if err := h.appendFrames(id,
-		protocol.Frame{Kind: protocol.KindClaim, Worker: "earlier"},
-		protocol.Frame{Kind: protocol.KindChunk, Role: "assistant", Content: "hi", Provider: "mock", Model: "mock-1", Attempt: 1},
-		protocol.Frame{Kind: protocol.KindEnd, Status: protocol.StatusDone, FinishReason: "stop", Attempts: 1},
+		wire.Frame{Kind: wire.KindClaim, Worker: "earlier"},
+		wire.Frame{Kind: wire.KindChunk, Role: "assistant", Content: "hi", Provider: "mock", Model: "mock-1", Attempt: 1},
+		wire.Frame{Kind: wire.KindEnd, Status: wire.StatusDone, FinishReason: "stop", Attempts: 1},
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -124,16 +125,16 @@ func TestEndedStreamIsOnlyAcked(t *testing.T) {
 
 func TestTakeoverContinuesAnswer(t *testing.T) {
 	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}, noWorker: true})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	content := "take it over"
 	answer := mockupstream.AnswerText(userMessages(content), 40)
 	// The dead worker stopped in the middle of a token, on a rune boundary.
 	cut := cutUTF8([]byte(answer), len(answer)/2)
 	first := cutUTF8([]byte(answer), cut/2)
 	if err := h.appendFrames(id,
-		protocol.Frame{Kind: protocol.KindClaim, Worker: "dead-worker"},
-		protocol.Frame{Kind: protocol.KindChunk, Role: "assistant", Content: answer[:first], Provider: "mock", Model: "mock-1", Attempt: 1},
-		protocol.Frame{Kind: protocol.KindChunk, Content: answer[first:cut], Provider: "mock", Model: "mock-1", Attempt: 1},
+		wire.Frame{Kind: wire.KindClaim, Worker: "dead-worker"},
+		wire.Frame{Kind: wire.KindChunk, Role: "assistant", Content: answer[:first], Provider: "mock", Model: "mock-1", Attempt: 1},
+		wire.Frame{Kind: wire.KindChunk, Content: answer[first:cut], Provider: "mock", Model: "mock-1", Attempt: 1},
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestTakeoverContinuesAnswer(t *testing.T) {
 	h.startWorker(Config{}, nil)
 
 	frames := h.waitEnd(id)
-	if f := frames[3].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
+	if f := frames[3].Frame; f.Kind != wire.KindClaim || f.Worker != "test-worker" {
 		t.Fatalf("frame after the dead worker's = %+v, want our claim", f)
 	}
 	text, chunks := chunkText(t, frames)
@@ -152,7 +153,7 @@ func TestTakeoverContinuesAnswer(t *testing.T) {
 	if len(chunks) < 3 {
 		t.Fatalf("no new chunks after the takeover")
 	}
-	if c := chunks[2]; c.Seam != protocol.SeamTakeover || c.Attempt != 2 || c.Role != "" {
+	if c := chunks[2]; c.Seam != wire.SeamTakeover || c.Attempt != 2 || c.Role != "" {
 		t.Fatalf("first new chunk = %+v, want seam takeover, attempt 2, no role", c)
 	}
 	for _, c := range chunks[3:] {
@@ -160,7 +161,7 @@ func TestTakeoverContinuesAnswer(t *testing.T) {
 			t.Fatalf("later chunk = %+v, want attempt 2 without seam", c)
 		}
 	}
-	if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusDone || end.Attempts != 2 {
+	if end := frames[len(frames)-1].Frame; end.Status != wire.StatusDone || end.Attempts != 2 {
 		t.Fatalf("end = %+v, want done after 2 attempts", end)
 	}
 	if st := h.mock.Stats(); st.ChatRequests != 1 {
@@ -170,14 +171,14 @@ func TestTakeoverContinuesAnswer(t *testing.T) {
 
 func TestTakeoverKeepsWithinMaxTokens(t *testing.T) {
 	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	content := "take it over"
 	tokens := mockupstream.Answer(userMessages(content), 40)
 	// The dead worker published 7 tokens in two chunks; the client allows 10.
 	if err := h.appendFrames(id,
-		protocol.Frame{Kind: protocol.KindClaim, Worker: "dead-worker"},
-		protocol.Frame{Kind: protocol.KindChunk, Role: "assistant", Content: strings.Join(tokens[:3], ""), Tokens: 3, Provider: "mock", Model: "mock-1", Attempt: 1},
-		protocol.Frame{Kind: protocol.KindChunk, Content: strings.Join(tokens[3:7], ""), Tokens: 4, Provider: "mock", Model: "mock-1", Attempt: 1},
+		wire.Frame{Kind: wire.KindClaim, Worker: "dead-worker"},
+		wire.Frame{Kind: wire.KindChunk, Role: "assistant", Content: strings.Join(tokens[:3], ""), Tokens: 3, Provider: "mock", Model: "mock-1", Attempt: 1},
+		wire.Frame{Kind: wire.KindChunk, Content: strings.Join(tokens[3:7], ""), Tokens: 4, Provider: "mock", Model: "mock-1", Attempt: 1},
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -195,17 +196,17 @@ func TestTakeoverKeepsWithinMaxTokens(t *testing.T) {
 	if n != 10 {
 		t.Fatalf("the chunks count %d tokens, want 10", n)
 	}
-	if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusDone || end.FinishReason != "length" {
+	if end := frames[len(frames)-1].Frame; end.Status != wire.StatusDone || end.FinishReason != "length" {
 		t.Fatalf("end = %+v, want done with finish reason length", end)
 	}
 }
 
 func TestTakeoverOfToolCallsEndsIncomplete(t *testing.T) {
 	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, noWorker: true})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	if err := h.appendFrames(id,
-		protocol.Frame{Kind: protocol.KindClaim, Worker: "dead-worker"},
-		protocol.Frame{Kind: protocol.KindChunk, Role: "assistant", Attempt: 1,
+		wire.Frame{Kind: wire.KindClaim, Worker: "dead-worker"},
+		wire.Frame{Kind: wire.KindChunk, Role: "assistant", Attempt: 1,
 			ToolCalls: []byte(`[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{"}}]`)},
 	); err != nil {
 		t.Fatal(err)
@@ -215,7 +216,7 @@ func TestTakeoverOfToolCallsEndsIncomplete(t *testing.T) {
 	h.startWorker(Config{}, nil)
 
 	frames := h.waitEnd(id)
-	if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusIncomplete || end.Error == nil || end.Error.Type != protocol.TypeIncomplete {
+	if end := frames[len(frames)-1].Frame; end.Status != wire.StatusIncomplete || end.Error == nil || end.Error.Type != wire.TypeIncomplete {
 		t.Fatalf("end = %+v, want incomplete", end)
 	}
 	if st := h.mock.Stats(); st.ChatRequests != 0 {
@@ -228,9 +229,9 @@ func TestFencedJobStops(t *testing.T) {
 	// test; slow tokens keep the stream running while it is taken over.
 	h := start(t, setup{
 		mock:     mockupstream.Config{Tokens: 500, TokenInterval: 10 * time.Millisecond},
-		topology: protocol.Topology{AckWait: time.Minute},
+		topology: streams.Topology{AckWait: time.Minute},
 	})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "slow answer")
 
 	h.usurp(id)
@@ -239,7 +240,7 @@ func TestFencedJobStops(t *testing.T) {
 		t.Fatalf("job status = %q, want fenced", status)
 	}
 	frames := h.frames(id)
-	if last := frames[len(frames)-1].Frame; last.Kind != protocol.KindClaim || last.Worker != "usurper" {
+	if last := frames[len(frames)-1].Frame; last.Kind != wire.KindClaim || last.Worker != "usurper" {
 		t.Fatalf("last frame = %+v, want the usurper's claim: the fenced worker wrote after it", last)
 	}
 	if unacked, _ := h.ackPending(); unacked != 1 {
@@ -252,9 +253,9 @@ func TestStopHandsStreamOver(t *testing.T) {
 	// because the stopping worker gave it back.
 	h := start(t, setup{
 		mock:     mockupstream.Config{Tokens: 200, TokenInterval: 10 * time.Millisecond},
-		topology: protocol.Topology{AckWait: time.Minute},
+		topology: streams.Topology{AckWait: time.Minute},
 	})
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	h.submit(id, "interrupted")
 	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool {
 		_, chunks := chunkText(t, h.frames(id))
@@ -265,7 +266,7 @@ func TestStopHandsStreamOver(t *testing.T) {
 	if status := h.waitJob(id); status != "handed_over" {
 		t.Fatalf("job status = %q, want handed_over", status)
 	}
-	if last := h.frames(id); last[len(last)-1].Frame.Kind == protocol.KindEnd {
+	if last := h.frames(id); last[len(last)-1].Frame.Kind == wire.KindEnd {
 		t.Fatal("a job stopped by shutdown wrote an end frame")
 	}
 	// The next worker takes the request at once, not after AckWait, and
@@ -298,7 +299,7 @@ func TestMaxInflightBoundsConcurrency(t *testing.T) {
 	})
 	ids := make([]string, requests)
 	for i := range ids {
-		ids[i] = protocol.NewStreamID()
+		ids[i] = wire.NewStreamID()
 		h.submit(ids[i], "request "+ids[i])
 	}
 	for _, id := range ids {
@@ -307,7 +308,7 @@ func TestMaxInflightBoundsConcurrency(t *testing.T) {
 		if want := mockupstream.AnswerText(userMessages("request "+id), 20); text != want {
 			t.Errorf("stream %s: text = %q, want %q", id, text, want)
 		}
-		if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusDone {
+		if end := frames[len(frames)-1].Frame; end.Status != wire.StatusDone {
 			t.Errorf("stream %s ended %s", id, end.Status)
 		}
 	}
@@ -318,15 +319,15 @@ func TestMaxInflightBoundsConcurrency(t *testing.T) {
 
 func TestFirstDeliveryClaimsWithoutReadingUnlessFenced(t *testing.T) {
 	h := start(t, setup{mock: mockupstream.Config{Tokens: 5, TokenInterval: -1}})
-	fresh, taken := protocol.NewStreamID(), protocol.NewStreamID()
-	if err := h.appendFrames(taken, protocol.Frame{Kind: protocol.KindClaim, Worker: "earlier"}); err != nil {
+	fresh, taken := wire.NewStreamID(), wire.NewStreamID()
+	if err := h.appendFrames(taken, wire.Frame{Kind: wire.KindClaim, Worker: "earlier"}); err != nil {
 		t.Fatal(err)
 	}
 	h.submit(fresh, "fresh")
 	h.submit(taken, "taken")
 	for _, id := range []string{fresh, taken} {
 		frames := h.waitEnd(id)
-		if end := frames[len(frames)-1].Frame; end.Status != protocol.StatusDone {
+		if end := frames[len(frames)-1].Frame; end.Status != wire.StatusDone {
 			t.Fatalf("stream %s ended %s", id, end.Status)
 		}
 	}
@@ -342,7 +343,7 @@ func TestFirstDeliveryClaimsWithoutReadingUnlessFenced(t *testing.T) {
 	if !readFirst(taken) {
 		t.Fatalf("the first delivery of a stream with frames did not fall back to reading it")
 	}
-	if f := h.frames(taken)[1].Frame; f.Kind != protocol.KindClaim || f.Worker != "test-worker" {
+	if f := h.frames(taken)[1].Frame; f.Kind != wire.KindClaim || f.Worker != "test-worker" {
 		t.Fatalf("frame after the earlier claim = %+v, want our claim", f)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // breakdownSamples is how many streams of a load are split into stages.
@@ -35,7 +35,7 @@ func ttftBreakdown(ctx context.Context, js jetstream.JetStream, streams []timedS
 	}
 	ctx, cancel := context.WithTimeout(ctx, claimsBudget)
 	defer cancel()
-	chunks, err := js.Stream(ctx, protocol.ChunkStream)
+	chunks, err := js.Stream(ctx, wire.ChunkStream)
 	if err != nil {
 		return "breakdown: " + err.Error()
 	}
@@ -66,7 +66,7 @@ func ttftBreakdown(ctx context.Context, js jetstream.JetStream, streams []timedS
 // firstFrames returns when the claim frame and the first chunk of a stream
 // were stored.
 func firstFrames(ctx context.Context, chunks jetstream.Stream, id string) (claim, first time.Time, err error) {
-	subject := protocol.ChunkSubject(id)
+	subject := wire.ChunkSubject(id)
 	c, err := chunks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
 	if err != nil {
 		return claim, first, fmt.Errorf("claim of %s: %w", id, err)

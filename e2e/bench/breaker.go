@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // breakerModel is the model, and the provider, whose breaker the phase
@@ -55,18 +55,18 @@ func (b *bench) breakers(ctx context.Context) ([]figure, error) {
 		return nil, err
 	}
 	defer sys.stop()
-	kv, err := b.js.KeyValue(ctx, protocol.BreakerBucket)
+	kv, err := b.js.KeyValue(ctx, wire.BreakerBucket)
 	if err != nil {
 		return nil, err
 	}
-	scope := protocol.ScopeKey(breakerModel, "")
+	scope := wire.ScopeKey(breakerModel, "")
 	watch, err := kv.Watch(ctx, scope, jetstream.UpdatesOnly())
 	if err != nil {
 		return nil, err
 	}
 	defer watch.Stop()
 	probes := &probeLog{byID: map[string]*probe{}}
-	sub, err := b.nc.Subscribe(protocol.LiveSubject("*"), probes.record)
+	sub, err := b.nc.Subscribe(wire.LiveSubject("*"), probes.record)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func (b *bench) breakerRound(ctx context.Context, sys *system, kv jetstream.KeyV
 	if err := b.awaitProbes(ctx, probes, func() bool { return probes.allServed(workers, reset) }); err != nil {
 		return breakerResult{}, fmt.Errorf("not every worker served a probe after the reset: %w", err)
 	}
-	trigger := protocol.NewStreamID()
+	trigger := wire.NewStreamID()
 	probes.sent(trigger, false)
 	if err := b.queueRequest(trigger, "[[mock: status=500, times=0]] open the breaker"); err != nil {
 		return breakerResult{}, err
@@ -222,7 +222,7 @@ func (b *bench) queueProbes(stop <-chan struct{}, probes *probeLog) {
 			return
 		case <-t.C:
 		}
-		id := protocol.NewStreamID()
+		id := wire.NewStreamID()
 		probes.sent(id, true)
 		if err := b.queueRequest(id, "probe "+id); err != nil {
 			b.log.printf("  breaker: queueing a probe: %v", err)
@@ -235,8 +235,8 @@ func (b *bench) queueProbes(stop <-chan struct{}, probes *probeLog) {
 func (b *bench) queueRequest(id, prompt string) error {
 	body, _ := json.Marshal(map[string]any{"model": breakerModel, "stream": true,
 		"messages": []map[string]string{{"role": "user", "content": prompt}}})
-	data, _ := json.Marshal(protocol.Request{StreamID: id, Model: breakerModel, Body: body, Created: time.Now().Unix()})
-	msg := &nats.Msg{Subject: protocol.RequestSubject, Data: data, Header: nats.Header{}}
+	data, _ := json.Marshal(wire.Request{StreamID: id, Model: breakerModel, Body: body, Created: time.Now().Unix()})
+	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, id)
 	return b.nc.PublishMsg(msg)
 }
@@ -273,11 +273,11 @@ func (l *probeLog) sent(id string, isProbe bool) {
 
 // record notes a claim or end frame of a probe of this round.
 func (l *probeLog) record(m *nats.Msg) {
-	id, ok := protocol.StreamIDFromLive(m.Subject)
+	id, ok := wire.StreamIDFromLive(m.Subject)
 	if !ok {
 		return
 	}
-	f, err := protocol.DecodeFrame(m.Data)
+	f, err := wire.DecodeFrame(m.Data)
 	if err != nil {
 		return
 	}
@@ -292,13 +292,13 @@ func (l *probeLog) record(m *nats.Msg) {
 		return
 	}
 	switch f.Kind {
-	case protocol.KindClaim:
+	case wire.KindClaim:
 		if p.worker == "" {
 			p.worker, p.claimed = f.Worker, at
 		}
-	case protocol.KindEnd:
+	case wire.KindEnd:
 		p.ended = at
-		p.refused = f.Status == protocol.StatusFailed && f.Error != nil && f.Error.Status == 503
+		p.refused = f.Status == wire.StatusFailed && f.Error != nil && f.Error.Status == 503
 		if f.Error != nil {
 			p.reason = f.Error.Message
 		}

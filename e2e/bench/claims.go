@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // claimant returns the worker.id in the first claim frame of a stream: the
@@ -16,15 +16,15 @@ import (
 func claimant(ctx context.Context, chunks jetstream.Stream, streamID string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	msg, err := chunks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(protocol.ChunkSubject(streamID)))
+	msg, err := chunks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(wire.ChunkSubject(streamID)))
 	if err != nil {
 		return "", fmt.Errorf("first frame of %s: %w", streamID, err)
 	}
-	f, err := protocol.DecodeFrame(msg.Data)
+	f, err := wire.DecodeFrame(msg.Data)
 	if err != nil {
 		return "", err
 	}
-	if f.Kind != protocol.KindClaim {
+	if f.Kind != wire.KindClaim {
 		return "", fmt.Errorf("first frame of %s is a %s frame, not a claim", streamID, f.Kind)
 	}
 	return f.Worker, nil

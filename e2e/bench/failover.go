@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // failover measures worker takeover: streams run on two workers, the one
@@ -113,7 +113,7 @@ func (b *bench) failoverRound(ctx context.Context, sys *system, fo mockSpec, rou
 			return failoverResult{}, err
 		}
 	}
-	chunkStream, err := b.js.Stream(ctx, protocol.ChunkStream)
+	chunkStream, err := b.js.Stream(ctx, wire.ChunkStream)
 	if err != nil {
 		return failoverResult{}, err
 	}

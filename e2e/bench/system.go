@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/e2e/procs"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // mockSpec is one fake upstream process, serving one model with a fixed
@@ -172,8 +172,8 @@ func (s *system) workerByName(name string) (int, bool) {
 func (b *bench) purge(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	names := []string{protocol.RequestStream, protocol.ChunkStream}
-	for _, bucket := range protocol.SharedStateBuckets {
+	names := []string{wire.RequestStream, wire.ChunkStream}
+	for _, bucket := range wire.SharedStateBuckets {
 		names = append(names, "KV_"+bucket) // a KV bucket's stream
 	}
 	for _, name := range names {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // throughput measures end-to-end delivered chunks/s and tokens/s, first
@@ -34,7 +34,7 @@ func (b *bench) throughput(ctx context.Context) ([]figure, error) {
 		return nil, err
 	}
 	defer sys.stop()
-	chunkStream, err := b.js.Stream(ctx, protocol.ChunkStream)
+	chunkStream, err := b.js.Stream(ctx, wire.ChunkStream)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func meanChunkBytes(ctx context.Context, s jetstream.Stream, first, last uint64)
 		if err != nil {
 			continue // expired or deleted
 		}
-		if f, err := protocol.DecodeFrame(msg.Data); err == nil && f.Kind == protocol.KindChunk {
+		if f, err := wire.DecodeFrame(msg.Data); err == nil && f.Kind == wire.KindChunk {
 			total += len(msg.Data)
 			n++
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // TestSystemOfProcesses starts a small relay of separate processes, streams
@@ -107,7 +107,7 @@ func TestDevProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks, err := js.Stream(ctx, protocol.ChunkStream)
+	chunks, err := js.Stream(ctx, wire.ChunkStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,9 @@ import (
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/natsserver"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/region"
+	"github.com/relaydev/relay/relay/streams"
 )
 
 // Ready is told the addresses a process listens on once it serves.
@@ -203,21 +204,21 @@ func startMock(ctx context.Context, g *errgroup.Group, cfg config.MockUpstream, 
 // server's JetStream answers, so roles can start before NATS does. The
 // JetStream it returns is the region's (README "Regions"): outside the
 // home region, shared state is the home's mirror; its Run reconciles.
-func connect(ctx context.Context, cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, *protocol.Regional, error) {
+func connect(ctx context.Context, cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, *region.Regional, error) {
 	nc, plain, err := natsconn.Connect(cfg.NATS, "relay-"+name, logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := protocol.NewRegional(plain, cfg.Streams, cfg.Region, logger.With("region", cfg.Region.Name))
+	js, err := region.NewRegional(plain, cfg.Streams, cfg.Region, logger.With("region", cfg.Region.Name))
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		setupCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = protocol.Setup(setupCtx, js, cfg.Streams)
+		err = streams.Setup(setupCtx, js, cfg.Streams)
 		if err == nil {
-			err = protocol.SetupRegion(setupCtx, js, cfg.Streams, cfg.Region)
+			err = region.SetupRegion(setupCtx, js, cfg.Streams, cfg.Region)
 		}
 		cancel()
 		if err == nil {
@@ -238,7 +239,7 @@ func connect(ctx context.Context, cfg config.Config, name string, logger *slog.L
 }
 
 // connectLiveness dials the connection that carries the worker
-// heartbeats and their watchers (protocol "Worker liveness"), apart from
+// heartbeats and their watchers (package liveness), apart from
 // the main connection: a burst of publishes or reads on that one, or a
 // slow consumer, cannot delay a heartbeat past liveness_timeout and have a
 // live worker's requests handed over.
@@ -357,7 +358,7 @@ func serveOps(ctx context.Context, ln net.Listener, nc *nats.Conn, js jetstream.
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		err := natsconn.Ready(nc)
 		if err == nil {
-			err = protocol.Check(r.Context(), js)
+			err = streams.Check(r.Context(), js)
 		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

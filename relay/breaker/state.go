@@ -15,7 +15,7 @@ const (
 	HalfOpen Phase = "half_open"
 )
 
-// State is one breaker, as stored in KV (protocol.BreakerBucket) under its
+// State is one breaker, as stored in KV (wire.BreakerBucket) under its
 // scope key, in JSON. The zero State is a closed breaker.
 type State struct {
 	Phase Phase `json:"phase,omitempty"`

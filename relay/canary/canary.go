@@ -5,7 +5,7 @@
 // aborts the ramp and returns the weight to 0.
 //
 // The active coordinator drives the ramp (Next) from the call counts the
-// workers report, and writes the state to KV (protocol.CanaryBucket) with
+// workers report, and writes the state to KV (wire.CanaryBucket) with
 // a revision check; every worker follows it through a watch and picks by
 // weight (Pick), a pure function of the stream id, so every worker, and a
 // worker that takes a stream over, makes the same choice for a request.

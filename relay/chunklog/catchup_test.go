@@ -12,8 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // The first read of a resume takes its frame with one plain get, and a
@@ -23,7 +24,7 @@ func TestReadOnPagesAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s := relaytest.NATS(t)
-	nc, js := relaytest.Connect(t, s, protocol.Topology{})
+	nc, js := relaytest.Connect(t, s, streams.Topology{})
 	const n = 600
 	id := longStream(ctx, t, js, n, 10, 1)
 	sent := directGets(t, s)
@@ -77,10 +78,10 @@ const catchUpLimit = 256
 func BenchmarkCatchUp(b *testing.B) {
 	ctx := context.Background()
 	s := relaytest.NATS(b)
-	_, js := relaytest.Connect(b, s, protocol.Topology{})
+	_, js := relaytest.Connect(b, s, streams.Topology{})
 	const frames = 2000
 	id := longStream(ctx, b, js, frames, 1000, 10)
-	nc, _ := relaytest.Connect(b, s, protocol.Topology{})
+	nc, _ := relaytest.Connect(b, s, streams.Topology{})
 	r := chunklog.NewReader(nc, "")
 	for _, mode := range []string{"prefix", "paged"} {
 		b.Run(mode, func(b *testing.B) {
@@ -128,14 +129,14 @@ func catchUp(ctx context.Context, r *chunklog.Reader, id string, paged bool) (in
 // as a Writer's are, which reads do not look at.
 func longStream(ctx context.Context, tb testing.TB, js jetstream.JetStream, frames, others, perFrame int) string {
 	tb.Helper()
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	ids := make([]string, others)
 	for i := range ids {
-		ids[i] = protocol.NewStreamID()
+		ids[i] = wire.NewStreamID()
 	}
 	publish := func(id string, seq uint64) {
-		f := protocol.Frame{Kind: protocol.KindChunk, Seq: seq, Content: "a token or two"}
-		if _, err := js.PublishAsync(protocol.ChunkSubject(id), f.Encode()); err != nil {
+		f := wire.Frame{Kind: wire.KindChunk, Seq: seq, Content: "a token or two"}
+		if _, err := js.PublishAsync(wire.ChunkSubject(id), f.Encode()); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -168,7 +169,7 @@ func directGets(tb testing.TB, s *server.Server) func() []int {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(nc.Close)
-	sub, err := nc.SubscribeSync("$JS.API.DIRECT.GET." + protocol.ChunkStream)
+	sub, err := nc.SubscribeSync("$JS.API.DIRECT.GET." + wire.ChunkStream)
 	if err != nil {
 		tb.Fatal(err)
 	}

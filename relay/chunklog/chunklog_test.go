@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestAppendAndReadBack(t *testing.T) {
@@ -25,7 +26,7 @@ func TestAppendAndReadBack(t *testing.T) {
 	}
 
 	after := cursors[99]
-	var got []protocol.Frame
+	var got []wire.Frame
 	last, err := r.Read(ctx, a, after.JSSeq, func(e chunklog.Entry) error {
 		got = append(got, e.Frame)
 		return nil
@@ -53,7 +54,7 @@ func TestAppendAndReadBack(t *testing.T) {
 	}
 
 	subject, f, err := r.At(ctx, after.JSSeq)
-	if err != nil || subject != protocol.ChunkSubject(a) || f.Seq != after.Seq {
+	if err != nil || subject != wire.ChunkSubject(a) || f.Seq != after.Seq {
 		t.Fatalf("At(%d) = %q %+v %v", after.JSSeq, subject, f, err)
 	}
 	if _, _, err := r.At(ctx, 1<<40); !errors.Is(err, chunklog.ErrNoFrame) {
@@ -62,49 +63,49 @@ func TestAppendAndReadBack(t *testing.T) {
 }
 
 func TestReadUnknownStreamIsEmpty(t *testing.T) {
-	nc, _ := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	nc, _ := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	r := chunklog.NewReader(nc, "")
 	n := 0
-	last, err := r.Read(context.Background(), protocol.NewStreamID(), 0, func(chunklog.Entry) error { n++; return nil })
+	last, err := r.Read(context.Background(), wire.NewStreamID(), 0, func(chunklog.Entry) error { n++; return nil })
 	if err != nil || n != 0 || last != 0 {
 		t.Fatalf("read unknown: n=%d last=%d err=%v", n, last, err)
 	}
-	if last, err := r.Last(context.Background(), protocol.NewStreamID()); err != nil || last != 0 {
+	if last, err := r.Last(context.Background(), wire.NewStreamID()); err != nil || last != 0 {
 		t.Fatalf("last of unknown: %d, %v", last, err)
 	}
 }
 
 func TestSecondWriterFencesFirst(t *testing.T) {
-	nc, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	ctx := context.Background()
 	r := chunklog.NewReader(nc, "")
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	old := chunklog.NewWriter(js, r, id, 0, 0)
-	c, err := old.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: "one", Attempt: 1})
+	c, err := old.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: "one", Attempt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second writer claims the stream after what it read.
 	next := chunklog.NewWriter(js, r, id, c.JSSeq, c.Seq)
-	if _, err := next.Append(ctx, protocol.Frame{Kind: protocol.KindClaim, Worker: "w2"}); err != nil {
+	if _, err := next.Append(ctx, wire.Frame{Kind: wire.KindClaim, Worker: "w2"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: "two", Attempt: 1}); !errors.Is(err, chunklog.ErrFenced) {
+	if _, err := old.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: "two", Attempt: 1}); !errors.Is(err, chunklog.ErrFenced) {
 		t.Fatalf("old writer append err = %v, want ErrFenced", err)
 	}
-	c2, err := next.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: "two", Attempt: 2})
+	c2, err := next.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: "two", Attempt: 2})
 	if err != nil || c2.Seq != 2 {
 		t.Fatalf("new writer append = %v, %v", c2, err)
 	}
 }
 
 func TestAppendRetryAfterLostAckIsNotFenced(t *testing.T) {
-	nc, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	ctx := context.Background()
 	r := chunklog.NewReader(nc, "")
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	w := chunklog.NewWriter(js, r, id, 0, 0)
-	frame := protocol.Frame{Kind: protocol.KindChunk, Content: "once", Attempt: 1}
+	frame := wire.Frame{Kind: wire.KindChunk, Content: "once", Attempt: 1}
 	// The same frame stored by an attempt whose ack the writer never saw.
 	lost := chunklog.NewWriter(js, r, id, 0, 0)
 	if _, err := lost.Append(ctx, frame); err != nil {
@@ -117,14 +118,14 @@ func TestAppendRetryAfterLostAckIsNotFenced(t *testing.T) {
 }
 
 func TestConcurrentReadsGetTheirOwnReplies(t *testing.T) {
-	nc, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r := chunklog.NewReader(nc, "")
 	const streams, frames = 8, 20
 	ids := make([]string, streams)
 	for i := range ids {
-		ids[i] = protocol.NewStreamID()
+		ids[i] = wire.NewStreamID()
 	}
 	// Interleaved, so that every read spans the others' frames.
 	for j := 1; j <= frames; j++ {
@@ -137,7 +138,7 @@ func TestConcurrentReadsGetTheirOwnReplies(t *testing.T) {
 				}
 				w = chunklog.NewWriter(js, r, id, last, uint64(j-1))
 			}
-			if _, err := w.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: fmt.Sprint(i, "/", j)}); err != nil {
+			if _, err := w.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: fmt.Sprint(i, "/", j)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -202,15 +203,15 @@ func TestReadUpToAnyLimitReadsTheFramesAfterTheCursor(t *testing.T) {
 // fn's error ends a read, whether it came in a frame read alone or in a
 // batch, and the read reports the last frame fn took.
 func TestReadStopsAtTheCallbacksError(t *testing.T) {
-	nc, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r := chunklog.NewReader(nc, "")
-	id := protocol.NewStreamID()
+	id := wire.NewStreamID()
 	w := chunklog.NewWriter(js, r, id, 0, 0)
-	var cursors []protocol.Cursor
+	var cursors []wire.Cursor
 	for range 60 {
-		c, err := w.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: "x"})
+		c, err := w.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: "x"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,21 +235,21 @@ func TestReadStopsAtTheCallbacksError(t *testing.T) {
 // interleaved appends n frames to a new stream a (contents "1" to n),
 // each followed by a frame of another stream, and returns a reader, a and
 // the cursors of a's frames.
-func interleaved(ctx context.Context, t *testing.T, n int) (*chunklog.Reader, string, []protocol.Cursor) {
+func interleaved(ctx context.Context, t *testing.T, n int) (*chunklog.Reader, string, []wire.Cursor) {
 	t.Helper()
-	nc, js := relaytest.Connect(t, relaytest.NATS(t), protocol.Topology{})
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	r := chunklog.NewReader(nc, "")
-	a, b := protocol.NewStreamID(), protocol.NewStreamID()
+	a, b := wire.NewStreamID(), wire.NewStreamID()
 	wa := chunklog.NewWriter(js, r, a, 0, 0)
 	wb := chunklog.NewWriter(js, r, b, 0, 0)
-	var cursors []protocol.Cursor
+	var cursors []wire.Cursor
 	for i := 1; i <= n; i++ {
-		c, err := wa.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: fmt.Sprint(i)})
+		c, err := wa.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: fmt.Sprint(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cursors = append(cursors, c)
-		if _, err := wb.Append(ctx, protocol.Frame{Kind: protocol.KindChunk, Content: "b"}); err != nil {
+		if _, err := wb.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: "b"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,13 +11,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Entry is one stored frame and where it is stored.
 type Entry struct {
 	JSSeq uint64
-	Frame protocol.Frame
+	Frame wire.Frame
 }
 
 // Reader reads stream history with direct gets: plain ones for the first
@@ -32,7 +32,7 @@ type Entry struct {
 // the batch lasts.
 type Reader struct {
 	nc *nats.Conn
-	// apiPrefix is "$JS.API." or a domain's "$JS.<domain>.API.".
+	// apiPrefix is "$JS.API." or a domain's "$JS.<domain>API.".
 	apiPrefix string
 	// page is the batch size of one direct get.
 	page int
@@ -95,7 +95,7 @@ func (r *Reader) Read(ctx context.Context, streamID string, after uint64, fn fun
 // fewer can also stop between frames when ctx ends, where a batch, once
 // asked for, runs to its end on the server.
 func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
-	subject := protocol.ChunkSubject(streamID)
+	subject := wire.ChunkSubject(streamID)
 	bounded := limit > 0
 	for range chained {
 		if bounded && limit <= 0 {
@@ -126,7 +126,7 @@ func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, li
 // plain gets before it would only add as many round trips to every read
 // of the catch-up.
 func (r *Reader) ReadOn(ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
-	return r.readPages(ctx, protocol.ChunkSubject(streamID), after, limit, fn)
+	return r.readPages(ctx, wire.ChunkSubject(streamID), after, limit, fn)
 }
 
 // readPages reads up to limit frames (no limit when 0 or less) in batches
@@ -170,11 +170,11 @@ func (r *Reader) readOne(ctx context.Context, subject string, after uint64, fn f
 
 // entryOf decodes a direct get's reply that carries a message.
 func entryOf(msg *nats.Msg) (Entry, error) {
-	seq, err := strconv.ParseUint(msg.Header.Get(protocol.HeaderSequence), 10, 64)
+	seq, err := strconv.ParseUint(msg.Header.Get(wire.HeaderSequence), 10, 64)
 	if err != nil {
 		return Entry{}, fmt.Errorf("bad sequence header: %w", err)
 	}
-	frame, err := protocol.DecodeFrame(msg.Data)
+	frame, err := wire.DecodeFrame(msg.Data)
 	if err != nil {
 		return Entry{}, fmt.Errorf("seq %d: %w", seq, err)
 	}
@@ -194,7 +194,7 @@ func (r *Reader) readPage(ctx context.Context, subject string, after uint64, bat
 		return 0, last, false, err
 	}
 	defer r.unregister(reply)
-	if err := r.nc.PublishRequest(r.apiPrefix+"DIRECT.GET."+protocol.ChunkStream, reply, req); err != nil {
+	if err := r.nc.PublishRequest(r.apiPrefix+"DIRECT.GET."+wire.ChunkStream, reply, req); err != nil {
 		return 0, last, false, fmt.Errorf("chunklog: direct get: %w", err)
 	}
 	for {
@@ -209,7 +209,7 @@ func (r *Reader) readPage(ctx context.Context, subject string, after uint64, bat
 		case "404":
 			return n, last, false, nil
 		case "204":
-			pending, _ := strconv.ParseUint(msg.Header.Get(protocol.HeaderNumPending), 10, 64)
+			pending, _ := strconv.ParseUint(msg.Header.Get(wire.HeaderNumPending), 10, 64)
 			return n, last, pending > 0, nil
 		default:
 			return n, last, false, fmt.Errorf("chunklog: direct get %s: status %s %s", subject, status, msg.Header.Get("Description"))
@@ -276,11 +276,11 @@ func (r *Reader) Last(ctx context.Context, streamID string) (uint64, error) {
 	what := "last of " + streamID
 	msg, found, err := r.get(ctx, what, struct {
 		LastFor string `json:"last_by_subj"`
-	}{protocol.ChunkSubject(streamID)})
+	}{wire.ChunkSubject(streamID)})
 	if err != nil || !found {
 		return 0, err
 	}
-	seq, err := strconv.ParseUint(msg.Header.Get(protocol.HeaderSequence), 10, 64)
+	seq, err := strconv.ParseUint(msg.Header.Get(wire.HeaderSequence), 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("chunklog: %s: bad sequence header: %w", what, err)
 	}
@@ -292,28 +292,28 @@ var ErrNoFrame = errors.New("chunklog: no frame at that sequence")
 
 // At returns the frame stored at JetStream sequence seq, and the subject it
 // is stored under, so a cursor can be checked against its stream.
-func (r *Reader) At(ctx context.Context, seq uint64) (string, protocol.Frame, error) {
+func (r *Reader) At(ctx context.Context, seq uint64) (string, wire.Frame, error) {
 	msg, found, err := r.get(ctx, fmt.Sprintf("get %d", seq), struct {
 		Seq uint64 `json:"seq"`
 	}{seq})
 	switch {
 	case err != nil:
-		return "", protocol.Frame{}, err
+		return "", wire.Frame{}, err
 	case !found:
-		return "", protocol.Frame{}, ErrNoFrame
+		return "", wire.Frame{}, ErrNoFrame
 	}
-	frame, err := protocol.DecodeFrame(msg.Data)
+	frame, err := wire.DecodeFrame(msg.Data)
 	if err != nil {
-		return "", protocol.Frame{}, err
+		return "", wire.Frame{}, err
 	}
-	return msg.Header.Get(protocol.HeaderSubject), frame, nil
+	return msg.Header.Get(wire.HeaderSubject), frame, nil
 }
 
 // get sends one plain direct get and returns its reply; found is false
 // when the server has no such message. what names the request in errors.
 func (r *Reader) get(ctx context.Context, what string, req any) (msg *nats.Msg, found bool, err error) {
 	body, _ := json.Marshal(req)
-	msg, err = r.nc.RequestWithContext(ctx, r.apiPrefix+"DIRECT.GET."+protocol.ChunkStream, body)
+	msg, err = r.nc.RequestWithContext(ctx, r.apiPrefix+"DIRECT.GET."+wire.ChunkStream, body)
 	if err != nil {
 		return nil, false, fmt.Errorf("chunklog: %s: %w", what, err)
 	}

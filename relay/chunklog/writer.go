@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // ErrFenced is returned by Append when another writer extended the stream:
@@ -31,17 +31,17 @@ type Writer struct {
 // JetStream sequence last (0 for an empty stream), whose last chunk has
 // sequence seq.
 func NewWriter(js jetstream.JetStream, reader *Reader, streamID string, last, seq uint64) *Writer {
-	return &Writer{js: js, reader: reader, streamID: streamID, subject: protocol.ChunkSubject(streamID), last: last, seq: seq}
+	return &Writer{js: js, reader: reader, streamID: streamID, subject: wire.ChunkSubject(streamID), last: last, seq: seq}
 }
 
 // Seq is the per-stream sequence of the last chunk appended.
 func (w *Writer) Seq() uint64 { return w.seq }
 
 // Append stores f after the last frame. Chunks and the end frame get the
-// next per-stream sequence (so a client sees events 1..N+1, the last one
+// next per-stream sequence (so a client sees events 1.N+1, the last one
 // terminal). It returns the frame's cursor.
-func (w *Writer) Append(ctx context.Context, f protocol.Frame) (protocol.Cursor, error) {
-	if f.Kind != protocol.KindClaim {
+func (w *Writer) Append(ctx context.Context, f wire.Frame) (wire.Cursor, error) {
+	if f.Kind != wire.KindClaim {
 		f.Seq = w.seq + 1
 	}
 	data := f.Encode()
@@ -51,25 +51,25 @@ func (w *Writer) Append(ctx context.Context, f protocol.Frame) (protocol.Cursor,
 	case err == nil:
 		w.advance(f, ack.Sequence)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return protocol.Cursor{}, fmt.Errorf("chunklog: append: %w", err)
+		return wire.Cursor{}, fmt.Errorf("chunklog: append: %w", err)
 	case isWrongLastSequence(err):
 		// Either another writer appended, or our own earlier attempt of this
 		// very frame was stored and only its ack was lost (a timeout across
 		// a server restart). Only the stored bytes can tell.
 		seq, ok := w.storedAfter(ctx, data)
 		if !ok {
-			return protocol.Cursor{}, ErrFenced
+			return wire.Cursor{}, ErrFenced
 		}
 		w.advance(f, seq)
 	default:
-		return protocol.Cursor{}, fmt.Errorf("chunklog: append to %s: %w", w.subject, err)
+		return wire.Cursor{}, fmt.Errorf("chunklog: append to %s: %w", w.subject, err)
 	}
-	return protocol.Cursor{Seq: w.seq, JSSeq: w.last}, nil
+	return wire.Cursor{Seq: w.seq, JSSeq: w.last}, nil
 }
 
-func (w *Writer) advance(f protocol.Frame, jsSeq uint64) {
+func (w *Writer) advance(f wire.Frame, jsSeq uint64) {
 	w.last = jsSeq
-	if f.Kind != protocol.KindClaim {
+	if f.Kind != wire.KindClaim {
 		w.seq = f.Seq
 	}
 }

@@ -13,9 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/quota"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 type counter struct {
@@ -28,13 +29,13 @@ type counter struct {
 // the other's writes through its watch.
 func TestTableUpdateNeverLosesAWrite(t *testing.T) {
 	srv := relaytest.NATS(t)
-	_, js := relaytest.Connect(t, srv, protocol.Topology{})
+	_, js := relaytest.Connect(t, srv, streams.Topology{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var tables []*cluster.Table[counter]
 	for range 2 {
-		_, js2 := relaytest.Connect(t, srv, protocol.Topology{})
-		kv, err := js2.KeyValue(ctx, protocol.BreakerBucket)
+		_, js2 := relaytest.Connect(t, srv, streams.Topology{})
+		kv, err := js2.KeyValue(ctx, wire.BreakerBucket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestTableUpdateNeverLosesAWrite(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	kv, _ := js.KeyValue(ctx, protocol.BreakerBucket)
+	kv, _ := js.KeyValue(ctx, wire.BreakerBucket)
 	e, err := kv.Get(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -103,8 +104,8 @@ func TestLeaseOneHolderTakeover(t *testing.T) {
 		close  func()
 	}
 	start := func(name string) *contender {
-		nc, js := relaytest.Connect(t, srv, protocol.Topology{})
-		kv, err := js.KeyValue(context.Background(), protocol.LeaseBucket)
+		nc, js := relaytest.Connect(t, srv, streams.Topology{})
+		kv, err := js.KeyValue(context.Background(), wire.LeaseBucket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,8 +151,8 @@ func TestQuotaNodesSplitEvenlyWithoutShares(t *testing.T) {
 	srv := relaytest.NATS(t)
 	var nodes []*cluster.QuotaNode
 	for _, id := range []string{"w1", "w2", "w3"} {
-		_, js := relaytest.Connect(t, srv, protocol.Topology{})
-		kv, err := js.KeyValue(context.Background(), protocol.QuotaBucket)
+		_, js := relaytest.Connect(t, srv, streams.Topology{})
+		kv, err := js.KeyValue(context.Background(), wire.QuotaBucket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +206,7 @@ func (k *restartableKV) endWatch() {
 func TestTableWatchRestarts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	plain := bucket(t, relaytest.NATS(t), protocol.QuotaBucket)
+	plain := bucket(t, relaytest.NATS(t), wire.QuotaBucket)
 	put := func(key string, n int) {
 		t.Helper()
 		if _, err := plain.Put(ctx, key, fmt.Appendf(nil, `{"n":%d}`, n)); err != nil {
@@ -268,8 +269,8 @@ func (j *lostAckJS) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstre
 // and renews on top of it.
 func TestLeaseSurvivesALostRenewalAck(t *testing.T) {
 	srv := relaytest.NATS(t)
-	_, js := relaytest.Connect(t, srv, protocol.Topology{})
-	kv := bucket(t, srv, protocol.LeaseBucket)
+	_, js := relaytest.Connect(t, srv, streams.Topology{})
+	kv := bucket(t, srv, wire.LeaseBucket)
 	ljs := &lostAckJS{JetStream: js}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -312,7 +313,7 @@ func (k *lostAckKV) Update(ctx context.Context, key string, value []byte, rev ui
 // written: the writer finds its own bytes in the bucket.
 func TestTableUpdateWithALostAck(t *testing.T) {
 	ctx := context.Background()
-	plain := bucket(t, relaytest.NATS(t), protocol.BreakerBucket)
+	plain := bucket(t, relaytest.NATS(t), wire.BreakerBucket)
 	if _, err := plain.Put(ctx, "k", []byte(`{"n":1}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package cluster is the KV glue of the relay's cluster-wide provider
-// state (protocol.SharedStateBuckets): a Table is one bucket's local copy,
+// state (wire.SharedStateBuckets): a Table is one bucket's local copy,
 // fed by a watch and changed by revision-checked updates; a Lease elects
 // the active coordinator; a QuotaNode reports a node's demand and enforces
 // the share the coordinator gave it; ReadStatus gathers everything for

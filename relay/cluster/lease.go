@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Lease elects one holder among the processes that run it: the holder
@@ -24,7 +24,7 @@ type Lease struct {
 	// JS publishes the renewals. A region's JetStream forwards publishes
 	// to a shared bucket's keys to the home.
 	JS jetstream.JetStream
-	// KV is the lease bucket (protocol.LeaseBucket).
+	// KV is the lease bucket (wire.LeaseBucket).
 	KV jetstream.KeyValue
 	// Key is the lease's key, Holder the name this process holds it by.
 	Key, Holder string
@@ -64,7 +64,7 @@ func (l Lease) Run(ctx context.Context, active func(ctx context.Context)) error 
 }
 
 func (l Lease) record(since time.Time) []byte {
-	data, _ := json.Marshal(protocol.Lease{Holder: l.Holder, Since: since.UTC(), TTLMS: l.TTL.Milliseconds()})
+	data, _ := json.Marshal(wire.Lease{Holder: l.Holder, Since: since.UTC(), TTLMS: l.TTL.Milliseconds()})
 	return data
 }
 
@@ -137,7 +137,7 @@ func (l Lease) ours(ctx context.Context, since time.Time, timeout time.Duration)
 	if err != nil {
 		return 0, false
 	}
-	var cur protocol.Lease
+	var cur wire.Lease
 	if json.Unmarshal(e.Value(), &cur) != nil || cur.Holder != l.Holder || !cur.Since.Equal(since.UTC()) {
 		return 0, false
 	}
@@ -157,15 +157,15 @@ func (l Lease) renew(ctx context.Context, rev uint64, since time.Time, timeout t
 }
 
 // LeaseHolder reads who holds the lease at key, "" if nobody.
-func LeaseHolder(ctx context.Context, kv jetstream.KeyValue, key string) (protocol.Lease, error) {
+func LeaseHolder(ctx context.Context, kv jetstream.KeyValue, key string) (wire.Lease, error) {
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return protocol.Lease{}, nil
+		return wire.Lease{}, nil
 	}
 	if err != nil {
-		return protocol.Lease{}, err
+		return wire.Lease{}, err
 	}
-	var l protocol.Lease
+	var l wire.Lease
 	err = json.Unmarshal(e.Value(), &l)
 	return l, err
 }

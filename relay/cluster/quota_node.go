@@ -11,11 +11,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/wire"
 )
 
-// Quota bucket keys (protocol.QuotaBucket).
+// Quota bucket keys (wire.QuotaBucket).
 const (
 	// DemandPrefix is followed by "<role>.<node>": a node's quota.Report.
 	DemandPrefix = "demand."
@@ -26,8 +26,8 @@ const (
 )
 
 // DemandKey and ShareKey are a node's keys in the quota bucket.
-func DemandKey(role, node string) string { return DemandPrefix + role + "." + protocol.KeyToken(node) }
-func ShareKey(node string) string        { return SharePrefix + protocol.KeyToken(node) }
+func DemandKey(role, node string) string { return DemandPrefix + role + "." + wire.KeyToken(node) }
+func ShareKey(node string) string        { return SharePrefix + wire.KeyToken(node) }
 
 // DefaultQuotaInterval is how often a node reports and picks up its share.
 const DefaultQuotaInterval = time.Second
@@ -293,7 +293,7 @@ func (q *QuotaNode) Round(ctx context.Context) {
 
 // TenantName is the tenant of a tenant limit key (quota.TenantRPM).
 func TenantName(key string) (string, error) {
-	return protocol.ParseKeyToken(quota.TenantToken(key))
+	return wire.ParseKeyToken(quota.TenantToken(key))
 }
 
 // report rolls the meters into a report.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/canary"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Status is the cluster-wide provider state, as GET /v1/relay/status
@@ -22,12 +22,12 @@ import (
 type Status struct {
 	At time.Time `json:"at"`
 	// Coordinator is the active coordinator's lease (empty holder: none).
-	Coordinator protocol.Lease    `json:"coordinator"`
-	Breakers    []BreakerStatus   `json:"breakers"`
-	Pauses      []PauseStatus     `json:"pauses"`
-	Health      []protocol.Health `json:"health"`
-	Quotas      QuotaStatus       `json:"quotas"`
-	Canaries    []canary.State    `json:"canaries"`
+	Coordinator wire.Lease      `json:"coordinator"`
+	Breakers    []BreakerStatus `json:"breakers"`
+	Pauses      []PauseStatus   `json:"pauses"`
+	Health      []wire.Health   `json:"health"`
+	Quotas      QuotaStatus     `json:"quotas"`
+	Canaries    []canary.State  `json:"canaries"`
 	// Errors name the parts that could not be read.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -51,7 +51,7 @@ type PauseStatus struct {
 	Scope    string `json:"scope"`
 	Provider string `json:"provider"`
 	Model    string `json:"model,omitempty"`
-	protocol.Pause
+	wire.Pause
 }
 
 // QuotaStatus sums the nodes' reports.
@@ -97,9 +97,9 @@ type NodeStatus struct {
 // ParseScope splits a breaker or pause key into provider and model.
 func ParseScope(key string) (provider, model string) {
 	p, m, _ := strings.Cut(key, ".")
-	provider, _ = protocol.ParseKeyToken(p)
+	provider, _ = wire.ParseKeyToken(p)
 	if m != "" {
-		model, _ = protocol.ParseKeyToken(m)
+		model, _ = wire.ParseKeyToken(m)
 	}
 	return provider, model
 }
@@ -107,7 +107,7 @@ func ParseScope(key string) (provider, model string) {
 // ReadStatus reads every shared bucket once through js, which may be a
 // region's view (reads are local).
 func ReadStatus(ctx context.Context, js jetstream.JetStream) (Status, error) {
-	st := Status{At: time.Now().UTC(), Breakers: []BreakerStatus{}, Pauses: []PauseStatus{}, Health: []protocol.Health{}, Canaries: []canary.State{}}
+	st := Status{At: time.Now().UTC(), Breakers: []BreakerStatus{}, Pauses: []PauseStatus{}, Health: []wire.Health{}, Canaries: []canary.State{}}
 	st.Quotas = QuotaStatus{Limits: []LimitStatus{}, Retries: []RetryStatus{}, Nodes: []NodeStatus{}, Calls: []CallsStatus{}}
 	var errs []error
 	read := func(bucket string, each func(key string, value []byte) error) {
@@ -119,7 +119,7 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream) (Status, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", bucket, err))
 		}
 	}
-	read(protocol.BreakerBucket, func(key string, v []byte) error {
+	read(wire.BreakerBucket, func(key string, v []byte) error {
 		b := BreakerStatus{Scope: key}
 		b.Provider, b.Model = ParseScope(key)
 		if err := json.Unmarshal(v, &b.State); err != nil {
@@ -129,7 +129,7 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream) (Status, error) {
 		st.Breakers = append(st.Breakers, b)
 		return nil
 	})
-	read(protocol.PauseBucket, func(key string, v []byte) error {
+	read(wire.PauseBucket, func(key string, v []byte) error {
 		p := PauseStatus{Scope: key}
 		p.Provider, p.Model = ParseScope(key)
 		if err := json.Unmarshal(v, &p.Pause); err != nil {
@@ -140,15 +140,15 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream) (Status, error) {
 		}
 		return nil
 	})
-	read(protocol.HealthBucket, func(_ string, v []byte) error {
-		var h protocol.Health
+	read(wire.HealthBucket, func(_ string, v []byte) error {
+		var h wire.Health
 		if err := json.Unmarshal(v, &h); err != nil {
 			return err
 		}
 		st.Health = append(st.Health, h)
 		return nil
 	})
-	read(protocol.CanaryBucket, func(_ string, v []byte) error {
+	read(wire.CanaryBucket, func(_ string, v []byte) error {
 		var c canary.State
 		if err := json.Unmarshal(v, &c); err != nil {
 			return err
@@ -158,7 +158,7 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream) (Status, error) {
 	})
 	var reports []quota.Report
 	shares := map[string]quota.Shares{}
-	read(protocol.QuotaBucket, func(key string, v []byte) error {
+	read(wire.QuotaBucket, func(key string, v []byte) error {
 		switch {
 		case strings.HasPrefix(key, DemandPrefix):
 			var r quota.Report
@@ -184,16 +184,16 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream) (Status, error) {
 		return nil
 	})
 	st.Quotas.fill(reports, shares)
-	kv, err := js.KeyValue(ctx, protocol.LeaseBucket)
+	kv, err := js.KeyValue(ctx, wire.LeaseBucket)
 	if err == nil {
-		st.Coordinator, err = LeaseHolder(ctx, kv, protocol.CoordinatorLeaseKey)
+		st.Coordinator, err = LeaseHolder(ctx, kv, wire.CoordinatorLeaseKey)
 	}
 	if err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", protocol.LeaseBucket, err))
+		errs = append(errs, fmt.Errorf("%s: %w", wire.LeaseBucket, err))
 	}
 	slices.SortFunc(st.Breakers, func(a, b BreakerStatus) int { return strings.Compare(a.Scope, b.Scope) })
 	slices.SortFunc(st.Pauses, func(a, b PauseStatus) int { return strings.Compare(a.Scope, b.Scope) })
-	slices.SortFunc(st.Health, func(a, b protocol.Health) int { return strings.Compare(a.Provider, b.Provider) })
+	slices.SortFunc(st.Health, func(a, b wire.Health) int { return strings.Compare(a.Provider, b.Provider) })
 	slices.SortFunc(st.Canaries, func(a, b canary.State) int { return strings.Compare(a.Model, b.Model) })
 	return st, errors.Join(errs...)
 }
@@ -205,7 +205,7 @@ func (q *QuotaStatus) fill(reports []quota.Report, shares map[string]quota.Share
 	calls := map[string]*CallsStatus{}
 	for _, r := range reports {
 		n := NodeStatus{Node: r.Node, Role: r.Role, At: r.At}
-		if s, ok := shares[protocol.KeyToken(r.Node)]; ok {
+		if s, ok := shares[wire.KeyToken(r.Node)]; ok {
 			n.Share = s.PerMinute
 		}
 		q.Nodes = append(q.Nodes, n)

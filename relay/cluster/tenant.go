@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // TenantLimiter enforces the per-tenant requests per minute at an edge,
@@ -29,7 +29,7 @@ func NewTenantLimiter(node *QuotaNode) *TenantLimiter {
 // retryAfter says when the next request would be allowed. It never makes
 // a round trip.
 func (l *TenantLimiter) Allow(_ context.Context, tenant string) (ok bool, retryAfter time.Duration) {
-	key := quota.TenantRPM(protocol.KeyToken(tenant))
+	key := quota.TenantRPM(wire.KeyToken(tenant))
 	if !l.node.EnsureTenant(key, tenant) {
 		return true, 0
 	}

@@ -18,8 +18,9 @@ import (
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/natsserver"
-	"github.com/relaydev/relay/relay/protocol"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/region"
+	"github.com/relaydev/relay/relay/streams"
 )
 
 // Config is the whole file. Each role reads the sections it needs; Validate
@@ -36,13 +37,13 @@ type Config struct {
 	// EmbeddedNATS is the server `relay dev` runs in-process.
 	EmbeddedNATS natsserver.Config `koanf:"embedded_nats"`
 	// Streams sizes the JetStream streams and buckets.
-	Streams     protocol.Topology  `koanf:"streams"`
+	Streams     streams.Topology   `koanf:"streams"`
 	Edge        edge.Config        `koanf:"edge"`
 	Worker      relay.Config       `koanf:"worker"`
 	Coordinator coordinator.Config `koanf:"coordinator"`
 	// Region places the process in one of several regions that share
 	// breaker and quota state (README "Regions"); zero: a single region.
-	Region protocol.Region `koanf:"region"`
+	Region region.Region `koanf:"region"`
 	// Providers are the upstream OpenAI-compatible APIs. `relay dev` adds
 	// the built-in fake upstream as provider "mock" when the list is empty.
 	Providers []provider.Config `koanf:"providers"`

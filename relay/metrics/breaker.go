@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // AllModels is the model label of a breaker that covers a whole provider.
@@ -99,17 +99,17 @@ func BreakerStateOf(p breaker.Phase) BreakerState {
 	return BreakerClosed
 }
 
-// ParseScopeKey undoes protocol.ScopeKey: "provider" or "provider.model".
+// ParseScopeKey undoes wire.ScopeKey: "provider" or "provider.model".
 // An undecodable token comes back as it is, and Names then counts it as
 // "other".
 func ParseScopeKey(key string) (provider, model string) {
 	p, m, _ := strings.Cut(key, ".")
 	provider, model = p, m
-	if s, err := protocol.ParseKeyToken(p); err == nil {
+	if s, err := wire.ParseKeyToken(p); err == nil {
 		provider = s
 	}
 	if m != "" {
-		if s, err := protocol.ParseKeyToken(m); err == nil {
+		if s, err := wire.ParseKeyToken(m); err == nil {
 			model = s
 		}
 	}

@@ -3,7 +3,7 @@ package metrics
 import (
 	"net/http"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Outcome is how the edge answered an HTTP request.
@@ -134,9 +134,9 @@ func JobOutcomeOf(status string) JobOutcome {
 
 // streamStatus is a terminal status as a label value, and whether it is
 // one.
-func streamStatus(o JobOutcome) (protocol.Status, bool) {
-	switch s := protocol.Status(o); s {
-	case protocol.StatusDone, protocol.StatusIncomplete, protocol.StatusFailed, protocol.StatusCancelled:
+func streamStatus(o JobOutcome) (wire.Status, bool) {
+	switch s := wire.Status(o); s {
+	case wire.StatusDone, wire.StatusIncomplete, wire.StatusFailed, wire.StatusCancelled:
 		return s, true
 	}
 	return "", false
@@ -157,15 +157,15 @@ const (
 var seams = []Seam{SeamFirst, SeamRetry, SeamContinuation, SeamFallback, SeamTakeover}
 
 // SeamOf maps a chunk's seam ("" for the first call).
-func SeamOf(s protocol.Seam) Seam {
+func SeamOf(s wire.Seam) Seam {
 	switch s {
-	case protocol.SeamRetry:
+	case wire.SeamRetry:
 		return SeamRetry
-	case protocol.SeamContinuation:
+	case wire.SeamContinuation:
 		return SeamContinuation
-	case protocol.SeamFallback:
+	case wire.SeamFallback:
 		return SeamFallback
-	case protocol.SeamTakeover:
+	case wire.SeamTakeover:
 		return SeamTakeover
 	}
 	return SeamFirst

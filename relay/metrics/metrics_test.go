@@ -9,7 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // value is the value of the samples of family name whose labels include
@@ -287,7 +287,7 @@ func TestBreakerTransitions(t *testing.T) {
 	// As the breaker's event handler, for a per-model breaker.
 	var h breaker.EventHandler = m
 	moves(t, reg, "relay_breaker_transitions_total", []string{"model", "mock-1", "from", "open", "to", "half_open"}, 1, func() {
-		h.OnEvent(breaker.Event{At: time.Now(), Key: protocol.ScopeKey("mock", "mock-1"), From: breaker.Open, To: breaker.HalfOpen})
+		h.OnEvent(breaker.Event{At: time.Now(), Key: wire.ScopeKey("mock", "mock-1"), From: breaker.Open, To: breaker.HalfOpen})
 	})
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/region"
 )
 
 // Regions (README "Regions"): every region runs its own JetStream domain,
@@ -32,7 +32,7 @@ type LeafConfig struct {
 	// nats-leaf://[user:password@]host:port URLs (zero: none). All URLs
 	// name servers of one hub cluster: the leaf connects to one of them and
 	// fails over to the others. The relay's own subjects (relay.>) do not
-	// cross the connection (protocol.RegionLocalSubjects); KV traffic only
+	// cross the connection (region.RegionLocalSubjects); KV traffic only
 	// crosses as JetStream domain traffic.
 	Remotes []string `koanf:"remotes"`
 }
@@ -113,8 +113,8 @@ func applyRegion(opts *server.Options, cfg Config) error {
 			// Both directions: neither region's requests, frames,
 			// heartbeats or cancellations reach the other's streams and
 			// subscribers.
-			DenyImports: protocol.RegionLocalSubjects(),
-			DenyExports: protocol.RegionLocalSubjects(),
+			DenyImports: region.RegionLocalSubjects(),
+			DenyExports: region.RegionLocalSubjects(),
 		})
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 
 // Limit keys name one shared limit: "p.<provider>.rpm", "p.<provider>.tpm"
 // (enforced by workers) and "t.<tenant>.rpm" (enforced by edges), where
-// the names are KV key tokens (protocol.KeyToken).
+// the names are KV key tokens (wire.KeyToken).
 const (
 	ProviderPrefix = "p."
 	TenantPrefix   = "t."

@@ -15,7 +15,8 @@ import (
 
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/natsserver"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/region"
+	"github.com/relaydev/relay/relay/streams"
 )
 
 // Regions are two regions on loopback (README "Regions"): A is the home,
@@ -180,25 +181,25 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 }
 
 // ConnectRegion connects to s as a process of region r does: through
-// protocol.Regional, with the relay's streams and the region's mirrors set
+// region.Regional, with the relay's streams and the region's mirrors set
 // up. The connection closes when the test ends; Run is not started.
-func ConnectRegion(t testing.TB, s *server.Server, top protocol.Topology, r protocol.Region) (*nats.Conn, *protocol.Regional) {
+func ConnectRegion(t testing.TB, s *server.Server, top streams.Topology, r region.Region) (*nats.Conn, *region.Regional) {
 	t.Helper()
 	nc, js, err := natsconn.Connect(natsconn.Config{URL: s.ClientURL()}, t.Name(), Logger(t))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
 	t.Cleanup(nc.Close)
-	g, err := protocol.NewRegional(js, top, r, Logger(t).With("region", r.Name))
+	g, err := region.NewRegional(js, top, r, Logger(t).With("region", r.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := protocol.Setup(ctx, g, top); err != nil {
+	if err := streams.Setup(ctx, g, top); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
-	if err := protocol.SetupRegion(ctx, g, top, r); err != nil {
+	if err := region.SetupRegion(ctx, g, top, r); err != nil {
 		t.Fatalf("setup region: %v", err)
 	}
 	return nc, g

@@ -17,7 +17,7 @@ import (
 
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/natsserver"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/streams"
 )
 
 // NATS starts an embedded server with file storage under t.TempDir() and
@@ -37,7 +37,7 @@ func NATS(t testing.TB) *server.Server {
 
 // Connect connects to s, sets up the relay's streams with top, and closes
 // the connection when the test ends.
-func Connect(t testing.TB, s *server.Server, top protocol.Topology) (*nats.Conn, jetstream.JetStream) {
+func Connect(t testing.TB, s *server.Server, top streams.Topology) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, js, err := natsconn.Connect(natsconn.Config{URL: s.ClientURL()}, t.Name(), Logger(t))
 	if err != nil {
@@ -46,7 +46,7 @@ func Connect(t testing.TB, s *server.Server, top protocol.Topology) (*nats.Conn,
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := protocol.Setup(ctx, js, top); err != nil {
+	if err := streams.Setup(ctx, js, top); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
 	return nc, js

@@ -14,7 +14,7 @@ import (
 
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // runStatus is `relay status`: it fetches GET /v1/relay/status from an edge
@@ -185,9 +185,9 @@ func printStatus(w io.Writer, st cluster.Status, color bool, now time.Time) {
 
 func healthColor(state string) string {
 	switch state {
-	case protocol.HealthGreen:
+	case wire.HealthGreen:
 		return green
-	case protocol.HealthYellow:
+	case wire.HealthYellow:
 		return yellow
 	}
 	return red

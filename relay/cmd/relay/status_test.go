@@ -11,14 +11,14 @@ import (
 
 	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestStatusPrintsTheEdgesJSON(t *testing.T) {
 	now := time.Now()
 	st := cluster.Status{
-		Coordinator: protocol.Lease{Holder: "coordinator@a"},
-		Health:      []protocol.Health{{Provider: "openai", State: protocol.HealthRed, Breaker: "open", LastError: "circuit breaker open", CheckedAt: now.Unix()}},
+		Coordinator: wire.Lease{Holder: "coordinator@a"},
+		Health:      []wire.Health{{Provider: "openai", State: wire.HealthRed, Breaker: "open", LastError: "circuit breaker open", CheckedAt: now.Unix()}},
 		Breakers: []cluster.BreakerStatus{{Scope: "openai", Provider: "openai",
 			State: breaker.State{Phase: breaker.Open, Since: now, Trips: 2, Until: now.Add(20 * time.Second), By: "w1", Reason: "3 failures in a row"}}},
 		Quotas: cluster.QuotaStatus{Limits: []cluster.LimitStatus{{Key: "p.openai.rpm", PerMinute: 600, Used: 580, Demand: 900, Nodes: 3}}},

@@ -1,4 +1,4 @@
-package protocol
+package streams
 
 import (
 	"context"
@@ -29,12 +29,18 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	return js.CreateOrUpdateStream(ctx, want)
 }
 
+// BucketOwner is a JetStream handle that sets up some buckets itself. In
+// a region that is not the home, a shared bucket is a mirror of the
+// home's, which the region's handle (region.Regional) creates.
+type BucketOwner interface {
+	OwnsBucket(name string) bool
+}
+
 // ensureKV creates or updates the bucket cfg names unless it exists with
-// cfg's settings or as a mirror. In a region that is not the home, a
-// shared bucket is a mirror of the home's, which Regional sets up itself
-// (regions.go); one seen without Regional is left as it is.
+// cfg's settings or as a mirror. A bucket that js owns (BucketOwner) is
+// left to it; a mirror seen without its owner is left as it is.
 func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) error {
-	if g, ok := js.(*Regional); ok && g.active && g.shared[cfg.Bucket] {
+	if o, ok := js.(BucketOwner); ok && o.OwnsBucket(cfg.Bucket) {
 		_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
 		return err
 	}
@@ -98,3 +104,6 @@ func streamSettled(have, want jetstream.StreamConfig) bool {
 		have.SubjectDeleteMarkerTTL == want.SubjectDeleteMarkerTTL &&
 		reflect.DeepEqual(have.RePublish, want.RePublish)
 }
+
+// kvStream is the stream behind a KV bucket.
+func kvStream(bucket string) string { return "KV_" + bucket }

@@ -1,4 +1,4 @@
-package protocol
+package streams
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Topology sizes the JetStream assets. The zero value means the defaults.
@@ -70,8 +72,8 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		storage = jetstream.MemoryStorage
 	}
 	req, err := ensureStream(ctx, js, jetstream.StreamConfig{
-		Name:       RequestStream,
-		Subjects:   []string{RequestSubject},
+		Name:       wire.RequestStream,
+		Subjects:   []string{wire.RequestSubject},
 		Retention:  jetstream.WorkQueuePolicy,
 		Storage:    storage,
 		Replicas:   t.Replicas,
@@ -79,10 +81,10 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		Duplicates: 2 * time.Minute,
 	})
 	if err != nil {
-		return fmt.Errorf("protocol: stream %s: %w", RequestStream, err)
+		return fmt.Errorf("streams: stream %s: %w", wire.RequestStream, err)
 	}
 	_, err = ensureConsumer(ctx, req, jetstream.ConsumerConfig{
-		Durable:   WorkerConsumer,
+		Durable:   wire.WorkerConsumer,
 		AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait:   t.AckWait,
 		// Redeliver for as long as the request lives: a stream is given up
@@ -96,51 +98,51 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		Replicas:      t.Replicas,
 	})
 	if err != nil {
-		return fmt.Errorf("protocol: consumer %s: %w", WorkerConsumer, err)
+		return fmt.Errorf("streams: consumer %s: %w", wire.WorkerConsumer, err)
 	}
 	_, err = ensureStream(ctx, js, jetstream.StreamConfig{
-		Name:        ChunkStream,
-		Subjects:    []string{chunkPrefix + "*"},
+		Name:        wire.ChunkStream,
+		Subjects:    []string{wire.ChunkSubject("*")},
 		Storage:     storage,
 		Replicas:    t.Replicas,
 		MaxAge:      t.Retention,
 		AllowDirect: true,
 		RePublish: &jetstream.RePublish{
-			Source:      chunkPrefix + "*",
-			Destination: livePrefix + "{{wildcard(1)}}",
+			Source:      wire.ChunkSubject("*"),
+			Destination: wire.LiveSubject("{{wildcard(1)}}"),
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("protocol: stream %s: %w", ChunkStream, err)
+		return fmt.Errorf("streams: stream %s: %w", wire.ChunkStream, err)
 	}
 	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket:   MetaBucket,
+		Bucket:   wire.MetaBucket,
 		History:  1,
 		TTL:      t.Retention,
 		Storage:  storage,
 		Replicas: t.Replicas,
 	})
 	if err != nil {
-		return fmt.Errorf("protocol: bucket %s: %w", MetaBucket, err)
+		return fmt.Errorf("streams: bucket %s: %w", wire.MetaBucket, err)
 	}
 	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket:   HealthBucket,
+		Bucket:   wire.HealthBucket,
 		History:  1,
 		Storage:  storage,
 		Replicas: t.Replicas,
 	})
 	if err != nil {
-		return fmt.Errorf("protocol: bucket %s: %w", HealthBucket, err)
+		return fmt.Errorf("streams: bucket %s: %w", wire.HealthBucket, err)
 	}
 	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket:   IdempotencyBucket,
+		Bucket:   wire.IdempotencyBucket,
 		History:  1,
 		TTL:      t.Retention,
 		Storage:  storage,
 		Replicas: t.Replicas,
 	})
 	if err != nil {
-		return fmt.Errorf("protocol: bucket %s: %w", IdempotencyBucket, err)
+		return fmt.Errorf("streams: bucket %s: %w", wire.IdempotencyBucket, err)
 	}
 	if _, err := OpenHandovers(ctx, js, t); err != nil {
 		return err
@@ -149,16 +151,16 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 }
 
 // ErrNotSetUp is returned by Check when an asset is missing.
-var ErrNotSetUp = errors.New("protocol: JetStream assets missing")
+var ErrNotSetUp = errors.New("streams: JetStream assets missing")
 
 // Check reports whether the streams and buckets exist, for readiness.
 func Check(ctx context.Context, js jetstream.JetStream) error {
-	for _, name := range []string{RequestStream, ChunkStream} {
+	for _, name := range []string{wire.RequestStream, wire.ChunkStream} {
 		if _, err := js.Stream(ctx, name); err != nil {
 			return fmt.Errorf("%w: stream %s: %v", ErrNotSetUp, name, err)
 		}
 	}
-	for _, name := range append([]string{MetaBucket, IdempotencyBucket}, SharedStateBuckets...) {
+	for _, name := range append([]string{wire.MetaBucket, wire.IdempotencyBucket}, wire.SharedStateBuckets...) {
 		if _, err := js.KeyValue(ctx, name); err != nil {
 			return fmt.Errorf("%w: bucket %s: %v", ErrNotSetUp, name, err)
 		}

@@ -1,15 +1,8 @@
-package protocol
+package wire
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Worker liveness (see the package doc): heartbeats on LivenessSubject,
@@ -26,16 +19,10 @@ const (
 	// a full heartbeat, which comes at the worker's next interval. The
 	// payload is the instance asked, or empty for every worker.
 	LivenessSyncSubject = "relay.liveness.sync"
-	// livenessEchoPrefix starts the subject on which a watcher sends
-	// itself an echo; a relay subject rather than an inbox, so that no role
-	// needs a grant to publish to inboxes (configs/nats).
-	livenessEchoPrefix = "relay.liveness.echo."
 	// HandoverBucket holds one key per handed-over delivery
-	// (Delivery.HandoverKey); keys expire after handoverRetention.
+	// (Delivery.HandoverKey); keys expire after a retention that outlives
+	// any heartbeat still in flight.
 	HandoverBucket = "relay_handovers"
-	// handoverRetention outlives any heartbeat still in flight when a
-	// delivery is handed over, so a late copy cannot hand it over twice.
-	handoverRetention = 10 * time.Minute
 
 	// DefaultLivenessTimeout is a watcher's timeout for a heartbeat that
 	// declares none.
@@ -114,74 +101,7 @@ type DeliveryRef struct {
 // Ref names d.
 func (d Delivery) Ref() DeliveryRef { return DeliveryRef{Seq: d.Seq, Delivered: d.Delivered} }
 
-// DeliveryOf describes msg, a request delivered by the worker consumer.
-func DeliveryOf(msg jetstream.Msg, streamID string) (Delivery, error) {
-	md, err := msg.Metadata()
-	if err != nil {
-		return Delivery{}, fmt.Errorf("protocol: delivery metadata: %w", err)
-	}
-	return Delivery{StreamID: streamID, Reply: msg.Reply(), Seq: md.Sequence.Stream, Delivered: md.NumDelivered}, nil
-}
-
 // HandoverKey names the delivery in HandoverBucket.
 func (d Delivery) HandoverKey() string {
 	return strconv.FormatUint(d.Seq, 10) + "." + strconv.FormatUint(d.Delivered, 10)
-}
-
-// handoverRecord is the value of a handover key, for operators.
-type handoverRecord struct {
-	By       string `json:"by"`
-	StreamID string `json:"stream_id"`
-	At       int64  `json:"at"`
-}
-
-// OpenHandovers returns HandoverBucket, creating it if it is missing
-// (Setup does too). Roles that hand deliveries over call it at start.
-func OpenHandovers(ctx context.Context, js jetstream.JetStream, t Topology) (jetstream.KeyValue, error) {
-	t = t.WithDefaults()
-	storage := jetstream.FileStorage
-	if t.MemoryStorage {
-		storage = jetstream.MemoryStorage
-	}
-	err := ensureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket:   HandoverBucket,
-		History:  1,
-		TTL:      handoverRetention,
-		Storage:  storage,
-		Replicas: t.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("protocol: bucket %s: %w", HandoverBucket, err)
-	}
-	kv, err := js.KeyValue(ctx, HandoverBucket)
-	if err != nil {
-		return nil, fmt.Errorf("protocol: bucket %s: %w", HandoverBucket, err)
-	}
-	return kv, nil
-}
-
-// ErrHandedOver is returned by HandOver when the delivery was already
-// handed over by someone else.
-var ErrHandedOver = errors.New("protocol: delivery already handed over")
-
-// HandOver redelivers d at once: it records the handover in kv (the bucket
-// from OpenHandovers), and only if no one recorded it before, publishes
-// -NAK to the delivery's reply subject. by names the caller in the record.
-// Without a record (kv unreachable), nothing is sent and AckWait remains
-// the fallback.
-func HandOver(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, d Delivery, by string) error {
-	if d.Reply == "" || d.Seq == 0 {
-		return fmt.Errorf("protocol: hand over %q: incomplete delivery", d.StreamID)
-	}
-	rec, _ := json.Marshal(handoverRecord{By: by, StreamID: d.StreamID, At: time.Now().UnixMilli()})
-	if _, err := kv.Create(ctx, d.HandoverKey(), rec); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return ErrHandedOver
-		}
-		return fmt.Errorf("protocol: record handover of %s: %w", d.StreamID, err)
-	}
-	if err := nc.Publish(d.Reply, []byte("-NAK")); err != nil {
-		return fmt.Errorf("protocol: nak %s: %w", d.StreamID, err)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package protocol
+package liveness
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // watchRig runs a livenessWatch in a synctest bubble and records its
@@ -31,7 +33,7 @@ type watchRig struct {
 
 func newWatchRig(t *testing.T, self string) *watchRig {
 	r := &watchRig{start: time.Now()}
-	r.lw = newLivenessWatch(self, slog.New(logRecorder{r}), func(_ silentPeer, d Delivery) {
+	r.lw = newLivenessWatch(self, slog.New(logRecorder{r}), func(_ silentPeer, d wire.Delivery) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.handed = append(r.handed, d.StreamID)
@@ -111,12 +113,12 @@ func (r *watchRig) logged(part string) int {
 // (each stream one delivery, named by it).
 type fakeWorker struct {
 	beats *Beats
-	held  map[string]Delivery
+	held  map[string]wire.Delivery
 	seq   uint64
 }
 
 func newFakeWorker(instance string, timeout time.Duration, streams ...string) *fakeWorker {
-	w := &fakeWorker{beats: NewBeats("w-"+instance, instance, timeout), held: map[string]Delivery{}}
+	w := &fakeWorker{beats: NewBeats("w-"+instance, instance, timeout), held: map[string]wire.Delivery{}}
 	w.take(streams...)
 	return w
 }
@@ -124,7 +126,7 @@ func newFakeWorker(instance string, timeout time.Duration, streams ...string) *f
 func (w *fakeWorker) take(streams ...string) {
 	for _, s := range streams {
 		w.seq++
-		w.held[s] = Delivery{StreamID: s, Reply: "reply." + s, Seq: w.seq, Delivered: 1}
+		w.held[s] = wire.Delivery{StreamID: s, Reply: "reply." + s, Seq: w.seq, Delivered: 1}
 	}
 }
 
@@ -135,7 +137,7 @@ func (w *fakeWorker) drop(streams ...string) {
 }
 
 // next is the next heartbeat: full when asked, or the first.
-func (w *fakeWorker) next(full bool) Heartbeat {
+func (w *fakeWorker) next(full bool) wire.Heartbeat {
 	return w.beats.Next(slices.Collect(maps.Values(w.held)), full)
 }
 
@@ -400,7 +402,7 @@ func TestDeltasTrackChurn(t *testing.T) {
 		if lost := p.apply(hb); lost != "" {
 			t.Fatalf("beat %d: set lost (%s)", hb.Beat, lost)
 		}
-		want := map[DeliveryRef]Delivery{}
+		want := map[wire.DeliveryRef]wire.Delivery{}
 		for _, d := range w.held {
 			want[d.Ref()] = d
 		}
@@ -424,29 +426,5 @@ func TestDeltasTrackChurn(t *testing.T) {
 		if len(hb.Added) != added || len(hb.Removed) != removed {
 			t.Fatalf("beat %d: delta +%d -%d, want +%d -%d", hb.Beat, len(hb.Added), len(hb.Removed), added, removed)
 		}
-	}
-}
-
-func TestHeartbeatTimeout(t *testing.T) {
-	for _, tc := range []struct {
-		ms   int64
-		want time.Duration
-	}{
-		{0, DefaultLivenessTimeout},
-		{-5, DefaultLivenessTimeout},
-		{1, minLivenessTimeout},
-		{2500, 2500 * time.Millisecond},
-	} {
-		if got := (Heartbeat{TimeoutMS: tc.ms}).Timeout(); got != tc.want {
-			t.Errorf("TimeoutMS %d: Timeout() = %v, want %v", tc.ms, got, tc.want)
-		}
-	}
-}
-
-func TestHandoverKeyNamesTheDelivery(t *testing.T) {
-	a := Delivery{Seq: 12, Delivered: 1}
-	b := Delivery{Seq: 12, Delivered: 2}
-	if a.HandoverKey() == b.HandoverKey() || a.HandoverKey() != "12.1" {
-		t.Fatalf("keys %q, %q: want one per delivery", a.HandoverKey(), b.HandoverKey())
 	}
 }

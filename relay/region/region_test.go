@@ -1,4 +1,4 @@
-package protocol_test
+package region_test
 
 import (
 	"context"
@@ -10,35 +10,37 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/region"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
-var regionB = protocol.Region{Name: "b", HomeDomain: relaytest.DomainA}
+var regionB = region.Region{Name: "b", HomeDomain: relaytest.DomainA}
 
 func TestRegionValidate(t *testing.T) {
 	for _, tc := range []struct {
-		r    protocol.Region
+		r    region.Region
 		want string // "" for valid
 	}{
-		{protocol.Region{}, ""},
-		{protocol.Region{Name: "eu"}, ""},
-		{protocol.Region{Name: "eu", Domain: "eu-1", HomeDomain: "us", HomeTimeout: time.Second}, ""},
-		{protocol.Region{HomeDomain: "us"}, "region.name: required"},
-		{protocol.Region{Name: "eu.west"}, "region.name"},
-		{protocol.Region{Name: "eu", HomeDomain: "u s"}, "region.home_domain"},
-		{protocol.Region{Name: "eu", HomeTimeout: -time.Second}, "region.home_timeout"},
-		{protocol.Region{Name: "eu", HomeTimeout: time.Millisecond}, "region.home_timeout"},
+		{region.Region{}, ""},
+		{region.Region{Name: "eu"}, ""},
+		{region.Region{Name: "eu", Domain: "eu-1", HomeDomain: "us", HomeTimeout: time.Second}, ""},
+		{region.Region{HomeDomain: "us"}, "region.name: required"},
+		{region.Region{Name: "eu.west"}, "region.name"},
+		{region.Region{Name: "eu", HomeDomain: "u s"}, "region.home_domain"},
+		{region.Region{Name: "eu", HomeTimeout: -time.Second}, "region.home_timeout"},
+		{region.Region{Name: "eu", HomeTimeout: time.Millisecond}, "region.home_timeout"},
 	} {
 		err := tc.r.Validate("region")
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: got %v, want %q", tc.r, err, tc.want)
 		}
 	}
-	if !(protocol.Region{}).IsHome() || !(protocol.Region{Name: "us"}).IsHome() || regionB.IsHome() {
+	if !(region.Region{}).IsHome() || !(region.Region{Name: "us"}).IsHome() || regionB.IsHome() {
 		t.Error("IsHome: a single region and a region without home_domain are their own home; b is not")
 	}
-	if d := regionB.WithDefaults(); d.Domain != "b" || d.HomeTimeout != protocol.DefaultHomeTimeout {
+	if d := regionB.WithDefaults(); d.Domain != "b" || d.HomeTimeout != region.DefaultHomeTimeout {
 		t.Errorf("defaults: %+v", d)
 	}
 }
@@ -48,14 +50,14 @@ func TestRegionValidate(t *testing.T) {
 type regions struct {
 	*relaytest.Regions
 	A jetstream.JetStream
-	B *protocol.Regional
+	B *region.Regional
 }
 
 func startRegions(t *testing.T) regions {
 	t.Helper()
 	r := relaytest.TwoRegions(t)
-	_, jsA := relaytest.Connect(t, r.A, protocol.Topology{})
-	_, b := relaytest.ConnectRegion(t, r.B, protocol.Topology{}, regionB)
+	_, jsA := relaytest.Connect(t, r.A, streams.Topology{})
+	_, b := relaytest.ConnectRegion(t, r.B, streams.Topology{}, regionB)
 	return regions{Regions: r, A: jsA, B: b}
 }
 
@@ -84,9 +86,9 @@ func value(t *testing.T, kv jetstream.KeyValue, key string) string {
 func TestRegionSharedStateReachesOtherRegion(t *testing.T) {
 	r := startRegions(t)
 	ctx := context.Background()
-	a, b := kv(t, r.A, protocol.BreakerBucket), kv(t, r.B, protocol.BreakerBucket)
-	if _, ok := b.(*protocol.RegionalKV); !ok {
-		t.Fatalf("region b sees %s as %T, not as a regional view", protocol.BreakerBucket, b)
+	a, b := kv(t, r.A, wire.BreakerBucket), kv(t, r.B, wire.BreakerBucket)
+	if _, ok := b.(*region.RegionalKV); !ok {
+		t.Fatalf("region b sees %s as %T, not as a regional view", wire.BreakerBucket, b)
 	}
 	filters := []string{"mock", "other.>"}
 	w, err := b.WatchFiltered(ctx, filters)
@@ -135,14 +137,14 @@ func TestRegionSharedStateReachesOtherRegion(t *testing.T) {
 
 	// The regions' own streams stay apart: a request queued in one is not
 	// stored in the other.
-	if _, err := r.B.Publish(ctx, protocol.RequestSubject, []byte("{}")); err != nil {
+	if _, err := r.B.Publish(ctx, wire.RequestSubject, []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.A.Publish(ctx, protocol.RequestSubject, []byte("{}")); err != nil {
+	if _, err := r.A.Publish(ctx, wire.RequestSubject, []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
 	for name, js := range map[string]jetstream.JetStream{"a": r.A, "b": r.B} {
-		s, err := js.Stream(ctx, protocol.RequestStream)
+		s, err := js.Stream(ctx, wire.RequestStream)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +166,7 @@ func TestRegionPartitionAndHeal(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.B.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	a, b := kv(t, r.A, protocol.BreakerBucket), kv(t, r.B, protocol.BreakerBucket)
+	a, b := kv(t, r.A, wire.BreakerBucket), kv(t, r.B, wire.BreakerBucket)
 
 	for _, k := range []string{"p1", "p3", "p4"} {
 		if _, err := a.Put(ctx, k, []byte("closed@a")); err != nil {
@@ -248,7 +250,7 @@ func TestRegionPartitionAndHeal(t *testing.T) {
 	relaytest.Eventually(t, 5*time.Second, time.Millisecond, r.Joined)
 	// Last writer wins, key by key: B's newer writes reach the home, the
 	// home's newer write reaches B, and the overlay empties.
-	overlay := b.(*protocol.RegionalKV).Overlay()
+	overlay := b.(*region.RegionalKV).Overlay()
 	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool {
 		keys, err := overlay.Keys(ctx)
 		return errors.Is(err, jetstream.ErrNoKeysFound) && len(keys) == 0 &&
@@ -280,25 +282,25 @@ func TestRegionPartitionAndHeal(t *testing.T) {
 
 func TestRegionSetupKeepsMirrors(t *testing.T) {
 	r := relaytest.TwoRegions(t)
-	_, _ = relaytest.Connect(t, r.A, protocol.Topology{})
+	_, _ = relaytest.Connect(t, r.A, streams.Topology{})
 	// A region that ran alone before it joined has plain shared buckets.
-	_, plain := relaytest.Connect(t, r.B, protocol.Topology{})
+	_, plain := relaytest.Connect(t, r.B, streams.Topology{})
 	ctx := context.Background()
-	if _, err := kv(t, plain, protocol.BreakerBucket).Put(ctx, "mock", []byte("stale")); err != nil {
+	if _, err := kv(t, plain, wire.BreakerBucket).Put(ctx, "mock", []byte("stale")); err != nil {
 		t.Fatal(err)
 	}
 	// Joining the region replaces them by mirrors; setting up again (every
 	// role does at start) leaves the mirrors alone.
-	_, b := relaytest.ConnectRegion(t, r.B, protocol.Topology{}, regionB)
+	_, b := relaytest.ConnectRegion(t, r.B, streams.Topology{}, regionB)
 	for range 2 {
-		if err := protocol.Setup(ctx, b, protocol.Topology{}); err != nil {
+		if err := streams.Setup(ctx, b, streams.Topology{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := protocol.SetupRegion(ctx, b, protocol.Topology{}, regionB); err != nil {
+		if err := region.SetupRegion(ctx, b, streams.Topology{}, regionB); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, bucket := range protocol.SharedStateBuckets {
+	for _, bucket := range wire.SharedStateBuckets {
 		s, err := plain.Stream(ctx, "KV_"+bucket)
 		if err != nil {
 			t.Fatal(err)
@@ -307,10 +309,10 @@ func TestRegionSetupKeepsMirrors(t *testing.T) {
 			t.Errorf("%s in region b is not a mirror of the home's bucket: %+v", bucket, m)
 		}
 	}
-	if got := value(t, kv(t, b, protocol.BreakerBucket), "mock"); got != "" {
+	if got := value(t, kv(t, b, wire.BreakerBucket), "mock"); got != "" {
 		t.Errorf("the region's stale copy survived: %q", got)
 	}
-	if err := protocol.Check(ctx, b); err != nil {
+	if err := streams.Check(ctx, b); err != nil {
 		t.Errorf("check: %v", err)
 	}
 }
@@ -326,12 +328,12 @@ func TestRegionLeaseDuringPartition(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.B.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	b := kv(t, r.B, protocol.LeaseBucket)
-	subject := "$KV." + protocol.LeaseBucket + "." + protocol.CoordinatorLeaseKey
+	b := kv(t, r.B, wire.LeaseBucket)
+	subject := "$KV." + wire.LeaseBucket + "." + wire.CoordinatorLeaseKey
 
 	r.Link.Cut()
 	relaytest.Eventually(t, 5*time.Second, time.Millisecond, func() bool { return !r.Joined() })
-	rev, err := b.Create(ctx, protocol.CoordinatorLeaseKey, []byte("b-1"), jetstream.KeyTTL(time.Minute))
+	rev, err := b.Create(ctx, wire.CoordinatorLeaseKey, []byte("b-1"), jetstream.KeyTTL(time.Minute))
 	if err != nil {
 		t.Fatalf("take the lease in b: %v", err)
 	}
@@ -346,7 +348,7 @@ func TestRegionLeaseDuringPartition(t *testing.T) {
 	if _, err := renew(rev, "b-2"); !errors.Is(err, jetstream.ErrKeyExists) {
 		t.Fatalf("a renewal on a stale revision: %v, want a revision conflict", err)
 	}
-	if got := value(t, b, protocol.CoordinatorLeaseKey); got != "b-1" {
+	if got := value(t, b, wire.CoordinatorLeaseKey); got != "b-1" {
 		t.Fatalf("b sees the lease held by %q", got)
 	}
 	if ack.Sequence == rev {
@@ -354,7 +356,7 @@ func TestRegionLeaseDuringPartition(t *testing.T) {
 	}
 
 	r.Link.Heal()
-	s, err := r.A.Stream(ctx, "KV_"+protocol.LeaseBucket)
+	s, err := r.A.Stream(ctx, "KV_"+wire.LeaseBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package protocol
+package liveness
 
 import (
 	"cmp"
@@ -13,6 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Watcher hands over the deliveries of worker instances whose heartbeats
@@ -26,7 +29,7 @@ type Watcher struct {
 	// them. Nil: JS's connection.
 	NC *nats.Conn
 	// Topology sizes HandoverBucket if the watcher creates it.
-	Topology Topology
+	Topology streams.Topology
 	// Self is the instance of the worker running the watcher, whose own
 	// heartbeats are ignored; empty for a coordinator.
 	Self string
@@ -57,11 +60,11 @@ func (w Watcher) Run(ctx context.Context) error {
 	}
 	naks := w.JS.Conn()
 	nc := cmp.Or(w.NC, naks)
-	kv, err := OpenHandovers(ctx, w.JS, w.Topology)
+	kv, err := streams.OpenHandovers(ctx, w.JS, w.Topology)
 	if err != nil {
 		return err
 	}
-	lw := newLivenessWatch(w.Self, w.Logger, func(silent silentPeer, d Delivery) {
+	lw := newLivenessWatch(w.Self, w.Logger, func(silent silentPeer, d wire.Delivery) {
 		hctx, cancel := context.WithTimeout(ctx, handoverTimeout)
 		defer cancel()
 		err := HandOver(hctx, naks, kv, d, w.Name)
@@ -82,13 +85,13 @@ func (w Watcher) Run(ctx context.Context) error {
 	echo := livenessEchoPrefix + nuid.Next()
 	echoSub, err := nc.Subscribe(echo, func(*nats.Msg) { lw.echoed() })
 	if err != nil {
-		return fmt.Errorf("protocol: subscribe %s: %w", echo, err)
+		return fmt.Errorf("liveness: subscribe %s: %w", echo, err)
 	}
 	defer echoSub.Unsubscribe()
 	lw.ping = func() { _ = nc.Publish(echo, nil) }
-	lw.sync = func(instance string) { _ = nc.Publish(LivenessSyncSubject, []byte(instance)) }
-	sub, err := nc.Subscribe(LivenessSubject, func(m *nats.Msg) {
-		var hb Heartbeat
+	lw.sync = func(instance string) { _ = nc.Publish(wire.LivenessSyncSubject, []byte(instance)) }
+	sub, err := nc.Subscribe(wire.LivenessSubject, func(m *nats.Msg) {
+		var hb wire.Heartbeat
 		if err := json.Unmarshal(m.Data, &hb); err != nil || hb.Instance == "" {
 			w.Logger.Warn("malformed heartbeat", "err", err)
 			return
@@ -96,7 +99,7 @@ func (w Watcher) Run(ctx context.Context) error {
 		lw.observe(hb)
 	})
 	if err != nil {
-		return fmt.Errorf("protocol: subscribe %s: %w", LivenessSubject, err)
+		return fmt.Errorf("liveness: subscribe %s: %w", wire.LivenessSubject, err)
 	}
 	defer sub.Unsubscribe()
 	// Heartbeats lost on the way in leave no gap to see for a worker
@@ -118,7 +121,7 @@ func (w Watcher) Run(ctx context.Context) error {
 type livenessWatch struct {
 	self     string
 	logger   *slog.Logger
-	handOver func(silent silentPeer, d Delivery)
+	handOver func(silent silentPeer, d wire.Delivery)
 	// ping sends the watcher an echo, which calls echoed when it comes
 	// back.
 	ping func()
@@ -145,7 +148,7 @@ type peer struct {
 	// those it took in the beats the watcher heard since the last one it
 	// missed, which it knows as well (they cannot have been let go of
 	// unheard), and the others are unknown.
-	held     map[DeliveryRef]Delivery
+	held     map[wire.DeliveryRef]wire.Delivery
 	complete bool
 	heard    time.Time // when beat was received, or the watcher's view reset
 	// asked is when the watcher last asked this instance for a full
@@ -166,13 +169,13 @@ const (
 // apply brings p's set up to hb, the heartbeat heard after p.beat. It
 // returns why the complete set it held is gone, or "" if nothing was
 // lost.
-func (p *peer) apply(hb Heartbeat) string {
+func (p *peer) apply(hb wire.Heartbeat) string {
 	p.worker, p.timeout = hb.Worker, hb.Timeout()
 	defer func() { p.beat, p.count = hb.Beat, hb.Held }()
 	lost := ""
 	switch {
 	case hb.Full:
-		p.held = make(map[DeliveryRef]Delivery, len(hb.Deliveries))
+		p.held = make(map[wire.DeliveryRef]wire.Delivery, len(hb.Deliveries))
 		for _, d := range hb.Deliveries {
 			p.held[d.Ref()] = d
 		}
@@ -204,10 +207,10 @@ func (p *peer) apply(hb Heartbeat) string {
 
 // forget keeps nothing of p's deliveries: they may have changed unheard.
 func (p *peer) forget() {
-	p.held, p.complete = map[DeliveryRef]Delivery{}, false
+	p.held, p.complete = map[wire.DeliveryRef]wire.Delivery{}, false
 }
 
-func newLivenessWatch(self string, logger *slog.Logger, handOver func(silentPeer, Delivery)) *livenessWatch {
+func newLivenessWatch(self string, logger *slog.Logger, handOver func(silentPeer, wire.Delivery)) *livenessWatch {
 	return &livenessWatch{
 		self: self, logger: logger, handOver: handOver,
 		ping: func() {}, losses: func() uint64 { return 0 }, sync: func(string) {},
@@ -216,7 +219,7 @@ func newLivenessWatch(self string, logger *slog.Logger, handOver func(silentPeer
 }
 
 // observe records a heartbeat as heard now.
-func (lw *livenessWatch) observe(hb Heartbeat) {
+func (lw *livenessWatch) observe(hb wire.Heartbeat) {
 	if hb.Instance == lw.self {
 		return
 	}
@@ -228,7 +231,7 @@ func (lw *livenessWatch) observe(hb Heartbeat) {
 
 // record applies hb heard now, and reports whether to ask its instance
 // for a full heartbeat.
-func (lw *livenessWatch) record(hb Heartbeat) (ask bool) {
+func (lw *livenessWatch) record(hb wire.Heartbeat) (ask bool) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if hb.Leaving {
@@ -316,7 +319,7 @@ type silentPeer struct {
 	worker, instance string
 	// held are the deliveries the watcher knows it held (see peer),
 	// count how many it held, and complete whether held are all.
-	held     map[DeliveryRef]Delivery
+	held     map[wire.DeliveryRef]wire.Delivery
 	count    int
 	complete bool
 	quiet    time.Duration

@@ -1,4 +1,4 @@
-package protocol_test
+package streams_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/protocol"
+	"github.com/relaydev/relay/relay/streams"
 )
 
 // TestSetupNeedsOnlyReadRightsOnceSetUp runs Setup as a user that may only
@@ -53,30 +53,30 @@ func TestSetupNeedsOnlyReadRightsOnceSetUp(t *testing.T) {
 	admin, reader := connect("admin", "a"), connect("reader", "r")
 	// A refused request is never answered: a Setup that must fail gives up
 	// after a second.
-	setup := func(js jetstream.JetStream, top protocol.Topology, mustFail bool) error {
+	setup := func(js jetstream.JetStream, top streams.Topology, mustFail bool) error {
 		wait := 10 * time.Second
 		if mustFail {
 			wait = time.Second
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
-		if err := protocol.Setup(ctx, js, top); err != nil {
+		if err := streams.Setup(ctx, js, top); err != nil {
 			return err
 		}
-		_, err := protocol.OpenHandovers(ctx, js, top)
+		_, err := streams.OpenHandovers(ctx, js, top)
 		return err
 	}
 
-	if err := setup(reader, protocol.Topology{}, true); err == nil {
+	if err := setup(reader, streams.Topology{}, true); err == nil {
 		t.Fatal("a reader set the assets up: the test's permissions are too wide")
 	}
-	if err := setup(admin, protocol.Topology{}, false); err != nil {
+	if err := setup(admin, streams.Topology{}, false); err != nil {
 		t.Fatalf("admin: %v", err)
 	}
-	if err := setup(reader, protocol.Topology{}, false); err != nil {
+	if err := setup(reader, streams.Topology{}, false); err != nil {
 		t.Fatalf("reader after the admin set up: %v", err)
 	}
-	for name, changed := range map[string]protocol.Topology{
+	for name, changed := range map[string]streams.Topology{
 		"retention": {Retention: time.Hour},
 		"ack wait":  {AckWait: 9 * time.Second},
 	} {
@@ -84,10 +84,10 @@ func TestSetupNeedsOnlyReadRightsOnceSetUp(t *testing.T) {
 			t.Fatalf("changed %s: a reader's Setup passed, so it did not notice the change", name)
 		}
 	}
-	if err := setup(admin, protocol.Topology{Retention: time.Hour, AckWait: 9 * time.Second}, false); err != nil {
+	if err := setup(admin, streams.Topology{Retention: time.Hour, AckWait: 9 * time.Second}, false); err != nil {
 		t.Fatalf("admin applying the changes: %v", err)
 	}
-	if err := setup(reader, protocol.Topology{Retention: time.Hour, AckWait: 9 * time.Second}, false); err != nil {
+	if err := setup(reader, streams.Topology{Retention: time.Hour, AckWait: 9 * time.Second}, false); err != nil {
 		t.Fatalf("reader after the admin applied the changes: %v", err)
 	}
 }

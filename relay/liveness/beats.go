@@ -1,26 +1,28 @@
-package protocol
+package liveness
 
 import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Beats writes one worker instance's heartbeats: it numbers them and
 // makes each either full or the delta from the one before, as the worker
 // chooses (see "Worker liveness"). Not safe for concurrent use.
 type Beats struct {
-	base Heartbeat
+	base wire.Heartbeat
 	n    uint64
 	// last is what the previous heartbeat described; nil before the
 	// first.
-	last map[DeliveryRef]Delivery
+	last map[wire.DeliveryRef]wire.Delivery
 }
 
 // NewBeats starts the heartbeats of a worker instance that declares
 // timeout (Heartbeat.TimeoutMS).
 func NewBeats(worker, instance string, timeout time.Duration) *Beats {
-	return &Beats{base: Heartbeat{Worker: worker, Instance: instance, TimeoutMS: timeout.Milliseconds()}}
+	return &Beats{base: wire.Heartbeat{Worker: worker, Instance: instance, TimeoutMS: timeout.Milliseconds()}}
 }
 
 // Next returns the next heartbeat, given the deliveries the worker holds
@@ -28,11 +30,11 @@ func NewBeats(worker, instance string, timeout time.Duration) *Beats {
 // since the previous one. A heartbeat that could not be sent leaves a gap
 // in the numbering; the next should be full, so that watchers get the set
 // back soon.
-func (b *Beats) Next(held []Delivery, full bool) Heartbeat {
+func (b *Beats) Next(held []wire.Delivery, full bool) wire.Heartbeat {
 	b.n++
 	hb := b.base
 	hb.Beat = b.n
-	now := make(map[DeliveryRef]Delivery, len(held))
+	now := make(map[wire.DeliveryRef]wire.Delivery, len(held))
 	for _, d := range held {
 		now[d.Ref()] = d
 	}
@@ -54,7 +56,7 @@ func (b *Beats) Next(held []Delivery, full bool) Heartbeat {
 }
 
 // Leaving returns the instance's last heartbeat.
-func (b *Beats) Leaving() Heartbeat {
+func (b *Beats) Leaving() wire.Heartbeat {
 	b.n++
 	hb := b.base
 	hb.Beat = b.n
@@ -64,17 +66,17 @@ func (b *Beats) Leaving() Heartbeat {
 
 // sortedDeliveries lists the deliveries of set missing from except, by
 // request sequence (a stable order reads better in a capture).
-func sortedDeliveries(set, except map[DeliveryRef]Delivery) []Delivery {
-	var out []Delivery
+func sortedDeliveries(set, except map[wire.DeliveryRef]wire.Delivery) []wire.Delivery {
+	var out []wire.Delivery
 	for r, d := range set {
 		if _, ok := except[r]; !ok {
 			out = append(out, d)
 		}
 	}
-	slices.SortFunc(out, func(a, b Delivery) int { return compareRefs(a.Ref(), b.Ref()) })
+	slices.SortFunc(out, func(a, b wire.Delivery) int { return compareRefs(a.Ref(), b.Ref()) })
 	return out
 }
 
-func compareRefs(a, b DeliveryRef) int {
+func compareRefs(a, b wire.DeliveryRef) int {
 	return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.Delivered, b.Delivered))
 }

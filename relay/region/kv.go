@@ -1,4 +1,4 @@
-package protocol
+package region
 
 import (
 	"context"
@@ -113,7 +113,7 @@ func (v *RegionalKV) Create(ctx context.Context, key string, value []byte, opts 
 		return 0, err
 	}
 	if e := newer(m, o); e != nil && e.Operation() == jetstream.KeyValuePut {
-		return 0, fmt.Errorf("protocol: %s/%s: %w", v.name, key, jetstream.ErrKeyExists)
+		return 0, fmt.Errorf("region: %s/%s: %w", v.name, key, jetstream.ErrKeyExists)
 	}
 	if o != nil && o.Operation() == jetstream.KeyValuePut {
 		// An older overlay value, shadowed by a newer delete in the home.
@@ -263,7 +263,7 @@ func lastEntry(ctx context.Context, s jetstream.Stream, bucket, key, prefix stri
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("protocol: %s/%s: %w", bucket, key, err)
+		return nil, fmt.Errorf("region: %s/%s: %w", bucket, key, err)
 	}
 	e := &entry{bucket: bucket, key: key, value: m.Data, revision: m.Sequence | mark, created: m.Time}
 	switch m.Header.Get("KV-Operation") {

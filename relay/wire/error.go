@@ -1,4 +1,4 @@
-package protocol
+package wire
 
 // Error is an error in OpenAI's shape. It is what a client receives in an
 // HTTP error body, in an SSE error event before [DONE], and in a WebSocket

@@ -1,4 +1,4 @@
-package protocol
+package region
 
 // # Regions
 //
@@ -35,6 +35,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Region places a process in one of several regions. The zero value means
@@ -147,7 +150,7 @@ const overlayRevision = uint64(1) << 62
 // Regional (Regional.CreateOrUpdateKeyValue leaves a mirror alone), or a
 // plain bucket it creates first is turned into a mirror here, losing
 // what the region wrote into it.
-func SetupRegion(ctx context.Context, js jetstream.JetStream, t Topology, r Region) error {
+func SetupRegion(ctx context.Context, js jetstream.JetStream, t streams.Topology, r Region) error {
 	if !r.Enabled() || r.IsHome() {
 		return nil
 	}
@@ -157,7 +160,7 @@ func SetupRegion(ctx context.Context, js jetstream.JetStream, t Topology, r Regi
 	}
 	r = r.WithDefaults()
 	t = t.WithDefaults()
-	for _, b := range SharedStateBuckets {
+	for _, b := range wire.SharedStateBuckets {
 		if regionReady(ctx, js, r, b) {
 			continue
 		}
@@ -192,7 +195,7 @@ func regionReady(ctx context.Context, js jetstream.JetStream, r Region, bucket s
 // ensureMirror makes bucket want.Bucket a mirror of the home's bucket of
 // the same name, with want's history, TTL and value size. A bucket that
 // exists as a mirror of the home is left as it is.
-func ensureMirror(ctx context.Context, js jetstream.JetStream, t Topology, r Region, want jetstream.KeyValueConfig, logger *slog.Logger) error {
+func ensureMirror(ctx context.Context, js jetstream.JetStream, t streams.Topology, r Region, want jetstream.KeyValueConfig, logger *slog.Logger) error {
 	name := want.Bucket
 	stream, err := js.Stream(ctx, kvStream(name))
 	switch {
@@ -206,10 +209,10 @@ func ensureMirror(ctx context.Context, js jetstream.JetStream, t Topology, r Reg
 		// home: the home's state wins, the region's copy is dropped.
 		logger.Warn("shared bucket is not a mirror of the home; replacing it", "bucket", name, "home_domain", r.HomeDomain)
 		if err := js.DeleteKeyValue(ctx, name); err != nil {
-			return fmt.Errorf("protocol: replace bucket %s by a mirror: %w", name, err)
+			return fmt.Errorf("region: replace bucket %s by a mirror: %w", name, err)
 		}
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("protocol: bucket %s: %w", name, err)
+		return fmt.Errorf("region: bucket %s: %w", name, err)
 	}
 	cfg := want
 	storage := jetstream.FileStorage
@@ -227,7 +230,7 @@ func ensureMirror(ctx context.Context, js jetstream.JetStream, t Topology, r Reg
 		Mirror:       &jetstream.StreamSource{Name: name, Domain: r.HomeDomain},
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
-		return fmt.Errorf("protocol: mirror %s of domain %s: %w", name, r.HomeDomain, err)
+		return fmt.Errorf("region: mirror %s of domain %s: %w", name, r.HomeDomain, err)
 	}
 	return nil
 }
@@ -251,7 +254,7 @@ func homeBucketConfig(ctx context.Context, js jetstream.JetStream, home, bucket 
 	}
 	bs, ok := st.(*jetstream.KeyValueBucketStatus)
 	if !ok {
-		return jetstream.KeyValueConfig{}, fmt.Errorf("protocol: bucket %s: unexpected status %T", bucket, st)
+		return jetstream.KeyValueConfig{}, fmt.Errorf("region: bucket %s: unexpected status %T", bucket, st)
 	}
 	info := bs.StreamInfo()
 	return jetstream.KeyValueConfig{
@@ -268,14 +271,14 @@ func homeBucketConfig(ctx context.Context, js jetstream.JetStream, home, bucket 
 // TTL (KeyTTL), as the shared bucket's LimitMarkerTTL does. An existing
 // overlay is only ever given a longer marker TTL (JetStream cannot turn
 // message TTLs off again).
-func ensureOverlay(ctx context.Context, js jetstream.JetStream, t Topology, shared string, markerTTL time.Duration) error {
+func ensureOverlay(ctx context.Context, js jetstream.JetStream, t streams.Topology, shared string, markerTTL time.Duration) error {
 	name := OverlayBucket(shared)
 	if s, err := js.Stream(ctx, kvStream(name)); err == nil {
 		if markerTTL <= s.CachedInfo().Config.SubjectDeleteMarkerTTL {
 			return nil
 		}
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("protocol: overlay of %s: %w", shared, err)
+		return fmt.Errorf("region: overlay of %s: %w", shared, err)
 	}
 	storage := jetstream.FileStorage
 	if t.MemoryStorage {
@@ -290,7 +293,7 @@ func ensureOverlay(ctx context.Context, js jetstream.JetStream, t Topology, shar
 		LimitMarkerTTL: markerTTL,
 	})
 	if err != nil {
-		return fmt.Errorf("protocol: overlay of %s: %w", shared, err)
+		return fmt.Errorf("region: overlay of %s: %w", shared, err)
 	}
 	return nil
 }
@@ -302,7 +305,7 @@ func mirrorDomain(m *jetstream.StreamSource) string {
 	if m.External == nil {
 		return ""
 	}
-	// nats.go turns Domain into the API prefix "$JS.<domain>.API".
+	// nats.go turns Domain into the API prefix "$JS.<domain>API".
 	d, ok := strings.CutPrefix(m.External.APIPrefix, "$JS.")
 	if !ok {
 		return ""

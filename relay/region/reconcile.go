@@ -1,4 +1,4 @@
-package protocol
+package region
 
 import (
 	"context"
@@ -76,7 +76,7 @@ func (g *Regional) reconcile(ctx context.Context, bucket string, interval time.D
 	}
 	w, err := v.overlay.WatchAll(ctx)
 	if err != nil {
-		return fmt.Errorf("protocol: watch overlay of %s: %w", bucket, err)
+		return fmt.Errorf("region: watch overlay of %s: %w", bucket, err)
 	}
 	defer w.Stop()
 	keys := map[string]*pending{}
@@ -88,7 +88,7 @@ func (g *Regional) reconcile(ctx context.Context, bucket string, interval time.D
 			return nil
 		case e, ok := <-w.Updates():
 			if !ok {
-				return errors.New("protocol: overlay watcher ended")
+				return errors.New("region: overlay watcher ended")
 			}
 			if e == nil {
 				continue

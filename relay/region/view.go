@@ -1,4 +1,4 @@
-package protocol
+package region
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Regional is the JetStream a process uses in its region. Outside the
@@ -28,12 +31,12 @@ import (
 type Regional struct {
 	jetstream.JetStream
 	region  Region
-	topo    Topology
+	topo    streams.Topology
 	shared  map[string]bool
 	logger  *slog.Logger
 	home    jetstream.JetStream // the home domain's API
 	active  bool
-	kvPre   string // "$JS.<home>.API" + "." for raw publishes to shared keys
+	kvPre   string // "$JS.<home>API" + "." for raw publishes to shared keys
 	homeTry atomic.Int64
 
 	mu    sync.Mutex
@@ -45,7 +48,7 @@ type Regional struct {
 }
 
 // NewRegional wraps js for region r. logger may be nil.
-func NewRegional(js jetstream.JetStream, t Topology, r Region, logger *slog.Logger) (*Regional, error) {
+func NewRegional(js jetstream.JetStream, t streams.Topology, r Region, logger *slog.Logger) (*Regional, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -55,12 +58,12 @@ func NewRegional(js jetstream.JetStream, t Topology, r Region, logger *slog.Logg
 	}
 	home, err := jetstream.NewWithDomain(js.Conn(), g.region.HomeDomain)
 	if err != nil {
-		return nil, fmt.Errorf("protocol: home domain %s: %w", g.region.HomeDomain, err)
+		return nil, fmt.Errorf("region: home domain %s: %w", g.region.HomeDomain, err)
 	}
 	g.home, g.active = home, true
 	g.kvPre = "$JS." + g.region.HomeDomain + ".API."
 	g.shared = map[string]bool{}
-	for _, b := range SharedStateBuckets {
+	for _, b := range wire.SharedStateBuckets {
 		g.shared[b] = true
 	}
 	return g, nil
@@ -68,6 +71,11 @@ func NewRegional(js jetstream.JetStream, t Topology, r Region, logger *slog.Logg
 
 // Region is the region the process runs in, with defaults applied.
 func (g *Regional) Region() Region { return g.region }
+
+// OwnsBucket reports whether g sets up the bucket itself: in a region that
+// is not the home, a shared bucket is a mirror of the home's
+// (streams.BucketOwner).
+func (g *Regional) OwnsBucket(name string) bool { return g.active && g.shared[name] }
 
 // KeyValue returns a shared bucket as the region sees it; any other
 // bucket as it is.
@@ -229,15 +237,15 @@ func (g *Regional) view(ctx context.Context, bucket string) (*RegionalKV, error)
 	}
 	mirrorStream, err := g.JetStream.Stream(ctx, kvStream(bucket))
 	if err != nil {
-		return nil, fmt.Errorf("protocol: bucket %s: %w", bucket, err)
+		return nil, fmt.Errorf("region: bucket %s: %w", bucket, err)
 	}
 	overlay, err := g.JetStream.KeyValue(ctx, OverlayBucket(bucket))
 	if err != nil {
-		return nil, fmt.Errorf("protocol: overlay of %s: %w", bucket, err)
+		return nil, fmt.Errorf("region: overlay of %s: %w", bucket, err)
 	}
 	overlayStream, err := g.JetStream.Stream(ctx, kvStream(OverlayBucket(bucket)))
 	if err != nil {
-		return nil, fmt.Errorf("protocol: overlay of %s: %w", bucket, err)
+		return nil, fmt.Errorf("region: overlay of %s: %w", bucket, err)
 	}
 	v := &RegionalKV{
 		KeyValue: mirror, g: g, name: bucket,

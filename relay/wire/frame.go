@@ -1,4 +1,4 @@
-package protocol
+package wire
 
 import (
 	"encoding/json"
@@ -99,7 +99,7 @@ func (f Frame) Encode() []byte {
 	b, err := json.Marshal(f)
 	if err != nil {
 		// Frame has no field that can fail to marshal.
-		panic(fmt.Sprintf("protocol: encode frame: %v", err))
+		panic(fmt.Sprintf("wire: encode frame: %v", err))
 	}
 	return b
 }
@@ -108,11 +108,11 @@ func (f Frame) Encode() []byte {
 func DecodeFrame(data []byte) (Frame, error) {
 	var f Frame
 	if err := json.Unmarshal(data, &f); err != nil {
-		return Frame{}, fmt.Errorf("protocol: decode frame: %w", err)
+		return Frame{}, fmt.Errorf("wire: decode frame: %w", err)
 	}
 	switch f.Kind {
 	case KindClaim, KindChunk, KindEnd:
 		return f, nil
 	}
-	return Frame{}, fmt.Errorf("protocol: decode frame: unknown kind %q", f.Kind)
+	return Frame{}, fmt.Errorf("wire: decode frame: unknown kind %q", f.Kind)
 }

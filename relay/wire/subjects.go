@@ -1,4 +1,4 @@
-package protocol
+package wire
 
 import "strings"
 
@@ -18,6 +18,10 @@ const (
 	chunkPrefix  = "relay.chunks."
 	livePrefix   = "relay.live."
 	cancelPrefix = "relay.cancel."
+	// presencePrefix is published and answered by edges only; NATS
+	// permissions must let an edge publish and subscribe to
+	// relay.presence.>.
+	presencePrefix = "relay.presence."
 
 	// MetaBucket is the KV bucket of stream metadata, keyed by stream id.
 	MetaBucket = "relay_streams"
@@ -38,6 +42,18 @@ func LiveSubject(streamID string) string { return livePrefix + streamID }
 // record of a cancellation is Meta.Cancelled, which a worker reads when it
 // takes a request, so a cancellation is not lost while no worker holds it.
 func CancelSubject(streamID string) string { return cancelPrefix + streamID }
+
+// PresenceSubject is where an edge answers, with an empty reply, for as
+// long as one of its clients follows the stream: the subscription is made
+// with the stream's live subscription and dropped with its last follower.
+// A request that nobody answers gets NATS's no-responders status at once,
+// so "nobody follows" is a definite answer and not a timeout.
+func PresenceSubject(streamID string) string { return presencePrefix + streamID }
+
+// StreamIDFromPresence returns the stream id of a presence subject.
+func StreamIDFromPresence(subject string) (string, bool) {
+	return strings.CutPrefix(subject, presencePrefix)
+}
 
 // StreamIDFromLive returns the stream id of a live subject.
 func StreamIDFromLive(subject string) (string, bool) {

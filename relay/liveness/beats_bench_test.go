@@ -1,10 +1,12 @@
-package protocol
+package liveness
 
 import (
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // BenchmarkHeartbeatTraffic measures what one worker's heartbeats cost
@@ -25,13 +27,13 @@ func BenchmarkHeartbeatTraffic(b *testing.B) {
 		b.Run(fmt.Sprintf("inflight=%d", n), func(b *testing.B) {
 			beats := NewBeats("bench-worker-1", "0123456789abcdef", time.Second)
 			// held is oldest first: the oldest request ends first.
-			var held []Delivery
+			var held []wire.Delivery
 			seq := uint64(1_000_000)
 			take := func() {
 				seq++
-				held = append(held, Delivery{
-					StreamID: NewStreamID(),
-					Reply: fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.%d", RequestStream, WorkerConsumer,
+				held = append(held, wire.Delivery{
+					StreamID: wire.NewStreamID(),
+					Reply: fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.%d", wire.RequestStream, wire.WorkerConsumer,
 						seq, seq, time.Now().UnixNano(), n),
 					Seq: seq, Delivered: 1,
 				})
@@ -52,7 +54,7 @@ func BenchmarkHeartbeatTraffic(b *testing.B) {
 						take()
 					}
 					data, _ := json.Marshal(beats.Next(held, i == 0))
-					var hb Heartbeat
+					var hb wire.Heartbeat
 					if err := json.Unmarshal(data, &hb); err != nil {
 						b.Fatal(err)
 					}

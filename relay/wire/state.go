@@ -1,13 +1,10 @@
-package protocol
+package wire
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Cluster-wide provider state: circuit breakers, shared Retry-After pauses,
@@ -56,14 +53,6 @@ var SharedStateBuckets = []string{BreakerBucket, PauseBucket, QuotaBucket, Canar
 // CoordinatorLeaseKey is the key of the active coordinator's lease in
 // LeaseBucket.
 const CoordinatorLeaseKey = "coordinator"
-
-// quotaRetention bounds how long a report or a share outlives its writer:
-// every live node rewrites its own each quota interval.
-const quotaRetention = time.Minute
-
-// leaseMarkerTTL is how long LeaseBucket keeps the marker of an expired
-// lease, which tells watchers it expired.
-const leaseMarkerTTL = time.Minute
 
 // Pause is a provider's (or a model's) shared Retry-After: no worker calls
 // it before Until.
@@ -124,33 +113,14 @@ func ParseKeyToken(tok string) (string, error) {
 			continue
 		}
 		if i+2 >= len(tok) {
-			return "", fmt.Errorf("protocol: key token %q: truncated escape", tok)
+			return "", fmt.Errorf("wire: key token %q: truncated escape", tok)
 		}
 		c, err := strconv.ParseUint(tok[i+1:i+3], 16, 8)
 		if err != nil {
-			return "", fmt.Errorf("protocol: key token %q: %w", tok, err)
+			return "", fmt.Errorf("wire: key token %q: %w", tok, err)
 		}
 		b.WriteByte(byte(c))
 		i += 2
 	}
 	return b.String(), nil
-}
-
-// setupState creates the shared-state buckets, leaving alone any that exists
-// as a mirror of another region's.
-func setupState(ctx context.Context, js jetstream.JetStream, t Topology, storage jetstream.StorageType) error {
-	configs := []jetstream.KeyValueConfig{
-		{Bucket: BreakerBucket, History: 1},
-		{Bucket: PauseBucket, History: 1},
-		{Bucket: QuotaBucket, History: 1, TTL: quotaRetention},
-		{Bucket: CanaryBucket, History: 1},
-		{Bucket: LeaseBucket, History: 1, LimitMarkerTTL: leaseMarkerTTL},
-	}
-	for _, cfg := range configs {
-		cfg.Storage, cfg.Replicas = storage, t.Replicas
-		if err := ensureKV(ctx, js, cfg); err != nil {
-			return fmt.Errorf("protocol: bucket %s: %w", cfg.Bucket, err)
-		}
-	}
-	return nil
 }

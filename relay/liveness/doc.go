@@ -1,0 +1,54 @@
+// Package liveness hands a silent worker's requests to another worker at
+// once, well before AckWait: workers publish heartbeats (Beats builds them),
+// watchers follow them (Watcher) and hand the deliveries of a worker that
+// fell silent over (HandOver), one NAK per delivery however many watchers
+// see it. The messages are wire.Heartbeat and wire.Delivery.
+//
+// Every worker publishes a wire.Heartbeat on wire.LivenessSubject (core NATS, every
+// worker.heartbeat_interval, default 500ms, on a connection of its own so
+// that a busy main connection cannot delay it) describing the deliveries
+// it holds (reply subject, request sequence, delivery count) and its
+// liveness timeout (worker.liveness_timeout, default 1.5s). Every
+// coordinator, and every worker unless worker.disable_peer_watch, watches
+// them, also on a connection of its own:
+//
+//	worker A ── Heartbeat{beat n, full or delta} ──▶ relay.liveness ──▶ watchers (coordinators, workers B, C…)
+//	watcher  ── "<instance>" or "" (lacks a set) ──▶ relay.liveness.sync ──▶ worker A: next beat full
+//	           …silence for A's timeout…
+//	watcher  ── KV Create relay_handovers[<seq>.<delivered>]   (exactly one watcher wins)
+//	winner   ── "-NAK" to the delivery's reply subject          (the queue redelivers at once)
+//	worker B ◀── the request; claim frame (fences A); continuation
+//
+// Heartbeats are numbered per instance (Beat 1, 2, 3… without gaps). The
+// first, and every tenth interval's (every 5s by default), is full: it
+// lists every delivery. The others, including the early one a worker
+// sends soon after it took a request, are deltas: the deliveries Added and
+// Removed (by sequence and delivery count) since the beat before. Every
+// heartbeat carries Held, the size of the set. So a heartbeat's size
+// follows the churn of requests, not how many are in flight: at 2,600 in
+// flight a full heartbeat is ~400 KB, a delta ~100 bytes plus ~150 per
+// request taken and ~30 per request let go.
+//
+// A watcher keeps each instance's set: a full beat replaces it, a delta
+// changes it only if it is numbered right after the last beat heard. A
+// watcher that missed a beat (a gap in the numbers, a count that does not
+// match Held, a reconnect or a message dropped by its subscription, or it
+// just started) forgets the set until the next full beat. Meanwhile it
+// knows only the deliveries added in the beats it heard since the gap
+// (none can have been removed unheard), hands over only those, and leaves
+// the others to AckWait. It never NAKs from a set that may be out of
+// date, since acks and NAKs are matched by the request's sequence only: a
+// NAK of a delivery the worker let go of could take the request from its
+// new owner. So as not to wait for the next periodic full beat, it asks
+// for one on LivenessSyncSubject (naming the instance, at most once a
+// second each; everyone at start and after losses); the worker answers
+// within an interval, with at most one full beat an interval however many
+// watchers ask.
+//
+// A watcher that does not hear its own echo (its connection is down or
+// stalled, or it was paused) judges no one until it does. A worker's pulls
+// expire within half its liveness timeout, so a paused worker holds no pull
+// when its requests are redelivered. A draining worker hands its own
+// streams over the same way, after checking that no one wrote to them
+// after its last frame; AckWait remains the fallback for everything else.
+package liveness

@@ -1,0 +1,57 @@
+// Package wire is the contract between the relay's roles: the
+// JetStream streams and subjects they share, the messages on them, and the
+// cursor clients resume with. Every role imports it; nothing else defines a
+// subject or a frame.
+//
+// # Protocol flow
+//
+//	client ──POST──▶ edge
+//	                  │ 1. Meta            KV  relay_streams[<id>]       (Create: the id is new)
+//	                  │ 1. Request         JS  relay.requests             (work queue, Nats-Msg-Id = <id>)
+//	                  │    (both at once; the client learns the id when both are stored)
+//	                  ▼
+//	              worker ◀── pull, one message per free slot; InProgress while streaming
+//	                  │ 3. claim frame     JS  relay.chunks.<id>          (fences any earlier writer; a
+//	                  │                                                    redelivery reads the frames first)
+//	                  │ 4. chunk frames    JS  relay.chunks.<id>          (seq 1..N, each chained on the last)
+//	                  │ 5. end frame       JS  relay.chunks.<id>          (status done|incomplete|failed|cancelled)
+//	                  │ 6. ack the request (only while it still owns the stream)
+//	                  ▼
+//	  RELAY_CHUNKS republishes every stored frame to relay.live.<id> with
+//	  Nats-Sequence and Nats-Last-Sequence headers
+//	                  ▼
+//	edge ── one core subscription per stream it serves; history and gaps are
+//	        read with batched direct gets; every client event carries a Cursor.
+//
+// # Fencing
+//
+// Every frame a worker appends is published with
+// Nats-Expected-Last-Subject-Sequence set to the stream sequence of the
+// frame before it. A worker that takes a stream over appends a claim frame
+// chained on what it read, so the previous owner's next append fails with
+// "wrong last sequence" and that worker abandons the stream without acking.
+//
+// # Cancellation
+//
+// An edge sets Meta.Cancelled (the durable record) and publishes on
+// CancelSubject(<id>) (the prompt notice). The worker holding the stream
+// closes its upstream call and appends an end frame with status cancelled;
+// a worker that takes the request later finds the record first.
+//
+// # Cursors
+//
+// A client sees chunk frames and the end frame. Each carries a per-stream
+// sequence (1, 2, 3, ... without gaps; the end frame is last) and is stored
+// at a JetStream sequence; the pair is the Cursor ("<seq>-<jsseq>"), so a
+// resume seeks straight to the next frame and can verify that the cursor
+// belongs to the stream.
+//
+// # Roles of the other packages
+//
+// This package holds the contract only: names, messages and their
+// encodings, with no goroutines and no JetStream calls. Package streams
+// creates and checks the streams and buckets named here, package liveness
+// runs the heartbeats and handovers whose messages are defined here, and
+// package fleet keeps the cluster-wide provider state (state.go names its
+// buckets and keys).
+package wire
