@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/fleet/quota"
 )
 
 // callTotals sums the fleet's calls per "<provider>/<model>" since the

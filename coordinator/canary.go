@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/relaydev/relay/relay/canary"
-	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/canary"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -55,10 +55,10 @@ func (c *Coordinator) ramp(ctx context.Context, s *state, model string, cfg cana
 		}
 		next, e, err := canary.Next(cur, cfg, model, time.Now(), total)
 		if err != nil {
-			return cur, cluster.ErrNoChange
+			return cur, fleet.ErrNoChange
 		}
 		if e == nil && next.Seen == cur.Seen {
-			return cur, cluster.ErrNoChange
+			return cur, fleet.ErrNoChange
 		}
 		ev = e
 		return next, nil

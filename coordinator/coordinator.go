@@ -31,8 +31,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/liveness"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/streams"
@@ -260,7 +260,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { c.watchLiveness(ctx) })
-	lease := cluster.Lease{JS: c.deps.JS, KV: kv, Key: wire.CoordinatorLeaseKey, Holder: c.name, TTL: c.cfg.LeaseTTL, Logger: c.deps.Logger}
+	lease := fleet.Lease{JS: c.deps.JS, KV: kv, Key: wire.CoordinatorLeaseKey, Holder: c.name, TTL: c.cfg.LeaseTTL, Logger: c.deps.Logger}
 	return lease.Run(ctx, func(ctx context.Context) {
 		c.setActive(true)
 		c.event("lease", c.name+" is the active coordinator", slog.LevelInfo)

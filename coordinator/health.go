@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -88,7 +88,7 @@ func (c *Coordinator) judge(s *state, p provider.Config, probe wire.Health, now 
 func (c *Coordinator) worstBreaker(s *state, name string) breaker.Phase {
 	worst := breaker.Closed
 	for key, row := range s.breakers.All() {
-		if p, _ := cluster.ParseScope(key); p != name {
+		if p, _ := fleet.ParseScope(key); p != name {
 			continue
 		}
 		switch row.Value.Current() {

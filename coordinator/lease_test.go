@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/relaydev/relay/coordinator"
-	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/streams"

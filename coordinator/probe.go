@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -65,7 +65,7 @@ func unclaimedFor(b breaker.State, now time.Time, grace time.Duration) bool {
 // probeBreaker claims the probe of breaker key and resolves it with a
 // health probe of its provider.
 func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
-	name, _ := cluster.ParseScope(key)
+	name, _ := fleet.ParseScope(key)
 	p, ok := c.deps.Catalog.Provider(name)
 	if !ok {
 		return
@@ -76,7 +76,7 @@ func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
 	_, won, err := s.breakers.Update(ctx, key, func(cur breaker.State, _ bool) (breaker.State, error) {
 		next, e, ok := breaker.Claim(cur, cfg, time.Now(), key, c.name, id)
 		if !ok {
-			return cur, cluster.ErrNoChange
+			return cur, fleet.ErrNoChange
 		}
 		ev = e
 		return next, nil
@@ -103,7 +103,7 @@ func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
 	_, written, err := s.breakers.Update(ctx, key, func(cur breaker.State, _ bool) (breaker.State, error) {
 		next, e, ok := breaker.Resolve(cur, cfg, time.Now(), key, c.name, id, v, reason)
 		if !ok {
-			return cur, cluster.ErrNoChange
+			return cur, fleet.ErrNoChange
 		}
 		res = e
 		return next, nil

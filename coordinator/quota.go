@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -44,7 +44,7 @@ func (c *Coordinator) tenantLimits(edges int) quota.Limits {
 // configuration for a provider it knows, else what the nodes report.
 func (c *Coordinator) limitOf(key string, reported float64, tenants quota.Limits) float64 {
 	if quota.IsTenant(key) {
-		name, err := cluster.TenantName(key)
+		name, err := fleet.TenantName(key)
 		if err != nil {
 			return 0
 		}
@@ -123,12 +123,12 @@ func (c *Coordinator) allocate(ctx context.Context, s *state, now time.Time) {
 	}
 	for node, sh := range shares {
 		data, _ := json.Marshal(sh)
-		if _, err := s.quotas.Put(ctx, cluster.ShareKey(node), data); err != nil && ctx.Err() == nil {
+		if _, err := s.quotas.Put(ctx, fleet.ShareKey(node), data); err != nil && ctx.Err() == nil {
 			c.deps.Logger.Debug("share not written", "node", node, "err", err)
 		}
 	}
 	data, _ := json.Marshal(tenants)
-	if _, err := s.quotas.Put(ctx, cluster.LimitsKey, data); err != nil && ctx.Err() == nil {
+	if _, err := s.quotas.Put(ctx, fleet.LimitsKey, data); err != nil && ctx.Err() == nil {
 		c.deps.Logger.Debug("tenant limits not written", "err", err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/coordinator"
-	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
@@ -24,7 +24,7 @@ func TestTenantLimitSharedByEveryEdge(t *testing.T) {
 	key := quota.TenantRPM(wire.KeyToken("acme"))
 	report := func(node string, demand map[string]float64) {
 		data, _ := json.Marshal(quota.Report{Node: node, Role: "edge", At: time.Now().UTC(), Interval: 100, Demand: demand})
-		if _, err := kv.Put(ctx, cluster.DemandKey("edge", node), data); err != nil {
+		if _, err := kv.Put(ctx, fleet.DemandKey("edge", node), data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -33,7 +33,7 @@ func TestTenantLimitSharedByEveryEdge(t *testing.T) {
 	startCoordinator(t, srv, coordinator.Config{QuotaInterval: 50 * time.Millisecond, TenantRPM: 60}, upstreamOK(t), "c")
 
 	share := func(node string) (float64, bool) {
-		e, err := kv.Get(ctx, cluster.ShareKey(node))
+		e, err := kv.Get(ctx, fleet.ShareKey(node))
 		if err != nil {
 			return 0, false
 		}

@@ -8,10 +8,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/canary"
-	"github.com/relaydev/relay/relay/cluster"
-	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
+	"github.com/relaydev/relay/relay/fleet/canary"
+	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -19,9 +19,9 @@ import (
 type state struct {
 	health   jetstream.KeyValue
 	quotas   jetstream.KeyValue
-	breakers *cluster.Table[breaker.State]
-	canaries *cluster.Table[canary.State]
-	reports  *cluster.Table[quota.Report]
+	breakers *fleet.Table[breaker.State]
+	canaries *fleet.Table[canary.State]
+	reports  *fleet.Table[quota.Report]
 	// calls accumulates the fleet's call counts per "<provider>/<model>"
 	// from the differences between each node's reports.
 	calls *callTotals
@@ -52,10 +52,10 @@ func (c *Coordinator) openState(ctx context.Context) (*state, error) {
 		return nil, err
 	}
 	log := c.deps.Logger
-	s.breakers = cluster.NewTable[breaker.State](kb, log)
-	s.canaries = cluster.NewTable[canary.State](kc, log)
-	s.reports = cluster.NewTable[quota.Report](s.quotas, log, cluster.DemandPrefix+">")
-	s.reports.OnChange = func(_ string, row cluster.Row[quota.Report], ok bool) {
+	s.breakers = fleet.NewTable[breaker.State](kb, log)
+	s.canaries = fleet.NewTable[canary.State](kc, log)
+	s.reports = fleet.NewTable[quota.Report](s.quotas, log, fleet.DemandPrefix+">")
+	s.reports.OnChange = func(_ string, row fleet.Row[quota.Report], ok bool) {
 		if ok {
 			s.calls.add(row.Value)
 		}

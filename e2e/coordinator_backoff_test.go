@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/backoff"
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/cluster"
 	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/wire"
@@ -39,7 +39,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 		return status, "4"
 	}
 	front.fail.Store(&fail)
-	pauses := cluster.NewTable[wire.Pause](c.kv(wire.PauseBucket), nil)
+	pauses := fleet.NewTable[wire.Pause](c.kv(wire.PauseBucket), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go pauses.Run(ctx)

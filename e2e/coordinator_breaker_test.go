@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/backoff"
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/cluster"
 	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
@@ -174,7 +174,7 @@ func TestCoordinatorKilledWorkersCarryOn(t *testing.T) {
 	front := c.fronts["mock"]
 	leases := c.kv(wire.LeaseBucket)
 	holder := func() string {
-		l, err := cluster.LeaseHolder(context.Background(), leases, wire.CoordinatorLeaseKey)
+		l, err := fleet.LeaseHolder(context.Background(), leases, wire.CoordinatorLeaseKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +225,7 @@ func TestCoordinatorStatusEndpoint(t *testing.T) {
 	c.fronts["mock"].down.Store(true)
 	log := c.watchBreaker("mock")
 	c.trip(log, c.fronts["mock"])
-	var st cluster.Status
+	var st fleet.Status
 	// The edge reads every bucket for each request; on a loaded machine a
 	// read may time out, which the answer reports (a 503 if nothing was
 	// read, else in "errors"): ask again.
@@ -235,7 +235,7 @@ func TestCoordinatorStatusEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		st = cluster.Status{}
+		st = fleet.Status{}
 		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 			t.Fatal(err)
 		}

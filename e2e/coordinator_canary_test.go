@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaydev/relay/relay/canary"
 	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/fleet/canary"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"

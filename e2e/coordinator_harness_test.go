@@ -22,22 +22,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/coordinator"
-	"github.com/relaydev/relay/relay"
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/canary"
-	"github.com/relaydev/relay/relay/cluster"
 	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
+	"github.com/relaydev/relay/relay/fleet/canary"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
+	"github.com/relaydev/relay/relay/worker"
 )
 
 // The coordinator tests (issue 6) run a real nats-server, one fake
 // upstream behind one front per provider (the front logs every request
-// and injects outages), several workers started with relay.New and the
+// and injects outages), several workers started with worker.New and the
 // cluster gate as relay/app wires them, an edge started as the binary
 // starts it, and, when a test asks, a coordinator it can stop.
 
@@ -159,8 +159,8 @@ type clu struct {
 	edge    string
 	edges   []string
 	fronts  map[string]*cluFront
-	gates   []*relay.SharedGate
-	workers []*relay.Worker
+	gates   []*fleet.SharedGate
+	workers []*worker.Worker
 	events  *cluEvents
 
 	coordMu     sync.Mutex
@@ -287,12 +287,12 @@ func startClu(t *testing.T, o cluOptions) *clu {
 		wcfg := cfg.Worker
 		wcfg.ID = fmt.Sprintf("w%d", i+1)
 		wlog := logger.With("role", "worker", "worker", wcfg.ID)
-		gate, err := relay.NewSharedGate(g.ctx, relay.SharedGateConfig{ID: wcfg.ID, QuotaInterval: o.Interval},
-			relay.SharedGateDeps{JS: js, Catalog: catalog, Logger: wlog, Events: c.events})
+		gate, err := fleet.NewSharedGate(g.ctx, fleet.SharedGateConfig{ID: wcfg.ID, QuotaInterval: o.Interval},
+			fleet.SharedGateDeps{JS: js, Catalog: catalog, Logger: wlog, Events: c.events})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := relay.New(wcfg, relay.Deps{
+		w, err := worker.New(wcfg, worker.Deps{
 			NC: nc, JS: js, Catalog: catalog, Upstream: upstream.NewClient(&http.Client{}),
 			Logger: wlog, Topology: cfg.Streams, Gate: gate,
 		})
@@ -401,8 +401,8 @@ type breakerLog struct {
 func (c *clu) watchBreaker(scope string) *breakerLog {
 	c.t.Helper()
 	l := &breakerLog{}
-	tab := cluster.NewTable[breaker.State](c.kv(wire.BreakerBucket), nil, scope)
-	tab.OnChange = func(_ string, row cluster.Row[breaker.State], ok bool) {
+	tab := fleet.NewTable[breaker.State](c.kv(wire.BreakerBucket), nil, scope)
+	tab.OnChange = func(_ string, row fleet.Row[breaker.State], ok bool) {
 		l.mu.Lock()
 		l.phases = append(l.phases, phaseAt{at: time.Now(), state: row.Value})
 		l.mu.Unlock()
@@ -506,8 +506,8 @@ func (c *clu) watchCanary(model string) func() []canaryAt {
 	c.t.Helper()
 	var mu sync.Mutex
 	var states []canaryAt
-	tab := cluster.NewTable[canary.State](c.kv(wire.CanaryBucket), nil, wire.KeyToken(model))
-	tab.OnChange = func(_ string, row cluster.Row[canary.State], ok bool) {
+	tab := fleet.NewTable[canary.State](c.kv(wire.CanaryBucket), nil, wire.KeyToken(model))
+	tab.OnChange = func(_ string, row fleet.Row[canary.State], ok bool) {
 		if ok {
 			mu.Lock()
 			states = append(states, canaryAt{at: time.Now(), state: row.Value})

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/backoff"
-	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/fleet/breaker"
+	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/quota"
 	"github.com/relaydev/relay/relay/relaytest"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/quota"
 )
 
 // quotaLoad runs n clients, each sending requests back to back to the

@@ -9,7 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relaydev/relay/relay"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 )
 
 // The recorders of options.Record: what the fake upstream received and
@@ -72,11 +73,11 @@ func (l *callLog) all() []upstreamCall {
 type gateLog struct {
 	mu          sync.Mutex
 	admits      int
-	reports     []relay.Report
+	reports     []fleet.Report
 	beforeAdmit func(n int, provider string)
 }
 
-func (g *gateLog) Admit(_ context.Context, provider, _ string) (relay.Ticket, error) {
+func (g *gateLog) Admit(_ context.Context, provider, _ string) (fleet.Ticket, error) {
 	g.mu.Lock()
 	g.admits++
 	n, hook := g.admits, g.beforeAdmit
@@ -89,7 +90,7 @@ func (g *gateLog) Admit(_ context.Context, provider, _ string) (relay.Ticket, er
 
 type gateTicket struct{ g *gateLog }
 
-func (t gateTicket) Done(r relay.Report) {
+func (t gateTicket) Done(r fleet.Report) {
 	t.g.mu.Lock()
 	defer t.g.mu.Unlock()
 	t.g.reports = append(t.g.reports, r)
@@ -107,7 +108,7 @@ func (g *gateLog) verdicts() []string {
 }
 
 // report returns the i-th report.
-func (g *gateLog) report(i int) relay.Report {
+func (g *gateLog) report(i int) fleet.Report {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.reports[i]
@@ -119,7 +120,7 @@ func (g *gateLog) failures(provider string) int {
 	defer g.mu.Unlock()
 	n := 0
 	for _, r := range g.reports {
-		if r.Provider == provider && r.Verdict == relay.Failure {
+		if r.Provider == provider && r.Verdict == breaker.Failure {
 			n++
 		}
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay"
 	"github.com/relaydev/relay/relay/app"
 	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/config"
@@ -29,6 +28,7 @@ import (
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/worker"
 )
 
 // start is how an end-to-end test runs a relay in its own process:
@@ -56,7 +56,7 @@ type system struct {
 	// worker's gate saw, and the worker itself (tests call Reload).
 	Calls *callLog
 	Gate  *gateLog
-	Relay *relay.Worker
+	Relay *worker.Worker
 
 	serveOnce sync.Once
 	serve     func()
@@ -71,7 +71,7 @@ type options struct {
 	// serveMock: calls to it are refused until then.
 	MockLater bool
 	// Record fronts the mock with a log of the chat requests it receives
-	// (system.Calls) and starts the one worker with relay.New and a gate
+	// (system.Calls) and starts the one worker with worker.New and a gate
 	// that admits every call and keeps every report, which is what a
 	// circuit breaker would count (system.Gate).
 	Record bool
@@ -181,7 +181,7 @@ func start(t *testing.T, o options) *system {
 			}
 			continue
 		}
-		deps := relay.Deps{
+		deps := worker.Deps{
 			Catalog:  catalog,
 			Upstream: upstream.NewClient(&http.Client{}),
 			Logger:   logger.With("role", "worker"),
@@ -192,7 +192,7 @@ func start(t *testing.T, o options) *system {
 			s.Gate = &gateLog{}
 			deps.Gate = s.Gate
 		}
-		w, err := relay.New(cfg.Worker, deps)
+		w, err := worker.New(cfg.Worker, deps)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/provider"
-	"github.com/relaydev/relay/relay/quota"
 )
 
 // The ops tests run every role with its ops endpoints (/healthz, /readyz,

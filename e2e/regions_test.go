@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/backoff"
-	"github.com/relaydev/relay/relay/breaker"
 	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/provider"

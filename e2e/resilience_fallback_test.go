@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
-	"github.com/relaydev/relay/relay/quota"
 )
 
 // Issue 4, fallback chains: when a model or a provider keeps failing, the

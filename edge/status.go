@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/fleet"
 )
 
 // statusTimeout bounds the reads of one GET /v1/relay/status.
@@ -19,7 +19,7 @@ const statusTimeout = 5 * time.Second
 func (s *Server) handleRelayStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), statusTimeout)
 	defer cancel()
-	st, err := cluster.ReadStatus(ctx, s.js)
+	st, err := fleet.ReadStatus(ctx, s.js)
 	if err != nil {
 		st.Errors = append(st.Errors, err.Error())
 		if st.Empty() {

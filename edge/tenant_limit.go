@@ -12,14 +12,14 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/wire"
 )
 
 // The edge's part of the cluster-wide provider state: the per-tenant
-// requests-per-minute limit (shared by every edge, cluster.TenantLimiter)
+// requests-per-minute limit (shared by every edge, fleet.TenantLimiter)
 // and a fast 503 for a model whose every provider's breaker is open. Both
 // act on local copies (a share, a watch of the breakers), so a
 // request makes no round trip for them. They start on the first request
@@ -67,8 +67,8 @@ func setRetryAfter(w http.ResponseWriter, e *wire.Error) {
 
 // edgeCluster is one edge's cluster state.
 type edgeCluster struct {
-	limiter  *cluster.TenantLimiter
-	breakers *cluster.Table[breaker.State]
+	limiter  *fleet.TenantLimiter
+	breakers *fleet.Table[breaker.State]
 }
 
 // lazyCluster starts an edge's cluster state once its buckets can be read.
@@ -118,10 +118,10 @@ func (s *Server) startCluster() (*edgeCluster, error) {
 	}
 	var b [4]byte
 	rand.Read(b[:])
-	node := &cluster.QuotaNode{KV: kvs[1], ID: "edge-" + hex.EncodeToString(b[:]), Logger: s.log}
+	node := &fleet.QuotaNode{KV: kvs[1], ID: "edge-" + hex.EncodeToString(b[:]), Logger: s.log}
 	st := &edgeCluster{
-		limiter:  cluster.NewTenantLimiter(node),
-		breakers: cluster.NewTable[breaker.State](kvs[0], s.log),
+		limiter:  fleet.NewTenantLimiter(node),
+		breakers: fleet.NewTable[breaker.State](kvs[0], s.log),
 	}
 	run, stop := context.WithCancel(context.Background())
 	go func() {

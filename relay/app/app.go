@@ -25,7 +25,6 @@ import (
 
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/edge"
-	"github.com/relaydev/relay/relay"
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
@@ -33,6 +32,7 @@ import (
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/region"
 	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/worker"
 )
 
 // Ready is told the addresses a process listens on once it serves.
@@ -50,7 +50,7 @@ type Addrs struct {
 }
 
 // Run runs role with cfg until ctx ends, then shuts it down gracefully: a
-// worker drains (see relay.Worker.Drain), within worker.drain_timeout.
+// worker drains (see worker.Worker.Drain), within worker.drain_timeout.
 // With pprof_listen set, the profiling listener (pprof.go) serves from
 // before the role connects until the role stopped.
 func Run(ctx context.Context, role config.Role, cfg config.Config, logger *slog.Logger, ready Ready) error {
@@ -279,7 +279,7 @@ func (r roles) worker(ctx context.Context, g *errgroup.Group) error {
 	if err != nil {
 		return err
 	}
-	w, err := relay.New(r.cfg.Worker, relay.Deps{
+	w, err := worker.New(r.cfg.Worker, worker.Deps{
 		NC: r.nc, LivenessNC: r.livenessNC, JS: r.js, Catalog: r.catalog,
 		Logger:     r.logger.With("role", "worker"),
 		Topology:   r.cfg.Streams,
@@ -306,7 +306,7 @@ func (r roles) worker(ctx context.Context, g *errgroup.Group) error {
 
 // reloadOnHangup re-reads the worker's api_keys_files on every SIGHUP
 // until ctx ends, so keys rotate without a restart.
-func reloadOnHangup(ctx context.Context, w *relay.Worker, logger *slog.Logger) error {
+func reloadOnHangup(ctx context.Context, w *worker.Worker, logger *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

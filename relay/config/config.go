@@ -14,13 +14,13 @@ import (
 
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/edge"
-	"github.com/relaydev/relay/relay"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/natsserver"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/region"
 	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/worker"
 )
 
 // Config is the whole file. Each role reads the sections it needs; Validate
@@ -39,7 +39,7 @@ type Config struct {
 	// Streams sizes the JetStream streams and buckets.
 	Streams     streams.Topology   `koanf:"streams"`
 	Edge        edge.Config        `koanf:"edge"`
-	Worker      relay.Config       `koanf:"worker"`
+	Worker      worker.Config      `koanf:"worker"`
 	Coordinator coordinator.Config `koanf:"coordinator"`
 	// Region places the process in one of several regions that share
 	// breaker and quota state (README "Regions"); zero: a single region.

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/relaydev/relay/relay/breaker"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/wire"
 )
 

@@ -3,7 +3,7 @@ package provider
 import (
 	"fmt"
 
-	"github.com/relaydev/relay/relay/canary"
+	"github.com/relaydev/relay/relay/fleet/canary"
 )
 
 // DefaultMaxRetriesPerModel is how many retries a request makes on one

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/backoff"
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/quota"
+	"github.com/relaydev/relay/relay/fleet/breaker"
+	"github.com/relaydev/relay/relay/fleet/quota"
 )
 
 // Defaults of a provider's zero fields.

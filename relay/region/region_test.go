@@ -318,7 +318,7 @@ func TestRegionSetupKeepsMirrors(t *testing.T) {
 }
 
 // A lease taken in a region cut off from the home is renewed there, by a
-// publish with a TTL and the expected revision, as relay/cluster.Lease
+// publish with a TTL and the expected revision, as relay/fleet.Lease
 // does; after the heal it reaches the home with its TTL.
 func TestRegionLeaseDuringPartition(t *testing.T) {
 	r := startRegions(t)

@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -59,7 +59,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		_, err := stdout.Write(body)
 		return err
 	}
-	var st cluster.Status
+	var st fleet.Status
 	if err := json.Unmarshal(body, &st); err != nil {
 		return fmt.Errorf("GET /v1/relay/status: %w", err)
 	}
@@ -77,7 +77,7 @@ const (
 )
 
 // printStatus renders st as tables.
-func printStatus(w io.Writer, st cluster.Status, color bool, now time.Time) {
+func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 	paint := func(c, s string) string {
 		if !color || c == "" {
 			return s

@@ -9,19 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaydev/relay/relay/breaker"
-	"github.com/relaydev/relay/relay/cluster"
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestStatusPrintsTheEdgesJSON(t *testing.T) {
 	now := time.Now()
-	st := cluster.Status{
+	st := fleet.Status{
 		Coordinator: wire.Lease{Holder: "coordinator@a"},
 		Health:      []wire.Health{{Provider: "openai", State: wire.HealthRed, Breaker: "open", LastError: "circuit breaker open", CheckedAt: now.Unix()}},
-		Breakers: []cluster.BreakerStatus{{Scope: "openai", Provider: "openai",
+		Breakers: []fleet.BreakerStatus{{Scope: "openai", Provider: "openai",
 			State: breaker.State{Phase: breaker.Open, Since: now, Trips: 2, Until: now.Add(20 * time.Second), By: "w1", Reason: "3 failures in a row"}}},
-		Quotas: cluster.QuotaStatus{Limits: []cluster.LimitStatus{{Key: "p.openai.rpm", PerMinute: 600, Used: 580, Demand: 900, Nodes: 3}}},
+		Quotas: fleet.QuotaStatus{Limits: []fleet.LimitStatus{{Key: "p.openai.rpm", PerMinute: 600, Used: 580, Demand: 900, Nodes: 3}}},
 	}
 	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/relay/status" || r.Header.Get("Authorization") != "Bearer k" {

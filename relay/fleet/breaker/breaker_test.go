@@ -1,0 +1,250 @@
+package breaker
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// store is a one-key KV with revisions: what package fleet gives the
+// breaker, reduced to the compare-and-swap contract.
+type store struct {
+	mu    sync.Mutex
+	state State
+	rev   uint64
+}
+
+func (s *store) read() (State, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state, s.rev
+}
+
+// update writes next if rev is still current.
+func (s *store) update(next State, rev uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rev != s.rev {
+		return false
+	}
+	s.state, s.rev = next, s.rev+1
+	return true
+}
+
+// node is one worker's view: it reads, computes with the pure functions,
+// and writes back with a revision check, as relay's gate does.
+type node struct {
+	name   string
+	cfg    Config
+	st     *store
+	streak Streak
+	log    func(Event)
+}
+
+func (n *node) transition(f func(State) (State, Event, bool)) bool {
+	for range 3 {
+		s, rev := n.st.read()
+		next, ev, ok := f(s)
+		if !ok {
+			return false
+		}
+		if n.st.update(next, rev) {
+			n.log(ev)
+			return true
+		}
+	}
+	return false
+}
+
+func (n *node) report(v Verdict) {
+	if n.streak.Observe(v, n.cfg.Failures) {
+		n.streak.Reset()
+		n.transition(func(s State) (State, Event, bool) {
+			return Trip(s, n.cfg, time.Now(), "mock", n.name, "3 failures in a row")
+		})
+	}
+}
+
+func (n *node) claim(id string) bool {
+	return n.transition(func(s State) (State, Event, bool) {
+		return Claim(s, n.cfg, time.Now(), "mock", n.name, id)
+	})
+}
+
+func (n *node) resolve(id string, v Verdict, reason string) bool {
+	return n.transition(func(s State) (State, Event, bool) {
+		return Resolve(s, n.cfg, time.Now(), "mock", n.name, id, v, reason)
+	})
+}
+
+func (n *node) decide() (Decision, time.Duration) {
+	s, _ := n.st.read()
+	return Decide(s, time.Now())
+}
+
+// TestEventLog runs one breaker through a whole outage on three nodes under
+// a fake clock and compares the transitions with the golden event log.
+func TestEventLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines []string
+		start := time.Now()
+		logEvent := func(e Event) {
+			e.At = time.Unix(0, 0).Add(e.At.Sub(start)) // relative, for the golden file
+			lines = append(lines, e.String())
+		}
+		cfg := Config{Cooldown: 30 * time.Second, MaxCooldown: 50 * time.Second, ProbeTimeout: time.Minute}.WithDefaults()
+		st := &store{}
+		w1 := &node{name: "w1", cfg: cfg, st: st, log: logEvent}
+		w2 := &node{name: "w2", cfg: cfg, st: st, log: logEvent}
+		w3 := &node{name: "w3", cfg: cfg, st: st, log: logEvent}
+
+		// Two failures, a success, then three failures: only a streak trips.
+		for _, v := range []Verdict{Failure, Failure, Success, Failure, Neutral, Failure} {
+			w1.report(v)
+		}
+		if d, _ := w2.decide(); d != Allow {
+			t.Fatalf("tripped early: %v", d)
+		}
+		w1.report(Failure)
+		// w2 learned nothing itself, but the shared state is open.
+		time.Sleep(10 * time.Second)
+		if d, wait := w2.decide(); d != Wait || wait != 20*time.Second {
+			t.Fatalf("decide = %v %v, want wait 20s", d, wait)
+		}
+		// A late failure on w3 does not trip an open breaker again.
+		for range 3 {
+			w3.report(Failure)
+		}
+
+		time.Sleep(20 * time.Second)
+		// w2 and w3 both read the same revision and race for the probe:
+		// exactly one claim is written.
+		s, rev := st.read()
+		n2, e2, ok2 := Claim(s, cfg, time.Now(), "mock", "w2", "p1")
+		n3, _, ok3 := Claim(s, cfg, time.Now(), "mock", "w3", "p2")
+		if !ok2 || !ok3 {
+			t.Fatal("cooldown over, but not claimable")
+		}
+		if !st.update(n2, rev) {
+			t.Fatal("first claim refused")
+		}
+		logEvent(e2)
+		if st.update(n3, rev) {
+			t.Fatal("second claim on the same revision accepted")
+		}
+		if w3.claim("p2") {
+			t.Fatal("w3 claimed a live probe")
+		}
+		if d, _ := w3.decide(); d != Wait {
+			t.Fatalf("w3 decides %v during w2's probe", d)
+		}
+		time.Sleep(2 * time.Second)
+		w2.resolve("p1", Failure, "probe failed: 503")
+
+		// Cooldown doubled: 60s, capped at 50s.
+		time.Sleep(49 * time.Second)
+		if w3.claim("p3") {
+			t.Fatal("claimed before the longer cooldown ended")
+		}
+		time.Sleep(time.Second)
+		if !w3.claim("p3") {
+			t.Fatal("no claim after the cooldown")
+		}
+		// Its client went away: the claim is released for the next call.
+		w3.resolve("p3", Neutral, "probe cancelled by its client")
+		if !w1.claim("p4") {
+			t.Fatal("released probe not claimable")
+		}
+		// w1 dies with the probe; after ProbeTimeout w2 takes over.
+		time.Sleep(59 * time.Second)
+		if w2.claim("p5") {
+			t.Fatal("claimed a live probe")
+		}
+		time.Sleep(time.Second)
+		if !w2.claim("p5") {
+			t.Fatal("expired probe not claimable")
+		}
+		// The dead owner's late verdict changes nothing.
+		if w1.resolve("p4", Success, "late") {
+			t.Fatal("expired claim resolved the breaker")
+		}
+		time.Sleep(500 * time.Millisecond)
+		w2.resolve("p5", Success, "probe succeeded")
+
+		end, _ := st.read()
+		if since, ok := Recovering(end, time.Now().Add(time.Second), 5*time.Second); !ok || !since.Equal(time.Now()) {
+			t.Fatalf("not recovering after the close: %v %v", since, ok)
+		}
+		if _, ok := Recovering(end, time.Now().Add(5*time.Second), 5*time.Second); ok {
+			t.Fatal("still recovering after the jitter window")
+		}
+		golden(t, "outage.log", strings.Join(lines, "\n")+"\n")
+	})
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("event log differs from %s:\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+func TestCooldownGrowsToTheCap(t *testing.T) {
+	cfg := Config{Cooldown: time.Second, MaxCooldown: 10 * time.Second}
+	var got []time.Duration
+	for trips := 1; trips <= 6; trips++ {
+		got = append(got, cfg.CooldownAfter(trips))
+	}
+	want := []time.Duration{1, 2, 4, 8, 10, 10}
+	for i := range want {
+		if got[i] != want[i]*time.Second {
+			t.Fatalf("cooldowns %v, want %v s", got, want)
+		}
+	}
+	if d := (Config{}).CooldownAfter(1 << 20); d != DefaultMaxCooldown {
+		t.Fatalf("huge trips: %v", d)
+	}
+}
+
+func TestStreak(t *testing.T) {
+	var s Streak
+	for i, v := range []Verdict{Failure, Failure, Neutral, Success, Failure, Failure} {
+		if s.Observe(v, 3) {
+			t.Fatalf("tripped at %d", i)
+		}
+	}
+	if !s.Observe(Failure, 3) {
+		t.Fatal("three in a row did not trip")
+	}
+	if s.Observe(Failure, -1) {
+		t.Fatal("a disabled breaker tripped")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{{Cooldown: -1}, {MaxCooldown: -1}, {ProbeTimeout: -1}, {Cooldown: time.Minute, MaxCooldown: time.Second}} {
+		if err := c.Validate("providers[0].breaker"); err == nil || !strings.HasPrefix(err.Error(), "providers[0].breaker.") {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	if err := (Config{Cooldown: 10 * time.Minute}).Validate("b"); err != nil {
+		t.Errorf("a long cooldown raises the default cap: %v", err)
+	}
+}

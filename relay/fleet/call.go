@@ -1,0 +1,93 @@
+package fleet
+
+import (
+	"context"
+	"time"
+
+	"github.com/relaydev/relay/relay/fleet/breaker"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/upstream"
+)
+
+// The seam between the worker's attempt loop and admission: the loop asks
+// a gate before each call (SharedGate.Admit in a cluster), tells the
+// Ticket it got how the call ended, and may pass a CallInfo in the
+// context of the call.
+
+// Ticket is one admitted call.
+type Ticket interface {
+	// Done reports how the call ended. It is called exactly once, also
+	// when the call was never made because the job stopped.
+	Done(Report)
+}
+
+// NoTicket is the Ticket of a call that nothing counts.
+type NoTicket struct{}
+
+// Done does nothing.
+func (NoTicket) Done(Report) {}
+
+// Report is the outcome of one admitted call.
+type Report struct {
+	Provider, Model string
+	Verdict         breaker.Verdict
+	// Class classifies Err; meaningless when Err is nil.
+	Class upstream.Class
+	Err   error
+	// RetryAfter is the wait the provider asked for (Retry-After,
+	// retry-after-ms), zero if none: a cluster-wide gate pauses the
+	// provider for everyone.
+	RetryAfter time.Duration
+	// Tokens is what the call used (prompt and completion), as the
+	// provider reported it; zero if it did not.
+	Tokens int
+}
+
+// CallInfo is what a Gate may know about the call it is asked to admit,
+// beyond the provider and model: the attempt loop puts it in Admit's
+// context (CallInfoFrom reads it).
+type CallInfo struct {
+	// StreamID is the request's stream.
+	StreamID string
+	// Retry: the request called this provider before, so this call is a
+	// retry (or a continuation) on it, which a retry budget counts.
+	Retry bool
+	// Started: the request already made a call, or continues a stream
+	// another worker started; it may wait for a provider to recover
+	// instead of failing at once, as a new request does.
+	Started bool
+	// Alternatives is how many later candidates of the route are still
+	// open: with one, a refusal moves the request on at once, so a gate
+	// should not make it wait.
+	Alternatives int
+}
+
+type callInfoKey struct{}
+
+// WithCallInfo returns ctx carrying info.
+func WithCallInfo(ctx context.Context, info CallInfo) context.Context {
+	return context.WithValue(ctx, callInfoKey{}, info)
+}
+
+// CallInfoFrom returns the CallInfo in ctx; the zero CallInfo (a new
+// request, no alternatives) if there is none.
+func CallInfoFrom(ctx context.Context) CallInfo {
+	info, _ := ctx.Value(callInfoKey{}).(CallInfo)
+	return info
+}
+
+// Router is implemented by a Gate that also orders routes (canary
+// routing): the attempt loop asks it once per job for the route of the
+// request's model, given the catalog's.
+type Router interface {
+	Route(streamID, model string, route []provider.Candidate) []provider.Candidate
+}
+
+// StartedTicket is implemented by a Ticket that wants to know when its
+// call was answered with a stream (a 2xx response): a breaker's probe
+// succeeds then, rather than only at the end of a long answer.
+type StartedTicket interface {
+	Ticket
+	// Started is called at most once, before Done.
+	Started()
+}

@@ -1,0 +1,238 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/fleet/breaker"
+	"github.com/relaydev/relay/relay/fleet/canary"
+	"github.com/relaydev/relay/relay/fleet/quota"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// sharedGate starts a gate over a fresh NATS, with one provider "p".
+func sharedGate(t *testing.T, p provider.Config, models ...provider.Model) (*SharedGate, jetstream.JetStream) {
+	t.Helper()
+	_, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
+	p.Name, p.BaseURL = "p", "http://127.0.0.1:1/v1"
+	if len(p.Models) == 0 {
+		p.Models = []string{"m"}
+	}
+	catalog, err := provider.NewCatalog([]provider.Config{p}, models...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	g, err := NewSharedGate(ctx, SharedGateConfig{ID: "w1", QuotaInterval: 50 * time.Millisecond}, SharedGateDeps{JS: js, Catalog: catalog, Logger: relaytest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Run(ctx)
+	<-g.Synced()
+	return g, js
+}
+
+func putState(t *testing.T, js jetstream.JetStream, bucket, key string, v any) {
+	t.Helper()
+	kv, err := js.KeyValue(context.Background(), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(v)
+	if _, err := kv.Put(context.Background(), key, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
+	g, _ := sharedGate(t, provider.Config{Breaker: breaker.Config{Cooldown: time.Minute}})
+	ctx := context.Background()
+	fail := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("cut")}
+	for range 3 {
+		tk, err := g.Admit(ctx, "p", "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Done(fail)
+	}
+	if b := g.Breaker("p"); b.Current() != breaker.Open || b.By != "w1" {
+		t.Fatalf("breaker %+v after 3 failures", b)
+	}
+	start := time.Now()
+	_, err := g.Admit(ctx, "p", "m")
+	var ue *UnavailableError
+	if !errors.Is(err, ErrProviderUnavailable) || !errors.Is(err, ErrProviderOpen) || !errors.As(err, &ue) || ue.RetryAfter < 50*time.Second {
+		t.Fatalf("admit while open: %v", err)
+	}
+	if time.Since(start) > 100*time.Millisecond {
+		t.Fatal("a new request waited")
+	}
+	if got := RetryAfterOf(err); got != ue.RetryAfter {
+		t.Fatalf("retry after %v", got)
+	}
+	// A started request with an alternative moves on at once too.
+	if _, err := g.Admit(WithCallInfo(ctx, CallInfo{Started: true, Alternatives: 1}), "p", "m"); !errors.Is(err, ErrProviderOpen) {
+		t.Fatalf("with an alternative: %v", err)
+	}
+	if s := g.Stats(); s.Transitions["closed->open"] != 1 || s.Refused["open"] != 2 || s.Calls["p/m"].Open != 2 || s.Calls["p/m"].Failures != 3 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// With breaker.per_model, each model of the provider has a breaker and a
+// shared pause of its own: one model's failures and Retry-After leave the
+// other model alone.
+func TestSharedGatePerModelBreaker(t *testing.T) {
+	g, js := sharedGate(t, provider.Config{Models: []string{"m1", "m2"}, Breaker: breaker.Config{Cooldown: time.Minute, PerModel: true}})
+	ctx := context.Background()
+	for range 3 {
+		tk, err := g.Admit(ctx, "p", "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Done(Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("cut")})
+	}
+	m1, m2 := wire.ScopeKey("p", "m1"), wire.ScopeKey("p", "m2")
+	if g.Breaker(m1).Current() != breaker.Open || g.Breaker(m2).Current() != breaker.Closed || g.Breaker("p").Current() != breaker.Closed {
+		t.Fatalf("breakers after m1's failures: m1 %s, m2 %s, p %s", g.Breaker(m1).Current(), g.Breaker(m2).Current(), g.Breaker("p").Current())
+	}
+	if _, err := g.Admit(ctx, "p", "m1"); !errors.Is(err, ErrProviderOpen) {
+		t.Fatalf("m1 while its breaker is open: %v", err)
+	}
+	tk, err := g.Admit(ctx, "p", "m2")
+	if err != nil {
+		t.Fatalf("m2 while m1's breaker is open: %v", err)
+	}
+	tk.Done(Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: &upstream.StatusError{Status: 429}, RetryAfter: 2 * time.Second})
+	if _, err := g.Admit(ctx, "p", "m2"); !errors.Is(err, ErrProviderPaused) {
+		t.Fatalf("m2 after its 429 with Retry-After: %v", err)
+	}
+	pauses, err := js.KeyValue(ctx, wire.PauseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := pauses.Keys(ctx)
+	if len(keys) != 1 || keys[0] != m2 {
+		t.Fatalf("pauses %v, want m2's only", keys)
+	}
+}
+
+// A started request waits for the breaker; the probe is claimed by the
+// first call after the cooldown, its stream closes the breaker, and the
+// waiting call goes within the recovery window after that moment.
+func TestSharedGateWaitsThenSpreads(t *testing.T) {
+	const jitter = 300 * time.Millisecond
+	g, js := sharedGate(t, provider.Config{Breaker: breaker.Config{Cooldown: time.Second, RecoveryJitter: jitter, MaxWait: 5 * time.Second}})
+	now := time.Now()
+	putState(t, js, wire.BreakerBucket, "p", breaker.State{Phase: breaker.Open, Since: now, Trips: 1, Until: now.Add(300 * time.Millisecond)})
+	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return g.Breaker("p").Current() == breaker.Open })
+
+	started := WithCallInfo(context.Background(), CallInfo{Started: true, Retry: true})
+	waited := make(chan time.Time, 1)
+	go func() {
+		tk, err := g.Admit(started, "p", "m")
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- time.Now()
+		tk.Done(Report{Verdict: breaker.Success})
+	}()
+	time.Sleep(400 * time.Millisecond) // the cooldown is over; the waiter may have claimed the probe
+	probe, err := g.Admit(context.Background(), "p", "m")
+	if err == nil {
+		// This call won the claim: its stream closes the breaker.
+		probe.(StartedTicket).Started()
+		probe.Done(Report{Verdict: breaker.Success})
+	}
+	at := <-waited
+	b := g.Breaker("p")
+	if b.Current() != breaker.Closed {
+		t.Fatalf("breaker %+v", b)
+	}
+	if d := at.Sub(b.Since); d > jitter+100*time.Millisecond {
+		t.Fatalf("waiting call went %v after the close, past the %v window", d, jitter)
+	}
+}
+
+func TestSharedGatePauseAndBudget(t *testing.T) {
+	g, _ := sharedGate(t, provider.Config{RetryBudget: quota.BudgetConfig{Ratio: 0.5, MinRetries: -1}})
+	ctx := context.Background()
+	tk, err := g.Admit(ctx, "p", "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Done(Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: &upstream.StatusError{Status: 429}, RetryAfter: 2 * time.Second})
+	if _, err := g.Admit(ctx, "p", "m"); !errors.Is(err, ErrProviderPaused) {
+		t.Fatalf("after a 429 with Retry-After: %v", err)
+	}
+	if b := g.Breaker("p"); b.Current() != breaker.Closed {
+		t.Fatalf("a 429 moved the breaker: %+v", b)
+	}
+
+	g2, _ := sharedGate(t, provider.Config{RetryBudget: quota.BudgetConfig{Ratio: 0.5, MinRetries: -1}})
+	retry := WithCallInfo(ctx, CallInfo{Retry: true, Started: true})
+	for range 2 {
+		tk, err := g2.Admit(ctx, "p", "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Done(Report{Verdict: breaker.Success})
+	}
+	tk, err = g2.Admit(retry, "p", "m")
+	if err != nil {
+		t.Fatalf("first retry of two requests at 50%%: %v", err)
+	}
+	tk.Done(Report{Verdict: breaker.Success})
+	if _, err := g2.Admit(retry, "p", "m"); !errors.Is(err, ErrRetryBudget) {
+		t.Fatalf("second retry: %v", err)
+	}
+	if r := g2.Stats().Retries["p"]; r != (quota.Retries{Requests: 2, Retries: 1, Denied: 1}) {
+		t.Fatalf("budget counts %+v, want 2 requests, 1 retry, 1 denied", r)
+	}
+	if c := g2.Stats().Calls["p/m"]; c.Refused != 1 || c.Open != 0 {
+		t.Fatalf("calls %+v: a retry the budget refused is refused, not open", c)
+	}
+}
+
+func TestSharedGateRoutesByCanaryWeight(t *testing.T) {
+	_, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
+	catalog, err := provider.NewCatalog([]provider.Config{
+		{Name: "stable", BaseURL: "http://127.0.0.1:1/v1", Models: []string{"m"}},
+		{Name: "new", BaseURL: "http://127.0.0.1:2/v1", Models: []string{"m"}},
+	}, provider.Model{Name: "m", Canary: &canary.Config{Provider: "new"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g, err := NewSharedGate(ctx, SharedGateConfig{ID: "w"}, SharedGateDeps{JS: js, Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Run(ctx)
+	<-g.Synced()
+	names := func(id string) (out []string) {
+		for _, c := range g.Route(id, "m", catalog.Route("m")) {
+			out = append(out, c.Provider.Name)
+		}
+		return out
+	}
+	if got := names("s1"); len(got) != 1 || got[0] != "stable" {
+		t.Fatalf("before the ramp: %v", got)
+	}
+	putState(t, js, wire.CanaryBucket, "m", canary.State{Model: "m", Provider: "new", Phase: canary.Ramping, Weight: 100})
+	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return len(names("s1")) == 2 })
+	if got := names("s1"); got[0] != "new" || got[1] != "stable" {
+		t.Fatalf("at 100%%: %v", got)
+	}
+}

@@ -1,0 +1,87 @@
+package worker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/upstream"
+)
+
+// runFirst serves a first delivery with its upstream call started while
+// its claim frame is being stored (see run for why), and the stream's
+// metadata read. Nothing is published before the claim is stored: every
+// frame is chained on it (wire "Fencing"), so the publisher of a call
+// waits for the go-ahead (firstClaim) while the tokens that come meanwhile
+// queue in it, and the end frame waits as well.
+//
+// If the claim fails, the call is cancelled at once and what it received
+// is dropped: a claim fenced by a frame already stored (a request queued
+// twice) makes runFirst return false, and run then reads the stream and
+// claims it as a redelivery does; any other failure abandons the stream. A
+// stream its client cancelled before the job started stops the call too
+// and ends cancelled, with no chunk.
+func (j *job) runFirst() bool {
+	ctx, stopEarly := context.WithCancelCause(j.callCtx)
+	defer stopEarly(nil)
+	j.takeOver(history{})
+	claim := &firstClaim{stored: make(chan struct{})}
+	j.firstClaim = claim
+	// The call goes on this goroutine, the claim on another: the call is on
+	// the first token's path, the claim only has to be stored before the
+	// first chunk, which comes a provider's time to first token later.
+	go func() {
+		cancelled := make(chan bool, 1)
+		go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
+		err := j.writer.append(j.logCtx, claimFrame(j.w.id))
+		if err == nil && <-cancelled {
+			err = errCancelled
+		}
+		if err != nil {
+			stopEarly(err)
+		}
+		claim.done(err)
+	}()
+	out := j.serve(ctx, false)
+	err := claim.wait()
+	j.firstClaim = nil
+	switch {
+	case errors.Is(err, chunklog.ErrFenced):
+		return false
+	case errors.Is(err, errCancelled):
+		j.stopCall(errCancelled)
+		j.end(outcome{err: errCancelled, class: upstream.Canceled})
+	case err != nil:
+		j.abandon(err)
+	default:
+		j.end(out)
+	}
+	return true
+}
+
+// firstClaim is the go-ahead of a first delivery's publishers: stored is
+// closed once the claim frame is stored and the stream found not
+// cancelled, or once the claim failed or the stream was found cancelled.
+// Until then the job's writer is the claim's: others may read only its
+// Seq, which a claim does not change.
+type firstClaim struct {
+	stored chan struct{}
+	// err is set before stored is closed: nil, the claim's error, or
+	// errCancelled.
+	err error
+}
+
+func (c *firstClaim) done(err error) {
+	c.err = err
+	close(c.stored)
+}
+
+// wait returns the claim's result once it is known; a nil claim is one
+// stored before the job called anyone.
+func (c *firstClaim) wait() error {
+	if c == nil {
+		return nil
+	}
+	<-c.stored
+	return c.err
+}

@@ -1,0 +1,77 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// route is the route of req: the catalog's, reordered by the gate if it
+// routes.
+func (w *Worker) route(req wire.Request) []provider.Candidate {
+	route := w.catalog.Route(req.Model)
+	if r, ok := routerOf(w.gate); ok && len(route) > 0 {
+		route = r.Route(req.StreamID, req.Model, route)
+	}
+	return route
+}
+
+// routerOf finds the Router behind a gate, through the wrappers the
+// worker puts around it (metering).
+func routerOf(g Gate) (fleet.Router, bool) {
+	for range 4 {
+		if r, ok := g.(fleet.Router); ok {
+			return r, true
+		}
+		m, ok := g.(meteredGate)
+		if !ok {
+			return nil, false
+		}
+		g = m.Gate
+	}
+	return nil, false
+}
+
+// callInfo describes the call of candidate i for the gate.
+func (j *job) callInfo(s *routeState, i int, takeover bool) fleet.CallInfo {
+	alternatives := 0
+	for k := i + 1; k < len(s.route); k++ {
+		if s.open(k) {
+			alternatives++
+		}
+	}
+	return fleet.CallInfo{
+		StreamID:     j.req.StreamID,
+		Retry:        s.calls[s.route[i].Provider.Name] > 0,
+		Started:      j.attempts > 0 || takeover,
+		Alternatives: alternatives,
+	}
+}
+
+// tokens is the usage the job's calls reported so far.
+func (j *job) tokens() int {
+	if j.usage == nil {
+		return 0
+	}
+	return j.usage.TotalTokens
+}
+
+type ticketKey struct{}
+
+// withTicket hands the admitted ticket to the attempt.
+func withTicket(ctx context.Context, t fleet.Ticket) context.Context {
+	if _, ok := t.(fleet.StartedTicket); !ok {
+		return ctx
+	}
+	return context.WithValue(ctx, ticketKey{}, t)
+}
+
+// callStarted tells the ticket in ctx, if it asks, that the provider
+// answered with a stream.
+func callStarted(ctx context.Context) {
+	if t, ok := ctx.Value(ticketKey{}).(fleet.StartedTicket); ok {
+		t.Started()
+	}
+}

@@ -1,0 +1,229 @@
+package worker
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// twoModels is a provider "mock" serving mock-1 and mock-2, with mock-1
+// falling back to mock-2.
+func twoModels(mockURL string) []provider.Config {
+	return []provider.Config{{Name: "mock", BaseURL: mockURL, Models: []string{"mock-1", "mock-2"}, Retry: fastRetry}}
+}
+
+// endOf returns the end frame.
+func endOf(frames []chunklog.Entry) wire.Frame { return frames[len(frames)-1].Frame }
+
+func TestCutStreamIsContinued(t *testing.T) {
+	gate := &recordingGate{}
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}, gate: gate})
+	id := wire.NewStreamID()
+	content := "[[mock: cut_after=5]] hello"
+	h.submit(id, content)
+
+	frames := h.waitEnd(id)
+	text, chunks := chunkText(t, frames)
+	if want := mockupstream.AnswerText(userMessages(content), 40); text != want {
+		t.Fatalf("text = %q\nwant   %q", text, want)
+	}
+	i := slices.IndexFunc(chunks, func(c wire.Frame) bool { return c.Attempt == 2 })
+	if i <= 0 || chunks[i].Seam != wire.SeamContinuation || chunks[0].Seam != "" {
+		t.Fatalf("chunks = %+v: want attempt 1 without seam, then a continuation", chunks)
+	}
+	if end := endOf(frames); end.Status != wire.StatusDone || end.Attempts != 2 {
+		t.Fatalf("end = %+v, want done after 2 attempts", end)
+	}
+	h.waitJob(id)
+	if got, want := gate.verdicts(), []string{"mock/mock-1:failure", "mock/mock-1:success"}; !slices.Equal(got, want) {
+		t.Fatalf("gate reports %v, want %v", got, want)
+	}
+}
+
+// A model that fails without publishing anything is left after its
+// max_retries_per_model (default 3), and the fallback starts the answer.
+func TestModelFailingWithoutTextFallsBack(t *testing.T) {
+	gate := &recordingGate{}
+	h := start(t, setup{
+		mock:      mockupstream.Config{Tokens: 20, TokenInterval: -1},
+		providers: twoModels,
+		models:    []provider.Model{{Name: "mock-1", Fallbacks: []provider.Fallback{{Model: "mock-2"}}}},
+		gate:      gate,
+	})
+	id := wire.NewStreamID()
+	content := "[[mock: status=503, times=4]] hello"
+	h.submit(id, content)
+
+	frames := h.waitEnd(id)
+	text, chunks := chunkText(t, frames)
+	if want := mockupstream.AnswerText(userMessages(content), 20); text != want {
+		t.Fatalf("text = %q\nwant   %q", text, want)
+	}
+	if c := chunks[0]; c.Seam != wire.SeamFallback || c.Model != "mock-2" || c.Attempt != 5 {
+		t.Fatalf("first chunk = %+v, want a fallback to mock-2 at attempt 5", c)
+	}
+	h.waitJob(id)
+	want := []string{"mock/mock-1:failure", "mock/mock-1:failure", "mock/mock-1:failure", "mock/mock-1:failure", "mock/mock-2:success"}
+	if got := gate.verdicts(); !slices.Equal(got, want) {
+		t.Fatalf("gate reports %v, want %v", got, want)
+	}
+}
+
+func TestGateRefusalSkipsTheProvider(t *testing.T) {
+	gate := &recordingGate{refuse: map[string]bool{"a": true}}
+	h := start(t, setup{
+		mock: mockupstream.Config{Tokens: 10, TokenInterval: -1},
+		providers: func(url string) []provider.Config {
+			return []provider.Config{
+				{Name: "a", BaseURL: url, Models: []string{"mock-1"}, Retry: fastRetry},
+				{Name: "b", BaseURL: url, Models: []string{"mock-1"}, Retry: fastRetry},
+			}
+		},
+		gate: gate,
+	})
+	id := wire.NewStreamID()
+	h.submit(id, "hello")
+
+	frames := h.waitEnd(id)
+	_, chunks := chunkText(t, frames)
+	if c := chunks[0]; c.Provider != "b" || c.Seam != wire.SeamFallback || c.Attempt != 1 {
+		t.Fatalf("first chunk = %+v, want provider b, seam fallback, attempt 1", c)
+	}
+	if end := endOf(frames); end.Status != wire.StatusDone || end.Attempts != 1 {
+		t.Fatalf("end = %+v, want done after 1 call", end)
+	}
+	h.waitJob(id)
+	if got := gate.verdicts(); !slices.Equal(got, []string{"b/mock-1:success"}) {
+		t.Fatalf("gate reports %v: a refused call must not be reported", got)
+	}
+	if st := h.mock.Stats(); st.ChatRequests != 1 {
+		t.Fatalf("%d upstream requests, want 1", st.ChatRequests)
+	}
+}
+
+func TestEveryProviderRefusedFails503(t *testing.T) {
+	gate := &recordingGate{refuse: map[string]bool{"mock": true}}
+	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}, gate: gate})
+	id := wire.NewStreamID()
+	h.submit(id, "hello")
+
+	end := endOf(h.waitEnd(id))
+	if end.Status != wire.StatusFailed || end.Error == nil || end.Error.Status != http.StatusServiceUnavailable {
+		t.Fatalf("end = %+v, error %+v; want failed with 503", end, end.Error)
+	}
+	if st := h.mock.Stats(); st.ChatRequests != 0 {
+		t.Fatalf("%d upstream requests, want none", st.ChatRequests)
+	}
+}
+
+// When every key is refused the provider failed once (the second key's
+// refusal), and the request fails without retrying a provider that will
+// refuse again.
+func TestEveryKeyRefused(t *testing.T) {
+	gate := &recordingGate{}
+	h := start(t, setup{
+		mock: mockupstream.Config{TokenInterval: -1, APIKeys: []string{"good"}},
+		providers: func(url string) []provider.Config {
+			return []provider.Config{{Name: "mock", BaseURL: url, APIKeys: []string{"bad-1", "bad-2"}, Models: []string{"mock-1"}, Retry: fastRetry}}
+		},
+		gate: gate,
+	})
+	id := wire.NewStreamID()
+	h.submit(id, "hello")
+
+	end := endOf(h.waitEnd(id))
+	if end.Status != wire.StatusFailed || end.Error == nil || !strings.Contains(end.Error.Message, "credentials") {
+		t.Fatalf("end = %+v, error %+v; want failed on credentials", end, end.Error)
+	}
+	h.waitJob(id)
+	if got, want := gate.verdicts(), []string{"mock/mock-1:neutral", "mock/mock-1:failure"}; !slices.Equal(got, want) {
+		t.Fatalf("gate reports %v, want %v", got, want)
+	}
+	if st := h.mock.Stats(); st.ByStatus[http.StatusUnauthorized] != 2 {
+		t.Fatalf("mock stats %+v, want two 401s", st)
+	}
+}
+
+// An answer cut after it published tool calls is not continued: a
+// continuation would have to resume inside a call's arguments.
+func TestToolCallsAreNotContinued(t *testing.T) {
+	var calls atomic.Int32
+	h := start(t, setup{
+		wrap: func(http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprint(w, `data: {"model":"mock-1","choices":[{"index":0,"delta":{"role":"assistant","content":"Checking."}}]}`+"\n\n")
+				fmt.Fprint(w, `data: {"model":"mock-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}}]}`+"\n\n")
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler)
+			})
+		},
+	})
+	id := wire.NewStreamID()
+	h.submit(id, "call a tool")
+
+	frames := h.waitEnd(id)
+	text, chunks := chunkText(t, frames)
+	if text != "Checking." || len(chunks[len(chunks)-1].ToolCalls) == 0 {
+		t.Fatalf("chunks = %+v, want the text and the tool call published", chunks)
+	}
+	end := endOf(frames)
+	if end.Status != wire.StatusIncomplete || end.Error == nil || !strings.Contains(end.Error.Message, "tool calls") {
+		t.Fatalf("end = %+v, error %+v; want incomplete because of the tool calls", end, end.Error)
+	}
+	h.waitJob(id)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d upstream calls, want 1", n)
+	}
+}
+
+func TestUnknownModelFails404(t *testing.T) {
+	h := start(t, setup{mock: mockupstream.Config{TokenInterval: -1}})
+	id := wire.NewStreamID()
+	h.submitModel(id, "no-such-model", "hello")
+
+	end := endOf(h.waitEnd(id))
+	if end.Status != wire.StatusFailed || end.Error == nil || end.Error.Status != http.StatusNotFound || end.Error.Code != "model_not_found" {
+		t.Fatalf("end = %+v, error %+v; want failed with 404 model_not_found", end, end.Error)
+	}
+}
+
+// The cost sums every call's usage at the price of the model called.
+func TestCostPricesEveryCall(t *testing.T) {
+	price1 := provider.Price{InputPerMTok: 1000, OutputPerMTok: 3000}
+	price2 := provider.Price{InputPerMTok: 7000, OutputPerMTok: 11000}
+	h := start(t, setup{
+		mock:      mockupstream.Config{Tokens: 30, TokenInterval: -1},
+		providers: twoModels,
+		models: []provider.Model{
+			{Name: "mock-1", Price: price1, MaxRetriesPerModel: -1, Fallbacks: []provider.Fallback{{Model: "mock-2"}}},
+			{Name: "mock-2", Price: price2},
+		},
+	})
+	id := wire.NewStreamID()
+	// The first call ends early, without its usage chunk, and mock-1
+	// allows no retry: mock-2 continues the answer.
+	content := "[[mock: eof_after=10]] hello"
+	h.submit(id, content)
+
+	frames := h.waitEnd(id)
+	end := endOf(frames)
+	if end.Status != wire.StatusDone || end.Attempts != 2 || end.Usage == nil {
+		t.Fatalf("end = %+v, want done after a fallback, with usage", end)
+	}
+	// Only the second call reported usage, and it ran on mock-2.
+	want := price2.Cost(end.Usage.PromptTokens, end.Usage.CompletionTokens)
+	if math.Abs(end.Cost-want) > 1e-9 || end.Usage.CompletionTokens != 20 {
+		t.Fatalf("cost %v, usage %+v; want %v for 20 completion tokens on mock-2", end.Cost, end.Usage, want)
+	}
+}

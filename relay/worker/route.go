@@ -1,0 +1,85 @@
+package worker
+
+import "github.com/relaydev/relay/relay/provider"
+
+// routeState is the retry budget of one request walking its route
+// (provider.Catalog.Route), and where its next attempt goes:
+//
+//   - a candidate (a model on a provider) gets up to its MaxRetries retries,
+//     then the next open candidate of the route takes over, continuing the
+//     answer; with none left, retries go on where they are while the
+//     provider's budget lasts;
+//   - a provider gets up to retry.max_retries retries per request, over all
+//     its candidates: every call after the first counts, whether a retry,
+//     a continuation or a fallback onto it;
+//   - the route only moves forward, and skips candidates that are closed:
+//     refused by the Gate, on a provider whose keys were all refused, or
+//     asking for a longer wait than the relay makes a client bear.
+//
+// Calls that fix themselves at once (a rejected key replaced by the next,
+// a rejected prefill replaced by prompt mode) are not counted.
+type routeState struct {
+	route  []provider.Candidate
+	calls  map[string]int // calls made per provider
+	tries  []int          // calls made per candidate
+	closed []bool
+	// streak counts the failures in a row on the current candidate since
+	// it last published text: the exponent of the backoff. A call that
+	// made progress proves the provider works, so the wait starts small
+	// again.
+	streak int
+}
+
+func newRouteState(route []provider.Candidate) *routeState {
+	return &routeState{
+		route:  route,
+		calls:  map[string]int{},
+		tries:  make([]int, len(route)),
+		closed: make([]bool, len(route)),
+	}
+}
+
+// failed records a failed call of candidate i, which published text if
+// progress.
+func (s *routeState) failed(i int, progress bool) {
+	s.calls[s.route[i].Provider.Name]++
+	s.tries[i]++
+	if progress {
+		s.streak = 0
+	}
+	s.streak++
+}
+
+// close takes candidate i out of the route.
+func (s *routeState) close(i int) { s.closed[i] = true }
+
+// closeProvider takes every candidate on provider out of the route.
+func (s *routeState) closeProvider(provider string) {
+	for i, c := range s.route {
+		if c.Provider.Name == provider {
+			s.closed[i] = true
+		}
+	}
+}
+
+// open reports whether candidate i may be called (again).
+func (s *routeState) open(i int) bool {
+	c := s.route[i]
+	return !s.closed[i] && s.calls[c.Provider.Name] <= c.Provider.Retry.Retries()
+}
+
+// next returns the candidate of the next attempt after one on candidate i
+// failed, and false when the request has nothing left to try.
+func (s *routeState) next(i int) (int, bool) {
+	stay := s.open(i)
+	if stay && s.tries[i] <= s.route[i].MaxRetries {
+		return i, true
+	}
+	for k := i + 1; k < len(s.route); k++ {
+		if s.open(k) {
+			s.streak = 0
+			return k, true
+		}
+	}
+	return i, stay
+}

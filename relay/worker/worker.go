@@ -1,0 +1,437 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/liveness"
+	"github.com/relaydev/relay/relay/metrics"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// Deps are what a worker is handed instead of creating it, so that tests and
+// main wire the same code.
+type Deps struct {
+	// NC reads stream history (batched direct gets), and carries cancel
+	// notices; required.
+	NC *nats.Conn
+	// LivenessNC carries the worker's heartbeats and its watch of its
+	// peers' (package liveness): a connection of its own, so
+	// that neither a busy NC nor a slow consumer on it delays them. Nil:
+	// NC.
+	LivenessNC *nats.Conn
+	// JS pulls requests and appends frames; required.
+	JS jetstream.JetStream
+	// Catalog says which providers serve a model; required.
+	Catalog *provider.Catalog
+	// Upstream calls the providers; nil means a client with the default
+	// bounds whose transport keeps an idle connection per slot to each
+	// provider (upstream.NewTransport(max_inflight)).
+	Upstream *upstream.Client
+	// Logger receives one line per job; nil discards.
+	Logger *slog.Logger
+	// Topology must be the one streams.Setup was called with: its AckWait
+	// decides how often a job reports progress, and it sizes the handover
+	// bucket if the worker creates it.
+	Topology streams.Topology
+	// Gate is asked before every upstream call and told how it ended
+	// (circuit breakers, shared backoff, quotas); nil admits every call.
+	Gate Gate
+	// Registerer receives the worker's metrics (relay/metrics); nil keeps
+	// them in a registry of their own.
+	Registerer prometheus.Registerer
+}
+
+// Worker runs generation jobs. Create it with New, start it with Run (once)
+// and stop it with Drain, or by ending Run's context.
+type Worker struct {
+	id          string
+	instance    string
+	maxInflight int
+	nc          *nats.Conn
+	livenessNC  *nats.Conn
+	js          jetstream.JetStream
+	reader      *chunklog.Reader
+	catalog     *provider.Catalog
+	upstream    *upstream.Client
+	gate        Gate
+	metrics     *metrics.Worker
+	logger      *slog.Logger
+	topology    streams.Topology
+	// keys holds each provider's API keys, by provider name.
+	keys map[string]*keyring
+	// keysPoll is how often key files are checked; 0: never.
+	keysPoll time.Duration
+	// progressEvery is a quarter of AckWait: three reports can be lost
+	// before the queue gives the request to another worker.
+	progressEvery time.Duration
+	// pullWait bounds one pull: at most maxPullWait, and at most half the
+	// liveness timeout, so that a worker paused (SIGSTOP) holds no pull
+	// by the time its requests are handed over; otherwise the server
+	// would deliver them straight back to it.
+	pullWait time.Duration
+	// pulls holds a token for every pull this worker has waiting at the
+	// server (see maxWaitingPulls).
+	pulls chan struct{}
+	// heartbeatEvery is the heartbeat interval, 0 without liveness;
+	// livenessTimeout is declared in every heartbeat.
+	heartbeatEvery, livenessTimeout time.Duration
+	watchPeers                      bool
+	drainTimeout                    time.Duration
+	appendRetry                     time.Duration
+
+	jobs *inflight
+	// meta and handovers are set by Run: the stream metadata (read for
+	// a cancellation) and the handover records.
+	meta, handovers jetstream.KeyValue
+
+	// Lifecycle: draining is closed when Drain is first called; done when
+	// Run returned (or Drain was called and Run never ran).
+	mu        sync.Mutex
+	running   bool
+	drainOnce sync.Once
+	draining  chan struct{}
+	doneOnce  sync.Once
+	done      chan struct{}
+}
+
+const (
+	// maxPullWait bounds one pull: a pull the server forgot (after a
+	// restart) is replaced within it.
+	maxPullWait = time.Second
+	// pullRetry is the pause after a failed pull (NATS down, consumer
+	// missing), so a slot does not spin.
+	pullRetry = time.Second
+)
+
+// New validates cfg and deps and returns a worker.
+func New(cfg Config, deps Deps) (*Worker, error) {
+	if err := cfg.Validate("worker"); err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	switch {
+	case deps.NC == nil:
+		return nil, errors.New("relay: Deps.NC is required")
+	case deps.JS == nil:
+		return nil, errors.New("relay: Deps.JS is required")
+	case deps.Catalog == nil:
+		return nil, errors.New("relay: Deps.Catalog is required")
+	}
+	cfg = cfg.withDefaults()
+	if deps.Upstream == nil {
+		deps.Upstream = upstream.NewClient(&http.Client{Transport: upstream.NewTransport(cfg.MaxInflight)})
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Gate == nil {
+		deps.Gate = openGate{}
+	}
+	m, err := newMetrics(deps.Registerer, deps.Catalog, cfg.Tenants)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	deps.Gate = meteredGate{Gate: deps.Gate, m: m}
+	keys := map[string]*keyring{}
+	for _, p := range deps.Catalog.Providers() {
+		r, err := newKeyring(p)
+		if err != nil {
+			return nil, fmt.Errorf("relay: %w", err)
+		}
+		keys[p.Name] = r
+	}
+	return &Worker{
+		id:              cfg.ID,
+		instance:        newInstance(),
+		maxInflight:     cfg.MaxInflight,
+		nc:              deps.NC,
+		livenessNC:      cmp.Or(deps.LivenessNC, deps.NC),
+		js:              deps.JS,
+		reader:          chunklog.NewReader(deps.NC, ""),
+		catalog:         deps.Catalog,
+		upstream:        deps.Upstream,
+		gate:            deps.Gate,
+		metrics:         m,
+		logger:          deps.Logger.With("worker", cfg.ID),
+		topology:        deps.Topology,
+		keys:            keys,
+		keysPoll:        max(cfg.KeysPollInterval, 0),
+		progressEvery:   deps.Topology.WithDefaults().AckWait / 4,
+		pullWait:        min(maxPullWait, cfg.LivenessTimeout/2),
+		pulls:           make(chan struct{}, maxWaitingPulls),
+		heartbeatEvery:  max(cfg.HeartbeatInterval, 0),
+		livenessTimeout: cfg.LivenessTimeout,
+		watchPeers:      !cfg.DisablePeerWatch,
+		drainTimeout:    cfg.DrainTimeout,
+		appendRetry:     cfg.AppendRetry,
+		jobs:            newInflight(),
+		draining:        make(chan struct{}),
+		done:            make(chan struct{}),
+	}, nil
+}
+
+// newInstance names one worker process in heartbeats.
+func newInstance() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Run pulls and runs jobs until the worker is drained (Drain) or ctx
+// ends. When ctx ends, every running job stops at once and hands its
+// request to another worker, which continues the stream (see Drain).
+// While it runs, the worker publishes its heartbeat, watches its peers'
+// (unless DisablePeerWatch), follows cancel notices, and reloads
+// api_keys_files that changed (see Reload). Run returns nil after a
+// shutdown, and an error only if the worker consumer or the buckets cannot
+// be found at start (streams.Setup was not run).
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.begin() {
+		return nil
+	}
+	defer w.finish()
+	cons, err := w.js.Consumer(ctx, wire.RequestStream, wire.WorkerConsumer)
+	if err == nil {
+		w.meta, err = w.js.KeyValue(ctx, wire.MetaBucket)
+	}
+	if err == nil {
+		w.handovers, err = streams.OpenHandovers(ctx, w.js, w.topology)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	cancels, err := w.followCancels()
+	if err != nil {
+		return err
+	}
+	defer cancels.Unsubscribe()
+	w.logger.Info("worker started", "max_inflight", w.maxInflight, "instance", w.instance,
+		"heartbeat_interval", w.heartbeatEvery, "liveness_timeout", w.livenessTimeout, "watch_peers", w.watchPeers)
+
+	// Jobs write to the chunk log until they are done, also when ctx
+	// ended: a stopping job still publishes what it received and hands
+	// its request over, within the retry bound.
+	jobCtx := context.WithoutCancel(ctx)
+	stopPulling := make(chan struct{})
+	slotsDone := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-w.draining:
+		}
+		close(stopPulling)
+		// A drain hands the streams over when its time is up (Drain); the
+		// end of ctx, also during a drain, does at once.
+		select {
+		case <-ctx.Done():
+			w.jobs.handOverAll()
+		case <-slotsDone:
+		}
+	}()
+
+	// Background tasks outlive the slots, so the heartbeat lists the
+	// streams being handed over until they are.
+	bgCtx, stopBackground := context.WithCancel(jobCtx)
+	stopBeat := make(chan struct{})
+	var bg sync.WaitGroup
+	if w.keysPoll > 0 && w.hasKeyFiles() {
+		bg.Go(func() { w.watchKeys(bgCtx, w.keysPoll) })
+	}
+	if w.heartbeatEvery > 0 {
+		resync, unsubscribe := w.followResyncs()
+		defer unsubscribe()
+		bg.Go(func() { w.heartbeat(resync).run(stopBeat) })
+	}
+	if w.watchPeers {
+		bg.Go(func() {
+			wa := liveness.Watcher{JS: w.js, NC: w.livenessNC, Topology: w.topology, Self: w.instance, Name: w.id, Logger: w.logger}
+			if err := wa.Run(bgCtx); err != nil {
+				w.logger.Warn("not watching peers", "err", err)
+			}
+		})
+	}
+
+	var slots sync.WaitGroup
+	for range w.maxInflight {
+		slots.Go(func() { w.slot(jobCtx, stopPulling, cons) })
+	}
+	slots.Wait()
+	close(slotsDone)
+	close(stopBeat)
+	stopBackground()
+	bg.Wait()
+	w.logger.Info("worker stopped")
+	return nil
+}
+
+// begin marks the worker running, unless it was drained before it ran.
+func (w *Worker) begin() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-w.draining:
+		w.finish()
+		return false
+	default:
+	}
+	w.running = true
+	return true
+}
+
+func (w *Worker) finish() { w.doneOnce.Do(func() { close(w.done) }) }
+
+// Closed is closed once the worker stopped: Run returned, or Drain was
+// called before Run.
+func (w *Worker) Closed() <-chan struct{} { return w.done }
+
+// slot runs one job at a time. It pulls a single message only when it is
+// free, so a request never waits in a buffer while its AckWait runs out.
+// Once stop is closed it pulls no more. A pull is never cut short: the
+// server could deliver a message to it at that very moment, which would
+// then wait for AckWait; it runs out within pullWait instead, and what it
+// brings is given back.
+func (w *Worker) slot(ctx context.Context, stop <-chan struct{}, cons jetstream.Consumer) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		msg, err := w.pull(ctx, stop, cons)
+		stopped := false
+		select {
+		case <-stop:
+			stopped = true
+		case <-w.draining:
+			// Drain closes stop a moment later; a request must not slip
+			// in between.
+			stopped = true
+		default:
+		}
+		switch {
+		case err != nil:
+			level := slog.LevelWarn
+			if !w.nc.IsConnected() {
+				// Every slot fails while NATS is away; the connection
+				// logs that once.
+				level = slog.LevelDebug
+			}
+			w.logger.Log(ctx, level, "pull failed", "err", err)
+			select {
+			case <-stop:
+			case <-time.After(pullRetry):
+			}
+		case msg == nil:
+		case stopped:
+			// Received while stopping: hand it back at once rather than
+			// after AckWait, as nothing of it was started.
+			if err := msg.Nak(); err != nil {
+				w.logger.Warn("nak on shutdown failed", "err", err)
+			}
+		default:
+			w.handle(ctx, msg)
+		}
+	}
+}
+
+// maxWaitingPulls caps the pulls one worker keeps waiting at the server,
+// however many of its slots are free. The server hands messages to waiting
+// pulls in the order they arrived; if every free slot kept a pull waiting,
+// the worker that started first would take a whole burst (up to its
+// max_inflight) before any other worker got one. With a few pulls each,
+// workers take turns, and a dead worker strands few streams.
+const maxWaitingPulls = 4
+
+// errPullDisconnected: the worker's NATS connection is down; its slots
+// retry after pullRetry.
+var errPullDisconnected = errors.New("relay: not pulling while disconnected from NATS")
+
+// pull waits up to pullWait for one message; nil without error means none
+// came, ctx ended or stop closed while it waited for one of the worker's
+// pull tokens.
+func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.Consumer) (jetstream.Msg, error) {
+	select {
+	case w.pulls <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil
+	case <-stop:
+		return nil, nil
+	}
+	defer func() { <-w.pulls }()
+	// A pull sent while the connection is down waits in nats.go's
+	// reconnect buffer and reaches the server after the reconnect, when
+	// this worker may have stopped waiting for it: the server would hand
+	// the next request to a pull nobody reads, redelivered only after
+	// AckWait. So no pull is sent while disconnected.
+	if !w.nc.IsConnected() {
+		return nil, errPullDisconnected
+	}
+	// The pull ends by the server's expiry, never by a client-side
+	// deadline: nats.go asks the server to expire a pull bounded by a
+	// context a little before the context ends, and a message the server
+	// delivers in between arrives after the client stopped listening. It
+	// is lost to this worker and redelivered only after AckWait.
+	// FetchMaxWait waits a second past the expiry for the server's answer.
+	msg, err := cons.Next(jetstream.FetchMaxWait(w.pullWait))
+	switch {
+	case err == nil:
+		return msg, nil
+	case errors.Is(err, nats.ErrTimeout):
+		return nil, nil
+	}
+	return nil, err
+}
+
+// handle runs the job of one request message under ctx, reporting
+// progress on it until the job is done with it.
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	stop := keepInProgress(msg, w.progressEvery, w.logger)
+	defer stop()
+	req, err := decodeRequest(msg.Data())
+	if err != nil {
+		// No stream to report the failure on, and a redelivery would fail
+		// the same way.
+		w.logger.Error("dropping malformed request", "err", err)
+		if err := msg.Term(); err != nil {
+			w.logger.Warn("term failed", "err", err)
+		}
+		return
+	}
+	j := newJob(ctx, w, msg, req, stop)
+	w.jobs.add(j)
+	defer w.jobs.remove(j)
+	j.run()
+}
+
+// decodeRequest parses a work-queue message and checks that its stream id
+// is safe to use as a subject token.
+func decodeRequest(data []byte) (wire.Request, error) {
+	var req wire.Request
+	if err := json.Unmarshal(data, &req); err != nil {
+		return req, fmt.Errorf("relay: decode request: %w", err)
+	}
+	if !wire.ValidStreamID(req.StreamID) {
+		return req, fmt.Errorf("relay: request has invalid stream id %q", req.StreamID)
+	}
+	return req, nil
+}
