@@ -21,7 +21,7 @@ func (c *Coordinator) runCanaries(ctx context.Context, s *state) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-s.canaries.Synced():
+	case <-s.Canaries.Synced():
 	}
 	// Counts before this coordinator became active are not comparable
 	// with its own: every running step counts again from now.
@@ -47,7 +47,7 @@ func (c *Coordinator) ramp(ctx context.Context, s *state, model string, cfg cana
 	calls := s.calls.get(cfg.Provider + "/" + model)
 	total := canary.Counts{Calls: calls.Calls + calls.Open, Errors: calls.Failures + calls.Open}
 	var ev *canary.Event
-	_, written, err := s.canaries.Update(ctx, wire.KeyToken(model), func(cur canary.State, _ bool) (canary.State, error) {
+	_, written, err := s.Canaries.Update(ctx, wire.KeyToken(model), func(cur canary.State, _ bool) (canary.State, error) {
 		ev = nil
 		if rebase && cur.Phase == canary.Ramping && cur.Plan == cfg.Plan() {
 			cur.Base, cur.Seen = total, total

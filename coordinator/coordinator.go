@@ -299,9 +299,7 @@ func (c *Coordinator) drive(ctx context.Context, s *state) {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, run := range []func(context.Context) error{s.breakers.Run, s.canaries.Run, s.reports.Run} {
-		wg.Go(func() { _ = run(ctx) })
-	}
+	wg.Go(func() { _ = s.Run(ctx) })
 	wg.Go(func() { c.runHealth(ctx, s) })
 	wg.Go(func() { c.runProbes(ctx, s) })
 	wg.Go(func() { c.runQuotas(ctx, s) })

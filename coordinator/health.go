@@ -87,7 +87,7 @@ func (c *Coordinator) judge(s *state, p provider.Config, probe wire.Health, now 
 // or one per model).
 func (c *Coordinator) worstBreaker(s *state, name string) breaker.Phase {
 	worst := breaker.Closed
-	for key, row := range s.breakers.All() {
+	for key, row := range s.Breakers.All() {
 		if p, _ := fleet.ParseScope(key); p != name {
 			continue
 		}
@@ -137,7 +137,7 @@ func (c *Coordinator) probe(ctx context.Context, p provider.Config) wire.Health 
 
 func (c *Coordinator) publish(ctx context.Context, s *state, h wire.Health) bool {
 	data, _ := json.Marshal(h)
-	if _, err := s.health.Put(ctx, wire.KeyToken(h.Provider), data); err != nil {
+	if _, err := s.Health.Put(ctx, wire.KeyToken(h.Provider), data); err != nil {
 		if ctx.Err() == nil {
 			c.deps.Logger.Warn("publish health", "provider", h.Provider, "err", err)
 		}

@@ -36,30 +36,13 @@ func (c *Coordinator) runProbes(ctx context.Context, s *state) {
 		case <-tick.C:
 		}
 		now := time.Now()
-		for key, row := range s.breakers.All() {
-			if !unclaimedFor(row.Value, now, c.cfg.ProbeGrace) {
+		for key, row := range s.Breakers.All() {
+			if !breaker.ClaimableFor(row.Value, now, c.cfg.ProbeGrace) {
 				continue
 			}
 			c.probeBreaker(ctx, s, key)
 		}
 	}
-}
-
-// unclaimedFor reports whether b has been claimable for grace.
-func unclaimedFor(b breaker.State, now time.Time, grace time.Duration) bool {
-	if !breaker.Claimable(b, now) {
-		return false
-	}
-	switch b.Current() {
-	case breaker.Open:
-		return now.Sub(b.Until) >= grace
-	case breaker.HalfOpen:
-		if b.Probe != "" {
-			return now.Sub(b.ProbeDeadline) >= grace
-		}
-		return now.Sub(b.Since) >= grace
-	}
-	return false
 }
 
 // probeBreaker claims the probe of breaker key and resolves it with a
@@ -72,14 +55,8 @@ func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
 	}
 	cfg := p.Breaker.WithDefaults()
 	id := c.name + "-" + randomID()
-	var ev breaker.Event
-	_, won, err := s.breakers.Update(ctx, key, func(cur breaker.State, _ bool) (breaker.State, error) {
-		next, e, ok := breaker.Claim(cur, cfg, time.Now(), key, c.name, id)
-		if !ok {
-			return cur, fleet.ErrNoChange
-		}
-		ev = e
-		return next, nil
+	ev, won, err := s.Transition(ctx, key, func(cur breaker.State) (breaker.State, breaker.Event, bool) {
+		return breaker.Claim(cur, cfg, time.Now(), key, c.name, id)
 	})
 	if err != nil || !won {
 		return
@@ -99,14 +76,8 @@ func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 	}
-	var res breaker.Event
-	_, written, err := s.breakers.Update(ctx, key, func(cur breaker.State, _ bool) (breaker.State, error) {
-		next, e, ok := breaker.Resolve(cur, cfg, time.Now(), key, c.name, id, v, reason)
-		if !ok {
-			return cur, fleet.ErrNoChange
-		}
-		res = e
-		return next, nil
+	res, written, err := s.Transition(ctx, key, func(cur breaker.State) (breaker.State, breaker.Event, bool) {
+		return breaker.Resolve(cur, cfg, time.Now(), key, c.name, id, v, reason)
 	})
 	if err == nil && written {
 		c.breakerEvent(res)

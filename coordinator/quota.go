@@ -70,7 +70,7 @@ func (c *Coordinator) limitOf(key string, reported float64, tenants quota.Limits
 func (c *Coordinator) allocate(ctx context.Context, s *state, now time.Time) {
 	var fresh []quota.Report
 	edges := 0
-	for _, row := range s.reports.All() {
+	for _, row := range s.Demand.All() {
 		if row.Value.Fresh(now) {
 			fresh = append(fresh, row.Value)
 			if row.Value.Role == "edge" {
@@ -123,12 +123,12 @@ func (c *Coordinator) allocate(ctx context.Context, s *state, now time.Time) {
 	}
 	for node, sh := range shares {
 		data, _ := json.Marshal(sh)
-		if _, err := s.quotas.Put(ctx, fleet.ShareKey(node), data); err != nil && ctx.Err() == nil {
+		if _, err := s.Quotas.Put(ctx, fleet.ShareKey(node), data); err != nil && ctx.Err() == nil {
 			c.deps.Logger.Debug("share not written", "node", node, "err", err)
 		}
 	}
 	data, _ := json.Marshal(tenants)
-	if _, err := s.quotas.Put(ctx, fleet.LimitsKey, data); err != nil && ctx.Err() == nil {
+	if _, err := s.Quotas.Put(ctx, fleet.LimitsKey, data); err != nil && ctx.Err() == nil {
 		c.deps.Logger.Debug("tenant limits not written", "err", err)
 	}
 }

@@ -10,11 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/relaydev/relay/relay/fleet"
-	"github.com/relaydev/relay/relay/fleet/breaker"
-	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -46,7 +42,7 @@ func (s *Server) admitGeneration(ctx context.Context, tenant, model string) *wir
 			RetryAfterMS: wait.Milliseconds(),
 		}
 	}
-	if wait, open := cs.allOpen(s.catalog.Route(model), time.Now()); open {
+	if wait, open := cs.view.AllOpen(s.catalog.Route(model), time.Now()); open {
 		return &wire.Error{
 			Message:      "No provider can take the request now: every provider of " + model + " is unavailable (circuit breaker open).",
 			Type:         wire.TypeUpstream,
@@ -67,8 +63,8 @@ func setRetryAfter(w http.ResponseWriter, e *wire.Error) {
 
 // edgeCluster is one edge's cluster state.
 type edgeCluster struct {
-	limiter  *fleet.TenantLimiter
-	breakers *fleet.Table[breaker.State]
+	limiter *fleet.TenantLimiter
+	view    *fleet.View // the breakers
 }
 
 // lazyCluster starts an edge's cluster state once its buckets can be read.
@@ -108,21 +104,14 @@ func (s *Server) clusterState() *edgeCluster {
 func (s *Server) startCluster() (*edgeCluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
-	var kvs [2]jetstream.KeyValue
-	for i, name := range []string{wire.BreakerBucket, wire.QuotaBucket} {
-		kv, err := s.js.KeyValue(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("edge: bucket %s: %w", name, err)
-		}
-		kvs[i] = kv
+	view, err := fleet.OpenView(ctx, s.js, s.log, wire.BreakerBucket, wire.QuotaBucket)
+	if err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
 	}
 	var b [4]byte
 	rand.Read(b[:])
-	node := &fleet.QuotaNode{KV: kvs[1], ID: "edge-" + hex.EncodeToString(b[:]), Logger: s.log}
-	st := &edgeCluster{
-		limiter:  fleet.NewTenantLimiter(node),
-		breakers: fleet.NewTable[breaker.State](kvs[0], s.log),
-	}
+	node := &fleet.QuotaNode{KV: view.Quotas, ID: "edge-" + hex.EncodeToString(b[:]), Logger: s.log}
+	st := &edgeCluster{limiter: fleet.NewTenantLimiter(node), view: view}
 	run, stop := context.WithCancel(context.Background())
 	go func() {
 		// The edge has no stop of its own; its connection closing is it.
@@ -136,40 +125,7 @@ func (s *Server) startCluster() (*edgeCluster, error) {
 			}
 		}
 	}()
-	go st.breakers.Run(run)
+	go view.Run(run)
 	go node.Run(run)
 	return st, nil
-}
-
-// allOpen reports whether every candidate of a route is refused now by an
-// open breaker (not yet claimable), and the shortest wait. Shared pauses
-// are left to the workers: they are short, and a worker's refusal carries
-// the same Retry-After.
-func (c *edgeCluster) allOpen(route []provider.Candidate, now time.Time) (time.Duration, bool) {
-	if len(route) == 0 {
-		return 0, false
-	}
-	wait := time.Duration(-1)
-	for _, cand := range route {
-		key := wire.ScopeKey(cand.Provider.Name, "")
-		if cand.Provider.Breaker.PerModel {
-			key = wire.ScopeKey(cand.Provider.Name, cand.Model)
-		}
-		w := time.Duration(0)
-		if cand.Provider.Breaker.Enabled() {
-			row, _ := c.breakers.Get(key)
-			if d, bw := breaker.Decide(row.Value, now); d == breaker.Wait {
-				// A probe's verdict usually comes long before its claim
-				// expires: hint no more than a cooldown.
-				w = min(bw, cand.Provider.Breaker.WithDefaults().Cooldown)
-			}
-		}
-		if w <= 0 {
-			return 0, false
-		}
-		if wait < 0 || w < wait {
-			wait = w
-		}
-	}
-	return wait, true
 }

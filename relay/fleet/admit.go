@@ -32,7 +32,7 @@ func (g *SharedGate) Admit(ctx context.Context, prov, model string) (Ticket, err
 		return NoTicket{}, nil
 	}
 	info := CallInfoFrom(ctx)
-	a := admission{g: g, p: p, model: model, scope: scopeKey(p, model), info: info, start: time.Now()}
+	a := admission{g: g, p: p, model: model, scope: ScopeOf(p, model), info: info, start: time.Now()}
 	a.bcfg = p.Breaker.WithDefaults()
 	ticket, err := a.run(ctx)
 	if err != nil {
@@ -79,9 +79,9 @@ func (a *admission) run(ctx context.Context) (Ticket, error) {
 			return nil, err
 		}
 		now := time.Now()
-		changed := g.breakers.Changed()
+		changed := g.view.Breakers.Changed()
 		if a.bcfg.Enabled() && probe == "" {
-			row, _ := g.breakers.Get(a.scope)
+			row, _ := g.view.Breakers.Get(a.scope)
 			d, wait := breaker.Decide(row.Value, now)
 			if d == breaker.Probe {
 				if !a.budgetAllows() {
@@ -109,13 +109,13 @@ func (a *admission) run(ctx context.Context) (Ticket, error) {
 				a.waitedFor = row.Value.Since
 			}
 		}
-		prow, paused := g.pauses.Get(a.scope)
+		prow, paused := g.view.Pauses.Get(a.scope)
 		if paused && now.Before(prow.Value.Until) && probe == "" {
 			wait := prow.Value.Until.Sub(now)
 			if left, ok := a.mayWait(); !ok || left < wait {
 				return a.refuse(ErrProviderPaused, wait)
 			}
-			if err := a.sleep(ctx, g.pauses.Changed(), wait); err != nil {
+			if err := a.sleep(ctx, g.view.Pauses.Changed(), wait); err != nil {
 				return nil, err
 			}
 			a.waitedFor = prow.Value.Until
@@ -423,7 +423,7 @@ func (t *sharedTicket) Done(r Report) {
 		})
 	case tripped:
 		written := false
-		if row, _ := g.breakers.Get(t.scope); row.Value.Current() == breaker.Closed {
+		if row, _ := g.view.Breakers.Get(t.scope); row.Value.Current() == breaker.Closed {
 			written = g.transition(t.scope, func(cur breaker.State) (breaker.State, breaker.Event, bool) {
 				return breaker.Trip(cur, cfg, time.Now(), t.scope, g.id, tripReason(cfg.Failures, r))
 			})
@@ -455,12 +455,12 @@ func breakerVerdict(r Report) breaker.Verdict {
 // pause raises the shared pause of scope to until, unless the local copy
 // already holds one about as long.
 func (g *SharedGate) pause(scope string, until time.Time, asked time.Duration) {
-	if row, ok := g.pauses.Get(scope); ok && !row.Value.Until.Before(until.Add(-pauseSlack)) {
+	if row, ok := g.view.Pauses.Get(scope); ok && !row.Value.Until.Before(until.Add(-pauseSlack)) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stateWriteTimeout)
 	defer cancel()
-	_, written, err := g.pauses.Update(ctx, scope, func(cur wire.Pause, exists bool) (wire.Pause, error) {
+	_, written, err := g.view.Pauses.Update(ctx, scope, func(cur wire.Pause, exists bool) (wire.Pause, error) {
 		if exists && !cur.Until.Before(until.Add(-pauseSlack)) {
 			return cur, ErrNoChange
 		}
@@ -482,7 +482,7 @@ func (g *SharedGate) Route(streamID, model string, route []provider.Candidate) [
 		return route
 	}
 	weight := 0.0
-	if row, ok := g.canaries.Get(wire.KeyToken(model)); ok && row.Value.Provider == m.Canary.Provider {
+	if row, ok := g.view.Canaries.Get(wire.KeyToken(model)); ok && row.Value.Provider == m.Canary.Provider {
 		weight = row.Value.Weight
 	}
 	isCanary := func(c provider.Candidate) bool { return c.Provider.Name == m.Canary.Provider && c.Model == model }

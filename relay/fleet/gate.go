@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
@@ -46,10 +45,9 @@ type SharedGate struct {
 	events  breaker.EventHandler
 	draw    func(n int64) int64
 
-	breakers *Table[breaker.State]
-	pauses   *Table[wire.Pause]
-	canaries *Table[canary.State]
-	quotas   *QuotaNode
+	// view holds the breakers, pauses and canaries.
+	view   *View
+	quotas *QuotaNode
 
 	mu      sync.Mutex
 	scopes  map[string]*scopeState
@@ -109,35 +107,14 @@ func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDep
 	if cfg.ID == "" {
 		cfg.ID = "worker-" + randomID()
 	}
-	open := func(name string) (jetstream.KeyValue, error) {
-		kv, err := deps.JS.KeyValue(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("relay: bucket %s: %w", name, err)
-		}
-		return kv, nil
-	}
-	kb, err := open(wire.BreakerBucket)
-	if err != nil {
-		return nil, err
-	}
-	kp, err := open(wire.PauseBucket)
-	if err != nil {
-		return nil, err
-	}
-	kc, err := open(wire.CanaryBucket)
-	if err != nil {
-		return nil, err
-	}
-	kq, err := open(wire.QuotaBucket)
-	if err != nil {
-		return nil, err
-	}
 	log := deps.Logger.With("gate", cfg.ID)
+	view, err := OpenView(ctx, deps.JS, log, wire.BreakerBucket, wire.PauseBucket, wire.CanaryBucket, wire.QuotaBucket)
+	if err != nil {
+		return nil, err
+	}
 	g := &SharedGate{
 		id: cfg.ID, catalog: deps.Catalog, log: log, events: deps.Events, draw: deps.Rand,
-		breakers: NewTable[breaker.State](kb, log),
-		pauses:   NewTable[wire.Pause](kp, log),
-		canaries: NewTable[canary.State](kc, log),
+		view:     view,
 		scopes:   map[string]*scopeState{},
 		budgets:  map[string]*quota.Budget{},
 		budgeted: map[string]*quota.Retries{},
@@ -145,7 +122,7 @@ func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDep
 		calls:    map[string]*quota.Calls{},
 		counts:   map[string]int{},
 	}
-	g.quotas = &QuotaNode{KV: kq, ID: cfg.ID, Role: "worker", Interval: cfg.QuotaInterval, Logger: log, Extra: g.addToReport}
+	g.quotas = &QuotaNode{KV: view.Quotas, ID: cfg.ID, Role: "worker", Interval: cfg.QuotaInterval, Logger: log, Extra: g.addToReport}
 	for _, p := range deps.Catalog.Providers() {
 		tok := wire.KeyToken(p.Name)
 		if p.RateLimit.RPM > 0 {
@@ -169,9 +146,8 @@ func randomID() string {
 // ends.
 func (g *SharedGate) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{g.breakers.Run, g.pauses.Run, g.canaries.Run, g.quotas.Run} {
-		wg.Go(func() { _ = run(ctx) })
-	}
+	wg.Go(func() { _ = g.quotas.Run(ctx) })
+	_ = g.view.Run(ctx)
 	wg.Wait()
 	return nil
 }
@@ -181,9 +157,9 @@ func (g *SharedGate) Run(ctx context.Context) error {
 func (g *SharedGate) Synced() <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
-		<-g.breakers.Synced()
-		<-g.pauses.Synced()
-		<-g.canaries.Synced()
+		<-g.view.Breakers.Synced()
+		<-g.view.Pauses.Synced()
+		<-g.view.Canaries.Synced()
 		close(done)
 	}()
 	return done
@@ -191,19 +167,19 @@ func (g *SharedGate) Synced() <-chan struct{} {
 
 // Breaker returns the local copy of a breaker, by scope key.
 func (g *SharedGate) Breaker(scope string) breaker.State {
-	row, _ := g.breakers.Get(scope)
+	row, _ := g.view.Breakers.Get(scope)
 	return row.Value
 }
 
 // Pause returns the local copy of a shared pause, by scope key.
 func (g *SharedGate) Pause(scope string) (wire.Pause, bool) {
-	row, ok := g.pauses.Get(scope)
+	row, ok := g.view.Pauses.Get(scope)
 	return row.Value, ok
 }
 
 // Canary returns the local copy of a model's canary ramp.
 func (g *SharedGate) Canary(model string) (canary.State, bool) {
-	row, ok := g.canaries.Get(wire.KeyToken(model))
+	row, ok := g.view.Canaries.Get(wire.KeyToken(model))
 	return row.Value, ok
 }
 
@@ -241,14 +217,6 @@ func (g *SharedGate) Stats() GateStats {
 	return s
 }
 
-// scopeKey is the breaker and pause key of model on p.
-func scopeKey(p provider.Config, model string) string {
-	if p.Breaker.PerModel {
-		return wire.ScopeKey(p.Name, model)
-	}
-	return wire.ScopeKey(p.Name, "")
-}
-
 func (g *SharedGate) scope(key string) *scopeState {
 	s := g.scopes[key]
 	if s == nil {
@@ -279,15 +247,7 @@ func (g *SharedGate) emit(ev breaker.Event) {
 func (g *SharedGate) transition(key string, f func(cur breaker.State) (breaker.State, breaker.Event, bool)) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), stateWriteTimeout)
 	defer cancel()
-	var ev breaker.Event
-	_, written, err := g.breakers.Update(ctx, key, func(cur breaker.State, _ bool) (breaker.State, error) {
-		next, e, ok := f(cur)
-		if !ok {
-			return cur, ErrNoChange
-		}
-		ev = e
-		return next, nil
-	})
+	ev, written, err := g.view.Transition(ctx, key, f)
 	if err != nil {
 		g.log.Warn("breaker transition not written", "scope", key, "err", err)
 		return false

@@ -248,3 +248,28 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("a long cooldown raises the default cap: %v", err)
 	}
 }
+
+func TestClaimableFor(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	grace := time.Second
+	open := State{Phase: Open, Since: t0, Until: t0.Add(5 * time.Second)}
+	for _, tc := range []struct {
+		name string
+		s    State
+		now  time.Time
+		want bool
+	}{
+		{"closed", State{}, t0, false},
+		{"open, cooling down", open, t0.Add(4 * time.Second), false},
+		{"open, due but within grace", open, t0.Add(5500 * time.Millisecond), false},
+		{"open, unclaimed for grace", open, t0.Add(6 * time.Second), true},
+		{"half-open without a claim, within grace", State{Phase: HalfOpen, Since: t0}, t0.Add(500 * time.Millisecond), false},
+		{"half-open without a claim for grace", State{Phase: HalfOpen, Since: t0}, t0.Add(time.Second), true},
+		{"half-open, claim live", State{Phase: HalfOpen, Since: t0, Probe: "p", ProbeDeadline: t0.Add(3 * time.Second)}, t0.Add(2 * time.Second), false},
+		{"half-open, claim expired grace ago", State{Phase: HalfOpen, Since: t0, Probe: "p", ProbeDeadline: t0.Add(3 * time.Second)}, t0.Add(4 * time.Second), true},
+	} {
+		if got := ClaimableFor(tc.s, tc.now, grace); got != tc.want {
+			t.Errorf("%s: ClaimableFor = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

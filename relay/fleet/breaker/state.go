@@ -112,6 +112,24 @@ func Trip(s State, cfg Config, now time.Time, key, by, reason string) (State, Ev
 	return next, Event{At: now, Key: key, From: Closed, To: Open, By: by, Reason: reason, Cooldown: cd}, true
 }
 
+// ClaimableFor reports whether b has been claimable for grace: its probe
+// is due and nobody claimed it, or a claim expired, grace ago.
+func ClaimableFor(b State, now time.Time, grace time.Duration) bool {
+	if !Claimable(b, now) {
+		return false
+	}
+	switch b.Current() {
+	case Open:
+		return now.Sub(b.Until) >= grace
+	case HalfOpen:
+		if b.Probe != "" {
+			return now.Sub(b.ProbeDeadline) >= grace
+		}
+		return now.Sub(b.Since) >= grace
+	}
+	return false
+}
+
 // Claimable reports whether a node may claim the probe now: the breaker is
 // open and its cooldown is over, or half-open with no live claim.
 func Claimable(s State, now time.Time) bool {
