@@ -63,7 +63,7 @@ func (t Topology) Validate(prefix string) error {
 }
 
 // Setup creates or updates the streams, the worker consumer and the
-// buckets, where they are missing or differ (ensure.go). Every role calls
+// buckets, where they are missing or differ (ensure.go, buckets.go). Every role calls
 // it at start, so any role can come up first; it is idempotent.
 func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	t = t.WithDefaults()
