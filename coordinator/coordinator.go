@@ -36,7 +36,6 @@ import (
 	"github.com/relaydev/relay/relay/liveness"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/streams"
-	"github.com/relaydev/relay/relay/wire"
 )
 
 // Config of the coordinator. The zero value means the defaults.
@@ -249,9 +248,9 @@ func (c *Coordinator) event(kind, text string, level slog.Level) {
 // an error only if the shared buckets are missing (streams.Setup did not
 // run).
 func (c *Coordinator) Run(ctx context.Context) error {
-	kv, err := c.deps.JS.KeyValue(ctx, wire.LeaseBucket)
+	lease, err := fleet.CoordinatorLease(ctx, c.deps.JS, c.name, c.cfg.LeaseTTL, c.deps.Logger)
 	if err != nil {
-		return fmt.Errorf("coordinator: bucket %s: %w", wire.LeaseBucket, err)
+		return fmt.Errorf("coordinator: %w", err)
 	}
 	s, err := c.openState(ctx)
 	if err != nil {
@@ -260,7 +259,6 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { c.watchLiveness(ctx) })
-	lease := fleet.Lease{JS: c.deps.JS, KV: kv, Key: wire.CoordinatorLeaseKey, Holder: c.name, TTL: c.cfg.LeaseTTL, Logger: c.deps.Logger}
 	return lease.Run(ctx, func(ctx context.Context) {
 		c.setActive(true)
 		c.event("lease", c.name+" is the active coordinator", slog.LevelInfo)

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -136,8 +135,7 @@ func (c *Coordinator) probe(ctx context.Context, p provider.Config) wire.Health 
 }
 
 func (c *Coordinator) publish(ctx context.Context, s *state, h wire.Health) bool {
-	data, _ := json.Marshal(h)
-	if _, err := s.Health.Put(ctx, wire.KeyToken(h.Provider), data); err != nil {
+	if err := s.PublishHealth(ctx, h); err != nil {
 		if ctx.Err() == nil {
 			c.deps.Logger.Warn("publish health", "provider", h.Provider, "err", err)
 		}

@@ -3,19 +3,17 @@ package edge
 import (
 	"context"
 	"embed"
-	"encoding/json"
-	"errors"
 	"io/fs"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -149,7 +147,7 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 		Breakers: s.obs.breakers(now),
 	}
 	var err error
-	if d.Providers, err = s.obs.health.read(ctx, s.js, s.catalog.Providers(), now); err != nil {
+	if d.Providers, err = readHealth(ctx, s.obs.health, s.js, s.catalog.Providers(), now); err != nil {
 		d.HealthError = err.Error()
 	}
 	if d.Workers, err = s.obs.workers.list(); err != nil {
@@ -160,42 +158,21 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// healthBoard reads provider health from wire.HealthBucket, binding
-// the bucket on first use as metaStore does.
-type healthBoard struct {
-	mu sync.Mutex
-	kv jetstream.KeyValue
-}
-
-func (h *healthBoard) read(ctx context.Context, js jetstream.JetStream, providers []provider.Config, now time.Time) ([]providerView, error) {
+// readHealth reads the health the coordinator published for each
+// provider; "unknown" for a provider it has not probed yet.
+func readHealth(ctx context.Context, board *fleet.HealthBoard, js jetstream.JetStream, providers []provider.Config, now time.Time) ([]providerView, error) {
 	out := make([]providerView, 0, len(providers))
 	for _, p := range providers {
 		out = append(out, providerView{Provider: p.Name, State: "unknown"})
 	}
-	h.mu.Lock()
-	if h.kv == nil {
-		kv, err := js.KeyValue(ctx, wire.HealthBucket)
-		if err != nil {
-			h.mu.Unlock()
-			return out, err
-		}
-		h.kv = kv
-	}
-	kv := h.kv
-	h.mu.Unlock()
 	var firstErr error
 	for i := range out {
-		e, err := kv.Get(ctx, out[i].Provider)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
+		hl, ok, err := board.Read(ctx, js, out[i].Provider)
 		if err != nil {
 			firstErr = cmpErr(firstErr, err)
 			continue
 		}
-		var hl wire.Health
-		if err := json.Unmarshal(e.Value(), &hl); err != nil {
-			firstErr = cmpErr(firstErr, err)
+		if !ok {
 			continue
 		}
 		out[i].State, out[i].LatencyMS, out[i].LastError = hl.State, hl.LatencyMS, hl.LastError

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -27,7 +28,7 @@ type observer struct {
 	models   func(string) bool
 	recent   *recent
 	workers  *workerBoard
-	health   *healthBoard
+	health   *fleet.HealthBoard
 	drops    *drops
 }
 
@@ -57,7 +58,7 @@ func newObserver(s *Server, deps Deps) (*observer, error) {
 		models:   s.catalog.Serves,
 		recent:   newRecent(time.Now),
 		workers:  newWorkerBoard(s.nc, s.log),
-		health:   &healthBoard{},
+		health:   &fleet.HealthBoard{},
 		drops:    newDrops(),
 	}, nil
 }

@@ -33,6 +33,16 @@ type Lease struct {
 	Logger *slog.Logger
 }
 
+// CoordinatorLease is the lease that makes one coordinator active, held
+// by holder.
+func CoordinatorLease(ctx context.Context, js jetstream.JetStream, holder string, ttl time.Duration, logger *slog.Logger) (Lease, error) {
+	kv, err := js.KeyValue(ctx, wire.LeaseBucket)
+	if err != nil {
+		return Lease{}, fmt.Errorf("fleet: bucket %s: %w", wire.LeaseBucket, err)
+	}
+	return Lease{JS: js, KV: kv, Key: wire.CoordinatorLeaseKey, Holder: holder, TTL: ttl, Logger: logger}, nil
+}
+
 // Run competes for the lease until ctx ends. While this process holds it,
 // active runs with a context that ends when the lease is lost (a renewal
 // refused, or none succeeded for TTL) or ctx ends; Run waits for active to
