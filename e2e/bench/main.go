@@ -1,4 +1,4 @@
-// Command bench measures what the relay's durable hops cost (issue 3): it
+// Command bench measures what the relay's durable hops cost: it
 // starts a nats-server, the fake upstream and the relay's roles as separate
 // processes (e2e/procs), drives them over loopback, and prints one
 // markdown table in which every figure stands next to a baseline measured

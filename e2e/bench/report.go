@@ -29,7 +29,7 @@ type figure struct {
 	// Verdict is "met", "missed", "n/a" or empty when there is no goal.
 	Verdict string `json:"verdict,omitempty"`
 	Note    string `json:"note,omitempty"`
-	// rank orders the table as issue 3 lists the figures, whatever order
+	// rank orders the table in the order of its goals, whatever order
 	// the phases ran in.
 	rank int
 }

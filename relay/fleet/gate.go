@@ -96,7 +96,7 @@ type SharedGateDeps struct {
 // for it to follow the shared state.
 func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDeps) (*SharedGate, error) {
 	if deps.JS == nil || deps.Catalog == nil {
-		return nil, errors.New("relay: SharedGateDeps.JS and Catalog are required")
+		return nil, errors.New("fleet: SharedGateDeps.JS and Catalog are required")
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)

@@ -52,7 +52,7 @@ func (l Lease) Run(ctx context.Context, active func(ctx context.Context)) error 
 		l.Logger = slog.New(slog.DiscardHandler)
 	}
 	if l.TTL < time.Second {
-		return fmt.Errorf("cluster: lease TTL %v is below 1s", l.TTL)
+		return fmt.Errorf("fleet: lease TTL %v is below 1s", l.TTL)
 	}
 	every := l.TTL / 3
 	for {

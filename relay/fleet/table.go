@@ -105,7 +105,7 @@ func (t *Table[T]) watch(ctx context.Context) error {
 			return nil
 		case e, ok := <-w.Updates():
 			if !ok {
-				return errors.New("cluster: watch closed")
+				return errors.New("fleet: watch closed")
 			}
 			if e == nil {
 				// The replay is over: keys it did not bring are gone.
@@ -203,7 +203,7 @@ func (t *Table[T]) Synced() <-chan struct{} { return t.synced }
 
 // ErrNoChange, returned by an Update's next function, leaves the key as it
 // is.
-var ErrNoChange = errors.New("cluster: no change")
+var ErrNoChange = errors.New("fleet: no change")
 
 // updateAttempts bounds the compare-and-swap retries of one Update.
 const updateAttempts = 4
@@ -229,7 +229,7 @@ func (t *Table[T]) Update(ctx context.Context, key string, next func(cur T, exis
 		}
 		data, err := json.Marshal(nv)
 		if err != nil {
-			return row.Value, false, fmt.Errorf("cluster: encode %s: %w", key, err)
+			return row.Value, false, fmt.Errorf("fleet: encode %s: %w", key, err)
 		}
 		var rev uint64
 		if exists {
@@ -247,7 +247,7 @@ func (t *Table[T]) Update(ctx context.Context, key string, next func(cur T, exis
 			return nv, true, nil
 		}
 		if !conflict(err) || attempt+1 >= updateAttempts {
-			return row.Value, false, fmt.Errorf("cluster: update %s/%s: %w", t.kv.Bucket(), key, err)
+			return row.Value, false, fmt.Errorf("fleet: update %s/%s: %w", t.kv.Bucket(), key, err)
 		}
 		row, exists, err = t.read(ctx, key)
 		if err != nil {
@@ -281,11 +281,11 @@ func (t *Table[T]) read(ctx context.Context, key string) (Row[T], bool, error) {
 		t.set(key, Row[T]{}, false)
 		return Row[T]{}, false, nil
 	case err != nil:
-		return Row[T]{}, false, fmt.Errorf("cluster: read %s/%s: %w", t.kv.Bucket(), key, err)
+		return Row[T]{}, false, fmt.Errorf("fleet: read %s/%s: %w", t.kv.Bucket(), key, err)
 	}
 	var v T
 	if err := json.Unmarshal(e.Value(), &v); err != nil {
-		return Row[T]{}, false, fmt.Errorf("cluster: decode %s/%s: %w", t.kv.Bucket(), key, err)
+		return Row[T]{}, false, fmt.Errorf("fleet: decode %s/%s: %w", t.kv.Bucket(), key, err)
 	}
 	row := Row[T]{Value: v, Rev: e.Revision()}
 	t.set(key, row, true)
