@@ -72,9 +72,6 @@ func fleetSettings(cfg *config.Config) {
 func (s *system) startFleetWorker(g *runGroup, id string, logger *slog.Logger) {
 	t := g.t
 	t.Helper()
-	if s.events == nil {
-		s.events = &fleetEvents{}
-	}
 	nc, js := s.connect(g, "worker", logger)
 	catalog, err := s.cfg.Catalog()
 	if err != nil {

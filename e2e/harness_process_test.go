@@ -136,7 +136,6 @@ func (s *system) startProcesses() {
 		provider.BaseURL = "http://" + s.proxy.addr() + "/v1"
 	}
 	s.providers = []procs.Provider{provider}
-	s.MockURL = provider.BaseURL
 
 	s.listenToFrames()
 	if o.Coordinator {

@@ -48,7 +48,6 @@ type system struct {
 	// Secured holds the role users' passwords, with options.Secured.
 	Secured *securedNATS
 	Mock    *mockupstream.Server
-	MockURL string   // the base URL of the first provider's front
 	Edges   []string // base URLs, "http://127.0.0.1:port"
 	Edge    string   // Edges[0]
 	// Worker and Coordinator are base URLs of the ops endpoints (/healthz,
@@ -154,15 +153,30 @@ func start(t *testing.T, o options) *system {
 	if len(o.Providers) == 0 {
 		o.Providers = []string{"mock"}
 	}
+	o.Coordinator = o.Coordinator || o.Secured
+	inProcess := o.Tune != nil || o.Record || o.Fleet || o.Secured || o.NATS != nil || o.NATSPassword != "" || o.MockLater || o.Logs != nil || len(o.Providers) > 1
+	processes := o.ClusterNodes > 0 || o.Streams != nil || o.EdgeSettings != nil || o.WorkerSettings != nil || o.Proxy
+	switch {
+	case o.Processes && inProcess, !o.Processes && processes:
+		t.Fatalf("options: %+v mixes in-process options with options of Processes", o)
+	case o.Record && (o.Workers > 1 || o.Fleet):
+		t.Fatal("options.Record records one worker, not a fleet")
+	}
 	s := &system{t: t, o: o, NATS: o.NATS, fronts: map[string]*front{}}
 	if o.Processes {
 		s.startProcesses()
-		return s
+	} else {
+		s.startInProcess()
 	}
-	o.Coordinator = o.Coordinator || o.Secured
-	if o.Record && o.Workers > 1 {
-		t.Fatal("options.Record records one worker")
-	}
+	return s
+}
+
+// startInProcess runs the system in this process, each role as the relay
+// binary runs it (relay/app) but those options.Record and options.Fleet
+// wire by hand.
+func (s *system) startInProcess() {
+	t, o := s.t, s.o
+	t.Helper()
 	logger := relaytest.Logger(t)
 	if o.Logs != nil {
 		logger = slog.New(slog.NewTextHandler(o.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -179,11 +193,46 @@ func start(t *testing.T, o options) *system {
 	}
 	g := newRunGroup(t)
 	if o.Fleet {
+		s.events = &fleetEvents{}
 		// Cleanups run last first: the coordinator stops before the roles.
 		t.Cleanup(s.stopCoordinator)
 	}
 	s.startMock(g, logger)
+	cfg := s.config()
+	s.cfg = cfg
 
+	if o.Coordinator && !o.Fleet {
+		s.Coordinator = "http://" + g.app(config.RoleCoordinator, s.roleConfig(cfg, "coordinator"), logger).Coordinator
+	}
+	for i := range o.Workers {
+		switch {
+		case o.Record:
+			s.Gate = &gateLog{}
+			nc, js := s.connect(g, "worker", logger)
+			s.Relay = s.wireWorker(g, nc, js, cfg.Worker, s.Gate, logger.With("role", "worker"))
+		case o.Fleet:
+			s.startFleetWorker(g, fmt.Sprintf("w%d", i+1), logger)
+		default:
+			if a := g.app(config.RoleWorker, s.roleConfig(cfg, "worker"), logger); s.Worker == "" {
+				s.Worker = "http://" + a.Worker
+			}
+		}
+	}
+	s.waitGatesSynced()
+	for range o.Edges {
+		s.Edges = append(s.Edges, "http://"+g.app(config.RoleEdge, s.roleConfig(cfg, "edge"), logger).Edge)
+	}
+	s.Edge = s.Edges[0]
+	if o.Coordinator && o.Fleet {
+		s.startCoordinator()
+	}
+}
+
+// config is the configuration every in-process role runs with, checked
+// for each role the system runs.
+func (s *system) config() config.Config {
+	t, o := s.t, s.o
+	t.Helper()
 	cfg := config.Config{NATS: natsconn.Config{URL: s.NATS.ClientURL()}}
 	for _, name := range o.Providers {
 		cfg.Providers = append(cfg.Providers, provider.Config{
@@ -215,33 +264,7 @@ func start(t *testing.T, o options) *system {
 			t.Fatal(err)
 		}
 	}
-	s.cfg = cfg
-	if o.Coordinator && !o.Fleet {
-		s.Coordinator = "http://" + g.app(config.RoleCoordinator, s.roleConfig(cfg, "coordinator"), logger).Coordinator
-	}
-	for i := range o.Workers {
-		switch {
-		case o.Record:
-			s.Gate = &gateLog{}
-			nc, js := s.connect(g, "worker", logger)
-			s.Relay = s.wireWorker(g, nc, js, cfg.Worker, s.Gate, logger.With("role", "worker"))
-		case o.Fleet:
-			s.startFleetWorker(g, fmt.Sprintf("w%d", i+1), logger)
-		default:
-			if a := g.app(config.RoleWorker, s.roleConfig(cfg, "worker"), logger); s.Worker == "" {
-				s.Worker = "http://" + a.Worker
-			}
-		}
-	}
-	s.waitGatesSynced()
-	for range o.Edges {
-		s.Edges = append(s.Edges, "http://"+g.app(config.RoleEdge, s.roleConfig(cfg, "edge"), logger).Edge)
-	}
-	s.Edge = s.Edges[0]
-	if o.Coordinator && o.Fleet {
-		s.startCoordinator()
-	}
-	return s
+	return cfg
 }
 
 // startMock runs the fake upstream on a loopback port behind one front per
@@ -260,7 +283,7 @@ func (s *system) startMock(g *runGroup, logger *slog.Logger) {
 			t.Fatal(err)
 		}
 		addr := ln.Addr().String()
-		f := &front{name: name, url: "http://" + addr + "/v1"}
+		f := &front{url: "http://" + addr + "/v1"}
 		s.fronts[name] = f
 		hs := &http.Server{Handler: f.handler(mock.Handler()), ReadHeaderTimeout: 5 * time.Second}
 		context.AfterFunc(g.ctx, func() { hs.Close() })
@@ -287,7 +310,6 @@ func (s *system) startMock(g *runGroup, logger *slog.Logger) {
 			serve(l)
 		}
 	}
-	s.MockURL = s.fronts[s.o.Providers[0]].url
 }
 
 // serveMock starts serving the mock on its port (once), with

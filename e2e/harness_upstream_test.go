@@ -37,7 +37,6 @@ type upstreamCall struct {
 // down (503 for new ones, the connection cut for streams under way) or
 // when fail says so.
 type front struct {
-	name string
 	url  string // provider base URL
 	down atomic.Bool
 	// fail, if set, answers a chat request with the status it returns
