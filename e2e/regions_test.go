@@ -23,7 +23,7 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// Regions (issue 6, test 7; README "Regions"): two regions in one test
+// Regions (README "Regions"): two regions in one test
 // process. Region A is the home: a nats-server with JetStream domain "a"
 // that accepts leaf nodes. Region B is a nats-server with domain "b" that
 // joins A as a leaf through a TCP proxy the test cuts and heals. Each
