@@ -25,13 +25,13 @@ import (
 // the pause.
 func TestCoordinator429PausesEveryWorker(t *testing.T) {
 	const grace = 300 * time.Millisecond // calls admitted before a worker learned of the pause may still arrive
-	c := startClu(t, cluOptions{Workers: 3, Mock: mockupstream.Config{Tokens: 5}, Tune: func(cfg *config.Config) {
+	c := start(t, options{Fleet: true, Workers: 3, Mock: mockupstream.Config{Tokens: 5}, Tune: func(cfg *config.Config) {
 		// Few slots per worker, so the queue hands the requests to all three.
 		cfg.Worker.MaxInflight = 4
 	}})
 	front := c.fronts["mock"]
 	var once sync.Once
-	fail := func(_ int, call cluCall) (int, string) {
+	fail := func(_ int, call upstreamCall) (int, string) {
 		status := 0
 		if call.conv == "Rate limited." {
 			once.Do(func() { status = http.StatusTooManyRequests })
@@ -46,7 +46,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 
 	first := make(chan time.Time, 1)
 	go func() {
-		status, _, body, err := unary(context.Background(), c.edge, "mock-1", "Rate limited.")
+		status, _, body, err := unary(context.Background(), c.Edge, "mock-1", "Rate limited.")
 		if err != nil || status != http.StatusOK {
 			t.Errorf("the request that got the 429: %d %s %v", status, body, err)
 		}
@@ -80,7 +80,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 10 {
 			wg.Go(func() {
-				status, retryAfter, _, err := unary(context.Background(), c.edge, "mock-1", fmt.Sprintf("While paused %d-%d.", wave, i))
+				status, retryAfter, _, err := unary(context.Background(), c.Edge, "mock-1", fmt.Sprintf("While paused %d-%d.", wave, i))
 				if err != nil {
 					t.Error(err)
 					return
@@ -119,7 +119,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 	if done.Before(pause.Until) {
 		t.Fatalf("the 429'd request finished %v before the pause ended", pause.Until.Sub(done))
 	}
-	status, _, body, err := unary(context.Background(), c.edge, "mock-1", "After the pause.")
+	status, _, body, err := unary(context.Background(), c.Edge, "mock-1", "After the pause.")
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("after the pause: %d %s %v", status, body, err)
 	}
@@ -132,13 +132,13 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 // this load makes about one retry per request.
 func TestCoordinatorRetryBudgetCapsRetries(t *testing.T) {
 	const requests = 150
-	c := startClu(t, cluOptions{Workers: 3, Mock: mockupstream.Config{Tokens: 5}, Tune: func(cfg *config.Config) {
+	c := start(t, options{Fleet: true, Workers: 3, Mock: mockupstream.Config{Tokens: 5}, Tune: func(cfg *config.Config) {
 		p := &cfg.Providers[0]
 		p.Retry = backoff.Config{Base: 5 * time.Millisecond, Cap: 10 * time.Millisecond, MaxRetries: 6}
 		p.Breaker = breaker.Config{Failures: -1} // this test is about the budget
 	}})
 	front := c.fronts["mock"]
-	fail := func(n int, _ cluCall) (int, string) {
+	fail := func(n int, _ upstreamCall) (int, string) {
 		if n%2 == 0 {
 			return http.StatusServiceUnavailable, ""
 		}
@@ -155,7 +155,7 @@ func TestCoordinatorRetryBudgetCapsRetries(t *testing.T) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			status, _, _, err := unary(context.Background(), c.edge, "mock-1", fmt.Sprintf("Partial outage %d.", i))
+			status, _, _, err := unary(context.Background(), c.Edge, "mock-1", fmt.Sprintf("Partial outage %d.", i))
 			if err != nil {
 				t.Error(err)
 				return

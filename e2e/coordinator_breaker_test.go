@@ -36,7 +36,7 @@ func tuneBreaker(p *provider.Config, cooldown time.Duration) {
 // trip sends requests while the provider is down until its breaker opens,
 // and returns the open breaker (see waitFor). The requests go on in the
 // background: their retries wait for the breaker.
-func (c *clu) trip(log *breakerLog, front *cluFront) phaseAt {
+func (c *system) trip(log *breakerLog, front *front) phaseAt {
 	c.t.Helper()
 	front.down.Store(true)
 	start := time.Now()
@@ -46,7 +46,7 @@ func (c *clu) trip(log *breakerLog, front *cluFront) phaseAt {
 		if time.Since(start) > 10*time.Second {
 			c.t.Fatal("breaker did not open")
 		}
-		go unary(ctx, c.edge, "mock-1", fmt.Sprintf("Trip %d.", i))
+		go unary(ctx, c.Edge, "mock-1", fmt.Sprintf("Trip %d.", i))
 		time.Sleep(20 * time.Millisecond)
 	}
 	return log.waitFor(c.t, breaker.Open, start, time.Second)
@@ -54,7 +54,7 @@ func (c *clu) trip(log *breakerLog, front *cluFront) phaseAt {
 
 // load sends requests from n clients until stop is closed, and counts the
 // answers by status.
-func (c *clu) load(n int, every time.Duration, topic string, stop <-chan struct{}) (wait func() map[int]int) {
+func (c *system) load(n int, every time.Duration, topic string, stop <-chan struct{}) (wait func() map[int]int) {
 	var mu sync.Mutex
 	counts := map[int]int{}
 	var wg sync.WaitGroup
@@ -67,7 +67,7 @@ func (c *clu) load(n int, every time.Duration, topic string, stop <-chan struct{
 					return
 				default:
 				}
-				status, _, _, err := unary(context.Background(), c.edge, "mock-1", fmt.Sprintf("%s %d.", topic, seq.Add(1)))
+				status, _, _, err := unary(context.Background(), c.Edge, "mock-1", fmt.Sprintf("%s %d.", topic, seq.Add(1)))
 				if err == nil {
 					mu.Lock()
 					counts[status]++
@@ -89,7 +89,7 @@ func (c *clu) load(n int, every time.Duration, topic string, stop <-chan struct{
 // breaker for all three.
 func TestCoordinatorHalfOpenOneProbe(t *testing.T) {
 	const cooldown = 1500 * time.Millisecond
-	c := startClu(t, cluOptions{Workers: 3, Tune: breakerTune(cooldown), Mock: mockupstream.Config{Tokens: 5}})
+	c := start(t, options{Fleet: true, Workers: 3, Tune: breakerTune(cooldown), Mock: mockupstream.Config{Tokens: 5}})
 	front := c.fronts["mock"]
 	log := c.watchBreaker("mock")
 	opened := c.trip(log, front)
@@ -133,14 +133,14 @@ func TestCoordinatorHalfOpenOneProbe(t *testing.T) {
 // While every candidate's breaker is open, a new request gets a fast 503
 // in OpenAI's error shape with Retry-After, streaming or not.
 func TestCoordinatorAllOpenIsFast503(t *testing.T) {
-	c := startClu(t, cluOptions{Workers: 1, Tune: breakerTune(10 * time.Second)})
+	c := start(t, options{Fleet: true, Workers: 1, Tune: breakerTune(10 * time.Second)})
 	log := c.watchBreaker("mock")
 	c.trip(log, c.fronts["mock"])
 	before := len(c.fronts["mock"].allChats())
 	for _, stream := range []bool{false, true} {
 		body := fmt.Sprintf(`{"model":"mock-1","stream":%v,"messages":[{"role":"user","content":"Open."}]}`, stream)
 		start := time.Now()
-		resp, err := http.Post(c.edge+"/v1/chat/completions", "application/json", stringsReader(body))
+		resp, err := http.Post(c.Edge+"/v1/chat/completions", "application/json", stringsReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestCoordinatorAllOpenIsFast503(t *testing.T) {
 // breaker and recover it on their own.
 func TestCoordinatorKilledWorkersCarryOn(t *testing.T) {
 	const cooldown = time.Second
-	c := startClu(t, cluOptions{Workers: 3, Coordinator: true, Tune: breakerTune(cooldown), Mock: mockupstream.Config{Tokens: 5}})
+	c := start(t, options{Fleet: true, Workers: 3, Coordinator: true, Tune: breakerTune(cooldown), Mock: mockupstream.Config{Tokens: 5}})
 	front := c.fronts["mock"]
 	leases := c.kv(wire.LeaseBucket)
 	holder := func() string {
@@ -188,7 +188,7 @@ func TestCoordinatorKilledWorkersCarryOn(t *testing.T) {
 	ok := func(topic string, n int) {
 		t.Helper()
 		for i := range n {
-			status, _, body, err := unary(context.Background(), c.edge, "mock-1", fmt.Sprintf("%s %d.", topic, i))
+			status, _, body, err := unary(context.Background(), c.Edge, "mock-1", fmt.Sprintf("%s %d.", topic, i))
 			if err != nil || status != http.StatusOK {
 				t.Fatalf("%s %d: %d %s %v", topic, i, status, body, err)
 			}
@@ -221,7 +221,7 @@ func TestCoordinatorKilledWorkersCarryOn(t *testing.T) {
 // GET /v1/relay/status serves the breakers, health, quotas and the active
 // coordinator, as every edge reads them from the shared buckets.
 func TestCoordinatorStatusEndpoint(t *testing.T) {
-	c := startClu(t, cluOptions{Workers: 3, Coordinator: true, Tune: breakerTune(time.Minute), Mock: mockupstream.Config{Tokens: 5}})
+	c := start(t, options{Fleet: true, Workers: 3, Coordinator: true, Tune: breakerTune(time.Minute), Mock: mockupstream.Config{Tokens: 5}})
 	c.fronts["mock"].down.Store(true)
 	log := c.watchBreaker("mock")
 	c.trip(log, c.fronts["mock"])
@@ -230,7 +230,7 @@ func TestCoordinatorStatusEndpoint(t *testing.T) {
 	// read may time out, which the answer reports (a 503 if nothing was
 	// read, else in "errors"): ask again.
 	relaytest.Eventually(t, 20*time.Second, 5*time.Millisecond, func() bool {
-		resp, err := http.Get(c.edge + "/v1/relay/status")
+		resp, err := http.Get(c.Edge + "/v1/relay/status")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +264,7 @@ func TestCoordinatorStatusEndpoint(t *testing.T) {
 // a breaker of its own; once that one is open too, a new request gets the
 // fast 503, and neither provider is called.
 func TestCoordinatorOpenBreakerUsesBackup(t *testing.T) {
-	c := startClu(t, cluOptions{Workers: 2, Providers: []string{"mock", "backup"}, Mock: mockupstream.Config{Tokens: 5},
+	c := start(t, options{Fleet: true, Workers: 2, Providers: []string{"mock", "backup"}, Mock: mockupstream.Config{Tokens: 5},
 		Tune: func(cfg *config.Config) {
 			for i := range cfg.Providers {
 				tuneBreaker(&cfg.Providers[i], 10*time.Second)
@@ -273,7 +273,7 @@ func TestCoordinatorOpenBreakerUsesBackup(t *testing.T) {
 	primary, backup := c.fronts["mock"], c.fronts["backup"]
 	c.trip(c.watchBreaker("mock"), primary)
 	for i := range 5 {
-		status, _, body, err := unary(context.Background(), c.edge, "mock-1", fmt.Sprintf("Primary open %d.", i))
+		status, _, body, err := unary(context.Background(), c.Edge, "mock-1", fmt.Sprintf("Primary open %d.", i))
 		if err != nil || status != http.StatusOK {
 			t.Fatalf("with the primary's breaker open: %d %s %v", status, body, err)
 		}
@@ -284,7 +284,7 @@ func TestCoordinatorOpenBreakerUsesBackup(t *testing.T) {
 
 	c.trip(c.watchBreaker("backup"), backup)
 	start := time.Now()
-	status, retryAfter, body, err := unary(context.Background(), c.edge, "mock-1", "Both open.")
+	status, retryAfter, body, err := unary(context.Background(), c.Edge, "mock-1", "Both open.")
 	took := time.Since(start)
 	if ra, _ := strconv.Atoi(retryAfter); err != nil || status != http.StatusServiceUnavailable || ra < 1 || took > time.Second {
 		t.Fatalf("both open: %d with Retry-After %q after %v (%s %v); want a fast 503", status, retryAfter, took, body, err)
@@ -296,7 +296,7 @@ func TestCoordinatorOpenBreakerUsesBackup(t *testing.T) {
 
 // convCalls counts the chat requests f got for conversations that begin
 // with prefix.
-func convCalls(f *cluFront, prefix string) int {
+func convCalls(f *front, prefix string) int {
 	n := 0
 	for _, c := range f.allChats() {
 		if strings.HasPrefix(c.conv, prefix) {

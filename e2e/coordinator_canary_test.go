@@ -41,7 +41,8 @@ func weightsOf(states []canaryAt) (weights []float64, since []time.Time, last ca
 // coordinator starts once the load flows, so that the first step sees
 // calls however slowly the machine starts the clients.
 func TestCoordinatorCanaryRamps(t *testing.T) {
-	c := startClu(t, cluOptions{
+	c := start(t, options{
+		Fleet:   true,
 		Workers: 3, Providers: []string{"stable", "canary"},
 		Mock: mockupstream.Config{Tokens: 3, TokenInterval: -1},
 		Tune: canaryTune(canary.Config{Provider: "canary", Steps: []float64{10, 50, 100}, Hold: 2 * time.Second, MinSample: 5}),
@@ -103,12 +104,13 @@ func TestCoordinatorCanaryRamps(t *testing.T) {
 // aborts the ramp, logs it, and the weight back at 0 keeps every worker's
 // calls off the canary.
 func TestCoordinatorCanaryAbortsOnErrors(t *testing.T) {
-	c := startClu(t, cluOptions{
+	c := start(t, options{
+		Fleet:   true,
 		Workers: 3, Providers: []string{"stable", "canary"}, Coordinator: true,
 		Mock: mockupstream.Config{Tokens: 3, TokenInterval: -1},
 		Tune: canaryTune(canary.Config{Provider: "canary", Steps: []float64{50, 100}, Hold: time.Minute, MinSample: 5}),
 	})
-	fail := func(int, cluCall) (int, string) { return http.StatusInternalServerError, "" }
+	fail := func(int, upstreamCall) (int, string) { return http.StatusInternalServerError, "" }
 	c.fronts["canary"].fail.Store(&fail)
 	ramp := c.watchCanary("mock-1")
 

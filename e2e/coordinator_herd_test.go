@@ -32,7 +32,8 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 		jitter  = 2 * time.Second
 		grace   = 500 * time.Millisecond // calls admitted before the workers knew of the open may still arrive
 	)
-	c := startClu(t, cluOptions{
+	c := start(t, options{
+		Fleet:       true,
 		Workers:     3,
 		Coordinator: true,
 		Mock:        mockupstream.Config{Tokens: tokens, TokenInterval: 20 * time.Millisecond},
@@ -52,7 +53,7 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 	for i := range streams {
 		wg.Go(func() {
 			content := fmt.Sprintf("Thundering herd, stream %d.", i)
-			a, err := read(c.edge, "mock-1", content)
+			a, err := read(c.Edge, "mock-1", content)
 			switch {
 			case err != nil:
 				results[i] = err

@@ -25,7 +25,7 @@ type quotaAnswer struct {
 	tokens     int
 }
 
-func (c *clu) quotaLoad(n int, d time.Duration, topic string) []quotaAnswer {
+func (c *system) quotaLoad(n int, d time.Duration, topic string) []quotaAnswer {
 	var mu sync.Mutex
 	var out []quotaAnswer
 	var seq atomic.Int64
@@ -35,7 +35,7 @@ func (c *clu) quotaLoad(n int, d time.Duration, topic string) []quotaAnswer {
 		wg.Go(func() {
 			for time.Now().Before(end) {
 				i := seq.Add(1)
-				edge := c.edges[int(i)%len(c.edges)]
+				edge := c.Edges[int(i)%len(c.Edges)]
 				sent := time.Now()
 				status, ra, body, err := unary(context.Background(), edge, "mock-1", fmt.Sprintf("%s %d.", topic, i))
 				if err != nil {
@@ -61,7 +61,7 @@ func (c *clu) quotaLoad(n int, d time.Duration, topic string) []quotaAnswer {
 // within 25%, plus one request of burst per worker.
 func TestCoordinatorProviderRPMShared(t *testing.T) {
 	const rpm = 120
-	c := startClu(t, cluOptions{Workers: 3, Coordinator: true, Mock: mockupstream.Config{Tokens: 5, TokenInterval: -1}, Tune: func(cfg *config.Config) {
+	c := start(t, options{Fleet: true, Workers: 3, Coordinator: true, Mock: mockupstream.Config{Tokens: 5, TokenInterval: -1}, Tune: func(cfg *config.Config) {
 		cfg.Providers[0].RateLimit = quota.Limit{RPM: rpm, MaxWait: 500 * time.Millisecond}
 	}})
 	start := time.Now()
@@ -93,7 +93,7 @@ func TestCoordinatorProviderRPMShared(t *testing.T) {
 // flight: within 30%, plus one call per worker.
 func TestCoordinatorProviderTPMShared(t *testing.T) {
 	const tpm = 600
-	c := startClu(t, cluOptions{Workers: 3, Coordinator: true, Mock: mockupstream.Config{Tokens: 5, TokenInterval: -1}, Tune: func(cfg *config.Config) {
+	c := start(t, options{Fleet: true, Workers: 3, Coordinator: true, Mock: mockupstream.Config{Tokens: 5, TokenInterval: -1}, Tune: func(cfg *config.Config) {
 		cfg.Providers[0].RateLimit = quota.Limit{TPM: tpm, MaxWait: 500 * time.Millisecond}
 	}})
 	start := time.Now()
@@ -118,12 +118,12 @@ func TestCoordinatorProviderTPMShared(t *testing.T) {
 // rest get a 429 with Retry-After.
 func TestCoordinatorTenantRPMSharedByEdges(t *testing.T) {
 	const rpm = 60
-	c := startClu(t, cluOptions{Workers: 1, Edges: 2, Coordinator: true, Mock: mockupstream.Config{Tokens: 5, TokenInterval: -1}, Tune: func(cfg *config.Config) {
+	c := start(t, options{Fleet: true, Workers: 1, Edges: 2, Coordinator: true, Mock: mockupstream.Config{Tokens: 5, TokenInterval: -1}, Tune: func(cfg *config.Config) {
 		cfg.Coordinator.TenantRPM = rpm
 	}})
 	// The edges learn the limit with their first share.
-	_, _, _, _ = unary(context.Background(), c.edges[0], "mock-1", "Warm up 0.")
-	_, _, _, _ = unary(context.Background(), c.edges[1], "mock-1", "Warm up 1.")
+	_, _, _, _ = unary(context.Background(), c.Edges[0], "mock-1", "Warm up 0.")
+	_, _, _, _ = unary(context.Background(), c.Edges[1], "mock-1", "Warm up 1.")
 	time.Sleep(500 * time.Millisecond)
 	start := time.Now()
 	answers := c.quotaLoad(6, 7*time.Second, "Tenant")

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/e2e/procs"
 	"github.com/relaydev/relay/relay/app"
 	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/config"
@@ -31,32 +32,39 @@ import (
 	"github.com/relaydev/relay/relay/worker"
 )
 
-// start is how an end-to-end test runs a relay in its own process:
-// embedded NATS, the fake upstream, workers and edges started as the relay
-// binary starts them, and a coordinator when asked; the options say what
-// a test varies. (The coordinator tests' startClu wires shared gates per
-// worker, startRegions two NATS servers, and the process tests run the
-// binary itself.)
+// start is the one way an end-to-end test runs a relay: a real
+// nats-server, the fake upstream, workers and edges started as the relay
+// binary starts them, and a coordinator when asked; in this process
+// (through relay/app) or, with options.Processes, as processes of their
+// own. The options say what a test varies; what a scenario needs beyond
+// them (two regions, nginx in front) is built on start.
 
 // system is a running relay.
 type system struct {
+	t    *testing.T
+	o    options
+	cfg  config.Config // in process: what every role runs with
 	NATS *server.Server
 	// Secured holds the role users' passwords, with options.Secured.
 	Secured *securedNATS
 	Mock    *mockupstream.Server
-	MockURL string   // the provider base URL of the mock
 	Edges   []string // base URLs, "http://127.0.0.1:port"
 	Edge    string   // Edges[0]
 	// Worker and Coordinator are base URLs of the ops endpoints (/healthz,
-	// /readyz, /metrics): the first worker's ("" with Record or Secured,
-	// whose worker is wired by hand) and the coordinator's.
+	// /readyz, /metrics): the first worker's ("" when workers are wired
+	// by hand) and the coordinator's ("" when wired by hand).
 	Worker, Coordinator string
+	// fronts are the providers' fronts, by provider name: every request
+	// the fake upstream receives goes through one.
+	fronts map[string]*front
 
-	// With options.Record: the requests the mock received, what the
-	// worker's gate saw, and the worker itself (tests call Reload).
-	Calls *callLog
+	// With options.Record: what the worker's gate saw, and the worker
+	// itself (tests call Reload).
 	Gate  *gateLog
 	Relay *worker.Worker
+
+	fleetSystem   // with options.Fleet
+	processSystem // with options.Processes
 
 	serveOnce sync.Once
 	serve     func()
@@ -64,21 +72,31 @@ type system struct {
 
 type options struct {
 	Edges, Workers int // zero: 1
-	// Coordinator runs a coordinator too, before the other roles.
+	// Coordinator runs a coordinator too, before the other roles (with
+	// options.Fleet, after them).
 	Coordinator bool
 	Mock        mockupstream.Config
+	// Providers are the names of the providers, each serving mock-1 and
+	// mock-2 from the one fake upstream through a front of its own
+	// (system.fronts); zero: one, "mock".
+	Providers []string
 	// MockLater leaves the mock's port closed until the test calls
 	// serveMock: calls to it are refused until then.
 	MockLater bool
-	// Record fronts the mock with a log of the chat requests it receives
-	// (system.Calls) and starts the one worker with worker.New and a gate
-	// that admits every call and keeps every report, which is what a
-	// circuit breaker would count (system.Gate).
+	// Record starts the one worker by hand with a gate that admits every
+	// call and keeps every report, which is what a circuit breaker would
+	// count (system.Gate).
 	Record bool
-	// Tune adjusts the configuration every role is started with: one
-	// provider "mock" serving mock-1 and mock-2 with the mock's API keys,
-	// and edges that allow anonymous clients. Presets: withFastRetry,
-	// withOpsModels, withTenants.
+	// Fleet starts each worker by hand around a fleet.SharedGate the test
+	// can read (system.gates), records the breaker transitions and the
+	// coordinator's events (system.events), and runs the coordinator by
+	// hand so that a test can start, stop or kill it (harness_fleet_test.go
+	// has the settings it runs with).
+	Fleet bool
+	// Tune adjusts the configuration every role is started with: the
+	// providers with the mock's API keys, and edges that allow anonymous
+	// clients. Presets: withFastRetry, withOpsModels, withTenants. Not
+	// with Processes, which take Settings.
 	Tune func(*config.Config)
 	// Logs, when set, receives every role's log (debug level) instead of
 	// the test log.
@@ -94,6 +112,21 @@ type options struct {
 	// coordinator sets the JetStream topology up, the edge and the worker
 	// find it set up, which needs no more than their read rights.
 	Secured bool
+
+	// Processes runs nats-server, the fake upstream and every role as
+	// processes of their own (harness_process_test.go); the fields below
+	// are for it alone.
+	Processes bool
+	// ClusterNodes: 0 runs one nats-server, 3 a three-node cluster.
+	ClusterNodes int
+	// Streams are streams.* settings, given to every role.
+	Streams procs.Settings
+	// EdgeSettings and WorkerSettings are settings of every edge and
+	// every worker.
+	EdgeSettings, WorkerSettings procs.Settings
+	// Proxy puts a TCP proxy that records connections (upstreamProxy)
+	// between the workers and the fake upstream.
+	Proxy bool
 }
 
 // fastRetry keeps backoff short; the delays themselves are the backoff
@@ -117,11 +150,33 @@ func withFastRetry(more func(*config.Config)) func(*config.Config) {
 func start(t *testing.T, o options) *system {
 	t.Helper()
 	o.Edges, o.Workers = max(o.Edges, 1), max(o.Workers, 1)
-	o.Coordinator = o.Coordinator || o.Secured
-	if o.Record && o.Workers > 1 {
-		t.Fatal("options.Record records one worker")
+	if len(o.Providers) == 0 {
+		o.Providers = []string{"mock"}
 	}
-	s := &system{NATS: o.NATS}
+	o.Coordinator = o.Coordinator || o.Secured
+	inProcess := o.Tune != nil || o.Record || o.Fleet || o.Secured || o.NATS != nil || o.NATSPassword != "" || o.MockLater || o.Logs != nil || len(o.Providers) > 1
+	processes := o.ClusterNodes > 0 || o.Streams != nil || o.EdgeSettings != nil || o.WorkerSettings != nil || o.Proxy
+	switch {
+	case o.Processes && inProcess, !o.Processes && processes:
+		t.Fatalf("options: %+v mixes in-process options with options of Processes", o)
+	case o.Record && (o.Workers > 1 || o.Fleet):
+		t.Fatal("options.Record records one worker, not a fleet")
+	}
+	s := &system{t: t, o: o, NATS: o.NATS, fronts: map[string]*front{}}
+	if o.Processes {
+		s.startProcesses()
+	} else {
+		s.startInProcess()
+	}
+	return s
+}
+
+// startInProcess runs the system in this process, each role as the relay
+// binary runs it (relay/app) but those options.Record and options.Fleet
+// wire by hand.
+func (s *system) startInProcess() {
+	t, o := s.t, s.o
+	t.Helper()
 	logger := relaytest.Logger(t)
 	if o.Logs != nil {
 		logger = slog.New(slog.NewTextHandler(o.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -137,16 +192,55 @@ func start(t *testing.T, o options) *system {
 		s.NATS = relaytest.NATS(t)
 	}
 	g := newRunGroup(t)
-	s.startMock(g, o, logger)
+	if o.Fleet {
+		s.events = &fleetEvents{}
+		// Cleanups run last first: the coordinator stops before the roles.
+		t.Cleanup(s.stopCoordinator)
+	}
+	s.startMock(g, logger)
+	cfg := s.config()
+	s.cfg = cfg
 
-	cfg := config.Config{
-		NATS: natsconn.Config{URL: s.NATS.ClientURL()},
-		Providers: []provider.Config{{
-			Name:    "mock",
-			BaseURL: s.MockURL,
+	if o.Coordinator && !o.Fleet {
+		s.Coordinator = "http://" + g.app(config.RoleCoordinator, s.roleConfig(cfg, "coordinator"), logger).Coordinator
+	}
+	for i := range o.Workers {
+		switch {
+		case o.Record:
+			s.Gate = &gateLog{}
+			nc, js := s.connect(g, "worker", logger)
+			s.Relay = s.wireWorker(g, nc, js, cfg.Worker, s.Gate, logger.With("role", "worker"))
+		case o.Fleet:
+			s.startFleetWorker(g, fmt.Sprintf("w%d", i+1), logger)
+		default:
+			if a := g.app(config.RoleWorker, s.roleConfig(cfg, "worker"), logger); s.Worker == "" {
+				s.Worker = "http://" + a.Worker
+			}
+		}
+	}
+	s.waitGatesSynced()
+	for range o.Edges {
+		s.Edges = append(s.Edges, "http://"+g.app(config.RoleEdge, s.roleConfig(cfg, "edge"), logger).Edge)
+	}
+	s.Edge = s.Edges[0]
+	if o.Coordinator && o.Fleet {
+		s.startCoordinator()
+	}
+}
+
+// config is the configuration every in-process role runs with, checked
+// for each role the system runs.
+func (s *system) config() config.Config {
+	t, o := s.t, s.o
+	t.Helper()
+	cfg := config.Config{NATS: natsconn.Config{URL: s.NATS.ClientURL()}}
+	for _, name := range o.Providers {
+		cfg.Providers = append(cfg.Providers, provider.Config{
+			Name:    name,
+			BaseURL: s.fronts[name].url,
 			APIKeys: o.Mock.APIKeys,
 			Models:  []string{"mock-1", "mock-2"},
-		}},
+		})
 	}
 	if o.NATSPassword != "" {
 		cfg.NATS.User, cfg.NATS.Password = "relay", o.NATSPassword
@@ -155,11 +249,14 @@ func start(t *testing.T, o options) *system {
 	cfg.Edge.AllowAnonymous = true
 	cfg.Worker.Listen = "127.0.0.1:0"
 	cfg.Coordinator.Listen = "127.0.0.1:0"
+	if o.Fleet {
+		fleetSettings(&cfg)
+	}
 	if o.Tune != nil {
 		o.Tune(&cfg)
 	}
 	roles := []config.Role{config.RoleWorker, config.RoleEdge}
-	if o.Coordinator {
+	if o.Coordinator || o.Fleet {
 		roles = append(roles, config.RoleCoordinator)
 	}
 	for _, role := range roles {
@@ -167,91 +264,56 @@ func start(t *testing.T, o options) *system {
 			t.Fatal(err)
 		}
 	}
-	catalog, err := cfg.Catalog()
+	return cfg
+}
+
+// startMock runs the fake upstream on a loopback port behind one front per
+// provider; with o.MockLater, the first provider's front serves from when
+// the test calls serveMock.
+func (s *system) startMock(g *runGroup, logger *slog.Logger) {
+	t := g.t
+	mock, err := mockupstream.New(s.o.Mock, logger.With("role", "mock-upstream"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Coordinator {
-		s.Coordinator = "http://" + g.app(config.RoleCoordinator, s.roleConfig(cfg, "coordinator"), logger).Coordinator
-	}
-	for range o.Workers {
-		if !o.Record {
-			if a := g.app(config.RoleWorker, s.roleConfig(cfg, "worker"), logger); s.Worker == "" {
-				s.Worker = "http://" + a.Worker
-			}
-			continue
-		}
-		deps := worker.Deps{
-			Catalog:  catalog,
-			Upstream: upstream.NewClient(&http.Client{}),
-			Logger:   logger.With("role", "worker"),
-			Topology: cfg.Streams,
-		}
-		deps.NC, deps.JS = s.connect(g, cfg, "worker", logger)
-		if o.Record {
-			s.Gate = &gateLog{}
-			deps.Gate = s.Gate
-		}
-		w, err := worker.New(cfg.Worker, deps)
+	s.Mock = mock
+	for i, name := range s.o.Providers {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.run(func() error { return w.Run(g.ctx) })
-		s.Relay = w
-	}
-	for range o.Edges {
-		s.Edges = append(s.Edges, "http://"+g.app(config.RoleEdge, s.roleConfig(cfg, "edge"), logger).Edge)
-	}
-	s.Edge = s.Edges[0]
-	return s
-}
-
-// startMock runs the fake upstream on a loopback port: behind the call
-// log with o.Record, and from when the test calls serveMock with
-// o.MockLater.
-func (s *system) startMock(g *runGroup, o options, logger *slog.Logger) {
-	t := g.t
-	mock, err := mockupstream.New(o.Mock, logger.With("role", "mock-upstream"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	s.Mock, s.MockURL = mock, "http://"+addr+"/v1"
-	serve := func(l net.Listener) error { return mock.Serve(g.ctx, l) }
-	if o.Record {
-		s.Calls = &callLog{}
-		front := &http.Server{Handler: s.Calls.front(mock.Handler()), ReadHeaderTimeout: 5 * time.Second}
-		context.AfterFunc(g.ctx, func() { front.Close() })
-		serve = func(l net.Listener) error {
-			if err := front.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
+		addr := ln.Addr().String()
+		f := &front{url: "http://" + addr + "/v1"}
+		s.fronts[name] = f
+		hs := &http.Server{Handler: f.handler(mock.Handler()), ReadHeaderTimeout: 5 * time.Second}
+		context.AfterFunc(g.ctx, func() { hs.Close() })
+		serve := func(l net.Listener) {
+			g.run(func() error {
+				if err := hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+					return err
+				}
+				return nil
+			})
 		}
-	}
-	s.serve = func() {
-		l, err := ln, error(nil)
-		if o.MockLater {
-			if l, err = net.Listen("tcp", addr); err != nil {
+		if i > 0 || !s.o.MockLater {
+			serve(ln)
+			continue
+		}
+		// Nothing listens on the port until serveMock takes it back.
+		ln.Close()
+		s.serve = func() {
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
 				t.Errorf("listen again on %s: %v", addr, err)
 				return
 			}
+			serve(l)
 		}
-		g.run(func() error { return serve(l) })
 	}
-	if o.MockLater {
-		// Nothing listens on the port until serveMock takes it back.
-		ln.Close()
-		return
-	}
-	s.serveMock()
 }
 
-// serveMock starts serving the mock on its port (once).
+// serveMock starts serving the mock on its port (once), with
+// options.MockLater.
 func (s *system) serveMock() { s.serveOnce.Do(s.serve) }
 
 // roleConfig is cfg with the NATS credentials of role.
@@ -262,19 +324,39 @@ func (s *system) roleConfig(cfg config.Config, role string) config.Config {
 	return cfg
 }
 
-// connect opens a connection for a role wired by hand, closed after the
-// roles stopped, and sets the topology up.
-func (s *system) connect(g *runGroup, cfg config.Config, role string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream) {
+// wireWorker starts a worker by hand with gate on nc and js (see
+// connect), for a test that reads or replaces what relay/app would wire.
+func (s *system) wireWorker(g *runGroup, nc *nats.Conn, js jetstream.JetStream, wcfg worker.Config, gate worker.Gate, logger *slog.Logger) *worker.Worker {
 	t := g.t
 	t.Helper()
-	nc, js, err := natsconn.Connect(s.roleConfig(cfg, role).NATS, "relay-"+role, logger.With("instance", role))
+	catalog, err := s.cfg.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(wcfg, worker.Deps{
+		NC: nc, JS: js, Catalog: catalog, Upstream: upstream.NewClient(&http.Client{}),
+		Logger: logger, Topology: s.cfg.Streams, Gate: gate,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.run(func() error { return w.Run(g.ctx) })
+	return w
+}
+
+// connect opens a connection for a role wired by hand, closed after the
+// roles stopped, and sets the topology up.
+func (s *system) connect(g *runGroup, role string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream) {
+	t := g.t
+	t.Helper()
+	nc, js, err := natsconn.Connect(s.roleConfig(s.cfg, role).NATS, "relay-"+role, logger.With("instance", role))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.closeAtEnd(nc)
 	ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
 	defer cancel()
-	if err := streams.Setup(ctx, js, cfg.Streams); err != nil {
+	if err := streams.Setup(ctx, js, s.cfg.Streams); err != nil {
 		t.Fatalf("%s: %v", role, err)
 	}
 	return nc, js

@@ -20,12 +20,12 @@ import (
 // cancel its generation.
 func TestProcessCancel(t *testing.T) {
 	const tokens = 200 // 8 s at 40 ms: no stream ends by itself here
-	s := startProcesses(t, psysOptions{Tokens: tokens, TokenInterval: 40 * time.Millisecond, Edges: 1, Workers: 1, Proxy: true})
+	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 1, Proxy: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	edge := s.edges[0].URL
-	cancelling := s.start(ctx, procs.Edge, procs.Settings{"edge.on_client_disconnect": "cancel_after 1s"})
-	s.edges = append(s.edges, cancelling)
+	edge := s.edgeProcs[0].URL
+	cancelling := s.startRole(ctx, procs.Edge, procs.Settings{"edge.on_client_disconnect": "cancel_after 1s"})
+	s.edgeProcs = append(s.edgeProcs, cancelling)
 
 	// upstreamClosed waits for the worker's call for marker to close and
 	// returns when it did.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/e2e/procs"
+	"github.com/relaydev/relay/relay/mockupstream"
 )
 
 // Issue 5, test 6: chaos. 100 streams over 2 edges and 3 workers; every
@@ -26,12 +27,12 @@ func TestProcessChaos(t *testing.T) {
 		// dropChance per event gives each client about two drops.
 		dropChance = 2.0 / tokens
 	)
-	s := startProcesses(t, psysOptions{Tokens: tokens, TokenInterval: 40 * time.Millisecond, Edges: 2, Workers: 3, Coordinator: true})
+	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 2, Workers: 3, Coordinator: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	edges := []string{s.edges[0].URL, s.edges[1].URL}
+	edges := []string{s.edgeProcs[0].URL, s.edgeProcs[1].URL}
 
 	started := time.Now()
 	clients := make([]*pclient, streams)
@@ -72,12 +73,12 @@ faults:
 		}
 		// The busiest worker, so that every fault reaches streams.
 		i := 0
-		for j, w := range s.workers {
-			if s.frames.held(w.Name) > s.frames.held(s.workers[i].Name) {
+		for j, w := range s.workerProcs {
+			if s.frames.held(w.Name) > s.frames.held(s.workerProcs[i].Name) {
 				i = j
 			}
 		}
-		w := s.workers[i]
+		w := s.workerProcs[i]
 		t.Logf("%v: %s %s holding %d streams", time.Since(started).Round(time.Millisecond),
 			map[bool]string{true: "SIGSTOP", false: "SIGKILL"}[fault%3 == 2], w.Name, s.frames.held(w.Name))
 		if fault%3 == 2 {
@@ -87,9 +88,9 @@ faults:
 		}
 		kills++
 		must(t, w.Kill())
-		next, err := s.h.Restart(ctx, w)
+		next, err := s.procs.Restart(ctx, w)
 		must(t, err)
-		s.workers[i] = next
+		s.workerProcs[i] = next
 	}
 	elapsed := time.Since(started)
 
@@ -133,7 +134,7 @@ faults:
 	t.Logf("longest silence %v, from %v, in stream %s, claimed by %v", worst.Round(time.Millisecond),
 		silentFrom.Sub(started).Round(time.Millisecond), worstClient.id, owners)
 	var workerProcs []*procs.Process
-	for _, p := range s.h.Processes() {
+	for _, p := range s.procs.Processes() {
 		if len(logged(p, "worker started", "")) > 0 {
 			workerProcs = append(workerProcs, p)
 		}
@@ -145,7 +146,7 @@ faults:
 		}
 	}
 	t.Logf("first claims per worker: %v", first)
-	handovers := countLogged(s.h.Processes(), "handed over a silent worker's request")
+	handovers := countLogged(s.procs.Processes(), "handed over a silent worker's request")
 	fenced := countJobStatus(workerProcs, "fenced")
 	t.Logf("chaos: %d streams done and exact in %v; %d worker kills, %d pauses; %d resumes (%d by the edge ending a response), "+
 		"%d takeovers seen by clients (%d liveness handovers logged), %d fenced writes (jobs ended fenced); longest silence in a stream %v",
@@ -153,7 +154,7 @@ faults:
 	if kills == 0 || takeovers == 0 {
 		t.Errorf("%d kills and %d takeovers: the chaos did not reach the streams", kills, takeovers)
 	}
-	expectRunning(t, append(append([]*procs.Process{s.coord}, s.workers...), s.edges...)...)
+	expectRunning(t, append(append([]*procs.Process{s.coordProc}, s.workerProcs...), s.edgeProcs...)...)
 }
 
 // pauseFor stops p with SIGSTOP for d (or until done closes) and resumes it.

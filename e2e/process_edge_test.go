@@ -94,10 +94,10 @@ func (f *wsFollower) readChunks(n int) error {
 // edge tells them at once (no timeout) and exits.
 func TestProcessEdgeDrain(t *testing.T) {
 	const tokens = 80
-	s := startProcesses(t, psysOptions{Tokens: tokens, TokenInterval: 40 * time.Millisecond, Edges: 2, Workers: 1})
+	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 2, Workers: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	draining, other := s.edges[0], s.edges[1].URL
+	draining, other := s.edgeProcs[0], s.edgeProcs[1].URL
 
 	sseMsgs, sseWant := prompt("Process test: an SSE client of a draining edge.", tokens)
 	sse, err := postStream(ctx, draining.URL, sseMsgs, sseWant, nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/e2e/procs"
+	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -20,7 +21,7 @@ import (
 // events of each. A POST the edge refuses with 503 (NATS or a stream's
 // leader unavailable: nothing was queued) is retried, as clients and SDKs
 // do; refused reports how long until the edge accepted the first.
-func streamAll(t *testing.T, ctx context.Context, s *psys, n, tokens int, topic string) (clients []*pclient, refused time.Duration) {
+func streamAll(t *testing.T, ctx context.Context, s *system, n, tokens int, topic string) (clients []*pclient, refused time.Duration) {
 	t.Helper()
 	for i := range n {
 		msgs, want := prompt(fmt.Sprintf("Process test: %s, stream %d.", topic, i), tokens)
@@ -28,7 +29,7 @@ func streamAll(t *testing.T, ctx context.Context, s *psys, n, tokens int, topic 
 		var c *pclient
 		for {
 			var err error
-			c, err = postStream(ctx, s.edges[i%len(s.edges)].URL, msgs, want, nil)
+			c, err = postStream(ctx, s.edgeProcs[i%len(s.edgeProcs)].URL, msgs, want, nil)
 			var he *httpError
 			if errors.As(err, &he) && he.Status == http.StatusServiceUnavailable && ctx.Err() == nil {
 				time.Sleep(100 * time.Millisecond)
@@ -51,7 +52,7 @@ func streamAll(t *testing.T, ctx context.Context, s *psys, n, tokens int, topic 
 
 // finishAll reads every stream to its end, each resuming on the edges in
 // turn when its connection breaks, and checks every transcript.
-func finishAll(t *testing.T, ctx context.Context, s *psys, clients []*pclient) {
+func finishAll(t *testing.T, ctx context.Context, s *system, clients []*pclient) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, len(clients))
@@ -60,7 +61,7 @@ func finishAll(t *testing.T, ctx context.Context, s *psys, clients []*pclient) {
 		go func() {
 			defer wg.Done()
 			turn := i
-			pick := func() string { turn++; return s.edges[turn%len(s.edges)].URL }
+			pick := func() string { turn++; return s.edgeProcs[turn%len(s.edgeProcs)].URL }
 			if errs[i] = c.finish(ctx, pick, nil); errs[i] == nil {
 				errs[i] = c.check()
 			}
@@ -112,18 +113,18 @@ func expectRunning(t *testing.T, ps ...*procs.Process) {
 // works afterwards.
 func TestProcessNATSRestart(t *testing.T) {
 	const tokens, streams = 100, 4
-	s := startProcesses(t, psysOptions{Tokens: tokens, TokenInterval: 40 * time.Millisecond, Edges: 1, Workers: 2, Coordinator: true})
+	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 2, Coordinator: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	clients, _ := streamAll(t, ctx, s, streams, tokens, "NATS restarts")
 
-	node := s.nats[0]
+	node := s.natsProcs[0]
 	killed := time.Now()
 	must(t, node.Kill())
 	// Down for a while, as a restart by a supervisor would be; the
 	// workers keep streaming the upstream's tokens into memory.
 	time.Sleep(time.Second)
-	p, err := s.h.Restart(ctx, node.Process)
+	p, err := s.procs.Restart(ctx, node.Process)
 	must(t, err)
 	node.Process = p
 	down := time.Since(killed)
@@ -132,7 +133,7 @@ func TestProcessNATSRestart(t *testing.T) {
 	report, worst := faultReport(clients, killed)
 	t.Logf("nats-server down %v (SIGKILL to healthy again); longest silence per stream: %s", down.Round(time.Millisecond), report)
 
-	roles := append(append([]*procs.Process{s.coord}, s.workers...), s.edges...)
+	roles := append(append([]*procs.Process{s.coordProc}, s.workerProcs...), s.edgeProcs...)
 	expectRunning(t, roles...)
 	for _, r := range roles {
 		if len(logged(r, "nats reconnected", "")) == 0 {
@@ -154,8 +155,8 @@ func TestProcessNATSRestart(t *testing.T) {
 // remaining nodes.
 func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	const tokens, streams = 100, 6
-	s := startProcesses(t, psysOptions{
-		ClusterNodes: 3, Tokens: tokens, TokenInterval: 40 * time.Millisecond,
+	s := start(t, options{Processes: true,
+		ClusterNodes: 3, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond},
 		Edges: 2, Workers: 2, Coordinator: true,
 		Streams: procs.Settings{"streams.replicas": 3},
 	})
@@ -181,7 +182,7 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 		t.Fatalf("%s: leader %q, %d replicas; want a leader and 3 replicas", wire.ChunkStream, name, replicas)
 	}
 	var victim *procs.NATS
-	for _, n := range s.nats {
+	for _, n := range s.natsProcs {
 		if n.Name == name {
 			victim = n
 		}
@@ -201,7 +202,7 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	if next == "" || next == name {
 		t.Errorf("leader after the loss: %q", next)
 	}
-	expectRunning(t, append(append([]*procs.Process{s.coord}, s.workers...), s.edges...)...)
+	expectRunning(t, append(append([]*procs.Process{s.coordProc}, s.workerProcs...), s.edgeProcs...)...)
 
 	// New requests: the edge refuses them (503) until every group it
 	// writes to (the metadata bucket, the work queue) has a leader again.

@@ -21,12 +21,12 @@ import (
 // each cursor once.
 func TestProcessWorkerKilledMidAnswer(t *testing.T) {
 	const tokens = 80
-	s := startProcesses(t, psysOptions{Tokens: tokens, TokenInterval: 40 * time.Millisecond, Edges: 1, Workers: 2})
+	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
 	msgs, want := prompt("Process test: the worker is killed mid-answer.", tokens)
-	c, err := postStream(ctx, s.edges[0].URL, msgs, want, nil)
+	c, err := postStream(ctx, s.edgeProcs[0].URL, msgs, want, nil)
 	must(t, err)
 	defer c.close()
 	must(t, c.readN(10))
@@ -37,7 +37,7 @@ func TestProcessWorkerKilledMidAnswer(t *testing.T) {
 	must(t, victim.Kill())
 	t.Logf("SIGKILLed %s after %d events", owner, c.tr.events)
 
-	must(t, c.finish(ctx, func() string { return s.edges[0].URL }, nil))
+	must(t, c.finish(ctx, func() string { return s.edgeProcs[0].URL }, nil))
 	must(t, c.check())
 	next, ok := c.firstAfter(killed)
 	if !ok {
@@ -73,13 +73,13 @@ func TestProcessWorkerKilledMidAnswer(t *testing.T) {
 // handover, and no +ACK).
 func TestProcessWorkerPausedIsFenced(t *testing.T) {
 	const tokens = 80
-	s := startProcesses(t, psysOptions{Tokens: tokens, TokenInterval: 40 * time.Millisecond, Edges: 1, Workers: 2})
+	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	acks := subscribeAcks(t, s.nc)
 
 	msgs, want := prompt("Process test: the worker is paused and wakes up fenced.", tokens)
-	c, err := postStream(ctx, s.edges[0].URL, msgs, want, nil)
+	c, err := postStream(ctx, s.edgeProcs[0].URL, msgs, want, nil)
 	must(t, err)
 	defer c.close()
 	// By now the other worker has heard several of the owner's heartbeats.
@@ -106,7 +106,7 @@ func TestProcessWorkerPausedIsFenced(t *testing.T) {
 		return slices.Contains(jobStatuses(paused, c.id), "fenced")
 	})
 
-	must(t, c.finish(ctx, func() string { return s.edges[0].URL }, nil))
+	must(t, c.finish(ctx, func() string { return s.edgeProcs[0].URL }, nil))
 	must(t, c.check())
 	next, _ := c.firstAfter(stopped)
 	t.Logf("pause gap: SIGSTOP → next chunk %v", next.Sub(stopped).Round(time.Millisecond))
@@ -148,15 +148,15 @@ func TestProcessWorkerPausedIsFenced(t *testing.T) {
 // during the drain goes to the other worker.
 func TestProcessWorkerDrainHandsOver(t *testing.T) {
 	const tokens, streams = 100, 3
-	s := startProcesses(t, psysOptions{
-		Tokens: tokens, TokenInterval: 40 * time.Millisecond, Edges: 1, Workers: 1,
-		Streams: procs.Settings{"streams.ack_wait": "10s"},
-		Worker:  procs.Settings{"worker.drain_timeout": "1s", "worker.liveness_timeout": "5s"},
+	s := start(t, options{Processes: true,
+		Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 1,
+		Streams:        procs.Settings{"streams.ack_wait": "10s"},
+		WorkerSettings: procs.Settings{"worker.drain_timeout": "1s", "worker.liveness_timeout": "5s"},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	edge := s.edges[0].URL
-	draining := s.workers[0]
+	edge := s.edgeProcs[0].URL
+	draining := s.workerProcs[0]
 
 	var clients []*pclient
 	for i := range streams {
@@ -170,7 +170,7 @@ func TestProcessWorkerDrainHandsOver(t *testing.T) {
 		must(t, c.readN(3))
 	}
 	other := s.startWorker(ctx, nil)
-	s.workers = append(s.workers, other)
+	s.workerProcs = append(s.workerProcs, other)
 	for _, c := range clients {
 		must(t, c.readN(c.tr.events+5))
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,15 +17,13 @@ import (
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/mockupstream"
-	"github.com/relaydev/relay/relay/natsconn"
-	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/region"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// Regions (issue 6, test 7; README "Regions"): two regions in one test
+// Regions (README "Regions"): two regions in one test
 // process. Region A is the home: a nats-server with JetStream domain "a"
 // that accepts leaf nodes. Region B is a nats-server with domain "b" that
 // joins A as a leaf through a TCP proxy the test cuts and heals. Each
@@ -51,57 +48,30 @@ var (
 	otherRegion = region.Region{Name: relaytest.DomainB, HomeDomain: relaytest.DomainA}
 )
 
-// startRegions runs both regions, each with its own fake upstream, edge
-// and worker. Provider "mock" retries fast, and its breaker opens after 3
-// failures in a row, for 30s.
+// startRegions runs a system in each region, with its own fake upstream,
+// edge and worker. Provider "mock" retries fast, and its breaker opens
+// after 3 failures in a row, for 30s.
 func startRegions(t *testing.T) (*relaytest.Regions, regionRun, regionRun) {
 	t.Helper()
 	rs := relaytest.TwoRegions(t)
-	logger := relaytest.Logger(t)
-	g := newRunGroup(t)
-
-	start := func(srv *server.Server, r region.Region) regionRun {
-		lg := logger.With("in", r.Name)
-		mock, err := mockupstream.New(mockupstream.Config{Tokens: 8}, lg.With("role", "mock-upstream"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.run(func() error { return mock.Serve(g.ctx, ln) })
-		cfg := config.Config{
-			NATS:   natsconn.Config{URL: srv.ClientURL()},
-			Region: r,
-			Providers: []provider.Config{{
-				Name:    "mock",
-				BaseURL: "http://" + ln.Addr().String() + "/v1",
-				Models:  []string{"mock-1", "mock-2"},
-				Retry:   backoff.Config{Base: 5 * time.Millisecond, Cap: 10 * time.Millisecond, MaxRetries: 4},
-				// A refused call fails at once rather than waiting for
-				// the breaker.
-				Breaker: breaker.Config{Failures: 3, Cooldown: 30 * time.Second, MaxWait: -1},
-			}},
-		}
-		cfg.Edge.Listen = "127.0.0.1:0"
-		cfg.Edge.AllowAnonymous = true
-		for _, role := range []config.Role{config.RoleWorker, config.RoleEdge} {
-			if err := cfg.Validate(role); err != nil {
-				t.Fatal(err)
-			}
-		}
-		g.app(config.RoleWorker, cfg, lg)
-		addrs := g.app(config.RoleEdge, cfg, lg)
+	run := func(srv *server.Server, r region.Region) regionRun {
+		sys := start(t, options{NATS: srv, Mock: mockupstream.Config{Tokens: 8}, Tune: func(c *config.Config) {
+			c.Region = r
+			p := &c.Providers[0]
+			p.Retry = backoff.Config{Base: 5 * time.Millisecond, Cap: 10 * time.Millisecond, MaxRetries: 4}
+			// A refused call fails at once rather than waiting for the
+			// breaker.
+			p.Breaker = breaker.Config{Failures: 3, Cooldown: 30 * time.Second, MaxWait: -1}
+		}})
 		_, state := relaytest.ConnectRegion(t, srv, streams.Topology{}, r)
 		plain, err := jetstream.New(state.Conn())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return regionRun{Name: r.Name, Edge: "http://" + addrs.Edge, Mock: mock, State: state, JS: plain}
+		return regionRun{Name: r.Name, Edge: sys.Edge, Mock: sys.Mock, State: state, JS: plain}
 	}
-	a := start(rs.A, homeRegion)
-	b := start(rs.B, otherRegion)
+	a := run(rs.A, homeRegion)
+	b := run(rs.B, otherRegion)
 	return rs, a, b
 }
 

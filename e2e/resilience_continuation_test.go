@@ -57,7 +57,7 @@ func TestCutMidStreamIsContinued(t *testing.T) {
 		t.Fatalf("first attempt published %q, want %q", got, want)
 	}
 	expectSeams(t, a, "continuation:mock/mock-1#2")
-	calls := sys.Calls.all()
+	calls := sys.fronts["mock"].allChats()
 	if len(calls) != 2 || !slices.Equal(calls[1].roles, []string{"user", "assistant"}) {
 		t.Fatalf("upstream calls %+v, want the continuation to end with the assistant's text (prefill)", calls)
 	}
@@ -124,7 +124,7 @@ func TestPrefillRejectedSwitchesToPromptMode(t *testing.T) {
 	a := ask(t, sys.Edge, "mock-1", content)
 	a.expectDone(t, answerText(content, 40), 3)
 	expectSeams(t, a, "continuation:mock/mock-1#3")
-	calls := sys.Calls.all()
+	calls := sys.fronts["mock"].allChats()
 	var roles []string
 	for _, c := range calls {
 		roles = append(roles, strings.Join(c.roles, ","))

@@ -71,7 +71,7 @@ func TestKeyRotationWhileStreamsRun(t *testing.T) {
 			results <- result{content, a, err}
 		}()
 	}
-	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool { return len(sys.Calls.all()) == 3 })
+	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool { return len(sys.fronts["mock"].allChats()) == 3 })
 
 	// Rotation with overlap, as operators do it: the provider accepts
 	// both keys, the key file gets the new one, and the worker picks it
@@ -182,7 +182,7 @@ func writeKeyFile(t *testing.T, path, key string) {
 // callKeys returns the key of every upstream call, in order.
 func callKeys(sys *system) []string {
 	var keys []string
-	for _, c := range sys.Calls.all() {
+	for _, c := range sys.fronts["mock"].allChats() {
 		keys = append(keys, c.key)
 	}
 	return keys

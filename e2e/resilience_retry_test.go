@@ -28,7 +28,7 @@ func TestConnectionRefusedThenRecovered(t *testing.T) {
 	a.expectDone(t, answerText(content, 30), 2)
 	expectSeams(t, a, "retry:mock/mock-1#2")
 	expectVerdicts(t, sys.Gate, "mock/mock-1:failure", "mock/mock-1:success")
-	if n := len(sys.Calls.all()); n != 1 {
+	if n := len(sys.fronts["mock"].allChats()); n != 1 {
 		t.Fatalf("the provider saw %d requests, want 1 (the first was refused)", n)
 	}
 }
@@ -68,7 +68,7 @@ func Test429WithRetryAfterWaitsAtLeastTwoSeconds(t *testing.T) {
 	const content = "[[mock: status=429, retry_after=2]] Hello"
 	a := ask(t, sys.Edge, "mock-1", content)
 	a.expectDone(t, answerText(content, 20), 2)
-	calls := sys.Calls.all()
+	calls := sys.fronts["mock"].allChats()
 	if len(calls) != 2 {
 		t.Fatalf("%d upstream calls, want 2", len(calls))
 	}

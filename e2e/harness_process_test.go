@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -67,46 +68,26 @@ func processBinaries(t *testing.T) procs.Binaries {
 	return processBuild.bin
 }
 
-// psysOptions describe a relay of processes.
-type psysOptions struct {
-	// ClusterNodes: 0 runs one nats-server, 3 a three-node cluster.
-	ClusterNodes int
-	// Tokens and TokenInterval pace the fake upstream's answers.
-	Tokens        int
-	TokenInterval time.Duration
-	Edges         int
-	Workers       int
-	Coordinator   bool
-	// Streams are streams.* settings, given to every role.
-	Streams procs.Settings
-	// Edge and Worker are settings of every edge and every worker.
-	Edge, Worker procs.Settings
-	// Proxy puts a TCP proxy that records connections (upstreamProxy)
-	// between the workers and the fake upstream.
-	Proxy bool
-}
-
-// psys is a running relay of processes.
-type psys struct {
-	t         *testing.T
-	o         psysOptions
-	h         *procs.Harness
-	nats      []*procs.NATS
-	mock      *procs.Process
-	proxy     *upstreamProxy
-	providers []procs.Provider
-	edges     []*procs.Process
-	workers   []*procs.Process
-	coord     *procs.Process
+// processSystem is what options.Processes adds to a system.
+type processSystem struct {
+	procs       *procs.Harness
+	natsProcs   []*procs.NATS
+	mockProc    *procs.Process
+	proxy       *upstreamProxy
+	providers   []procs.Provider
+	edgeProcs   []*procs.Process
+	workerProcs []*procs.Process
+	coordProc   *procs.Process
 	// nc is the test's own connection; frames records what it heard on
 	// relay.live.>.
 	nc     *nats.Conn
 	frames *frameLog
 }
 
-// startProcesses starts a relay of processes and stops it when the test
+// startProcesses starts the system's processes; they stop when the test
 // ends. On failure the tail of every process's log goes to the test log.
-func startProcesses(t *testing.T, o psysOptions) *psys {
+func (s *system) startProcesses() {
+	t, o := s.t, s.o
 	t.Helper()
 	bin := processBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -115,7 +96,7 @@ func startProcesses(t *testing.T, o psysOptions) *psys {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &psys{t: t, o: o, h: h, frames: newFrameLog()}
+	s.procs, s.frames = h, newFrameLog()
 	t.Cleanup(func() {
 		if s.nc != nil {
 			s.nc.Close()
@@ -132,55 +113,51 @@ func startProcesses(t *testing.T, o psysOptions) *psys {
 	})
 
 	if o.ClusterNodes > 0 {
-		s.nats, err = h.StartNATSCluster(ctx, o.ClusterNodes, procs.NATSOptions{})
+		s.natsProcs, err = h.StartNATSCluster(ctx, o.ClusterNodes, procs.NATSOptions{})
 	} else {
 		var n *procs.NATS
 		n, err = h.StartNATS(ctx, procs.NATSOptions{})
-		s.nats = []*procs.NATS{n}
+		s.natsProcs = []*procs.NATS{n}
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.mock, err = h.Start(ctx, procs.Role{Role: procs.MockUpstream, Settings: procs.Settings{
+	s.mockProc, err = h.Start(ctx, procs.Role{Role: procs.MockUpstream, Settings: procs.Settings{
 		"log.format":                   "json",
-		"mock_upstream.tokens":         o.Tokens,
-		"mock_upstream.token_interval": o.TokenInterval.String(),
+		"mock_upstream.tokens":         o.Mock.Tokens,
+		"mock_upstream.token_interval": o.Mock.TokenInterval.String(),
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	provider := s.mock.Provider("mock", "mock-1", "mock-2")
+	provider := s.mockProc.Provider("mock", "mock-1", "mock-2")
 	if o.Proxy {
-		s.proxy = newUpstreamProxy(t, s.mock.Addr)
+		s.proxy = newUpstreamProxy(t, s.mockProc.Addr)
 		provider.BaseURL = "http://" + s.proxy.addr() + "/v1"
 	}
 	s.providers = []procs.Provider{provider}
 
-	s.connect()
+	s.listenToFrames()
 	if o.Coordinator {
-		s.coord = s.start(ctx, procs.Coordinator, nil)
+		s.coordProc = s.startRole(ctx, procs.Coordinator, nil)
 	}
 	for range o.Workers {
-		s.workers = append(s.workers, s.startWorker(ctx, nil))
+		s.workerProcs = append(s.workerProcs, s.startWorker(ctx, nil))
 	}
 	for range o.Edges {
-		s.edges = append(s.edges, s.start(ctx, procs.Edge, o.Edge))
+		e := s.startRole(ctx, procs.Edge, o.EdgeSettings)
+		s.edgeProcs = append(s.edgeProcs, e)
+		s.Edges = append(s.Edges, e.URL)
 	}
-	return s
+	s.Edge = s.Edges[0]
 }
 
-// start starts one role with the system's NATS, providers and stream
+// startRole starts one role with the system's NATS, providers and stream
 // settings, JSON logs, and extra on top.
-func (s *psys) start(ctx context.Context, role string, extra procs.Settings) *procs.Process {
+func (s *system) startRole(ctx context.Context, role string, extra procs.Settings) *procs.Process {
 	s.t.Helper()
-	settings := procs.Settings{"log.format": "json"}
-	for k, v := range s.o.Streams {
-		settings[k] = v
-	}
-	for k, v := range extra {
-		settings[k] = v
-	}
-	p, err := s.h.Start(ctx, procs.Role{Role: role, NATS: procs.URLs(s.nats...), Providers: s.providers, Settings: settings})
+	settings := merged(procs.Settings{"log.format": "json"}, s.o.Streams, extra)
+	p, err := s.procs.Start(ctx, procs.Role{Role: role, NATS: procs.URLs(s.natsProcs...), Providers: s.providers, Settings: settings})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -190,23 +167,26 @@ func (s *psys) start(ctx context.Context, role string, extra procs.Settings) *pr
 // startWorker starts a worker with a short drain_timeout (so that Close
 // does not wait for the 10 s default), the system's worker settings and
 // extra on top.
-func (s *psys) startWorker(ctx context.Context, extra procs.Settings) *procs.Process {
+func (s *system) startWorker(ctx context.Context, extra procs.Settings) *procs.Process {
 	s.t.Helper()
-	settings := procs.Settings{"worker.drain_timeout": "2s"}
-	for k, v := range s.o.Worker {
-		settings[k] = v
-	}
-	for k, v := range extra {
-		settings[k] = v
-	}
-	return s.start(ctx, procs.Worker, settings)
+	settings := merged(procs.Settings{"worker.drain_timeout": "2s"}, s.o.WorkerSettings, extra)
+	return s.startRole(ctx, procs.Worker, settings)
 }
 
-// connect opens the test's own NATS connection and records every frame
-// republished on relay.live.>.
-func (s *psys) connect() {
+// merged is the settings of every layer, later layers over earlier ones.
+func merged(layers ...procs.Settings) procs.Settings {
+	out := procs.Settings{}
+	for _, l := range layers {
+		maps.Copy(out, l)
+	}
+	return out
+}
+
+// listenToFrames opens the test's own NATS connection and records every
+// frame republished on relay.live.>.
+func (s *system) listenToFrames() {
 	s.t.Helper()
-	nc, err := nats.Connect(strings.Join(procs.URLs(s.nats...), ","), nats.Name("process-test"),
+	nc, err := nats.Connect(strings.Join(procs.URLs(s.natsProcs...), ","), nats.Name("process-test"),
 		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		s.t.Fatal(err)
@@ -221,11 +201,11 @@ func (s *psys) connect() {
 }
 
 // worker returns the worker process named name (the latest start of it).
-func (s *psys) worker(name string) *procs.Process {
+func (s *system) worker(name string) *procs.Process {
 	s.t.Helper()
-	for i := len(s.workers) - 1; i >= 0; i-- {
-		if s.workers[i].Name == name {
-			return s.workers[i]
+	for i := len(s.workerProcs) - 1; i >= 0; i-- {
+		if s.workerProcs[i].Name == name {
+			return s.workerProcs[i]
 		}
 	}
 	s.t.Fatalf("no worker %q", name)
@@ -233,9 +213,9 @@ func (s *psys) worker(name string) *procs.Process {
 }
 
 // mockStats reads the fake upstream's counters.
-func (s *psys) mockStats() mockupstream.Stats {
+func (s *system) mockStats() mockupstream.Stats {
 	s.t.Helper()
-	resp, err := http.Get(strings.TrimSuffix(s.mock.URL, "/v1") + "/mock/stats")
+	resp, err := http.Get(strings.TrimSuffix(s.mockProc.URL, "/v1") + "/mock/stats")
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -248,8 +228,8 @@ func (s *psys) mockStats() mockupstream.Stats {
 }
 
 // dumpLogs writes the last n lines of every process's log to the test log.
-func (s *psys) dumpLogs(n int) {
-	for _, p := range s.h.Processes() {
+func (s *system) dumpLogs(n int) {
+	for _, p := range s.procs.Processes() {
 		log, err := p.Log()
 		if err != nil {
 			continue
@@ -355,7 +335,7 @@ func waitFor(t *testing.T, wait time.Duration, what string, cond func() bool) {
 
 // owner waits until stream id has been claimed n times and returns the
 // worker of the nth claim.
-func (s *psys) owner(id string, n int, wait time.Duration) frameSeen {
+func (s *system) owner(id string, n int, wait time.Duration) frameSeen {
 	s.t.Helper()
 	var c []frameSeen
 	waitFor(s.t, wait, fmt.Sprintf("claim %d of stream %s", n, id), func() bool {
