@@ -28,7 +28,7 @@ import (
 //
 // The outage lasts 6s instead of the 10s, with a 1s cooldown that
 // doubles to 2s: that is still three to four failed probes and an open
-// breaker for most of the outage, and keeps the test near 15s.
+// breaker for most of the outage, and keeps the test near 20s.
 //
 // Every answer holds after its first tokens (keeping its connection alive
 // with comments) until the outage cuts it, so all 200 are running when it
