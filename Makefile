@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/relay
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: run test build lint bench bench-quick clean
+.PHONY: run test test-loaded build lint bench bench-quick clean
 
 run: ## everything in one process: embedded NATS, edge, worker, coordinator, fake upstream
 	$(GO) run ./relay/cmd/relay dev
@@ -11,6 +11,9 @@ run: ## everything in one process: embedded NATS, edge, worker, coordinator, fak
 test: ## the whole suite, with the race detector; e2e/setup.sh first installs what e2e needs (nginx) if missing
 	bash e2e/setup.sh
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-loaded: ## `make test` beside two busy loops (LOADERS=n for more), as on a machine loaded by other work; the loops stop whatever the outcome (e2e/loaded.sh)
+	bash e2e/loaded.sh $(MAKE) test
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./relay/cmd/relay

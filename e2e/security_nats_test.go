@@ -3,8 +3,11 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
@@ -54,14 +57,23 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		p.allowPublish("relay.presence." + forged)
 
 		// It reads chunks: the whole stream above, with its credentials.
+		// A worker sends the tokens that arrive while a publish is in
+		// flight together as its next chunk, so the frames are as many as
+		// were stored (fewer than the tokens on a loaded machine): the
+		// read must return every stored frame, with every token of the
+		// answer and the end.
 		reader := chunklog.NewReader(p.nc, "")
-		frames := 0
-		if _, err := reader.Read(ctx, id, 0, func(chunklog.Entry) error { frames++; return nil }); err != nil {
+		frames, got := 0, chunkText{}
+		if _, err := reader.Read(ctx, id, 0, func(e chunklog.Entry) error { frames++; got.add(e.Frame); return nil }); err != nil {
 			t.Fatalf("edge cannot read chunks: %v", err)
 		}
-		if frames < tokens {
-			t.Fatalf("edge read %d frames of the stream, want at least %d", frames, tokens)
+		if stored := coordinator.storedFrames(wire.ChunkStream, wire.ChunkSubject(id)); frames != stored {
+			t.Fatalf("edge read %d frames of the stream, %d are stored", frames, stored)
 		}
+		if got.tokens != tokens || got.end != wire.StatusDone || got.text.String() != want {
+			t.Fatalf("edge read %d tokens ending %q, want %d ending %q:\n got %q\nwant %q", got.tokens, got.end, tokens, wire.StatusDone, got.text.String(), want)
+		}
+		t.Logf("edge read the %d stored frames: %d tokens", frames, got.tokens)
 
 		// It cannot write them.
 		frame := wire.Frame{Kind: wire.KindChunk, Seq: 1, Content: "forged"}.Encode()
@@ -114,4 +126,38 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	}
 	// start (options.Secured) checks at the end that the roles themselves
 	// were refused nothing.
+}
+
+// chunkText gathers what a read of a stream's frames carried.
+type chunkText struct {
+	text   strings.Builder
+	tokens int
+	end    wire.Status
+}
+
+func (c *chunkText) add(f wire.Frame) {
+	switch f.Kind {
+	case wire.KindChunk:
+		c.text.WriteString(f.Content)
+		c.tokens += f.Tokens
+	case wire.KindEnd:
+		c.end = f.Status
+	}
+}
+
+// storedFrames is how many messages stream holds on subject, as the
+// server counts them.
+func (p *natsProbe) storedFrames(stream, subject string) int {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := p.js.Stream(ctx, stream)
+	if err != nil {
+		p.t.Fatalf("%s: stream %s: %v", p.user, stream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		p.t.Fatalf("%s: stream %s, subject %s: %v", p.user, stream, subject, err)
+	}
+	return int(info.State.Subjects[subject])
 }
