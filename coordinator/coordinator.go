@@ -285,17 +285,9 @@ func (c *Coordinator) watchLiveness(ctx context.Context) {
 // whenever it returns before: a liveness watcher returns only when it
 // could not start, so every return counts as one more failure.
 func rewatch(ctx context.Context, b backoff.Backoff, log *slog.Logger, watch func(context.Context) error) {
-	for failures := 0; ; failures++ {
-		err := watch(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		d := b.Delay(failures, 0)
+	b.Rerun(ctx, func(ctx context.Context) (bool, error) { return false, watch(ctx) }, func(err error, d time.Duration) {
 		log.Warn("liveness watcher stopped; starting it again", "err", err, "in", d)
-		if b.Sleep(ctx, d) != nil {
-			return
-		}
-	}
+	})
 }
 
 // drive runs the active coordinator's duties until ctx ends.
