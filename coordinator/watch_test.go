@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -36,13 +37,8 @@ func TestLivenessWatcherStartsAgainWithBackoff(t *testing.T) {
 			at += b.Ceiling(n) - 1
 		}
 		// 0, 1s, 3s, 7s, 11s (less a nanosecond a wait).
-		if len(starts) != 5 || len(starts) != len(want) {
+		if len(want) != 5 || !slices.Equal(starts, want) {
 			t.Fatalf("started at %v, want %v", starts, want)
-		}
-		for i := range want {
-			if starts[i] != want[i] {
-				t.Fatalf("started at %v, want %v", starts, want)
-			}
 		}
 		// Cancelled in the middle of a wait, it returns at once.
 		cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -35,13 +36,8 @@ func TestSetupIsRetriedUntilJetStreamAnswers(t *testing.T) {
 		}
 		// Waits of 0.5s, 1s, 2s and 2s (less a nanosecond each).
 		want := []time.Duration{0, 500*time.Millisecond - 1, 1500*time.Millisecond - 2, 3500*time.Millisecond - 3, 5500*time.Millisecond - 4}
-		if len(tries) != len(want) {
+		if !slices.Equal(tries, want) {
 			t.Fatalf("tried at %v, want %v", tries, want)
-		}
-		for i := range want {
-			if tries[i] != want[i] {
-				t.Fatalf("tried at %v, want %v", tries, want)
-			}
 		}
 	})
 }

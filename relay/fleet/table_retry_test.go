@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -67,13 +68,8 @@ func TestTableWatchStartsAgainWithBackoff(t *testing.T) {
 		synctest.Wait()
 		// Waits of 1s, 2s, 4s, 4s, then 1s after the replay, then 2s.
 		want := []time.Duration{0, time.Second - 1, 3*time.Second - 2, 7*time.Second - 3, 11*time.Second - 4, 12*time.Second - 5, 14*time.Second - 6}
-		if len(kv.starts) != len(want) {
+		if !slices.Equal(kv.starts, want) {
 			t.Fatalf("watches started at %v, want %v", kv.starts, want)
-		}
-		for i := range want {
-			if kv.starts[i] != want[i] {
-				t.Fatalf("watches started at %v, want %v", kv.starts, want)
-			}
 		}
 		select {
 		case <-tab.synced:

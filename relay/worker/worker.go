@@ -348,10 +348,11 @@ func (w *Worker) slot(ctx, pulling context.Context, cons jetstream.Consumer) {
 				// logs that once.
 				level = slog.LevelDebug
 			}
-			w.logger.Log(ctx, level, "pull failed", "err", err)
-			// Ends early once pulling does; the loop then stops.
-			_, _ = w.pullRetry.Wait(pulling, failures, 0)
+			d := w.pullRetry.Delay(failures, 0)
 			failures++
+			w.logger.Log(ctx, level, "pull failed", "err", err, "retry_in", d)
+			// Ends early once pulling does; the loop then stops.
+			_ = w.pullRetry.Sleep(pulling, d)
 		case msg == nil:
 		case stopped:
 			// Received while stopping: hand it back at once rather than
