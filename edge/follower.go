@@ -50,9 +50,10 @@ const firstBatch = 1
 const longRead = minBatch
 
 // A failed read of the log (NATS slow or away) is retried with a backoff
-// whose ceiling doubles from readRetryMin to readRetryMax while the client's stream stays open,
-// with keepalives and the live frames that still arrive in order; the
-// stream ends with an error only once reads failed for readGiveUp.
+// whose ceiling doubles from readRetryMin to readRetryMax while the
+// client's stream stays open, with keepalives and the live frames that
+// still arrive in order; the stream ends with an error only once reads
+// failed for readGiveUp.
 const (
 	readRetryMin = 50 * time.Millisecond
 	readRetryMax = 2 * time.Second
