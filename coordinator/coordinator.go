@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/liveness"
@@ -270,25 +271,23 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	})
 }
 
-// watchRetry is the pause before the liveness watcher starts again after
-// it could not (NATS not ready).
-const watchRetry = 2 * time.Second
+// watchRetry spaces the starts of the liveness watcher after it could not
+// start (NATS not ready).
+var watchRetry = backoff.Backoff{Config: backoff.Config{Base: time.Second, Cap: 4 * time.Second}}
 
 // watchLiveness runs the liveness watcher until ctx ends.
 func (c *Coordinator) watchLiveness(ctx context.Context) {
 	w := liveness.Watcher{JS: c.deps.JS, NC: c.deps.LivenessNC, Topology: c.deps.Topology, Name: c.name, Logger: c.deps.Logger}
-	for {
-		err := w.Run(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		c.deps.Logger.Warn("liveness watcher stopped; starting it again", "err", err, "in", watchRetry)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(watchRetry):
-		}
-	}
+	rewatch(ctx, watchRetry, c.deps.Logger, w.Run)
+}
+
+// rewatch runs watch until ctx ends, starting it again after a backoff
+// whenever it returns before: a liveness watcher returns only when it
+// could not start, so every return counts as one more failure.
+func rewatch(ctx context.Context, b backoff.Backoff, log *slog.Logger, watch func(context.Context) error) {
+	b.Rerun(ctx, func(ctx context.Context) (bool, error) { return false, watch(ctx) }, func(err error, d time.Duration) {
+		log.Warn("liveness watcher stopped; starting it again", "err", err, "in", d)
+	})
 }
 
 // drive runs the active coordinator's duties until ctx ends.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -50,14 +50,20 @@ const firstBatch = 1
 const longRead = minBatch
 
 // A failed read of the log (NATS slow or away) is retried with a backoff
-// from readRetryMin to readRetryMax while the client's stream stays open,
-// with keepalives and the live frames that still arrive in order; the
-// stream ends with an error only once reads failed for readGiveUp.
+// whose ceiling doubles from readRetryMin to readRetryMax while the
+// client's stream stays open, with keepalives and the live frames that
+// still arrive in order; the stream ends with an error only once reads
+// failed for readGiveUp.
 const (
 	readRetryMin = 50 * time.Millisecond
 	readRetryMax = 2 * time.Second
 	readGiveUp   = 2 * time.Minute
 )
+
+// readRetry spaces the retries of a failed read. Its jitter keeps the
+// followers that failed together (NATS away for all of them) from
+// retrying together.
+var readRetry = backoff.Backoff{Config: backoff.Config{Base: readRetryMin, Cap: readRetryMax}}
 
 // follower delivers one client's view of one stream: the history after its
 // cursor, then live frames from the hub, each exactly once and in order.
@@ -115,12 +121,15 @@ type follower struct {
 	end        bool
 
 	// failing is when the reads that are failing began to fail; zero while
-	// reads succeed. While retrying, no other read is made: the retry
-	// covers whatever a gap or a wake asked for.
-	failing  time.Time
-	backoff  time.Duration
-	retry    *time.Timer
-	retrying bool
+	// reads succeed; failures counts them, the exponent of the backoff.
+	// While retrying, no other read is made: the retry covers whatever a
+	// gap or a wake asked for. The retry is a timer rather than a wait, so
+	// that a client whose reads fail needs no goroutine either.
+	failing   time.Time
+	failures  int
+	readRetry backoff.Backoff
+	retry     *time.Timer
+	retrying  bool
 
 	// first is closed when the first read, started early by prefetch, is
 	// done; its frames and error are firstOut and firstErr. stopFirst
@@ -142,6 +151,8 @@ func newFollower(h *hub, id string, after uint64, buffer int) *follower {
 		limit:  max(buffer, minBatch),
 		buffer: max(buffer, 1),
 		last:   after,
+
+		readRetry: readRetry,
 	}
 	f.idle = time.AfterFunc(time.Hour, func() { f.set(&f.idled) })
 	f.idle.Stop()
@@ -465,7 +476,7 @@ func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]
 		case err != nil && !errors.Is(err, errEnded):
 			return out, f.failed(err)
 		}
-		f.failing, f.backoff = time.Time{}, 0
+		f.failing, f.failures = time.Time{}, 0
 		if n < ask {
 			break // the log has no more
 		}
@@ -491,9 +502,8 @@ func (f *follower) failed(err error) error {
 		return fmt.Errorf("edge: reading the log failed for %v: %w", failed.Round(time.Second), err)
 	}
 	f.hub.stats.readRetries.Add(1)
-	f.backoff = min(max(2*f.backoff, readRetryMin), readRetryMax)
-	// Jitter, so that followers that failed together do not retry together.
-	d := f.backoff/2 + rand.N(f.backoff/2+1)
+	d := f.readRetry.Delay(f.failures, 0)
+	f.failures++
 	if f.retry == nil {
 		f.retry = time.AfterFunc(d, func() { f.set(&f.retried) })
 	} else {

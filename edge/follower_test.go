@@ -218,14 +218,16 @@ func TestFollowerRetriesFailedReads(t *testing.T) {
 		h := &hub{hist: hist}
 		f := newFollower(h, wire.NewStreamID(), 0, 8)
 		defer f.close()
+		// The longest delays the backoff can draw: just under its ceilings.
+		f.readRetry.Rand = func(n int64) int64 { return n - 1 }
 		start := time.Now()
 		checkSeqs(t, collect(t, f, time.Minute), 2)
 		if got := h.stats.readRetries.Load(); got != 3 {
 			t.Fatalf("%d retries, want 3", got)
 		}
-		// Three backoffs: at most 50 + 100 + 200 ms.
-		if waited := time.Since(start); waited > 350*time.Millisecond {
-			t.Fatalf("delivered after %v", waited)
+		// Three backoffs, with ceilings 50, 100 and 200 ms.
+		if waited, want := time.Since(start), 350*time.Millisecond-3; waited != want {
+			t.Fatalf("delivered after %v, want %v", waited, want)
 		}
 	})
 }

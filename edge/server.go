@@ -157,6 +157,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // and WebSockets to finish. It returns nil after a clean shutdown,
 // context.DeadlineExceeded when time ran out.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	defer s.stopCluster() // tenant_limit.go
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -72,9 +72,12 @@ type lazyCluster struct {
 	mu      sync.Mutex
 	st      *edgeCluster
 	retryAt time.Time
+	// stop ends the state's goroutines and waits for them.
+	stop func()
 }
 
-// clusterStates holds each Server's state, until its connection closes.
+// clusterStates holds each Server's state, until Serve returns or its
+// connection closes.
 var clusterStates sync.Map // *Server → *lazyCluster
 
 // clusterRetry spaces the attempts to open the buckets.
@@ -91,41 +94,65 @@ func (s *Server) clusterState() *edgeCluster {
 	if l.st != nil || time.Now().Before(l.retryAt) {
 		return l.st
 	}
-	st, err := s.startCluster()
+	st, stop, err := s.startCluster()
 	if err != nil {
 		l.retryAt = time.Now().Add(clusterRetry)
 		s.log.Warn("cluster state unavailable; requests pass unchecked", "err", err, "retry_in", clusterRetry)
 		return nil
 	}
-	l.st = st
+	l.st, l.stop = st, stop
 	return st
 }
 
-func (s *Server) startCluster() (*edgeCluster, error) {
+// stopCluster stops the cluster state of s, if it started, and waits for
+// its goroutines: Serve does as it returns.
+func (s *Server) stopCluster() {
+	v, ok := clusterStates.LoadAndDelete(s)
+	if !ok {
+		return
+	}
+	l := v.(*lazyCluster)
+	l.mu.Lock()
+	stop := l.stop
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func (s *Server) startCluster() (*edgeCluster, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	view, err := fleet.OpenView(ctx, s.js, s.log, wire.BreakerBucket, wire.QuotaBucket)
 	if err != nil {
-		return nil, fmt.Errorf("edge: %w", err)
+		return nil, nil, fmt.Errorf("edge: %w", err)
 	}
 	var b [4]byte
 	rand.Read(b[:])
 	node := &fleet.QuotaNode{KV: view.Quotas, ID: "edge-" + hex.EncodeToString(b[:]), Logger: s.log}
 	st := &edgeCluster{limiter: fleet.NewTenantLimiter(node), view: view}
 	run, stop := context.WithCancel(context.Background())
-	go func() {
-		// The edge has no stop of its own; its connection closing is it.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Serve stops the state as it returns (stopCluster); an edge used
+		// only through its Handler has no stop of its own: its connection
+		// closing is it.
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		for range t.C {
+		for {
+			select {
+			case <-run.Done():
+				return
+			case <-t.C:
+			}
 			if s.nc.IsClosed() {
 				stop()
 				clusterStates.Delete(s)
 				return
 			}
 		}
-	}()
-	go view.Run(run)
-	go node.Run(run)
-	return st, nil
+	})
+	wg.Go(func() { view.Run(run) })
+	wg.Go(func() { node.Run(run) })
+	return st, func() { stop(); wg.Wait() }, nil
 }

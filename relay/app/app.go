@@ -25,6 +25,7 @@ import (
 
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/edge"
+	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/natsconn"
@@ -214,26 +215,43 @@ func connect(ctx context.Context, cfg config.Config, name string, logger *slog.L
 		nc.Close()
 		return nil, nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		setupCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = streams.Setup(setupCtx, js, cfg.Streams)
-		if err == nil {
-			err = region.SetupRegion(setupCtx, js, cfg.Streams, cfg.Region)
+	err = awaitSetup(ctx, setupRetry, logger, func(ctx context.Context) error {
+		if err := streams.Setup(ctx, js, cfg.Streams); err != nil {
+			return err
 		}
+		return region.SetupRegion(ctx, js, cfg.Streams, cfg.Region)
+	})
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// setupTimeout bounds one attempt to set up the streams; setupRetry spaces
+// the attempts.
+const setupTimeout = 5 * time.Second
+
+var setupRetry = backoff.Backoff{Config: backoff.Config{Base: 500 * time.Millisecond, Cap: 2 * time.Second}}
+
+// awaitSetup calls setup until it succeeds, or ctx ends: then it returns
+// ctx's error.
+func awaitSetup(ctx context.Context, b backoff.Backoff, logger *slog.Logger, setup func(context.Context) error) error {
+	for attempt := 0; ; attempt++ {
+		setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
+		err := setup(setupCtx)
 		cancel()
 		if err == nil {
-			return nc, js, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			nc.Close()
-			return nil, nil, ctx.Err()
+			return ctx.Err()
 		}
 		if attempt%10 == 0 {
 			logger.Warn("waiting for JetStream", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
+		if _, err := b.Wait(ctx, attempt, 0); err != nil {
+			return err
 		}
 	}
 }

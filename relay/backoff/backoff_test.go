@@ -2,7 +2,9 @@ package backoff
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -236,5 +238,67 @@ func TestConfig(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
 			t.Errorf("%+v: err %v, want one naming %s", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// Rerun starts a run that failed again after the drawn delays, which
+// grow with the failures in a row and start over after a run that got
+// going; it stops when ctx ends, also during a wait.
+func TestRerun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := Backoff{Config: Config{Base: time.Second, Cap: 4 * time.Second}, Rand: func(n int64) int64 { return n - 1 }}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		start := time.Now()
+		var starts, delays []time.Duration
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			b.Rerun(ctx, func(context.Context) (bool, error) {
+				starts = append(starts, time.Since(start))
+				// The fifth run got going before it failed.
+				return len(starts) == 5, errors.New("watch closed")
+			}, func(err error, d time.Duration) {
+				delays = append(delays, d)
+			})
+		}()
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		wantDelays := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, time.Second, 2 * time.Second, 4 * time.Second}
+		var wantStarts []time.Duration
+		at := time.Duration(0)
+		for i := range 7 {
+			wantStarts = append(wantStarts, at)
+			wantDelays[i]--
+			at += wantDelays[i]
+		}
+		if !slices.Equal(starts, wantStarts) || !slices.Equal(delays, wantDelays) {
+			t.Fatalf("started at %v after delays %v, want %v after %v", starts, delays, wantStarts, wantDelays)
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("Rerun still waits after ctx ended")
+		}
+		if len(starts) != 7 {
+			t.Fatalf("started again after ctx ended: %v", starts)
+		}
+	})
+}
+
+// A run that returns because ctx ended is not started again, nor waited
+// for.
+func TestRerunStopsWithCtx(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	runs := 0
+	Backoff{}.Rerun(ctx, func(context.Context) (bool, error) {
+		runs++
+		cancel()
+		return true, nil
+	}, func(error, time.Duration) { t.Error("retrying after ctx ended") })
+	if runs != 1 {
+		t.Fatalf("%d runs, want 1", runs)
 	}
 }

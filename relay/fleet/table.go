@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/backoff"
 )
 
 // KV is what a Table needs of a bucket; jetstream.KeyValue (and a region's
@@ -39,6 +41,8 @@ type Table[T any] struct {
 	kv      KV
 	filters []string
 	log     *slog.Logger
+	// retry spaces the starts of a watch that failed (watchRetry).
+	retry backoff.Backoff
 	// OnChange, if set before Run, is called (without locks held) for
 	// every change the watch brings, with ok false for a deleted key.
 	OnChange func(key string, row Row[T], ok bool)
@@ -60,41 +64,37 @@ func NewTable[T any](kv KV, logger *slog.Logger, filters ...string) *Table[T] {
 		filters = []string{">"}
 	}
 	return &Table[T]{
-		kv: kv, filters: filters, log: logger.With("bucket", kv.Bucket()),
+		kv: kv, filters: filters, log: logger.With("bucket", kv.Bucket()), retry: watchRetry,
 		rows: map[string]Row[T]{}, changed: make(chan struct{}), synced: make(chan struct{}),
 	}
 }
 
-// watchRetry is the pause before a watch that failed or ended starts
-// again (NATS away, the bucket missing).
-const watchRetry = time.Second
+// watchRetry spaces the starts of a watch that failed or ended (NATS
+// away, the bucket missing).
+var watchRetry = backoff.Backoff{Config: backoff.Config{Base: time.Second, Cap: 4 * time.Second}}
 
 // Run follows the bucket until ctx ends. A watch that fails starts again,
 // replaying every key, so the copy converges after any outage; meanwhile
 // the copy keeps its last known state.
 func (t *Table[T]) Run(ctx context.Context) error {
-	for {
-		err := t.watch(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		t.log.Debug("state watch ended; starting it again", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(watchRetry):
-		}
-	}
+	// A watch that got through its replay worked until it ended: a new
+	// outage starts the backoff over.
+	t.retry.Rerun(ctx, t.watch, func(err error, d time.Duration) {
+		t.log.Debug("state watch ended; starting it again", "err", err, "in", d)
+	})
+	return nil
 }
 
-func (t *Table[T]) watch(ctx context.Context) error {
+// watch follows the bucket until ctx ends or the watch fails; replayed
+// reports that it got through the replay of every key.
+func (t *Table[T]) watch(ctx context.Context) (replayed bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// nats.go rewrites the filters into subjects in place: a restarted
 	// watch must get the keys again, not the subjects of the last one.
 	w, err := t.kv.WatchFiltered(ctx, slices.Clone(t.filters))
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer w.Stop()
 	seen := map[string]bool{}
@@ -102,10 +102,10 @@ func (t *Table[T]) watch(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return !initial, nil
 		case e, ok := <-w.Updates():
 			if !ok {
-				return errors.New("fleet: watch closed")
+				return !initial, errors.New("fleet: watch closed")
 			}
 			if e == nil {
 				// The replay is over: keys it did not bring are gone.

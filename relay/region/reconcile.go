@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/backoff"
 )
 
 // DefaultReconcileInterval is Regional.ReconcileInterval's default.
@@ -39,21 +41,15 @@ func (g *Regional) Run(ctx context.Context) error {
 	if interval <= 0 {
 		interval = DefaultReconcileInterval
 	}
+	// A reconciliation that stopped starts again after a backoff; one that
+	// had its watcher going starts the backoff over.
+	retry := backoff.Backoff{Config: backoff.Config{Base: interval, Cap: 4 * interval}}
 	var wg sync.WaitGroup
 	for bucket := range g.shared {
 		wg.Go(func() {
-			for {
-				err := g.reconcile(ctx, bucket, interval)
-				if ctx.Err() != nil {
-					return
-				}
-				g.logger.Warn("overlay reconciliation stopped; starting it again", "bucket", bucket, "err", err, "in", interval)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(interval):
-				}
-			}
+			retry.Rerun(ctx, func(ctx context.Context) (bool, error) { return g.reconcile(ctx, bucket, interval) }, func(err error, d time.Duration) {
+				g.logger.Warn("overlay reconciliation stopped; starting it again", "bucket", bucket, "err", err, "in", d)
+			})
 		})
 	}
 	wg.Wait()
@@ -69,14 +65,16 @@ type pending struct {
 	settled bool
 }
 
-func (g *Regional) reconcile(ctx context.Context, bucket string, interval time.Duration) error {
+// reconcile follows the overlay of bucket until ctx ends or its watcher
+// fails; watched reports that the watcher was started.
+func (g *Regional) reconcile(ctx context.Context, bucket string, interval time.Duration) (watched bool, err error) {
 	v, err := g.view(ctx, bucket)
 	if err != nil {
-		return err
+		return false, err
 	}
 	w, err := v.overlay.WatchAll(ctx)
 	if err != nil {
-		return fmt.Errorf("region: watch overlay of %s: %w", bucket, err)
+		return false, fmt.Errorf("region: watch overlay of %s: %w", bucket, err)
 	}
 	defer w.Stop()
 	keys := map[string]*pending{}
@@ -85,10 +83,10 @@ func (g *Regional) reconcile(ctx context.Context, bucket string, interval time.D
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		case e, ok := <-w.Updates():
 			if !ok {
-				return errors.New("region: overlay watcher ended")
+				return true, errors.New("region: overlay watcher ended")
 			}
 			if e == nil {
 				continue

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/liveness"
 	"github.com/relaydev/relay/relay/metrics"
@@ -87,6 +88,9 @@ type Worker struct {
 	// by the time its requests are handed over; otherwise the server
 	// would deliver them straight back to it.
 	pullWait time.Duration
+	// pullRetry spaces the pulls of a slot whose pulls fail (see the
+	// package's pullRetry).
+	pullRetry backoff.Backoff
 	// pulls holds a token for every pull this worker has waiting at the
 	// server (see maxWaitingPulls).
 	pulls chan struct{}
@@ -112,14 +116,13 @@ type Worker struct {
 	done      chan struct{}
 }
 
-const (
-	// maxPullWait bounds one pull: a pull the server forgot (after a
-	// restart) is replaced within it.
-	maxPullWait = time.Second
-	// pullRetry is the pause after a failed pull (NATS down, consumer
-	// missing), so a slot does not spin.
-	pullRetry = time.Second
-)
+// maxPullWait bounds one pull: a pull the server forgot (after a
+// restart) is replaced within it.
+const maxPullWait = time.Second
+
+// pullRetry spaces the pulls after a failed pull (NATS down, consumer
+// missing), so a slot does not spin.
+var pullRetry = backoff.Backoff{Config: backoff.Config{Base: time.Second, Cap: 2 * time.Second}}
 
 // New validates cfg and deps and returns a worker.
 func New(cfg Config, deps Deps) (*Worker, error) {
@@ -176,6 +179,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		progressEvery:   deps.Topology.WithDefaults().AckWait / 4,
 		pullWait:        min(maxPullWait, cfg.LivenessTimeout/2),
 		pulls:           make(chan struct{}, maxWaitingPulls),
+		pullRetry:       pullRetry,
 		heartbeatEvery:  max(cfg.HeartbeatInterval, 0),
 		livenessTimeout: cfg.LivenessTimeout,
 		watchPeers:      !cfg.DisablePeerWatch,
@@ -232,14 +236,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	// ended: a stopping job still publishes what it received and hands
 	// its request over, within the retry bound.
 	jobCtx := context.WithoutCancel(ctx)
-	stopPulling := make(chan struct{})
+	pulling, stopPulling := context.WithCancel(jobCtx)
+	defer stopPulling()
 	slotsDone := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
 		case <-w.draining:
 		}
-		close(stopPulling)
+		stopPulling()
 		// A drain hands the streams over when its time is up (Drain); the
 		// end of ctx, also during a drain, does at once.
 		select {
@@ -273,7 +278,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var slots sync.WaitGroup
 	for range w.maxInflight {
-		slots.Go(func() { w.slot(jobCtx, stopPulling, cons) })
+		slots.Go(func() { w.slot(jobCtx, pulling, cons) })
 	}
 	slots.Wait()
 	close(slotsDone)
@@ -304,13 +309,17 @@ func (w *Worker) finish() { w.doneOnce.Do(func() { close(w.done) }) }
 // called before Run.
 func (w *Worker) Closed() <-chan struct{} { return w.done }
 
-// slot runs one job at a time. It pulls a single message only when it is
-// free, so a request never waits in a buffer while its AckWait runs out.
-// Once stop is closed it pulls no more. A pull is never cut short: the
-// server could deliver a message to it at that very moment, which would
-// then wait for AckWait; it runs out within pullWait instead, and what it
-// brings is given back.
-func (w *Worker) slot(ctx context.Context, stop <-chan struct{}, cons jetstream.Consumer) {
+// slot runs one job at a time, under ctx. It pulls a single message only
+// when it is free, so a request never waits in a buffer while its AckWait
+// runs out. Once pulling ends it pulls no more. A pull is never cut short:
+// the server could deliver a message to it at that very moment, which
+// would then wait for AckWait; it runs out within pullWait instead, and
+// what it brings is given back.
+func (w *Worker) slot(ctx, pulling context.Context, cons jetstream.Consumer) {
+	stop := pulling.Done()
+	// failures counts the pulls that failed in a row: the exponent of the
+	// backoff before the next.
+	failures := 0
 	for {
 		select {
 		case <-stop:
@@ -328,6 +337,9 @@ func (w *Worker) slot(ctx context.Context, stop <-chan struct{}, cons jetstream.
 			stopped = true
 		default:
 		}
+		if err == nil {
+			failures = 0
+		}
 		switch {
 		case err != nil:
 			level := slog.LevelWarn
@@ -336,11 +348,11 @@ func (w *Worker) slot(ctx context.Context, stop <-chan struct{}, cons jetstream.
 				// logs that once.
 				level = slog.LevelDebug
 			}
-			w.logger.Log(ctx, level, "pull failed", "err", err)
-			select {
-			case <-stop:
-			case <-time.After(pullRetry):
-			}
+			d := w.pullRetry.Delay(failures, 0)
+			failures++
+			w.logger.Log(ctx, level, "pull failed", "err", err, "retry_in", d)
+			// Ends early once pulling does; the loop then stops.
+			_ = w.pullRetry.Sleep(pulling, d)
 		case msg == nil:
 		case stopped:
 			// Received while stopping: hand it back at once rather than
@@ -363,7 +375,7 @@ func (w *Worker) slot(ctx context.Context, stop <-chan struct{}, cons jetstream.
 const maxWaitingPulls = 4
 
 // errPullDisconnected: the worker's NATS connection is down; its slots
-// retry after pullRetry.
+// retry after a backoff (pullRetry).
 var errPullDisconnected = errors.New("relay: not pulling while disconnected from NATS")
 
 // pull waits up to pullWait for one message; nil without error means none
