@@ -1,8 +1,8 @@
 // Package coordinator is the role that keeps cluster-wide provider state in
-// JetStream KV (package fleet). Every coordinator
-// watches the workers' heartbeats and hands a dead worker's requests to
-// another worker at once (package liveness). One of them, the
-// holder of a KV lease, is active and also
+// JetStream KV (package fleet). Every coordinator watches the workers'
+// heartbeats and hands a dead worker's requests to another worker at once
+// (package liveness). One of them, the holder of a KV lease, is active and
+// also
 //
 //   - probes every provider and publishes its health (health.go),
 //   - probes a breaker whose cooldown ended while no worker had a request
@@ -147,9 +147,9 @@ func (c Config) Validate(prefix string) error {
 // Deps are the coordinator's connections.
 type Deps struct {
 	// JS is JetStream on the coordinator's connection, which also carries
-	// the workers' heartbeats unless LivenessNC is set; in a region that
-	// is not the home, the region's view (shared buckets read locally, written to the home).
-	// Required.
+	// the workers' heartbeats unless LivenessNC is set; in a region that is
+	// not the home, the region's view (shared buckets read locally, written
+	// to the home). Required.
 	JS jetstream.JetStream
 	// LivenessNC receives the workers' heartbeats: a connection of its
 	// own, so that a busy JS connection cannot delay them (package

@@ -20,11 +20,10 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// Issue 6, test 3: one worker gets a 429 with Retry-After: 4; the pause is
-// shared, so none of the three workers calls the provider until it ends.
-// New requests meanwhile get a fast 503 with Retry-After, from each of the
-// three workers; the request that got the 429 waits and finishes after
-// the pause.
+// One worker gets a 429 with Retry-After: 4; the pause is shared, so none
+// of the three workers calls the provider until it ends. New requests
+// meanwhile get a fast 503 with Retry-After, from each of the three
+// workers; the request that got the 429 waits and finishes after the pause.
 func TestCoordinator429PausesEveryWorker(t *testing.T) {
 	const grace = 300 * time.Millisecond // calls admitted before a worker learned of the pause may still arrive
 	c := start(t, options{Fleet: true, Workers: 3, Mock: mockupstream.Config{Tokens: 5}, Tune: func(cfg *config.Config) {
@@ -128,10 +127,10 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 	t.Logf("paused %v by %s; %d fast 503s; refusals by worker %v", pause.Until.Sub(pause.At), pause.By, refused, byWorker)
 }
 
-// Issue 6, test 4: during a partial outage (every other call fails) the
-// retries stay within the budget: 20% of the requests, plus one per worker
-// (min_retries), over the budget's window. Without a budget this load
-// makes about one retry per request.
+// During a partial outage (every other call fails) the retries stay within
+// the budget: 20% of the requests, plus one per worker (min_retries), over
+// the budget's window. Without a budget this load makes about one retry per
+// request.
 //
 // The budget bounds retries within its sliding window, not over a run
 // that outlasts it (each further window allows its own share again), so

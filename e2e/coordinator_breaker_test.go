@@ -83,10 +83,9 @@ func (c *system) load(n int, every time.Duration, topic string, stop <-chan stru
 	}
 }
 
-// Issue 6, test 2: three workers share one breaker. Once its cooldown is
-// over, the workers keep sending requests, yet exactly one probe reaches
-// the provider, claimed by one worker, and its success closes the
-// breaker for all three.
+// Three workers share one breaker. Once its cooldown is over, the workers
+// keep sending requests, yet exactly one probe reaches the provider,
+// claimed by one worker, and its success closes the breaker for all three.
 func TestCoordinatorHalfOpenOneProbe(t *testing.T) {
 	const cooldown = 1500 * time.Millisecond
 	c := start(t, options{Fleet: true, Workers: 3, Tune: breakerTune(cooldown), Mock: mockupstream.Config{Tokens: 5}})
@@ -165,9 +164,9 @@ func TestCoordinatorAllOpenIsFast503(t *testing.T) {
 	}
 }
 
-// Issue 6, test 8: with the coordinator killed (its connection gone, its
-// lease left to run out), requests still flow, and the workers trip the
-// breaker and recover it on their own.
+// With the coordinator killed (its connection gone, its lease left to run
+// out), requests still flow, and the workers trip the breaker and recover
+// it on their own.
 func TestCoordinatorKilledWorkersCarryOn(t *testing.T) {
 	const cooldown = time.Second
 	c := start(t, options{Fleet: true, Workers: 3, Coordinator: true, Tune: breakerTune(cooldown), Mock: mockupstream.Config{Tokens: 5}})

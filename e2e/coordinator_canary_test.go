@@ -35,11 +35,11 @@ func weightsOf(states []canaryAt) (weights []float64, since []time.Time, last ca
 	return weights, since, last
 }
 
-// Issue 6, test 6 (ramp): the coordinator ramps the canary through 10%,
-// 50% and 100%, each held for 2s, and every worker routes by the shared
-// weight: the canary's share of the calls follows the steps. The
-// coordinator starts once the load flows, so that the first step sees
-// calls however slowly the machine starts the clients.
+// The coordinator ramps the canary through 10%, 50% and 100%, each held for
+// 2s, and every worker routes by the shared weight: the canary's share of
+// the calls follows the steps. The coordinator starts once the load flows,
+// so that the first step sees calls however slowly the machine starts the
+// clients.
 func TestCoordinatorCanaryRamps(t *testing.T) {
 	c := start(t, options{
 		Fleet:   true,
@@ -98,11 +98,10 @@ func TestCoordinatorCanaryRamps(t *testing.T) {
 	}
 }
 
-// Issue 6, test 6 (abort): the canary fails every call. Clients do not
-// notice (the route falls back to the stable provider), and once the
-// canary's error rate over at least 5 calls is above 0.5%, the coordinator
-// aborts the ramp, logs it, and the weight back at 0 keeps every worker's
-// calls off the canary.
+// The canary fails every call. Clients do not notice (the route falls back
+// to the stable provider), and once the canary's error rate over at least 5
+// calls is above 0.5%, the coordinator aborts the ramp, logs it, and the
+// weight back at 0 keeps every worker's calls off the canary.
 func TestCoordinatorCanaryAbortsOnErrors(t *testing.T) {
 	c := start(t, options{
 		Fleet:   true,

@@ -20,11 +20,11 @@ import (
 	"github.com/relaydev/relay/relay/relaytest"
 )
 
-// Issue 6, test 1: 200 streams are running when the provider goes down.
-// The cuts trip the breaker; while it is open the provider gets no request
-// but the probes (one per half-open period); when it is back, a probe
-// closes the breaker and the 200 waiting continuations arrive spread over
-// the recovery window, not together, and every answer is complete.
+// 200 streams are running when the provider goes down. The cuts trip the
+// breaker; while it is open the provider gets no request but the probes
+// (one per half-open period); when it is back, a probe closes the breaker
+// and the 200 waiting continuations arrive spread over the recovery window,
+// not together, and every answer is complete.
 //
 // The outage lasts 6s instead of the issue's 10s, with a 1s cooldown that
 // doubles to 2s: that is still three to four failed probes and an open

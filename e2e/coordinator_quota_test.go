@@ -55,10 +55,10 @@ func (c *system) quotaLoad(n int, d time.Duration, topic string) []quotaAnswer {
 	return out
 }
 
-// Issue 6, test 5 (requests): three workers share a provider's 120
-// requests per minute. Twelve clients ask for far more; over the last 6s
-// of 8, after the shares settled, the provider gets 2 calls a second
-// within 25%, plus one request of burst per worker.
+// Three workers share a provider's 120 requests per minute. Twelve clients
+// ask for far more; over the last 6s of 8, after the shares settled, the
+// provider gets 2 calls a second within 25%, plus one request of burst per
+// worker.
 func TestCoordinatorProviderRPMShared(t *testing.T) {
 	const rpm = 120
 	c := start(t, options{Fleet: true, Workers: 3, Coordinator: true, Mock: mockupstream.Config{Tokens: 5, TokenInterval: -1}, Tune: func(cfg *config.Config) {
@@ -87,10 +87,10 @@ func TestCoordinatorProviderRPMShared(t *testing.T) {
 	}
 }
 
-// Issue 6, test 5 (tokens): three workers share 600 tokens per minute. A
-// call is let through while the worker's share has tokens left and pays
-// its usage at the end, so the overshoot is bounded by the calls in
-// flight: within 30%, plus one call per worker.
+// Three workers share 600 tokens per minute. A call is let through while
+// the worker's share has tokens left and pays its usage at the end, so the
+// overshoot is bounded by the calls in flight: within 30%, plus one call
+// per worker.
 func TestCoordinatorProviderTPMShared(t *testing.T) {
 	const tpm = 600
 	c := start(t, options{Fleet: true, Workers: 3, Coordinator: true, Mock: mockupstream.Config{Tokens: 5, TokenInterval: -1}, Tune: func(cfg *config.Config) {

@@ -128,9 +128,9 @@ func TestMetricsMoveEndToEnd(t *testing.T) {
 		c.atLeast(t, "worker", worker)
 	}
 	// Three failures in a row open the provider's breaker (the shared
-	// gate's default); the worker counts the transition.
-	// The breaker then holds the request back (the shared gate waits for
-	// its probe), so the test cancels it once the metrics moved.
+	// gate's default); the worker counts the transition. The breaker then
+	// holds the request back (the shared gate waits for its probe), so the
+	// test cancels it once the metrics moved.
 	bmsgs, _ := prompt("[[mock: status=503, times=0]] metrics: breaker", 12)
 	held, err := openSSE(ctx, http.MethodPost, sys.Edge+"/v1/chat/completions", chatBody(t, bmsgs, true), "")
 	must(t, err)

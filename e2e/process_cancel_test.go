@@ -11,13 +11,13 @@ import (
 	"github.com/relaydev/relay/relay/mockupstream"
 )
 
-// Issue 5, test 4: cancellation through DELETE, through a WebSocket cancel
-// message, and by the disconnect policy cancel_after. Each ends the stream
-// cancelled within 1 s of the cancellation, and the worker closes its call
-// to the fake upstream within the same second (seen by a TCP proxy between
-// them, since the fake upstream does not report abandoned requests). A
-// client that disconnects from an edge with the default policy does not
-// cancel its generation.
+// Cancellation through DELETE, through a WebSocket cancel message, and by
+// the disconnect policy cancel_after. Each ends the stream cancelled within
+// 1 s of the cancellation, and the worker closes its call to the fake
+// upstream within the same second (seen by a TCP proxy between them, since
+// the fake upstream does not report abandoned requests). A client that
+// disconnects from an edge with the default policy does not cancel its
+// generation.
 func TestProcessCancel(t *testing.T) {
 	const tokens = 200 // 8 s at 40 ms: no stream ends by itself here
 	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 1, Proxy: true})

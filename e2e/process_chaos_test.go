@@ -12,13 +12,13 @@ import (
 	"github.com/relaydev/relay/relay/mockupstream"
 )
 
-// Issue 5, test 6: chaos. 100 streams over 2 edges and 3 workers; every
-// client drops its connection at random moments and resumes on a random
-// edge; every couple of seconds a worker is SIGKILLed and started again
-// (and every third fault is a SIGSTOP of a few seconds instead, so that
-// fencing is exercised under load too). Every transcript is exactly the
-// fault-free answer and every stream ends done. The test prints how many
-// resumes, takeovers and fenced writes it took.
+// Chaos. 100 streams over 2 edges and 3 workers; every client drops its
+// connection at random moments and resumes on a random edge; every couple
+// of seconds a worker is SIGKILLed and started again (and every third fault
+// is a SIGSTOP of a few seconds instead, so that fencing is exercised under
+// load too). Every transcript is exactly the fault-free answer and every
+// stream ends done. The test prints how many resumes, takeovers and fenced
+// writes it took.
 func TestProcessChaos(t *testing.T) {
 	const (
 		tokens  = 200 // 8 s at 40 ms

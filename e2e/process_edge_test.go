@@ -87,9 +87,9 @@ func (f *wsFollower) readChunks(n int) error {
 	return nil
 }
 
-// Issue 5, test 3 (edge): SIGTERM drains an edge. Its SSE client gets a
-// last event with a retry hint and code edge_draining, without id and
-// without [DONE]; its WebSocket client gets a reconnect message and close
+// SIGTERM drains an edge. Its SSE client gets a last event with a retry
+// hint and code edge_draining, without id and without [DONE]; its WebSocket
+// client gets a reconnect message and close
 // 1001. Both resume on the other edge and receive exactly the rest. The
 // edge tells them at once (no timeout) and exits.
 func TestProcessEdgeDrain(t *testing.T) {

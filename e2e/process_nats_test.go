@@ -107,10 +107,9 @@ func expectRunning(t *testing.T, ps ...*procs.Process) {
 	}
 }
 
-// Issue 5, test 5 (a): the nats-server (file storage) is SIGKILLed mid-answer
-// and started again on the same port with the same store. Every role
-// reconnects on its own and every stream completes exactly; a new request
-// works afterwards.
+// The nats-server (file storage) is SIGKILLed mid-answer and started again
+// on the same port with the same store. Every role reconnects on its own
+// and every stream completes exactly; a new request works afterwards.
 func TestProcessNATSRestart(t *testing.T) {
 	const tokens, streams = 100, 4
 	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 2, Coordinator: true})
@@ -148,11 +147,10 @@ func TestProcessNATSRestart(t *testing.T) {
 	}
 }
 
-// Issue 5, test 5 (b): on a three-node JetStream cluster with every stream
-// and bucket replicated three times, the node leading RELAY_CHUNKS is
-// SIGKILLed mid-run. No chunk is lost, every stream completes (after a
-// raft election of several seconds), and new requests work on the two
-// remaining nodes.
+// On a three-node JetStream cluster with every stream and bucket replicated
+// three times, the node leading RELAY_CHUNKS is SIGKILLed mid-run. No chunk
+// is lost, every stream completes (after a raft election of several
+// seconds), and new requests work on the two remaining nodes.
 func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	const tokens, streams = 100, 6
 	s := start(t, options{Processes: true,

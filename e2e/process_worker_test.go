@@ -15,10 +15,9 @@ import (
 	"github.com/relaydev/relay/relay/mockupstream"
 )
 
-// Issue 5, test 1: a worker process SIGKILLed mid-answer. Another worker
-// takes the request over (the liveness handover), continues the answer
-// with a second provider call, and the client receives the exact text,
-// each cursor once.
+// A worker process SIGKILLed mid-answer. Another worker takes the request
+// over (the liveness handover), continues the answer with a second provider
+// call, and the client receives the exact text, each cursor once.
 func TestProcessWorkerKilledMidAnswer(t *testing.T) {
 	const tokens = 80
 	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 2})
@@ -66,11 +65,11 @@ func TestProcessWorkerKilledMidAnswer(t *testing.T) {
 	}
 }
 
-// Issue 5, test 2: a worker paused with SIGSTOP until another took its
-// request over, then resumed with SIGCONT. The paused worker's next write
-// is fenced: no chunk of it reaches the stream, its job ends "fenced", and
-// it never acknowledges the request (its delivery shows one -NAK, the
-// handover, and no +ACK).
+// A worker paused with SIGSTOP until another took its request over, then
+// resumed with SIGCONT. The paused worker's next write is fenced: no chunk
+// of it reaches the stream, its job ends "fenced", and it never
+// acknowledges the request (its delivery shows one -NAK, the handover, and
+// no +ACK).
 func TestProcessWorkerPausedIsFenced(t *testing.T) {
 	const tokens = 80
 	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 2})
@@ -140,12 +139,12 @@ func TestProcessWorkerPausedIsFenced(t *testing.T) {
 	}
 }
 
-// Issue 5, test 3 (worker): SIGTERM drains a worker. Its streams outlive
-// drain_timeout, so it hands them over, and the other worker continues
-// each at once: the longest silence a client sees is far below both
-// ack_wait and the liveness timeout, which are raised here so that only
-// the drain's own handover can explain a short gap. A request arriving
-// during the drain goes to the other worker.
+// SIGTERM drains a worker. Its streams outlive drain_timeout, so it hands
+// them over, and the other worker continues each at once: the longest
+// silence a client sees is far below both ack_wait and the liveness
+// timeout, which are raised here so that only the drain's own handover can
+// explain a short gap. A request arriving during the drain goes to the
+// other worker.
 func TestProcessWorkerDrainHandsOver(t *testing.T) {
 	const tokens, streams = 100, 3
 	s := start(t, options{Processes: true,

@@ -23,12 +23,11 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// Regions (README "Regions"): two regions in one test
-// process. Region A is the home: a nats-server with JetStream domain "a"
-// that accepts leaf nodes. Region B is a nats-server with domain "b" that
-// joins A as a leaf through a TCP proxy the test cuts and heals. Each
-// region runs its own edge and worker; the shared state is A's, mirrored
-// into B.
+// Regions (README "Regions"): two regions in one test process. Region A is
+// the home: a nats-server with JetStream domain "a" that accepts leaf
+// nodes. Region B is a nats-server with domain "b" that joins A as a leaf
+// through a TCP proxy the test cuts and heals. Each region runs its own
+// edge and worker; the shared state is A's, mirrored into B.
 
 // regionRun is one region's running relay.
 type regionRun struct {

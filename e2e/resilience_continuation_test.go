@@ -13,7 +13,7 @@ import (
 	"github.com/relaydev/relay/relay/provider"
 )
 
-// Issue 4, failures after text was published: the worker asks again with
+// Failures after text was published: the worker asks again with
 // the text so far and publishes only what is new, so the client sees one
 // uninterrupted answer, exactly the fault-free text.
 

@@ -11,7 +11,7 @@ import (
 	"github.com/relaydev/relay/relay/provider"
 )
 
-// Issue 4, fallback chains: when a model or a provider keeps failing, the
+// Fallback chains: when a model or a provider keeps failing, the
 // next step of the route continues the same answer, and the chunks say
 // which provider and model wrote which part.
 

@@ -13,7 +13,7 @@ import (
 	"github.com/relaydev/relay/relay/relaytest"
 )
 
-// Issue 4, credentials: a refused key is replaced by the next at once,
+// Credentials: a refused key is replaced by the next at once,
 // without counting against the provider, and keys rotate without a
 // restart while streams run.
 

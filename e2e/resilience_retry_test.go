@@ -9,7 +9,7 @@ import (
 	"github.com/relaydev/relay/relay/mockupstream"
 )
 
-// Issue 4, failures before the first token: each is retried with backoff
+// Failures before the first token: each is retried with backoff
 // and the client sees one answer, whose first chunk says it came from a
 // retry.
 

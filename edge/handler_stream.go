@@ -46,8 +46,9 @@ func requestCursor(r *http.Request) (cursor, param string) {
 //
 // Over HTTP/1.1 the stream takes the connection over from net/http and is
 // served by events (sse_conn.go): a waiting stream holds no goroutine and
-// no buffer, and left may be called after serveSSE returned. Otherwise (HTTP/2, HTTP/1.0, the demo's
-// droppable streams) this goroutine serves it to the end.
+// no buffer, and left may be called after serveSSE returned. Otherwise
+// (HTTP/2, HTTP/1.0, the demo's droppable streams) this goroutine serves it
+// to the end.
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left func()) {
 	sess := s.sseSession(r, o, metrics.TransportSSE)
 	if o.end != nil {

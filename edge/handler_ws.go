@@ -48,12 +48,12 @@ import (
 //
 // The upgrade request is authenticated like any request (auth.go), or, for
 // browsers, which cannot set its headers, by the subprotocols "relay" and
-// "relay.bearer.<base64url(key)>": the connection acts for that tenant, and may resume and cancel only the
-// tenant's streams (others are not found). Browsers may open it from the
-// origins of edge.cors_allowed_origins and from the edge's own origin. It
-// may carry X-Relay-On-Disconnect (see DisconnectPolicy); that applies to
-// the streams started on the connection when the connection ends before
-// they do.
+// "relay.bearer.<base64url(key)>": the connection acts for that tenant, and
+// may resume and cancel only the tenant's streams (others are not found).
+// Browsers may open it from the origins of edge.cors_allowed_origins and
+// from the edge's own origin. It may carry X-Relay-On-Disconnect (see
+// DisconnectPolicy); that applies to the streams started on the connection
+// when the connection ends before they do.
 //
 // The server pings every Keepalive and drops a client it heard nothing
 // from (not even a pong) for two intervals. A message that is valid but

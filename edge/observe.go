@@ -173,8 +173,8 @@ func (r *statusRecorder) Flush() {
 	http.NewResponseController(r.ResponseWriter).Flush()
 }
 
-// Hijack is what a WebSocket upgrade needs (gorilla asserts
-// http.Hijacker); the upgrade counts as ok.
+// Hijack is what a WebSocket upgrade needs (gorilla asserts http.Hijacker);
+// the upgrade counts as ok.
 func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	r.status = http.StatusSwitchingProtocols
 	return http.NewResponseController(r.ResponseWriter).Hijack()

@@ -34,8 +34,8 @@ type Provider struct {
 	BaseURL string   `json:"base_url"`
 	APIKeys []string `json:"api_keys,omitempty"`
 	Models  []string `json:"models"`
-	// Breaker is the provider's breaker section, by key
-	// ({"failures": 1, "cooldown": "1m"}); nil keeps the defaults.
+	// Breaker is the provider's breaker section, by key ({"failures": 1,
+	// "cooldown": "1m"}); nil keeps the defaults.
 	Breaker map[string]any `json:"breaker,omitempty"`
 }
 

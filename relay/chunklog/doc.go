@@ -2,7 +2,7 @@
 // durable log every client event is served from.
 //
 // Reads use direct gets (plain, then batched), so a resume costs no
-// consumer and keeps working while the meta group is busy or down. Appends are chained with
-// expected-last-subject-sequence, so at most one writer can extend a
-// stream at a time (see the wire package's "Fencing").
+// consumer and keeps working while the meta group is busy or down. Appends
+// are chained with expected-last-subject-sequence, so at most one writer
+// can extend a stream at a time (see the wire package's "Fencing").
 package chunklog

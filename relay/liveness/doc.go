@@ -4,11 +4,11 @@
 // fell silent over (HandOver), one NAK per delivery however many watchers
 // see it. The messages are wire.Heartbeat and wire.Delivery.
 //
-// Every worker publishes a wire.Heartbeat on wire.LivenessSubject (core NATS, every
-// worker.heartbeat_interval, default 500ms, on a connection of its own so
-// that a busy main connection cannot delay it) describing the deliveries
-// it holds (reply subject, request sequence, delivery count) and its
-// liveness timeout (worker.liveness_timeout, default 1.5s). Every
+// Every worker publishes a wire.Heartbeat on wire.LivenessSubject (core
+// NATS, every worker.heartbeat_interval, default 500ms, on a connection of
+// its own so that a busy main connection cannot delay it) describing the
+// deliveries it holds (reply subject, request sequence, delivery count) and
+// its liveness timeout (worker.liveness_timeout, default 1.5s). Every
 // coordinator, and every worker unless worker.disable_peer_watch, watches
 // them, also on a connection of its own:
 //

@@ -63,8 +63,8 @@ func (t Topology) Validate(prefix string) error {
 }
 
 // Setup creates or updates the streams, the worker consumer and the
-// buckets, where they are missing or differ (ensure.go, buckets.go). Every role calls
-// it at start, so any role can come up first; it is idempotent.
+// buckets, where they are missing or differ (ensure.go, buckets.go). Every
+// role calls it at start, so any role can come up first; it is idempotent.
 func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	t = t.WithDefaults()
 	storage := jetstream.FileStorage

@@ -34,9 +34,8 @@ type Config struct {
 	// HeartbeatInterval is how often the worker publishes its heartbeat,
 	// describing the requests it holds (in full every tenth, what changed
 	// in between), so that watchers hand them over soon after it dies (see
-	// package liveness). Zero: 500ms;
-	// negative: no heartbeats, and a dead worker's requests wait for
-	// streams.ack_wait.
+	// package liveness). Zero: 500ms; negative: no heartbeats, and a dead
+	// worker's requests wait for streams.ack_wait.
 	HeartbeatInterval time.Duration `koanf:"heartbeat_interval"`
 	// LivenessTimeout is how long watchers wait after the worker's last
 	// heartbeat before they hand its requests over. It travels in every

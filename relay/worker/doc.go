@@ -8,12 +8,11 @@
 // and reports progress on it at a quarter of AckWait while it streams.
 //
 // A worker publishes a heartbeat describing the requests it holds (all of
-// them every few seconds, what changed in between), and watches its
-// peers', on a NATS connection of their own (see package
-// liveness): when
-// a worker falls silent for its liveness timeout, a watcher hands its
-// requests over at once, well before AckWait. Its pulls expire within half
-// that timeout, so a paused worker holds none when its requests come back.
+// them every few seconds, what changed in between), and watches its peers',
+// on a NATS connection of their own (see package liveness): when a worker
+// falls silent for its liveness timeout, a watcher hands its requests over
+// at once, well before AckWait. Its pulls expire within half that timeout,
+// so a paused worker holds none when its requests come back.
 //
 // Drain (SIGTERM) stops pulling, lets streams finish within DrainTimeout
 // and hands the rest over: each stops its upstream call, publishes what it
@@ -30,34 +29,34 @@
 // (NATS restarting, a replica election) are retried for AppendRetry while
 // the upstream keeps streaming into memory.
 //
-// A redelivered job reads what the stream already holds before it writes:
-// a stream that ended is only acknowledged (a duplicate or a redelivery
-// after the ack was lost); otherwise the job appends a claim frame chained
-// on the last stored frame, which fences any earlier owner, and then calls.
-// A first delivery has nothing to read: unless it waited long in the queue
+// A redelivered job reads what the stream already holds before it writes: a
+// stream that ended is only acknowledged (a duplicate or a redelivery after
+// the ack was lost); otherwise the job appends a claim frame chained on the
+// last stored frame, which fences any earlier owner, and then calls. A
+// first delivery has nothing to read: unless it waited long in the queue
 // (then its metadata is read first, for a cancellation), it calls its
-// provider while its claim frame, chained on nothing, is being stored, and publishes only once
-// the claim is (first_delivery.go). Should the stream hold frames after all
-// (a request queued twice), the claim is fenced, the call dropped, and the
-// job reads the stream as a redelivery does.
+// provider while its claim frame, chained on nothing, is being stored, and
+// publishes only once the claim is (first_delivery.go). Should the stream
+// hold frames after all (a request queued twice), the claim is fenced, the
+// call dropped, and the job reads the stream as a redelivery does.
 //
 // The job then runs the attempt loop (loop.go): it walks the request's
-// route of providers and models (provider.Catalog.Route), retries
-// transient failures with full-jitter backoff (package backoff), falls back
-// along the route when a model or provider has spent its retries, and
-// continues after every failure the text already published (earlier
-// owners' included), in prefill or prompt mode, in prompt mode stripping a
-// repeat at the seam (overlap.go), so the client sees one answer. The first chunk of
-// every attempt after the first names its seam, provider, model and
-// attempt. A Gate is asked before each call and told each outcome once: the
-// seam for cluster-wide breakers and quotas. API keys rotate: a refused key
-// is replaced by the next at once, and key files are re-read when they
-// change and on Reload (SIGHUP).
+// route of providers and models (provider.Catalog.Route), retries transient
+// failures with full-jitter backoff (package backoff), falls back along the
+// route when a model or provider has spent its retries, and continues after
+// every failure the text already published (earlier owners' included), in
+// prefill or prompt mode, in prompt mode stripping a repeat at the seam
+// (overlap.go), so the client sees one answer. The first chunk of every
+// attempt after the first names its seam, provider, model and attempt. A
+// Gate is asked before each call and told each outcome once: the seam for
+// cluster-wide breakers and quotas. API keys rotate: a refused key is
+// replaced by the next at once, and key files are re-read when they change
+// and on Reload (SIGHUP).
 //
 // Every stream ends with one end frame: done (the provider finished),
-// incomplete (text was published, then the loop gave up), failed
-// (nothing was published) or cancelled (by the client), with the usage of every call, its cost and the
-// number of calls.
+// incomplete (text was published, then the loop gave up), failed (nothing
+// was published) or cancelled (by the client), with the usage of every
+// call, its cost and the number of calls.
 //
 // A job that loses its stream to another writer (chunklog.ErrFenced) stops
 // without a terminal frame, without acknowledging and without a NAK: acks

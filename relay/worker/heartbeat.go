@@ -14,19 +14,18 @@ import (
 // heartbeats (5s at the default interval); the beats in between, and the
 // early ones, are deltas, unless a watcher asked for a full one. A watcher
 // that missed a beat (it just started, reconnected, or a heartbeat was
-// lost) cannot hand over the requests this worker took before until it
-// has a full one: it asks, and should the request or the answer be lost
-// too, this bounds the wait. A full heartbeat lists every request the worker holds, ~150
-// bytes each, so more often would cost what deltas save.
+// lost) cannot hand over the requests this worker took before until it has
+// a full one: it asks, and should the request or the answer be lost too,
+// this bounds the wait. A full heartbeat lists every request the worker
+// holds, ~150 bytes each, so more often would cost what deltas save.
 const fullBeatEvery = 10
 
-// heartbeat publishes a worker's liveness (see package
-// liveness): every interval, a heartbeat describing the requests its jobs
-// hold, in full every fullBeatEvery intervals and as what changed in
-// between; sooner after a job starts, so that a worker dying just after it
-// took a request has that request handed over too; and a last, leaving
-// heartbeat when it stops, so watchers forget it without handing anything
-// over.
+// heartbeat publishes a worker's liveness (see package liveness): every
+// interval, a heartbeat describing the requests its jobs hold, in full
+// every fullBeatEvery intervals and as what changed in between; sooner
+// after a job starts, so that a worker dying just after it took a request
+// has that request handed over too; and a last, leaving heartbeat when it
+// stops, so watchers forget it without handing anything over.
 type heartbeat struct {
 	every time.Duration
 	beats *liveness.Beats

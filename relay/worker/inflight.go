@@ -10,8 +10,8 @@ import (
 // Why a job's upstream call was stopped (context.Cause of its call
 // context).
 var (
-	// errCancelled: a client cancelled the stream (protocol
-	// CancelSubject or Meta.Cancelled). The job ends it cancelled.
+	// errCancelled: a client cancelled the stream (protocol CancelSubject
+	// or Meta.Cancelled). The job ends it cancelled.
 	errCancelled = errors.New("relay: stream cancelled by the client")
 	// errHandover: the worker is draining and its deadline passed, or it
 	// is stopping. The job stops without an end frame and hands the

@@ -20,8 +20,8 @@ const maxChunkContent = 64 << 10
 // with one publish in flight: the deltas that arrive while a chunk is being
 // stored are concatenated into the next one. A stream then costs a publish
 // round trip per chunk rather than per token and keeps up with any token
-// rate (one stream took ~13.8k chunks/s on R1, ~5.1k/s on R3), and a slow NATS never
-// slows the reading of the upstream.
+// rate (one stream took ~13.8k chunks/s on R1, ~5.1k/s on R3), and a slow
+// NATS never slows the reading of the upstream.
 //
 // add and close are called by the goroutine reading the upstream; run by
 // another, the only one using the writer until run returns.
