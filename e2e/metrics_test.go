@@ -67,7 +67,16 @@ func TestMetricsMoveEndToEnd(t *testing.T) {
 	} {
 		c.atLeast(t, "edge (stream open)", during)
 	}
-	edge := scrape(t, sys.Edge)
+	// The edge accounts for a session (its resumed tokens, the open
+	// streams) when it closes it, which may come just after the client
+	// read the end.
+	var edge map[string]*dtoFamily
+	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
+		edge = scrape(t, sys.Edge)
+		resumed, _ := sample(edge, "relay_edge_resumed_tokens_total")
+		open, _ := sample(edge, "relay_edge_active_streams")
+		return resumed >= 1 && open == 0
+	})
 	for _, c := range []check{
 		{"relay_edge_requests_total", []string{"route", "/v1/chat/completions", "outcome", "ok"}, 5},
 		{"relay_edge_requests_total", []string{"route", "/v1/streams/{id}", "outcome", "invalid"}, 1},
