@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,7 +74,10 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 		wg.Go(func() {
 			content := fmt.Sprintf("Thundering herd, stream %d. %s", i, hold)
 			got := false
-			a, err := readHeld(ctx, c.Edge, content, func() { got = true; texted.Add(1) })
+			a, err := readWith(ctx, c.Edge, map[string]any{
+				"model": "mock-1", "stream": true,
+				"messages": []mockupstream.Message{{Role: "user", Content: content}},
+			}, func() { got = true; texted.Add(1) })
 			if !got {
 				untexted.Add(1)
 			}
@@ -166,43 +167,4 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 	case maxBin > 0.3:
 		t.Fatalf("%.0f%% of the continuations in one tenth of the window", 100*maxBin)
 	}
-}
-
-// readHeld reads a stream as read does, with ctx as its only deadline,
-// and calls texted once, when the client has received text.
-func readHeld(ctx context.Context, edge, content string, texted func()) (*answer, error) {
-	body, err := json.Marshal(map[string]any{
-		"model": "mock-1", "stream": true,
-		"messages": []mockupstream.Message{{Role: "user", Content: content}},
-	})
-	if err != nil {
-		return nil, err
-	}
-	s, err := openSSE(ctx, http.MethodPost, edge+"/v1/chat/completions", body, "")
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
-	tr := &transcript{}
-	a := &answer{}
-	err = tr.follow(s, 0, func(ev sseEvent) error {
-		if ev.Data == "[DONE]" {
-			return nil
-		}
-		had := a.text != ""
-		if err := a.add(ev.Data, 0); err != nil {
-			return err
-		}
-		if !had && a.text != "" {
-			texted()
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if a.text != tr.text.String() {
-		return nil, fmt.Errorf("answer text %q differs from the transcript's %q", a.text, tr.text.String())
-	}
-	return a, nil
 }

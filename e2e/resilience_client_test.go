@@ -86,6 +86,12 @@ func read(edge, model, content string) (*answer, error) {
 func readRequest(edge string, req map[string]any) (*answer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
+	return readWith(ctx, edge, req, nil)
+}
+
+// readWith is readRequest with ctx as its only deadline; texted, if not
+// nil, is called once, when the client has received text.
+func readWith(ctx context.Context, edge string, req map[string]any, texted func()) (*answer, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -102,7 +108,14 @@ func readRequest(edge string, req map[string]any) (*answer, error) {
 		if ev.Data == "[DONE]" {
 			return nil
 		}
-		return a.add(ev.Data, time.Since(started))
+		had := a.text != ""
+		if err := a.add(ev.Data, time.Since(started)); err != nil {
+			return err
+		}
+		if texted != nil && !had && a.text != "" {
+			texted()
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
