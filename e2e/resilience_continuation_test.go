@@ -38,10 +38,12 @@ func TestKeepaliveCommentsCountAsLife(t *testing.T) {
 	sys := start(t, options{
 		Record: true,
 		Mock:   mockupstream.Config{Tokens: 20, TokenInterval: -1, CommentInterval: 50 * time.Millisecond},
-		Tune:   withFastRetry(func(cfg *config.Config) { cfg.Providers[0].StallTimeout = 300 * time.Millisecond }),
+		Tune:   withFastRetry(func(cfg *config.Config) { cfg.Providers[0].StallTimeout = time.Second }),
 	})
-	// Silent for 1s but for comments: thinking, not stalled.
-	const content = "[[mock: stall_after=5, stall_for=1s]] Think first."
+	// Silent for 2.5s but for comments: thinking, not stalled. The stall
+	// timeout is twenty comment intervals, so that a loaded machine's late
+	// comment is not taken for a stall.
+	const content = "[[mock: stall_after=5, stall_for=2500ms]] Think first."
 	a := ask(t, sys.Edge, "mock-1", content)
 	a.expectDone(t, answerText(content, 20), 1)
 	expectSeams(t, a)

@@ -58,7 +58,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origi
 		}
 	}
 	if end.Frame.Status != wire.StatusDone {
-		setRetryAfter(w, endError(end.Frame)) // tenant_limit.go
+		setRetryAfter(w, endError(end.Frame)) // admission.go
 		writeJSON(w, endError(end.Frame).Status, o.view.failure(end))
 		return false
 	}

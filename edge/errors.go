@@ -97,7 +97,7 @@ func statusOf(e *wire.Error, fallback int) int {
 
 // writeError answers with e as an OpenAI error body.
 func writeError(w http.ResponseWriter, e *wire.Error) {
-	setRetryAfter(w, e) // tenant_limit.go
+	setRetryAfter(w, e) // admission.go
 	writeJSON(w, statusOf(e, http.StatusInternalServerError), struct {
 		Error errorObject `json:"error"`
 	}{newErrorObject(e)})

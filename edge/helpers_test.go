@@ -187,7 +187,11 @@ func (e *env) startWorker(w *worker) *worker {
 				e.t.Errorf("worker: decode request: %v", err)
 				return
 			}
-			w.reqs <- req
+			select {
+			case w.reqs <- req:
+			case <-ctx.Done():
+				return // the test ended without reading every request
+			}
 			// Subscribed before anything is appended, so that no notice
 			// sent after a client saw a frame is missed.
 			notices := make(chan *nats.Msg, 1)

@@ -56,6 +56,9 @@ type Server struct {
 	idem     *idempotencyStore
 	wsStats  wsStats
 	obs      *observer // metrics, dashboard, session log lines (observe.go)
+	// cluster is the shared provider state the edge checks before it
+	// queues a generation (admission.go), started on first use.
+	cluster lazyCluster
 	// now is the clock of idempotency windows; tests move it.
 	now func() time.Time
 
@@ -157,7 +160,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // and WebSockets to finish. It returns nil after a clean shutdown,
 // context.DeadlineExceeded when time ran out.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	defer s.stopCluster() // tenant_limit.go
+	defer s.stopCluster() // admission.go
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,

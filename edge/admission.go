@@ -76,19 +76,11 @@ type lazyCluster struct {
 	stop func()
 }
 
-// clusterStates holds each Server's state, until Serve returns or its
-// connection closes.
-var clusterStates sync.Map // *Server → *lazyCluster
-
 // clusterRetry spaces the attempts to open the buckets.
 const clusterRetry = 5 * time.Second
 
 func (s *Server) clusterState() *edgeCluster {
-	v, ok := clusterStates.Load(s)
-	if !ok {
-		v, _ = clusterStates.LoadOrStore(s, &lazyCluster{})
-	}
-	l := v.(*lazyCluster)
+	l := &s.cluster
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.st != nil || time.Now().Before(l.retryAt) {
@@ -107,13 +99,10 @@ func (s *Server) clusterState() *edgeCluster {
 // stopCluster stops the cluster state of s, if it started, and waits for
 // its goroutines: Serve does as it returns.
 func (s *Server) stopCluster() {
-	v, ok := clusterStates.LoadAndDelete(s)
-	if !ok {
-		return
-	}
-	l := v.(*lazyCluster)
+	l := &s.cluster
 	l.mu.Lock()
 	stop := l.stop
+	l.st, l.stop = nil, nil
 	l.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -147,7 +136,6 @@ func (s *Server) startCluster() (*edgeCluster, func(), error) {
 			}
 			if s.nc.IsClosed() {
 				stop()
-				clusterStates.Delete(s)
 				return
 			}
 		}
