@@ -155,3 +155,48 @@ func TestDevServesTheDemoUnlessTurnedOff(t *testing.T) {
 		}
 	}
 }
+
+// A duration written without a unit is refused from every layer, naming
+// the key and the unit it lacks, instead of meaning nanoseconds; zero
+// alone stays the default.
+func TestDurationWithoutUnitIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  Sources
+		key  string
+	}{
+		{"yaml", Sources{File: writeFile(t, "providers:\n  - {name: p, base_url: \"http://127.0.0.1:9/v1\", models: [m], stall_timeout: 15}\n")}, "providers[0].stall_timeout"},
+		{"yaml float", Sources{File: writeFile(t, "edge:\n  keepalive: 1.5\n")}, "edge.keepalive"},
+		{"environment", Sources{Environ: []string{"RELAY_EDGE__KEEPALIVE=15"}}, "edge.keepalive"},
+		{"set", Sources{Set: []string{"worker.drain_timeout=15"}}, "worker.drain_timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.src, RoleDev)
+			if err == nil {
+				t.Fatal("loaded; want a refusal")
+			}
+			for _, want := range []string{tc.key, "has no unit", `"15s"`} {
+				if want == `"15s"` && tc.name == "yaml float" {
+					want = `"1.5s"`
+				}
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %v, want it to say %s", err, want)
+				}
+			}
+		})
+	}
+	cfg, err := Load(Sources{
+		File:    writeFile(t, "edge:\n  keepalive: 0\n"),
+		Environ: []string{"RELAY_WORKER__DRAIN_TIMEOUT=0"},
+		Set:     []string{"edge.retry_hint=0", "coordinator.health_interval=2s"},
+	}, RoleDev)
+	if err != nil {
+		t.Fatalf("zero without a unit: %v", err)
+	}
+	if cfg.Edge.Keepalive != 0 || cfg.Edge.RetryHint != 0 || cfg.Worker.DrainTimeout != 0 {
+		t.Errorf("zeros decoded as %v, %v, %v", cfg.Edge.Keepalive, cfg.Edge.RetryHint, cfg.Worker.DrainTimeout)
+	}
+	if cfg.Coordinator.HealthInterval != 2*time.Second {
+		t.Errorf("coordinator.health_interval = %v, want 2s", cfg.Coordinator.HealthInterval)
+	}
+}
