@@ -200,3 +200,29 @@ func TestDurationWithoutUnitIsRefused(t *testing.T) {
 		t.Errorf("coordinator.health_interval = %v, want 2s", cfg.Coordinator.HealthInterval)
 	}
 }
+
+// nats.url is refused at validation when a URL's scheme is not one the
+// NATS client dials, naming the key, the URL and the schemes it takes.
+func TestNATSURLSchemeIsChecked(t *testing.T) {
+	const providers = "providers:\n  - {name: p, base_url: \"http://127.0.0.1:9/v1\", models: [m]}\n"
+	for _, url := range []string{"http://127.0.0.1:8222", "nats://a:4222, https://b:4222", "HTTP://user:secret@c:4222"} {
+		_, err := Load(Sources{File: writeFile(t, providers), Set: []string{"nats.url=" + url}}, RoleWorker)
+		if err == nil {
+			t.Errorf("nats.url=%s loaded; want a refusal", url)
+			continue
+		}
+		for _, want := range []string{"nats.url", "is not one of nats, tls, ws, wss"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("nats.url=%s: err = %v, want it to say %q", url, err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("err = %v shows the password", err)
+		}
+	}
+	for _, url := range []string{"", "nats://a:4222", "tls://a:4222,wss://b:443", "WS://a:80", "127.0.0.1:4222"} {
+		if _, err := Load(Sources{File: writeFile(t, providers), Set: []string{"nats.url=" + url}}, RoleWorker); err != nil {
+			t.Errorf("nats.url=%q: %v", url, err)
+		}
+	}
+}

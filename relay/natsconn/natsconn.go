@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,6 +34,9 @@ type Config struct {
 
 // Validate names the first invalid field under prefix.
 func (c Config) Validate(prefix string) error {
+	if err := validateURLs(c.URL); err != nil {
+		return fmt.Errorf("%s.url: %w", prefix, err)
+	}
 	kinds := 0
 	for _, set := range []bool{c.User != "" || c.Password != "", c.Token != "", c.NKeySeed != "", c.CredsFile != ""} {
 		if set {
@@ -42,6 +48,36 @@ func (c Config) Validate(prefix string) error {
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		return fmt.Errorf("%s.cert_file, %s.key_file: set both or neither", prefix, prefix)
+	}
+	return nil
+}
+
+// schemes are those the NATS client dials; a URL without one is nats://.
+var schemes = []string{"nats", "tls", "ws", "wss"}
+
+// validateURLs refuses a server URL the NATS client would not dial, such
+// as an http:// one pasted from a monitoring port: the client would
+// otherwise retry it forever.
+func validateURLs(list string) error {
+	if list == "" {
+		return nil
+	}
+	for _, raw := range strings.Split(list, ",") {
+		raw = strings.TrimSpace(raw)
+		scheme, _, found := strings.Cut(raw, "://")
+		if !found {
+			continue // host:port
+		}
+		if !slices.Contains(schemes, strings.ToLower(scheme)) {
+			shown := scheme + "://…"
+			if u, err := url.Parse(raw); err == nil {
+				shown = u.Redacted()
+			}
+			return fmt.Errorf("%s: scheme %q is not one of %s", shown, scheme, strings.Join(schemes, ", "))
+		}
+		if _, err := url.Parse(raw); err != nil {
+			return err
+		}
 	}
 	return nil
 }
