@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -89,6 +90,7 @@ func Connect(cfg Config, name string, logger *slog.Logger) (*nats.Conn, jetstrea
 	if url == "" {
 		url = nats.DefaultURL
 	}
+	unreachable := &unreachableLog{url: redact(url), logger: logger}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -99,7 +101,16 @@ func Connect(cfg Config, name string, logger *slog.Logger) (*nats.Conn, jetstrea
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			logger.Warn("nats disconnected", "err", err)
 		}),
+		// With RetryOnFailedConnect a failed dial, the first one too, is
+		// reported only here: without it a role that never reaches NATS
+		// would wait in silence.
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { unreachable.failed(err) }),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			unreachable.reset()
+			logger.Info("nats connected", "url", nc.ConnectedUrlRedacted())
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			unreachable.reset()
 			logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -140,6 +151,63 @@ func Connect(cfg Config, name string, logger *slog.Logger) (*nats.Conn, jetstrea
 		return nil, nil, fmt.Errorf("natsconn: jetstream: %w", err)
 	}
 	return nc, js, nil
+}
+
+// unreachableEvery spaces the lines that say NATS cannot be reached: the
+// client dials several times a second, and one line per dial would bury
+// the rest of the log.
+var unreachableEvery = 5 * time.Second
+
+// unreachableLog says, while the connection is down, that NATS cannot be
+// reached: at the first failed dial, then every unreachableEvery with the
+// number of dials since, until the connection is up again.
+type unreachableLog struct {
+	url    string
+	logger *slog.Logger
+
+	mu          sync.Mutex
+	last        time.Time // of the last line; zero: none since connected
+	failedDials int       // dials since that line
+}
+
+func (u *unreachableLog) failed(err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.failedDials++
+	if errors.Is(err, nats.ErrNoServers) {
+		// The first connect reports a refused dial so, without its
+		// cause; the next dial, within a second, reports it.
+		return
+	}
+	now := time.Now()
+	if !u.last.IsZero() && now.Sub(u.last) < unreachableEvery {
+		return
+	}
+	u.logger.Warn("nats unreachable; retrying until it answers", "url", u.url, "err", err, "failed_dials", u.failedDials)
+	u.last, u.failedDials = now, 0
+}
+
+func (u *unreachableLog) reset() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.last, u.failedDials = time.Time{}, 0
+}
+
+// redact is list, a comma-separated list of URLs, with their passwords
+// and tokens masked.
+func redact(list string) string {
+	urls := strings.Split(list, ",")
+	for i, raw := range urls {
+		raw = strings.TrimSpace(raw)
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			if _, hasPassword := u.User.Password(); !hasPassword {
+				u.User = url.User("xxxxx") // a token
+			}
+			raw = u.Redacted()
+		}
+		urls[i] = raw
+	}
+	return strings.Join(urls, ",")
 }
 
 // ErrNotConnected is returned by Ready when the connection is down.
