@@ -83,6 +83,8 @@ const (
 	DefaultCanaryInterval = time.Second
 	DefaultProbeGrace     = time.Second
 	DefaultFailureWindow  = time.Minute
+	// DefaultListen is the address of /healthz, /readyz and /metrics.
+	DefaultListen = "127.0.0.1:8082"
 )
 
 func (c Config) withDefaults() Config {
@@ -99,7 +101,7 @@ func (c Config) withDefaults() Config {
 		c.FailureWindow = DefaultFailureWindow
 	}
 	if c.Listen == "" {
-		c.Listen = "127.0.0.1:8082"
+		c.Listen = DefaultListen
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL

@@ -54,12 +54,23 @@ func (s *Server) admitGeneration(ctx context.Context, tenant, model string) *wir
 }
 
 // setRetryAfter sets Retry-After (whole seconds, rounded up) for an error
-// that says when to try again.
+// that says when to try again, and for every 503: a 503 asks the client to
+// come back, and clients and SDKs that retry it read when from the header,
+// so one without a hint of its own (and none set yet, as a draining edge
+// sets its own) gets unavailableRetry.
 func setRetryAfter(w http.ResponseWriter, e *wire.Error) {
-	if e != nil && e.RetryAfterMS > 0 {
+	switch {
+	case e == nil:
+	case e.RetryAfterMS > 0:
 		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(time.Duration(e.RetryAfterMS)*time.Millisecond), 10))
+	case statusOf(e, http.StatusInternalServerError) == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "":
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(unavailableRetry), 10))
 	}
 }
+
+// unavailableRetry is the Retry-After of a 503 that has no hint of its
+// own: NATS calls that failed, /readyz, a provider's 503 passed on.
+const unavailableRetry = time.Second
 
 // edgeCluster is one edge's cluster state.
 type edgeCluster struct {

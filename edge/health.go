@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/streams"
@@ -32,6 +33,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if err != nil {
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(unavailableRetry), 10))
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte(err.Error() + "\n"))
 		return

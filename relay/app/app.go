@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -75,49 +76,79 @@ func Run(ctx context.Context, role config.Role, cfg config.Config, logger *slog.
 	return g.Wait()
 }
 
-// runRole runs role itself, without the profiling listener Run adds.
+// runRole runs role itself, without the profiling listener Run adds. Its
+// listener (the edge's API, the others' ops listener) serves before NATS is
+// reached, so /healthz answers while NATS is out of reach and /readyz says
+// what the role waits for (README "Observability"); the role starts once
+// the streams are set up.
 func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *slog.Logger, ready Ready) error {
 	switch role {
 	case config.RoleMockUpstream:
 		return runMock(ctx, cfg, logger, ready)
 	case config.RoleDev:
 		return runDev(ctx, cfg, logger, ready)
+	case config.RoleEdge, config.RoleWorker, config.RoleCoordinator:
+	default:
+		return fmt.Errorf("app: unknown role %q", role)
 	}
-	nc, js, err := connect(ctx, cfg, string(role), logger)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	catalog, err := cfg.Catalog()
 	if err != nil {
 		return err
 	}
-	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger, reg: newRegistry()}
-	if role == config.RoleWorker || role == config.RoleCoordinator {
-		if roles.livenessNC, err = connectLiveness(cfg, string(role), logger); err != nil {
-			return err
-		}
-		defer roles.livenessNC.Close()
-	}
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return js.Run(ctx) })
-	var addrs Addrs
-	switch role {
-	case config.RoleEdge:
-		addrs.Edge, err = roles.edge(ctx, g)
-	case config.RoleWorker:
-		err = roles.worker(ctx, g)
-		if err == nil {
-			addrs.Worker, err = roles.workerOps(ctx, g)
-		}
-	case config.RoleCoordinator:
-		addrs.Coordinator, err = roles.coordinator(ctx, g)
-	default:
-		err = fmt.Errorf("app: unknown role %q", role)
-	}
+	nc, js, err := dial(cfg, string(role), logger)
 	if err != nil {
 		return err
 	}
+	defer nc.Close()
+	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger, reg: newRegistry()}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	// stop ends what serves already when the role cannot start; a
+	// goroutine's own failure is what ended the start then.
+	stop := func(err error) error {
+		cancel()
+		if werr := g.Wait(); werr != nil && errors.Is(err, context.Canceled) {
+			return werr
+		}
+		return err
+	}
+	var addrs Addrs
+	var started atomic.Bool // ops /readyz: the role runs
+	switch role {
+	case config.RoleEdge:
+		// The edge serves at once, as it serves through a NATS outage:
+		// its /readyz checks NATS and the streams, and a request that
+		// needs them gets a 503 until they are there.
+		addrs.Edge, err = roles.edge(ctx, g)
+	case config.RoleWorker:
+		addrs.Worker, err = roles.ops(ctx, g, "worker", cfg.Worker.Listen, "127.0.0.1:0", &started)
+	case config.RoleCoordinator:
+		addrs.Coordinator, err = roles.ops(ctx, g, "coordinator", cfg.Coordinator.Listen, coordinator.DefaultListen, &started)
+	}
+	if err != nil {
+		return stop(err)
+	}
+	if err := setUp(ctx, cfg, js, logger); err != nil {
+		return stop(err)
+	}
+	g.Go(func() error { return js.Run(ctx) })
+	if role == config.RoleWorker || role == config.RoleCoordinator {
+		if roles.livenessNC, err = connectLiveness(cfg, string(role), logger); err != nil {
+			return stop(err)
+		}
+		defer roles.livenessNC.Close()
+	}
+	switch role {
+	case config.RoleWorker:
+		err = roles.worker(ctx, g)
+	case config.RoleCoordinator:
+		err = roles.coordinator(ctx, g)
+	}
+	if err != nil {
+		return stop(err)
+	}
+	started.Store(true)
 	ready(addrs)
 	return g.Wait()
 }
@@ -168,10 +199,13 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready R
 	if err := roles.worker(ctx, g); err != nil {
 		return err
 	}
-	if addrs.Worker, err = roles.workerOps(ctx, g); err != nil {
+	if addrs.Worker, err = roles.ops(ctx, g, "worker", cfg.Worker.Listen, "127.0.0.1:0", nil); err != nil {
 		return err
 	}
-	if addrs.Coordinator, err = roles.coordinator(ctx, g); err != nil {
+	if err := roles.coordinator(ctx, g); err != nil {
+		return err
+	}
+	if addrs.Coordinator, err = roles.ops(ctx, g, "coordinator", cfg.Coordinator.Listen, coordinator.DefaultListen, nil); err != nil {
 		return err
 	}
 	ready(addrs)
@@ -201,11 +235,11 @@ func startMock(ctx context.Context, g *errgroup.Group, cfg config.MockUpstream, 
 	return ln.Addr().String(), nil
 }
 
-// connect dials NATS and sets up the streams. Setup is retried until the
-// server's JetStream answers, so roles can start before NATS does. The
+// dial connects to NATS as name. It returns at once: the connection dials
+// on in the background until NATS answers, and says so (natsconn). The
 // JetStream it returns is the region's (README "Regions"): outside the
 // home region, shared state is the home's mirror; its Run reconciles.
-func connect(ctx context.Context, cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, *region.Regional, error) {
+func dial(cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, *region.Regional, error) {
 	nc, plain, err := natsconn.Connect(cfg.NATS, "relay-"+name, logger)
 	if err != nil {
 		return nil, nil, err
@@ -215,13 +249,28 @@ func connect(ctx context.Context, cfg config.Config, name string, logger *slog.L
 		nc.Close()
 		return nil, nil, err
 	}
-	err = awaitSetup(ctx, setupRetry, logger, func(ctx context.Context) error {
+	return nc, js, nil
+}
+
+// setUp sets up the streams. It is retried until the server's JetStream
+// answers, so roles can start before NATS does.
+func setUp(ctx context.Context, cfg config.Config, js *region.Regional, logger *slog.Logger) error {
+	return awaitSetup(ctx, setupRetry, logger, func(ctx context.Context) error {
 		if err := streams.Setup(ctx, js, cfg.Streams); err != nil {
 			return err
 		}
 		return region.SetupRegion(ctx, js, cfg.Streams, cfg.Region)
 	})
+}
+
+// connect dials NATS and sets up the streams, for dev, whose embedded
+// server answers at once.
+func connect(ctx context.Context, cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, *region.Regional, error) {
+	nc, js, err := dial(cfg, name, logger)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := setUp(ctx, cfg, js, logger); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
@@ -342,22 +391,17 @@ func reloadOnHangup(ctx context.Context, w *worker.Worker, logger *slog.Logger) 
 	}
 }
 
-func (r roles) coordinator(ctx context.Context, g *errgroup.Group) (string, error) {
+func (r roles) coordinator(ctx context.Context, g *errgroup.Group) error {
 	breakers, err := r.breakerMetrics() // its probes' transitions count in relay_breaker_*
 	if err != nil {
-		return "", err
+		return err
 	}
 	c, err := coordinator.New(r.cfg.Coordinator, coordinator.Deps{JS: r.js, LivenessNC: r.livenessNC, Topology: r.cfg.Streams, Catalog: r.catalog, Logger: r.logger.With("role", "coordinator"), Breakers: breakers})
 	if err != nil {
-		return "", err
-	}
-	ln, err := listen(c.ListenAddr(), "")
-	if err != nil {
-		return "", fmt.Errorf("app: coordinator: %w", err)
+		return err
 	}
 	g.Go(func() error { return c.Run(ctx) })
-	g.Go(func() error { return serveOps(ctx, ln, r.nc, r.js, r.reg) })
-	return ln.Addr().String(), nil
+	return nil
 }
 
 func listen(addr, fallback string) (net.Listener, error) {
@@ -368,8 +412,11 @@ func listen(addr, fallback string) (net.Listener, error) {
 }
 
 // serveOps serves /healthz, /readyz and /metrics (what metrics gathers)
-// for a role without an HTTP API of its own.
-func serveOps(ctx context.Context, ln net.Listener, nc *nats.Conn, js jetstream.JetStream, metrics prometheus.Gatherer) error {
+// for a role without an HTTP API of its own. /healthz says the process
+// serves and checks nothing else, so a NATS outage does not get the role
+// restarted; /readyz is ready once NATS is connected, the streams are
+// there and started (nil: from the start) is set.
+func serveOps(ctx context.Context, ln net.Listener, nc *nats.Conn, js jetstream.JetStream, metrics prometheus.Gatherer, started *atomic.Bool) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
@@ -378,7 +425,11 @@ func serveOps(ctx context.Context, ln net.Listener, nc *nats.Conn, js jetstream.
 		if err == nil {
 			err = streams.Check(r.Context(), js)
 		}
+		if err == nil && started != nil && !started.Load() {
+			err = errStarting
+		}
 		if err != nil {
+			w.Header().Set("Retry-After", "1")
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -396,3 +447,7 @@ func serveOps(ctx context.Context, ln net.Listener, nc *nats.Conn, js jetstream.
 	}
 	return nil
 }
+
+// errStarting is /readyz's answer while NATS and the streams are there but
+// the role is still starting.
+var errStarting = errors.New("starting")

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -21,16 +22,17 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// workerOps serves the worker's /healthz, /readyz and /metrics on
-// worker.listen (zero: a free loopback port, which the log names) and
-// returns its address.
-func (r roles) workerOps(ctx context.Context, g *errgroup.Group) (string, error) {
-	ln, err := listen(r.cfg.Worker.Listen, "127.0.0.1:0")
+// ops serves the /healthz, /readyz and /metrics of role (the worker, the
+// coordinator) on addr (zero: fallback; the worker's is a free loopback
+// port, which the log names) and returns its address. started is
+// serveOps'.
+func (r roles) ops(ctx context.Context, g *errgroup.Group, role, addr, fallback string, started *atomic.Bool) (string, error) {
+	ln, err := listen(addr, fallback)
 	if err != nil {
-		return "", fmt.Errorf("app: worker ops: %w", err)
+		return "", fmt.Errorf("app: %s ops: %w", role, err)
 	}
-	g.Go(func() error { return serveOps(ctx, ln, r.nc, r.js, r.reg) })
-	r.logger.Info("worker ops listening", "role", "worker", "addr", ln.Addr().String(), "paths", "/healthz /readyz /metrics")
+	g.Go(func() error { return serveOps(ctx, ln, r.nc, r.js, r.reg, started) })
+	r.logger.Info(role+" ops listening", "role", role, "addr", ln.Addr().String(), "paths", "/healthz /readyz /metrics")
 	return ln.Addr().String(), nil
 }
 

@@ -155,3 +155,74 @@ func TestDevServesTheDemoUnlessTurnedOff(t *testing.T) {
 		}
 	}
 }
+
+// A duration written without a unit is refused from every layer, naming
+// the key and the unit it lacks, instead of meaning nanoseconds; zero
+// alone stays the default.
+func TestDurationWithoutUnitIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  Sources
+		key  string
+	}{
+		{"yaml", Sources{File: writeFile(t, "providers:\n  - {name: p, base_url: \"http://127.0.0.1:9/v1\", models: [m], stall_timeout: 15}\n")}, "providers[0].stall_timeout"},
+		{"yaml float", Sources{File: writeFile(t, "edge:\n  keepalive: 1.5\n")}, "edge.keepalive"},
+		{"environment", Sources{Environ: []string{"RELAY_EDGE__KEEPALIVE=15"}}, "edge.keepalive"},
+		{"set", Sources{Set: []string{"worker.drain_timeout=15"}}, "worker.drain_timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.src, RoleDev)
+			if err == nil {
+				t.Fatal("loaded; want a refusal")
+			}
+			for _, want := range []string{tc.key, "has no unit", `"15s"`} {
+				if want == `"15s"` && tc.name == "yaml float" {
+					want = `"1.5s"`
+				}
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %v, want it to say %s", err, want)
+				}
+			}
+		})
+	}
+	cfg, err := Load(Sources{
+		File:    writeFile(t, "edge:\n  keepalive: 0\n"),
+		Environ: []string{"RELAY_WORKER__DRAIN_TIMEOUT=0"},
+		Set:     []string{"edge.retry_hint=0", "coordinator.health_interval=2s"},
+	}, RoleDev)
+	if err != nil {
+		t.Fatalf("zero without a unit: %v", err)
+	}
+	if cfg.Edge.Keepalive != 0 || cfg.Edge.RetryHint != 0 || cfg.Worker.DrainTimeout != 0 {
+		t.Errorf("zeros decoded as %v, %v, %v", cfg.Edge.Keepalive, cfg.Edge.RetryHint, cfg.Worker.DrainTimeout)
+	}
+	if cfg.Coordinator.HealthInterval != 2*time.Second {
+		t.Errorf("coordinator.health_interval = %v, want 2s", cfg.Coordinator.HealthInterval)
+	}
+}
+
+// nats.url is refused at validation when a URL's scheme is not one the
+// NATS client dials, naming the key, the URL and the schemes it takes.
+func TestNATSURLSchemeIsChecked(t *testing.T) {
+	const providers = "providers:\n  - {name: p, base_url: \"http://127.0.0.1:9/v1\", models: [m]}\n"
+	for _, url := range []string{"http://127.0.0.1:8222", "nats://a:4222, https://b:4222", "HTTP://user:secret@c:4222"} {
+		_, err := Load(Sources{File: writeFile(t, providers), Set: []string{"nats.url=" + url}}, RoleWorker)
+		if err == nil {
+			t.Errorf("nats.url=%s loaded; want a refusal", url)
+			continue
+		}
+		for _, want := range []string{"nats.url", "is not one of nats, tls, ws, wss"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("nats.url=%s: err = %v, want it to say %q", url, err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("err = %v shows the password", err)
+		}
+	}
+	for _, url := range []string{"", "nats://a:4222", "tls://a:4222,wss://b:443", "WS://a:80", "127.0.0.1:4222"} {
+		if _, err := Load(Sources{File: writeFile(t, providers), Set: []string{"nats.url=" + url}}, RoleWorker); err != nil {
+			t.Errorf("nats.url=%q: %v", url, err)
+		}
+	}
+}

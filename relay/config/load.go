@@ -71,9 +71,10 @@ func Load(src Sources, role Role) (Config, error) {
 	var cfg Config
 	err = k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		// koanf's own hooks are dropped with a custom decoder config, so
-		// durations and comma-separated lists are added back here.
+		// durations (stricter than koanf's: duration.go) and
+		// comma-separated lists are added back here.
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
+			durationHook(),
 			mapstructure.StringToSliceHookFunc(","),
 			mapstructure.TextUnmarshallerHookFunc(),
 		),

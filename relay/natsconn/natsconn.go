@@ -6,6 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,6 +35,9 @@ type Config struct {
 
 // Validate names the first invalid field under prefix.
 func (c Config) Validate(prefix string) error {
+	if err := validateURLs(c.URL); err != nil {
+		return fmt.Errorf("%s.url: %w", prefix, err)
+	}
 	kinds := 0
 	for _, set := range []bool{c.User != "" || c.Password != "", c.Token != "", c.NKeySeed != "", c.CredsFile != ""} {
 		if set {
@@ -46,6 +53,36 @@ func (c Config) Validate(prefix string) error {
 	return nil
 }
 
+// schemes are those the NATS client dials; a URL without one is nats://.
+var schemes = []string{"nats", "tls", "ws", "wss"}
+
+// validateURLs refuses a server URL the NATS client would not dial, such
+// as an http:// one pasted from a monitoring port: the client would
+// otherwise retry it forever.
+func validateURLs(list string) error {
+	if list == "" {
+		return nil
+	}
+	for _, raw := range strings.Split(list, ",") {
+		raw = strings.TrimSpace(raw)
+		scheme, _, found := strings.Cut(raw, "://")
+		if !found {
+			continue // host:port
+		}
+		if !slices.Contains(schemes, strings.ToLower(scheme)) {
+			shown := scheme + "://…"
+			if u, err := url.Parse(raw); err == nil {
+				shown = u.Redacted()
+			}
+			return fmt.Errorf("%s: scheme %q is not one of %s", shown, scheme, strings.Join(schemes, ", "))
+		}
+		if _, err := url.Parse(raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Connect dials NATS. The connection reconnects forever: a role outlives a
 // server restart and resumes where it was.
 func Connect(cfg Config, name string, logger *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
@@ -53,6 +90,7 @@ func Connect(cfg Config, name string, logger *slog.Logger) (*nats.Conn, jetstrea
 	if url == "" {
 		url = nats.DefaultURL
 	}
+	unreachable := &unreachableLog{url: redact(url), logger: logger}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -63,7 +101,16 @@ func Connect(cfg Config, name string, logger *slog.Logger) (*nats.Conn, jetstrea
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			logger.Warn("nats disconnected", "err", err)
 		}),
+		// With RetryOnFailedConnect a failed dial, the first one too, is
+		// reported only here: without it a role that never reaches NATS
+		// would wait in silence.
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { unreachable.failed(err) }),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			unreachable.reset()
+			logger.Info("nats connected", "url", nc.ConnectedUrlRedacted())
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			unreachable.reset()
 			logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -104,6 +151,63 @@ func Connect(cfg Config, name string, logger *slog.Logger) (*nats.Conn, jetstrea
 		return nil, nil, fmt.Errorf("natsconn: jetstream: %w", err)
 	}
 	return nc, js, nil
+}
+
+// unreachableEvery spaces the lines that say NATS cannot be reached: the
+// client dials several times a second, and one line per dial would bury
+// the rest of the log.
+var unreachableEvery = 5 * time.Second
+
+// unreachableLog says, while the connection is down, that NATS cannot be
+// reached: at the first failed dial, then every unreachableEvery with the
+// number of dials since, until the connection is up again.
+type unreachableLog struct {
+	url    string
+	logger *slog.Logger
+
+	mu          sync.Mutex
+	last        time.Time // of the last line; zero: none since connected
+	failedDials int       // dials since that line
+}
+
+func (u *unreachableLog) failed(err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.failedDials++
+	if errors.Is(err, nats.ErrNoServers) {
+		// The first connect reports a refused dial so, without its
+		// cause; the next dial, within a second, reports it.
+		return
+	}
+	now := time.Now()
+	if !u.last.IsZero() && now.Sub(u.last) < unreachableEvery {
+		return
+	}
+	u.logger.Warn("nats unreachable; retrying until it answers", "url", u.url, "err", err, "failed_dials", u.failedDials)
+	u.last, u.failedDials = now, 0
+}
+
+func (u *unreachableLog) reset() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.last, u.failedDials = time.Time{}, 0
+}
+
+// redact is list, a comma-separated list of URLs, with their passwords
+// and tokens masked.
+func redact(list string) string {
+	urls := strings.Split(list, ",")
+	for i, raw := range urls {
+		raw = strings.TrimSpace(raw)
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			if _, hasPassword := u.User.Password(); !hasPassword {
+				u.User = url.User("xxxxx") // a token
+			}
+			raw = u.Redacted()
+		}
+		urls[i] = raw
+	}
+	return strings.Join(urls, ",")
 }
 
 // ErrNotConnected is returned by Ready when the connection is down.

@@ -103,7 +103,7 @@ func (j *job) read(stream *upstream.Stream, pub *publisher, price provider.Price
 			if stream.FinishReason() == "" {
 				// A provider may send [DONE] without ever giving a finish
 				// reason; such an answer may be cut and is never done.
-				return fmt.Errorf("relay: %w: end of stream without a finish reason", upstream.ErrTruncated)
+				return fmt.Errorf("worker: %w: end of stream without a finish reason", upstream.ErrTruncated)
 			}
 			return nil
 		}

@@ -29,7 +29,7 @@ func (w *Worker) followCancels() (*nats.Subscription, error) {
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("relay: subscribe to cancel notices: %w", err)
+		return nil, fmt.Errorf("worker: subscribe to cancel notices: %w", err)
 	}
 	return sub, nil
 }

@@ -12,11 +12,11 @@ import (
 var (
 	// errCancelled: a client cancelled the stream (protocol CancelSubject
 	// or Meta.Cancelled). The job ends it cancelled.
-	errCancelled = errors.New("relay: stream cancelled by the client")
+	errCancelled = errors.New("worker: stream cancelled by the client")
 	// errHandover: the worker is draining and its deadline passed, or it
 	// is stopping. The job stops without an end frame and hands the
 	// request to another worker at once.
-	errHandover = errors.New("relay: stream handed over by a stopping worker")
+	errHandover = errors.New("worker: stream handed over by a stopping worker")
 )
 
 // inflight is the set of jobs a worker runs: what its heartbeats list,

@@ -237,7 +237,7 @@ func (j *job) abandon(err error) {
 const handoverTimeout = 5 * time.Second
 
 // errWritten stops a read at the first frame found.
-var errWritten = errors.New("relay: frame found")
+var errWritten = errors.New("worker: frame found")
 
 // handOver gives the request back to the queue at once, so that another
 // worker continues the stream: unless another writer appended after this
@@ -254,7 +254,7 @@ func (j *job) handOver() {
 		j.report(slog.LevelInfo, "fenced", nil)
 		return
 	case err != nil:
-		j.report(slog.LevelWarn, "abandoned", fmt.Errorf("relay: hand over: %w", err))
+		j.report(slog.LevelWarn, "abandoned", fmt.Errorf("worker: hand over: %w", err))
 		return
 	}
 	err = liveness.HandOver(ctx, j.w.nc, j.w.handovers, j.delivery, j.w.id)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -53,7 +52,7 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 		out := j.call(fleet.WithCallInfo(ctx, j.callInfo(state, i, takeover)), c, seam)
 		if out.final(ctx, j.toolCalls) {
 			if j.toolCalls && out.err != nil && out.class == upstream.Transient {
-				out.err = fmt.Errorf("%w: %w", errNoToolCallContinuation, out.err)
+				out.err = chain(errNoToolCallContinuation, out.err)
 			}
 			return out
 		}
@@ -125,7 +124,7 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) ou
 				return outcome{err: ctx.Err(), class: upstream.Canceled}
 			}
 			if !errors.Is(err, fleet.ErrProviderUnavailable) {
-				err = fmt.Errorf("%w: %w", fleet.ErrProviderUnavailable, err)
+				err = chain(fleet.ErrProviderUnavailable, err)
 			}
 			return outcome{err: err, class: upstream.Transient}
 		}

@@ -44,7 +44,7 @@ func refused(err error) outcome {
 // errNoToolCallContinuation ends a stream that was cut after it published
 // tool calls, by a failed call or a worker that stopped: a continuation
 // continues text, not a half-sent tool call.
-var errNoToolCallContinuation = errors.New("relay: an answer with tool calls cannot be continued")
+var errNoToolCallContinuation = errors.New("worker: an answer with tool calls cannot be continued")
 
 // statusClientClosedRequest is the status of a cancelled stream's error:
 // nginx's "client closed request", a 4xx because the client chose it.

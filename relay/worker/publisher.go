@@ -61,7 +61,7 @@ func (p *publisher) add(d upstream.Delta) error {
 	var tools []json.RawMessage
 	if len(d.ToolCalls) > 0 {
 		if err := json.Unmarshal(d.ToolCalls, &tools); err != nil {
-			return fmt.Errorf("relay: %w: tool_calls is not an array: %v", upstream.ErrMalformed, err)
+			return fmt.Errorf("worker: %w: tool_calls is not an array: %v", upstream.ErrMalformed, err)
 		}
 	}
 	p.mu.Lock()

@@ -55,7 +55,7 @@ func (w *Worker) reloadKeys(name string, r *keyring, force bool) error {
 		if r.failed(err) || force {
 			w.logger.Warn("api keys not reloaded; keeping the current ones", "provider", name, "err", err)
 		}
-		return fmt.Errorf("relay: provider %s: %w", name, err)
+		return fmt.Errorf("worker: provider %s: %w", name, err)
 	case changed:
 		w.logger.Info("api keys reloaded", "provider", name, "keys", r.count())
 	}

@@ -91,7 +91,7 @@ func (r retrier) do(ctx context.Context, what string, op func(context.Context) e
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fmt.Errorf("relay: %s: gave up after %v: %w", what, r.bound, err)
+			return fmt.Errorf("worker: %s: gave up after %v: %w", what, r.bound, err)
 		}
 		if err := b.Sleep(ctx, min(b.Delay(n, 0), left)); err != nil {
 			return err

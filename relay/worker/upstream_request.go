@@ -111,7 +111,7 @@ func badBody(msg string) *wire.Error {
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("relay: marshal %T: %v", v, err))
+		panic(fmt.Sprintf("worker: marshal %T: %v", v, err))
 	}
 	return b
 }

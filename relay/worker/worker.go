@@ -127,15 +127,15 @@ var pullRetry = backoff.Backoff{Config: backoff.Config{Base: time.Second, Cap: 2
 // New validates cfg and deps and returns a worker.
 func New(cfg Config, deps Deps) (*Worker, error) {
 	if err := cfg.Validate("worker"); err != nil {
-		return nil, fmt.Errorf("relay: %w", err)
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	switch {
 	case deps.NC == nil:
-		return nil, errors.New("relay: Deps.NC is required")
+		return nil, errors.New("worker: Deps.NC is required")
 	case deps.JS == nil:
-		return nil, errors.New("relay: Deps.JS is required")
+		return nil, errors.New("worker: Deps.JS is required")
 	case deps.Catalog == nil:
-		return nil, errors.New("relay: Deps.Catalog is required")
+		return nil, errors.New("worker: Deps.Catalog is required")
 	}
 	cfg = cfg.withDefaults()
 	if deps.Upstream == nil {
@@ -149,14 +149,14 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	m, err := newMetrics(deps.Registerer, deps.Catalog, cfg.Tenants)
 	if err != nil {
-		return nil, fmt.Errorf("relay: %w", err)
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	deps.Gate = meteredGate{Gate: deps.Gate, m: m}
 	keys := map[string]*keyring{}
 	for _, p := range deps.Catalog.Providers() {
 		r, err := newKeyring(p)
 		if err != nil {
-			return nil, fmt.Errorf("relay: %w", err)
+			return nil, fmt.Errorf("worker: %w", err)
 		}
 		keys[p.Name] = r
 	}
@@ -222,7 +222,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("relay: %w", err)
+		return fmt.Errorf("worker: %w", err)
 	}
 	cancels, err := w.followCancels()
 	if err != nil {
@@ -376,7 +376,7 @@ const maxWaitingPulls = 4
 
 // errPullDisconnected: the worker's NATS connection is down; its slots
 // retry after a backoff (pullRetry).
-var errPullDisconnected = errors.New("relay: not pulling while disconnected from NATS")
+var errPullDisconnected = errors.New("worker: not pulling while disconnected from NATS")
 
 // pull waits up to pullWait for one message; nil without error means none
 // came, ctx ended or stop closed while it waited for one of the worker's
@@ -440,10 +440,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 func decodeRequest(data []byte) (wire.Request, error) {
 	var req wire.Request
 	if err := json.Unmarshal(data, &req); err != nil {
-		return req, fmt.Errorf("relay: decode request: %w", err)
+		return req, fmt.Errorf("worker: decode request: %w", err)
 	}
 	if !wire.ValidStreamID(req.StreamID) {
-		return req, fmt.Errorf("relay: request has invalid stream id %q", req.StreamID)
+		return req, fmt.Errorf("worker: request has invalid stream id %q", req.StreamID)
 	}
 	return req, nil
 }
