@@ -13,6 +13,7 @@ import (
 	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Weather against outage, with the shared gate's defaults: the retry
@@ -125,9 +126,10 @@ func TestBreakerOpensOnAnOutage(t *testing.T) {
 	}
 	for i := range 5 {
 		at := time.Now()
-		status, ra, _, err := unary(ctx, c.Edge, "mock-1", fmt.Sprintf("While open %d.", i))
-		if err != nil || status != http.StatusServiceUnavailable || ra == "" || time.Since(at) > time.Second {
-			t.Fatalf("a new request while open: %d, Retry-After %q, %v after %v; want a fast 503", status, ra, err, time.Since(at))
+		status, ra, body, err := unary(ctx, c.Edge, "mock-1", fmt.Sprintf("While open %d.", i))
+		if err != nil || status != http.StatusServiceUnavailable || ra == "" || time.Since(at) > time.Second ||
+			!strings.Contains(string(body), `"code":"`+wire.CodeBreakerOpen+`"`) {
+			t.Fatalf("a new request while open: %d, Retry-After %q, %s %v after %v; want a fast 503 naming the breaker", status, ra, body, err, time.Since(at))
 		}
 	}
 	// The probe fails and opens the breaker again; until then the

@@ -52,29 +52,19 @@ var errNoToolCallContinuation = errors.New("relay: an answer with tool calls can
 // which limit ended the stream.
 var errRetriesExhausted = errors.New("relay: retries exhausted")
 
-// Error codes of a stream that a limit ended, in the end frame's error (and
-// so in the client's): which one the request ran into.
-const (
-	codeRetriesExhausted = "retries_exhausted"
-	codeRetryBudget      = "retry_budget_exhausted"
-	codeBreakerOpen      = "circuit_breaker_open"
-	codeProviderPaused   = "provider_paused"
-	codeRateLimit        = "rate_limit_reached"
-)
-
 // limitCode is the code of the limit that ended out, "" if none did.
 func limitCode(out outcome) string {
 	switch {
 	case errors.Is(out.err, fleet.ErrRetryBudget):
-		return codeRetryBudget
+		return wire.CodeRetryBudget
 	case errors.Is(out.err, fleet.ErrProviderOpen):
-		return codeBreakerOpen
+		return wire.CodeBreakerOpen
 	case errors.Is(out.err, fleet.ErrProviderPaused):
-		return codeProviderPaused
+		return wire.CodeProviderPaused
 	case errors.Is(out.err, fleet.ErrQuotaExhausted):
-		return codeRateLimit
+		return wire.CodeProviderRateLimit
 	case errors.Is(out.err, errRetriesExhausted):
-		return codeRetriesExhausted
+		return wire.CodeRetriesExhausted
 	}
 	return ""
 }
