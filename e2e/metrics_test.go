@@ -136,8 +136,8 @@ func TestMetricsMoveEndToEnd(t *testing.T) {
 	for _, c := range checks {
 		c.atLeast(t, "worker", worker)
 	}
-	// Three failures in a row open the provider's breaker (the shared
-	// gate's default); the worker counts the transition. The breaker then
+	// Failures in a row (five, the shared gate's default) open the
+	// provider's breaker; the worker counts the transition. The breaker then
 	// holds the request back (the shared gate waits for its probe), so the
 	// test cancels it once the metrics moved.
 	bmsgs, _ := prompt("[[mock: status=503, times=0]] metrics: breaker", 12)

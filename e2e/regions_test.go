@@ -130,8 +130,8 @@ func refused(t *testing.T, r regionRun, text string) bool {
 }
 
 // tripBreaker makes r's provider fail until r's worker opens its breaker
-// (three failures in a row; the retry budget lets few retries through, so
-// it takes a few generations).
+// (three failures in a row, as the test sets it; it may take a few
+// generations).
 func tripBreaker(t *testing.T, r regionRun) {
 	t.Helper()
 	kv := sharedKV(t, r, wire.BreakerBucket)

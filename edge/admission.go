@@ -46,6 +46,7 @@ func (s *Server) admitGeneration(ctx context.Context, tenant, model string) *wir
 		return &wire.Error{
 			Message:      "No provider can take the request now: every provider of " + model + " is unavailable (circuit breaker open).",
 			Type:         wire.TypeUpstream,
+			Code:         wire.CodeBreakerOpen,
 			Status:       http.StatusServiceUnavailable,
 			RetryAfterMS: wait.Milliseconds(),
 		}

@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -247,7 +246,9 @@ func (g *SharedGate) settle(p provider.Config, reserved float64, tokens int) {
 }
 
 // budget counts the call in the provider's retry budget, refusing a retry
-// the budget has no room for.
+// the budget has no room for. A call that continues an answer its
+// provider was streaming is neither counted nor refused: the budget keeps
+// retries off a provider that fails, and this one answers.
 func (a *admission) budget() error {
 	g := a.g
 	g.mu.Lock()
@@ -267,6 +268,9 @@ func (a *admission) budget() error {
 		total.Requests++
 		return nil
 	}
+	if a.info.AfterContent {
+		return nil
+	}
 	if !b.Retry(now) {
 		g.denied["budget:"+a.p.Name]++
 		_, err := a.refuse(ErrRetryBudget, 0)
@@ -280,7 +284,7 @@ func (a *admission) budget() error {
 // without counting it: a retry the budget will refuse should not claim a
 // probe or a rate-limit token first.
 func (a *admission) budgetAllows() bool {
-	if !a.info.Retry {
+	if !a.info.Retry || a.info.AfterContent {
 		return true
 	}
 	a.g.mu.Lock()
@@ -389,22 +393,32 @@ func (t *sharedTicket) Started() {
 
 // Done counts the call, pays its tokens, raises the shared pause if the
 // provider asked to wait, and moves the breaker: the probe's verdict
-// resolves a half-open breaker; otherwise failures in a row trip it.
+// resolves a half-open breaker; otherwise the worker's tally of the
+// breaker's recent calls may trip it (breaker.Tally).
 func (t *sharedTicket) Done(r Report) {
 	g := t.g
 	now := time.Now()
 	v := breakerVerdict(r)
+	cfg := t.p.Breaker.WithDefaults()
+	// Calls that end while the breaker is not closed were mostly admitted
+	// before it opened: they tell of the outage already acted upon, and
+	// must not count against the provider once it is back.
+	closed := g.Breaker(t.scope).Current() == breaker.Closed
 	g.mu.Lock()
 	c := g.callsOf(t.p.Name + "/" + t.model)
 	c.Calls++
-	if v == breaker.Failure {
+	if r.Verdict == breaker.Failure && v != breaker.Neutral {
 		c.Failures++
 		c.LastFailure, c.LastError = now.UTC(), r.Class.String()
 	}
-	tripped := false
-	cfg := t.p.Breaker.WithDefaults()
+	tripped, why := false, ""
 	if t.probe == "" && cfg.Enabled() {
-		tripped = g.scope(t.scope).streak.Observe(v, cfg.Failures)
+		tally := &g.scope(t.scope).tally
+		if closed {
+			tripped, why = tally.Observe(v, now, cfg)
+		} else {
+			tally.Reset()
+		}
 	}
 	g.mu.Unlock()
 
@@ -425,29 +439,32 @@ func (t *sharedTicket) Done(r Report) {
 		written := false
 		if row, _ := g.view.Breakers.Get(t.scope); row.Value.Current() == breaker.Closed {
 			written = g.transition(t.scope, func(cur breaker.State) (breaker.State, breaker.Event, bool) {
-				return breaker.Trip(cur, cfg, time.Now(), t.scope, g.id, tripReason(cfg.Failures, r))
+				return breaker.Trip(cur, cfg, time.Now(), t.scope, g.id, why+", the last "+r.Class.String())
 			})
 		}
 		if written || g.Breaker(t.scope).Current() != breaker.Closed {
 			g.mu.Lock()
-			g.scope(t.scope).streak.Reset()
+			g.scope(t.scope).tally.Reset()
 			g.mu.Unlock()
 		}
 	}
 }
 
-func tripReason(n int, r Report) string {
-	return fmt.Sprintf("%d failures in a row, the last %s", n, r.Class)
-}
-
 // breakerVerdict is what the breaker counts of a report: a 429 says the
-// provider is busy, not broken, and is handled by the shared pause.
+// provider is busy, not broken, and is handled by the shared pause; a call
+// that streamed content before it failed says the provider answers (a cut
+// or a stall mid-answer is weather, which the retries and continuations
+// absorb, and counting it made a long-answer workload open the breaker on
+// a healthy provider).
 func breakerVerdict(r Report) breaker.Verdict {
 	if r.Verdict != breaker.Failure {
 		return r.Verdict
 	}
 	if se := (*upstream.StatusError)(nil); errors.As(r.Err, &se) && se.Status == http.StatusTooManyRequests {
 		return breaker.Neutral
+	}
+	if r.Streamed {
+		return breaker.Success
 	}
 	return breaker.Failure
 }

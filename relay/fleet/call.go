@@ -41,6 +41,11 @@ type Report struct {
 	// Tokens is what the call used (prompt and completion), as the
 	// provider reported it; zero if it did not.
 	Tokens int
+	// Streamed: the provider sent content (text or a tool call) before
+	// the call ended. A breaker counts such a call as a success even if it
+	// failed later: the provider answers, and a cut now and then is not an
+	// outage.
+	Streamed bool
 }
 
 // CallInfo is what a Gate may know about the call it is asked to admit,
@@ -52,6 +57,11 @@ type CallInfo struct {
 	// Retry: the request called this provider before, so this call is a
 	// retry (or a continuation) on it, which a retry budget counts.
 	Retry bool
+	// AfterContent: the request's previous call streamed content before
+	// it was cut or stalled, and this call continues that answer. The
+	// provider answers: a retry budget, which keeps retries off a provider
+	// that fails, does not count such a call (see quota.Budget).
+	AfterContent bool
 	// Started: the request already made a call, or continues a stream
 	// another worker started; it may wait for a provider to recover
 	// instead of failing at once, as a new request does.

@@ -26,7 +26,7 @@ import (
 // The hot path makes no round trip: Admit consults the local copies of the
 // breakers, pauses and canaries (fed by watches) and the worker's own
 // quota shares and retry budgets. KV is written only on a transition: a
-// breaker tripped (after Failures failures in a row on this worker), a
+// breaker tripped (this worker's breaker.Tally saw an outage), a
 // probe claimed or resolved, a pause raised. With no coordinator running,
 // all of it still works: the workers make every breaker transition
 // themselves.
@@ -61,7 +61,7 @@ type SharedGate struct {
 }
 
 type scopeState struct {
-	streak   breaker.Streak
+	tally    breaker.Tally
 	claiming bool
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,8 +59,8 @@ func putState(t *testing.T, js jetstream.JetStream, bucket, key string, v any) {
 func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
 	g, _ := sharedGate(t, provider.Config{Breaker: breaker.Config{Cooldown: time.Minute}})
 	ctx := context.Background()
-	fail := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("cut")}
-	for range 3 {
+	fail := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("connection refused")}
+	for range breaker.DefaultFailures {
 		tk, err := g.Admit(ctx, "p", "m")
 		if err != nil {
 			t.Fatal(err)
@@ -66,7 +68,7 @@ func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
 		tk.Done(fail)
 	}
 	if b := g.Breaker("p"); b.Current() != breaker.Open || b.By != "w1" {
-		t.Fatalf("breaker %+v after 3 failures", b)
+		t.Fatalf("breaker %+v after %d failures", b, breaker.DefaultFailures)
 	}
 	start := time.Now()
 	_, err := g.Admit(ctx, "p", "m")
@@ -84,8 +86,81 @@ func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
 	if _, err := g.Admit(WithCallInfo(ctx, CallInfo{Started: true, Alternatives: 1}), "p", "m"); !errors.Is(err, ErrProviderOpen) {
 		t.Fatalf("with an alternative: %v", err)
 	}
-	if s := g.Stats(); s.Transitions["closed->open"] != 1 || s.Refused["open"] != 2 || s.Calls["p/m"].Open != 2 || s.Calls["p/m"].Failures != 3 {
+	if s := g.Stats(); s.Transitions["closed->open"] != 1 || s.Refused["open"] != 2 || s.Calls["p/m"].Open != 2 || s.Calls["p/m"].Failures != breaker.DefaultFailures {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// Weather against a real NATS: over 200 calls, 5% are cut and 5% stall
+// after they streamed content, 3% get a 429, and a few fail before any
+// content, never more than two in a row. The default breaker stays closed.
+// Then the provider refuses every connection: the breaker opens after
+// breaker.DefaultFailures failures, and the calls that follow are refused
+// without reaching it, but for the one probe once the cooldown is over.
+func TestSharedGateOpensOnAnOutageNotOnWeather(t *testing.T) {
+	g, _ := sharedGate(t, provider.Config{Breaker: breaker.Config{Cooldown: 300 * time.Millisecond}})
+	ctx := context.Background()
+	cut := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: upstream.ErrTruncated, Streamed: true}
+	stall := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("stalled"), Streamed: true}
+	busy := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: &upstream.StatusError{Status: 429}}
+	early := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("first byte timeout")}
+	ok := Report{Verdict: breaker.Success}
+	for i := range 200 {
+		r := ok
+		switch i % 100 {
+		case 3, 23, 43, 63, 83:
+			r = cut
+		case 13, 33, 53, 73, 93:
+			r = stall
+		case 9, 49, 89:
+			r = busy
+		case 14, 15, 60:
+			r = early
+		}
+		tk, err := g.Admit(WithCallInfo(ctx, CallInfo{Retry: i%10 == 4}), "p", "m")
+		if err != nil {
+			t.Fatalf("call %d refused under weather: %v", i, err)
+		}
+		tk.Done(r)
+	}
+	if s := g.Stats(); s.Transitions["closed->open"] != 0 || g.Breaker("p").Current() != breaker.Closed {
+		t.Fatalf("weather moved the breaker: %+v, transitions %v", g.Breaker("p"), s.Transitions)
+	}
+
+	refused := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("connection refused")}
+	for i := 1; g.Breaker("p").Current() == breaker.Closed; i++ {
+		if i > breaker.DefaultFailures {
+			t.Fatalf("still closed after %d refused connections", i-1)
+		}
+		tk, err := g.Admit(ctx, "p", "m")
+		if err != nil {
+			t.Fatalf("refused before it opened: %v", err)
+		}
+		tk.Done(refused)
+	}
+	if b := g.Breaker("p"); !strings.HasPrefix(b.Reason, fmt.Sprintf("%d failures in a row", breaker.DefaultFailures)) {
+		t.Fatalf("opened by %q", b.Reason)
+	}
+	for range 20 {
+		if _, err := g.Admit(ctx, "p", "m"); !errors.Is(err, ErrProviderOpen) {
+			t.Fatalf("admitted while open: %v", err)
+		}
+	}
+	// Once the cooldown is over, one call is the probe; the others are
+	// refused while it runs.
+	relaytest.Eventually(t, 2*time.Second, 10*time.Millisecond, func() bool {
+		tk, err := g.Admit(ctx, "p", "m")
+		if err != nil {
+			return false
+		}
+		if _, err := g.Admit(ctx, "p", "m"); !errors.Is(err, ErrProviderOpen) {
+			t.Fatalf("a second call during the probe: %v", err)
+		}
+		tk.Done(refused)
+		return true
+	})
+	if s := g.Stats(); s.Transitions["closed->open"] != 1 || s.Transitions["open->half_open"] != 1 || s.Transitions["half_open->open"] != 1 {
+		t.Fatalf("transitions %v, want one trip and one failed probe", s.Transitions)
 	}
 }
 
@@ -95,7 +170,7 @@ func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
 func TestSharedGatePerModelBreaker(t *testing.T) {
 	g, js := sharedGate(t, provider.Config{Models: []string{"m1", "m2"}, Breaker: breaker.Config{Cooldown: time.Minute, PerModel: true}})
 	ctx := context.Background()
-	for range 3 {
+	for range breaker.DefaultFailures {
 		tk, err := g.Admit(ctx, "p", "m1")
 		if err != nil {
 			t.Fatal(err)
@@ -196,6 +271,13 @@ func TestSharedGatePauseAndBudget(t *testing.T) {
 	if _, err := g2.Admit(retry, "p", "m"); !errors.Is(err, ErrRetryBudget) {
 		t.Fatalf("second retry: %v", err)
 	}
+	// A call that continues an answer the provider was streaming is not
+	// the budget's: it goes, and is not counted.
+	tk, err = g2.Admit(WithCallInfo(ctx, CallInfo{Retry: true, Started: true, AfterContent: true}), "p", "m")
+	if err != nil {
+		t.Fatalf("continuation of a cut answer with the budget spent: %v", err)
+	}
+	tk.Done(Report{Verdict: breaker.Success})
 	if r := g2.Stats().Retries["p"]; r != (quota.Retries{Requests: 2, Retries: 1, Denied: 1}) {
 		t.Fatalf("budget counts %+v, want 2 requests, 1 retry, 1 denied", r)
 	}

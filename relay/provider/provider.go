@@ -67,8 +67,9 @@ type Config struct {
 	// Zero: DefaultContinuePrompt.
 	ContinuePrompt string `koanf:"continue_prompt"`
 	// Breaker is the provider's circuit breaker, shared by the whole
-	// cluster (relay/breaker): with per_model, each model of the provider
-	// has its own. Zero: open after 3 failures in a row, 30s cooldown.
+	// cluster (relay/fleet/breaker): with per_model, each model of the
+	// provider has its own. Zero: open after 5 failures in a row on one
+	// worker, or half of its calls in 30s once they are 20, for 30s.
 	Breaker breaker.Config `koanf:"breaker"`
 	// RateLimit holds the provider's requests and tokens per minute,
 	// shared by every worker of the cluster. Zero: no limit.

@@ -30,3 +30,20 @@ const (
 	TypeCancelled      = "cancelled"
 	TypeServer         = "server_error"
 )
+
+// Codes of an error that a limit of the relay put on a request, so that a
+// client (and an operator reading it) knows which one ended the stream.
+const (
+	// CodeRetriesExhausted: the request's own retries ran out
+	// (max_retries_per_model, retry.max_retries) on a failing provider.
+	CodeRetriesExhausted = "retries_exhausted"
+	// CodeRetryBudget: the worker's retry budget for the provider was spent.
+	CodeRetryBudget = "retry_budget_exhausted"
+	// CodeBreakerOpen: the provider's circuit breaker is open.
+	CodeBreakerOpen = "circuit_breaker_open"
+	// CodeProviderPaused: the provider asked the cluster to wait
+	// (Retry-After).
+	CodeProviderPaused = "provider_paused"
+	// CodeProviderRateLimit: the provider's rate limit share is used up.
+	CodeProviderRateLimit = "rate_limit_reached"
+)

@@ -111,6 +111,9 @@ func (j *job) read(stream *upstream.Stream, pub *publisher, price provider.Price
 			return err
 		}
 		j.addUsage(d.Usage, price)
+		if d.Content != "" || len(d.ToolCalls) > 0 {
+			j.received++
+		}
 		d.Content = overlap.feed(d.Content)
 		if len(d.ToolCalls) > 0 {
 			// A tool call follows its text, so the text is released.

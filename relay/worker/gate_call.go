@@ -45,6 +45,7 @@ func (j *job) callInfo(s *routeState, i int, takeover bool) fleet.CallInfo {
 	return fleet.CallInfo{
 		StreamID:     j.req.StreamID,
 		Retry:        s.calls[s.route[i].Provider.Name] > 0,
+		AfterContent: s.afterContent,
 		Started:      j.attempts > 0 || takeover,
 		Alternatives: alternatives,
 	}

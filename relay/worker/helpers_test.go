@@ -409,6 +409,9 @@ func (r *recorder) WithGroup(name string) slog.Handler {
 // refuse, and keeps the reports.
 type recordingGate struct {
 	refuse map[string]bool
+	// cause is why the refusals are made (fleet.ErrProviderOpen…); nil:
+	// none given.
+	cause error
 
 	mu      sync.Mutex
 	admits  []string // "provider/model", in order
@@ -420,6 +423,9 @@ func (g *recordingGate) Admit(_ context.Context, provider, model string) (fleet.
 	defer g.mu.Unlock()
 	g.admits = append(g.admits, provider+"/"+model)
 	if g.refuse[provider] {
+		if g.cause != nil {
+			return nil, &fleet.UnavailableError{Provider: provider, Model: model, Cause: g.cause}
+		}
 		return nil, fmt.Errorf("test gate: %w", fleet.ErrProviderUnavailable)
 	}
 	return gateTicket{g}, nil

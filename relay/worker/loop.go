@@ -70,6 +70,9 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 		}
 		next, ok := state.next(i)
 		if !ok {
+			if out.class == upstream.Transient && !errors.Is(out.err, fleet.ErrProviderUnavailable) && out.retryAfter <= maxRetryAfter {
+				out.err = fmt.Errorf("%w: %w", errRetriesExhausted, out.err)
+			}
 			j.log.Info("attempt failed; giving up", "provider", c.Provider.Name, "model", c.Model, "attempt", j.attempts, "class", out.class, "err", out.err)
 			return out
 		}
@@ -128,10 +131,10 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) ou
 			}
 			return outcome{err: err, class: upstream.Transient}
 		}
-		tokens := j.tokens()
+		tokens, received := j.tokens(), j.received
 		out := j.attempt(withTicket(ctx, ticket), c, key, seam)
 		report := fleet.Report{Provider: c.Provider.Name, Model: c.Model, Class: out.class, Err: out.err, RetryAfter: out.retryAfter, Verdict: breaker.Neutral,
-			Tokens: j.tokens() - tokens}
+			Tokens: j.tokens() - tokens, Streamed: j.received > received}
 		if out.class == upstream.Credential && out.logErr == nil && !rekeyed {
 			if next, ok := keys.reject(key); ok && next != key {
 				j.log.Info("api key refused; retrying with the next", "provider", c.Provider.Name, "attempt", j.attempts)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/wire"
@@ -122,6 +123,68 @@ func TestEveryProviderRefusedFails503(t *testing.T) {
 	}
 	if st := h.mock.Stats(); st.ChatRequests != 0 {
 		t.Fatalf("%d upstream requests, want none", st.ChatRequests)
+	}
+}
+
+// The end frame says which limit ended a stream: the gate's (its retry
+// budget, its breaker) or the request's own retries.
+func TestEndFrameNamesTheLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cause   error
+		content string
+		status  int
+		code    string
+		says    string
+	}{
+		{"budget", fleet.ErrRetryBudget, "hello", http.StatusServiceUnavailable, "retry_budget_exhausted", "retry budget of provider mock is spent"},
+		{"breaker", fleet.ErrProviderOpen, "hello", http.StatusServiceUnavailable, "circuit_breaker_open", "circuit breaker of provider mock is open"},
+		{"retries", nil, "[[mock: status=503, times=0]] hello", http.StatusBadGateway, "retries_exhausted", "retries are exhausted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := &recordingGate{}
+			if tc.cause != nil {
+				gate.refuse, gate.cause = map[string]bool{"mock": true}, tc.cause
+			}
+			h := start(t, setup{mock: mockupstream.Config{Tokens: 10, TokenInterval: -1}, gate: gate})
+			id := wire.NewStreamID()
+			h.submit(id, tc.content)
+			end := endOf(h.waitEnd(id))
+			if end.Status != wire.StatusFailed || end.Error == nil || end.Error.Status != tc.status || end.Error.Code != tc.code ||
+				!strings.Contains(end.Error.Message, tc.says) {
+				t.Fatalf("end = %+v, error %+v; want failed, %d, code %s, saying %q", end, end.Error, tc.status, tc.code, tc.says)
+			}
+		})
+	}
+}
+
+// A cut answer's calls are reported as having streamed content (which a
+// breaker counts as a sign of health); calls that failed before any
+// content are not.
+func TestReportsSayWhetherTheCallStreamed(t *testing.T) {
+	gate := &recordingGate{}
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 20, TokenInterval: -1}, gate: gate})
+	id := wire.NewStreamID()
+	h.submit(id, "[[mock: cut_after=3, times=2]] hello")
+	if end := endOf(h.waitEnd(id)); end.Status != wire.StatusDone {
+		t.Fatalf("end = %+v", end)
+	}
+	id2 := wire.NewStreamID()
+	h.submit(id2, "[[mock: status=502]] hello")
+	if end := endOf(h.waitEnd(id2)); end.Status != wire.StatusDone {
+		t.Fatalf("end = %+v", end)
+	}
+	h.waitJob(id)
+	h.waitJob(id2)
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	var got []string
+	for _, r := range gate.reports {
+		got = append(got, fmt.Sprintf("%s/%v", r.Verdict, r.Streamed))
+	}
+	want := []string{"failure/true", "failure/true", "success/true", "failure/false", "success/true"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("reports (verdict/streamed) %v, want %v", got, want)
 	}
 }
 

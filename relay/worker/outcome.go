@@ -46,6 +46,29 @@ func refused(err error) outcome {
 // continues text, not a half-sent tool call.
 var errNoToolCallContinuation = errors.New("worker: an answer with tool calls cannot be continued")
 
+// errRetriesExhausted wraps the last failure of a request that gave up
+// because its route had no retry left (max_retries_per_model,
+// retry.max_retries), not because a gate refused it: the client learns
+// which limit ended the stream.
+var errRetriesExhausted = errors.New("relay: retries exhausted")
+
+// limitCode is the code of the limit that ended out, "" if none did.
+func limitCode(out outcome) string {
+	switch {
+	case errors.Is(out.err, fleet.ErrRetryBudget):
+		return wire.CodeRetryBudget
+	case errors.Is(out.err, fleet.ErrProviderOpen):
+		return wire.CodeBreakerOpen
+	case errors.Is(out.err, fleet.ErrProviderPaused):
+		return wire.CodeProviderPaused
+	case errors.Is(out.err, fleet.ErrQuotaExhausted):
+		return wire.CodeProviderRateLimit
+	case errors.Is(out.err, errRetriesExhausted):
+		return wire.CodeRetriesExhausted
+	}
+	return ""
+}
+
 // statusClientClosedRequest is the status of a cancelled stream's error:
 // nginx's "client closed request", a 4xx because the client chose it.
 const statusClientClosedRequest = 499
@@ -70,6 +93,7 @@ func (j *job) endFrame(out outcome) wire.Frame {
 		f.Error = &wire.Error{
 			Message: "The answer is incomplete: " + reason(j.provider, out) + ".",
 			Type:    wire.TypeIncomplete,
+			Code:    limitCode(out),
 			Status:  http.StatusBadGateway,
 		}
 	default:
@@ -93,6 +117,7 @@ func failure(provider string, out outcome) *wire.Error {
 		return &wire.Error{
 			Message:      "No provider can take the request now: " + reason(provider, out) + ".",
 			Type:         wire.TypeUpstream,
+			Code:         limitCode(out),
 			Status:       http.StatusServiceUnavailable,
 			RetryAfterMS: fleet.RetryAfterOf(out.err).Milliseconds(),
 		}
@@ -100,18 +125,35 @@ func failure(provider string, out outcome) *wire.Error {
 	return &wire.Error{
 		Message: "The upstream provider failed: " + reason(provider, out) + ".",
 		Type:    wire.TypeUpstream,
+		Code:    limitCode(out),
 		Status:  http.StatusBadGateway,
 	}
 }
 
-// reason says why an attempt failed without quoting the provider's error
-// text, which can hold details of the relay's credentials.
+// reason says why an attempt failed, and which limit ended the stream if
+// one did, without quoting the provider's error text, which can hold
+// details of the relay's credentials.
 func reason(provider string, out outcome) string {
+	if ue := (*fleet.UnavailableError)(nil); errors.As(out.err, &ue) && ue.Provider != "" {
+		// A refused call never reached a provider: the job's names the
+		// one before it, if any.
+		provider = ue.Provider
+	}
 	switch {
 	case errors.Is(out.err, errNoToolCallContinuation):
 		return "it was cut after it held tool calls, which cannot be continued"
+	case errors.Is(out.err, fleet.ErrRetryBudget):
+		return fmt.Sprintf("the retry budget of provider %s is spent (too many of the calls to it are retries), so no retry was made", provider)
+	case errors.Is(out.err, fleet.ErrProviderOpen):
+		return fmt.Sprintf("the circuit breaker of provider %s is open", provider)
+	case errors.Is(out.err, fleet.ErrProviderPaused):
+		return fmt.Sprintf("provider %s asked the relay to wait (Retry-After)", provider)
+	case errors.Is(out.err, fleet.ErrQuotaExhausted):
+		return fmt.Sprintf("the rate limit of provider %s is reached", provider)
 	case errors.Is(out.err, fleet.ErrProviderUnavailable):
 		return fmt.Sprintf("provider %s is unavailable", provider)
+	case errors.Is(out.err, errRetriesExhausted):
+		return fmt.Sprintf("provider %s failed or stopped responding, and the request's retries are exhausted", provider)
 	}
 	switch out.class {
 	case upstream.Credential:

@@ -23,6 +23,10 @@ type routeState struct {
 	calls  map[string]int // calls made per provider
 	tries  []int          // calls made per candidate
 	closed []bool
+	// afterContent: the last failed call published text before it
+	// failed, so the next call continues an answer its provider was
+	// giving (fleet.CallInfo.AfterContent).
+	afterContent bool
 	// streak counts the failures in a row on the current candidate since
 	// it last published text: the exponent of the backoff. A call that
 	// made progress proves the provider works, so the wait starts small
@@ -44,6 +48,7 @@ func newRouteState(route []provider.Candidate) *routeState {
 func (s *routeState) failed(i int, progress bool) {
 	s.calls[s.route[i].Provider.Name]++
 	s.tries[i]++
+	s.afterContent = progress
 	if progress {
 		s.streak = 0
 	}

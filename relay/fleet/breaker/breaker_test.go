@@ -41,11 +41,11 @@ func (s *store) update(next State, rev uint64) bool {
 // node is one worker's view: it reads, computes with the pure functions,
 // and writes back with a revision check, as relay's gate does.
 type node struct {
-	name   string
-	cfg    Config
-	st     *store
-	streak Streak
-	log    func(Event)
+	name  string
+	cfg   Config
+	st    *store
+	tally Tally
+	log   func(Event)
 }
 
 func (n *node) transition(f func(State) (State, Event, bool)) bool {
@@ -64,10 +64,10 @@ func (n *node) transition(f func(State) (State, Event, bool)) bool {
 }
 
 func (n *node) report(v Verdict) {
-	if n.streak.Observe(v, n.cfg.Failures) {
-		n.streak.Reset()
+	if trip, why := n.tally.Observe(v, time.Now(), n.cfg); trip {
+		n.tally.Reset()
 		n.transition(func(s State) (State, Event, bool) {
-			return Trip(s, n.cfg, time.Now(), "mock", n.name, "3 failures in a row")
+			return Trip(s, n.cfg, time.Now(), "mock", n.name, why)
 		})
 	}
 }
@@ -99,7 +99,7 @@ func TestEventLog(t *testing.T) {
 			e.At = time.Unix(0, 0).Add(e.At.Sub(start)) // relative, for the golden file
 			lines = append(lines, e.String())
 		}
-		cfg := Config{Cooldown: 30 * time.Second, MaxCooldown: 50 * time.Second, ProbeTimeout: time.Minute}.WithDefaults()
+		cfg := Config{Failures: 3, Cooldown: 30 * time.Second, MaxCooldown: 50 * time.Second, ProbeTimeout: time.Minute}.WithDefaults()
 		st := &store{}
 		w1 := &node{name: "w1", cfg: cfg, st: st, log: logEvent}
 		w2 := &node{name: "w2", cfg: cfg, st: st, log: logEvent}
@@ -223,26 +223,136 @@ func TestCooldownGrowsToTheCap(t *testing.T) {
 	}
 }
 
-func TestStreak(t *testing.T) {
-	var s Streak
-	for i, v := range []Verdict{Failure, Failure, Neutral, Success, Failure, Failure} {
-		if s.Observe(v, 3) {
-			t.Fatalf("tripped at %d", i)
+func TestTallyFailuresInARow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{Failures: 3}
+		var tl Tally
+		for i, v := range []Verdict{Failure, Failure, Neutral, Success, Failure, Failure} {
+			if trip, _ := tl.Observe(v, time.Now(), cfg); trip {
+				t.Fatalf("tripped at %d", i)
+			}
 		}
-	}
-	if !s.Observe(Failure, 3) {
-		t.Fatal("three in a row did not trip")
-	}
-	if s.Observe(Failure, -1) {
-		t.Fatal("a disabled breaker tripped")
-	}
+		if trip, why := tl.Observe(Failure, time.Now(), cfg); !trip || why != "3 failures in a row" {
+			t.Fatalf("three in a row: %v %q", trip, why)
+		}
+		tl.Reset()
+		for range 10 {
+			if trip, _ := tl.Observe(Failure, time.Now(), Config{Failures: -1}); trip {
+				t.Fatal("a disabled breaker tripped")
+			}
+		}
+	})
+}
+
+// The default rule opens on an outage within a few calls, also on a
+// worker whose window is full of successes.
+func TestTallyDefaultsOpenOnAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var tl Tally
+		for range 100 {
+			tl.Observe(Success, time.Now(), Config{})
+			time.Sleep(100 * time.Millisecond)
+		}
+		for i := 1; ; i++ {
+			trip, why := tl.Observe(Failure, time.Now(), Config{})
+			if trip {
+				if i != DefaultFailures {
+					t.Fatalf("tripped after %d failures (%s), want %d", i, why, DefaultFailures)
+				}
+				break
+			}
+			if i > DefaultFailures {
+				t.Fatal("an outage did not trip")
+			}
+		}
+	})
+}
+
+// Weather: 5% of the calls cut before any content and 5% stalled before
+// the first byte (the cuts and stalls after content count as successes),
+// at one call every 50ms over ten minutes, in a fixed pattern with the odd
+// pair in a row. The default breaker never opens. Then a provider failing
+// 60% of calls, never 5 in a row: the ratio opens it. The event log is
+// the golden weather.log: one trip, by the ratio, none before.
+func TestTallyWeatherVersusFailingProvider(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines []string
+		start := time.Now()
+		st := &store{}
+		w1 := &node{name: "w1", cfg: Config{}, st: st, log: func(e Event) {
+			e.At = time.Unix(0, 0).Add(e.At.Sub(start))
+			lines = append(lines, e.String())
+		}}
+		// Two failures in a row every 40 calls and two more apart, 10% in
+		// all.
+		for i := range 12000 {
+			v := Success
+			switch i % 40 {
+			case 7, 8, 27, 33:
+				v = Failure
+			}
+			w1.report(v)
+			time.Sleep(50 * time.Millisecond)
+		}
+		if len(lines) > 0 {
+			t.Fatalf("weather tripped the breaker: %v", lines)
+		}
+		s, f, _ := w1.tally.Counts(time.Now(), w1.cfg)
+		if n := s + f; n < 540 || n > 600 || f*10 != n {
+			t.Fatalf("window holds %d successes and %d failures, want about 600 calls, 10%% failed", s, f)
+		}
+		// 3 failures of every 5 calls: F F S F S ...
+		for i := 0; len(lines) == 0; i++ {
+			v := Success
+			if i%5 == 0 || i%5 == 1 || i%5 == 3 {
+				v = Failure
+			}
+			w1.report(v)
+			if i > 2000 {
+				t.Fatal("60% failures did not trip")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		golden(t, "weather.log", strings.Join(lines, "\n")+"\n")
+	})
+}
+
+// A quiet worker: fewer than MinCalls calls in the window never trip on
+// the ratio, however many of them failed.
+func TestTallyMinCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{Failures: 100, MinCalls: 4, FailureRatio: 0.5, Window: time.Second}
+		var tl Tally
+		for _, v := range []Verdict{Failure, Success, Failure} {
+			if trip, _ := tl.Observe(v, time.Now(), cfg); trip {
+				t.Fatal("tripped below min_calls")
+			}
+		}
+		// The window slides: the first failure leaves it.
+		time.Sleep(time.Second)
+		for _, v := range []Verdict{Success, Success, Failure} {
+			if trip, _ := tl.Observe(v, time.Now(), cfg); trip {
+				t.Fatal("tripped on calls that left the window")
+			}
+		}
+		if trip, why := tl.Observe(Failure, time.Now(), cfg); !trip || why != "2 of the last 4 calls failed (within 1s)" {
+			t.Fatalf("2 of 4: %v %q", trip, why)
+		}
+		if trip, _ := tl.Observe(Failure, time.Now(), Config{Failures: 100, FailureRatio: -1, MinCalls: 1}); trip {
+			t.Fatal("a negative ratio tripped")
+		}
+	})
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{Cooldown: -1}, {MaxCooldown: -1}, {ProbeTimeout: -1}, {Cooldown: time.Minute, MaxCooldown: time.Second}} {
+	for _, c := range []Config{{Cooldown: -1}, {MaxCooldown: -1}, {ProbeTimeout: -1}, {Cooldown: time.Minute, MaxCooldown: time.Second},
+		{FailureRatio: 1.5}, {MinCalls: -1}, {Window: -1}, {Window: time.Millisecond}} {
 		if err := c.Validate("providers[0].breaker"); err == nil || !strings.HasPrefix(err.Error(), "providers[0].breaker.") {
 			t.Errorf("%+v: %v", c, err)
 		}
+	}
+	if err := (Config{FailureRatio: -1, MinCalls: 1, Window: time.Minute}).Validate("b"); err != nil {
+		t.Errorf("valid ratio settings: %v", err)
 	}
 	if err := (Config{Cooldown: 10 * time.Minute}).Validate("b"); err != nil {
 		t.Errorf("a long cooldown raises the default cap: %v", err)

@@ -7,7 +7,10 @@ import (
 
 // Defaults of the zero Config.
 const (
-	DefaultFailures       = 3
+	DefaultFailures       = 5
+	DefaultFailureRatio   = 0.5
+	DefaultMinCalls       = 20
+	DefaultWindow         = 30 * time.Second
 	DefaultCooldown       = 30 * time.Second
 	DefaultMaxCooldown    = 5 * time.Minute
 	DefaultProbeTimeout   = 2 * time.Minute
@@ -18,9 +21,26 @@ const (
 // Config is the `breaker` section of a provider. The zero value means the
 // defaults.
 type Config struct {
-	// Failures is how many calls in a row must fail on one worker to open
-	// the breaker for the whole cluster. Zero: 3; negative: no breaker.
+	// Failures is how many calls in a row must fail on one worker, with no
+	// success between them, to open the breaker for the whole cluster,
+	// whatever FailureRatio says: the rule that catches an outage at
+	// once. A call that streamed content counts as a success even if it
+	// was cut later (see Verdict). Zero: 5; negative: no breaker.
 	Failures int `koanf:"failures"`
+	// FailureRatio opens the breaker when at least this share of the calls
+	// one worker made in the last Window failed, once the window holds
+	// MinCalls calls: the rule that catches a provider failing most of the
+	// time even when successes break up the runs of failures. Zero: 0.5;
+	// negative: no ratio rule (only Failures in a row). At most 1.
+	FailureRatio float64 `koanf:"failure_ratio"`
+	// MinCalls is how many calls (successes and failures; neutral verdicts
+	// do not count) the window must hold before FailureRatio is judged,
+	// so that a few unlucky calls of a quiet worker do not open the
+	// breaker. Zero: 20.
+	MinCalls int `koanf:"min_calls"`
+	// Window is the sliding window FailureRatio is judged over. Zero:
+	// 30s.
+	Window time.Duration `koanf:"window"`
 	// Cooldown is how long the breaker stays open the first time, before
 	// one probe is let through. Zero: 30s.
 	Cooldown time.Duration `koanf:"cooldown"`
@@ -57,6 +77,14 @@ func (c Config) Validate(prefix string) error {
 		return fmt.Errorf("%s.max_cooldown: must not be negative", prefix)
 	case c.ProbeTimeout < 0:
 		return fmt.Errorf("%s.probe_timeout: must not be negative", prefix)
+	case c.FailureRatio > 1:
+		return fmt.Errorf("%s.failure_ratio: %v is more than 1 (every call)", prefix, c.FailureRatio)
+	case c.MinCalls < 0:
+		return fmt.Errorf("%s.min_calls: must not be negative", prefix)
+	case c.Window < 0:
+		return fmt.Errorf("%s.window: must not be negative", prefix)
+	case c.Window > 0 && c.Window < 10*time.Millisecond:
+		return fmt.Errorf("%s.window: %v is below 10ms", prefix, c.Window)
 	}
 	if d := c.WithDefaults(); d.MaxCooldown < d.Cooldown {
 		return fmt.Errorf("%s.max_cooldown: %v is below cooldown %v", prefix, d.MaxCooldown, d.Cooldown)
@@ -64,11 +92,20 @@ func (c Config) Validate(prefix string) error {
 	return nil
 }
 
-// WithDefaults fills the zero fields; negative Failures, RecoveryJitter and
-// MaxWait stay negative.
+// WithDefaults fills the zero fields; negative Failures, FailureRatio,
+// RecoveryJitter and MaxWait stay negative.
 func (c Config) WithDefaults() Config {
 	if c.Failures == 0 {
 		c.Failures = DefaultFailures
+	}
+	if c.FailureRatio == 0 {
+		c.FailureRatio = DefaultFailureRatio
+	}
+	if c.MinCalls == 0 {
+		c.MinCalls = DefaultMinCalls
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
 	}
 	if c.Cooldown == 0 {
 		c.Cooldown = DefaultCooldown

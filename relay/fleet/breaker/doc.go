@@ -9,7 +9,7 @@
 //
 // # States
 //
-//	          trip (a worker saw Failures calls fail in a row)
+//	          trip (a worker's Tally: an outage, not weather)
 //	closed ─────────────────────────────────────────────▶ open
 //	  ▲                                                    │ cooldown ends
 //	  │ the probe succeeded                                ▼
@@ -27,9 +27,13 @@
 //
 // A breaker is a signal, not a wrapper: callers Decide before they call,
 // and report the call's outcome once, at the end (cockroach's
-// pkg/util/circuit, gobreaker's two-step breaker). The failure streak that
-// trips a breaker is counted by each worker over its own calls (Streak):
-// counting every call in KV would make the breaker key the hottest key of
-// the cluster. Any worker that sees Failures failures in a row opens the
-// breaker for everyone.
+// pkg/util/circuit, gobreaker's two-step breaker). What trips a breaker is
+// counted by each worker over its own calls (Tally): counting every call
+// in KV would make the breaker key the hottest key of the cluster. Any
+// worker that sees Failures failures in a row (Envoy's consecutive-error
+// rule), or a share of FailureRatio failures over a window of at least
+// MinCalls calls (Envoy's and resilience4j's failure-rate rule), opens the
+// breaker for everyone. A call that streamed content is a success even if
+// it was cut later: long answers are cut and stalled now and then by a
+// healthy provider, and counting those would open the breaker on weather.
 package breaker

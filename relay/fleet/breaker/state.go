@@ -51,11 +51,16 @@ func (s State) Current() Phase {
 type Verdict int
 
 const (
-	// Success: the provider finished the answer.
+	// Success: the provider finished the answer. A breaker also counts as
+	// a success a call that streamed content before it was cut or stalled
+	// (package fleet maps it): a provider that answers is up, and the
+	// weather of long answers (a cut here, a stall there) is the retries'
+	// business, not the breaker's.
 	Success Verdict = iota
 	// Failure: the provider or the network failed (transient errors, cuts,
 	// stalls), or its credentials were refused even after a key change.
-	// The only verdict a breaker counts against the provider.
+	// The only verdict a breaker counts against the provider, and only
+	// when the call got no content at all.
 	Failure
 	// Neutral: the call ended for a reason that says nothing about the
 	// provider: the request's own fault, a cancellation or shutdown, a
@@ -100,7 +105,7 @@ type EventHandler interface {
 	OnEvent(Event)
 }
 
-// Trip opens a closed breaker: by saw cfg.Failures failures in a row. It
+// Trip opens a closed breaker: by's Tally says the provider is failing. It
 // reports false, and leaves s alone, if the breaker is not closed: someone
 // else tripped it first, or it is already recovering.
 func Trip(s State, cfg Config, now time.Time, key, by, reason string) (State, Event, bool) {

@@ -9,7 +9,7 @@ import (
 const (
 	DefaultBudgetRatio  = 0.2
 	DefaultBudgetWindow = 10 * time.Second
-	DefaultMinRetries   = 1
+	DefaultMinRetries   = 10
 	budgetSlots         = 10
 )
 
@@ -17,14 +17,20 @@ const (
 // the defaults.
 type BudgetConfig struct {
 	// Ratio caps the retries a worker sends to the provider at this share
-	// of the requests it sent to it in the last Window (a request's first
-	// call on the provider is a request; its later calls on it are
-	// retries). Zero: 0.2; negative: no budget.
+	// of the requests it sent to it in the last Window, beyond MinRetries
+	// (a request's first call on the provider is a request; its later
+	// calls on it are retries, but for those that continue an answer the
+	// provider was streaming when it was cut, which the budget neither
+	// counts nor refuses). Zero: 0.2; negative: no budget.
 	Ratio float64 `koanf:"ratio"`
 	// Window is the sliding window the shares are counted over. Zero: 10s.
 	Window time.Duration `koanf:"window"`
-	// MinRetries are allowed per worker and window whatever the ratio, so
-	// a quiet worker can retry at all. Zero: 1; negative: none.
+	// MinRetries are allowed per worker and window whatever the ratio: the
+	// reserve that lets a quiet worker give a request its whole retry
+	// depth (retry.max_retries, 6 by default), so that the budget only
+	// bites when retries outnumber it and a fifth of the requests, which
+	// takes a provider failing broadly under load. Zero: 10; negative:
+	// none.
 	MinRetries int `koanf:"min_retries"`
 }
 

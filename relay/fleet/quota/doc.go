@@ -24,6 +24,11 @@
 // worker sent to a provider in the last Window, plus MinRetries. A ratio
 // needs no coordination: if every worker keeps r_i ≤ ratio·q_i, the fleet
 // keeps Σr ≤ ratio·Σq, and the work queue spreads requests evenly over
-// workers, so no worker starves. MinRetries, which lets a quiet worker
-// retry at all, adds at most MinRetries per worker and window.
+// workers, so no worker starves. MinRetries is the reserve of a quiet
+// worker: enough for one request's whole retry depth and then some, so a
+// lightly loaded cluster retries as a plain SDK would, and it adds at most
+// MinRetries per worker and window to what a provider sees. A call that
+// continues an answer the provider was streaming when it was cut is not a
+// retry to the budget (the caller does not ask it): the budget keeps
+// retries off a provider that fails, and one that streams does not.
 package quota

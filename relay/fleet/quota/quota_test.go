@@ -136,6 +136,44 @@ func TestBudgetWindow(t *testing.T) {
 	})
 }
 
+// On a quiet worker the default budget gives one request its whole retry
+// depth (6, retry.max_retries) and a second unlucky request some more;
+// only retries beyond the reserve need requests, a fifth of them each.
+func TestBudgetDefaultsLetAQuietWorkerRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(BudgetConfig{})
+		b.Request(time.Now())
+		for i := range 6 {
+			if !b.Retry(time.Now()) {
+				t.Fatalf("retry %d of a lone request refused", i+1)
+			}
+			time.Sleep(time.Second)
+		}
+		b.Request(time.Now())
+		for range 4 {
+			if !b.Retry(time.Now()) {
+				t.Fatal("a second request's retries refused within the reserve")
+			}
+		}
+		if b.Retry(time.Now()) {
+			t.Fatal("past the reserve with 2 requests: 0.2·2 + 10 = 10.4")
+		}
+		// Under load the ratio takes over: 100 requests allow 20 more.
+		for range 100 {
+			b.Request(time.Now())
+		}
+		allowed := 0
+		for range 50 {
+			if b.Retry(time.Now()) {
+				allowed++
+			}
+		}
+		if allowed != 20 {
+			t.Fatalf("%d retries allowed for 100 more requests, want 20", allowed)
+		}
+	})
+}
+
 func TestBudgetOff(t *testing.T) {
 	b := NewBudget(BudgetConfig{Ratio: -1})
 	for range 10 {
