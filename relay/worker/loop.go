@@ -71,7 +71,7 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 		next, ok := state.next(i)
 		if !ok {
 			if out.class == upstream.Transient && !errors.Is(out.err, fleet.ErrProviderUnavailable) && out.retryAfter <= maxRetryAfter {
-				out.err = fmt.Errorf("%w: %w", errRetriesExhausted, out.err)
+				out.err = chain(errRetriesExhausted, out.err)
 			}
 			j.log.Info("attempt failed; giving up", "provider", c.Provider.Name, "model", c.Model, "attempt", j.attempts, "class", out.class, "err", out.err)
 			return out

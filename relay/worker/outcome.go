@@ -50,7 +50,7 @@ var errNoToolCallContinuation = errors.New("worker: an answer with tool calls ca
 // because its route had no retry left (max_retries_per_model,
 // retry.max_retries), not because a gate refused it: the client learns
 // which limit ended the stream.
-var errRetriesExhausted = errors.New("relay: retries exhausted")
+var errRetriesExhausted = errors.New("worker: retries exhausted")
 
 // limitCode is the code of the limit that ended out, "" if none did.
 func limitCode(out outcome) string {
