@@ -135,9 +135,8 @@ func TestCoordinatorAllOpenIsFast503(t *testing.T) {
 	c := start(t, options{Fleet: true, Workers: 1, Tune: breakerTune(10 * time.Second)})
 	log := c.watchBreaker("mock")
 	c.trip(log, c.fronts["mock"])
-	before := len(c.fronts["mock"].allChats())
 	for _, stream := range []bool{false, true} {
-		body := fmt.Sprintf(`{"model":"mock-1","stream":%v,"messages":[{"role":"user","content":"Open."}]}`, stream)
+		body := fmt.Sprintf(`{"model":"mock-1","stream":%v,"messages":[{"role":"user","content":"Open %v."}]}`, stream, stream)
 		start := time.Now()
 		resp, err := http.Post(c.Edge+"/v1/chat/completions", "application/json", stringsReader(body))
 		if err != nil {
@@ -159,8 +158,13 @@ func TestCoordinatorAllOpenIsFast503(t *testing.T) {
 				resp.Header.Get("Retry-After"), e.Error, took)
 		}
 	}
-	if n := len(c.fronts["mock"].allChats()); n != before {
-		t.Fatalf("%d requests reached the provider while open", n-before)
+	// The trip's own requests, admitted before the breaker opened, may
+	// still reach the provider on a loaded machine: only these two must
+	// not.
+	for _, call := range c.fronts["mock"].allChats() {
+		if strings.HasPrefix(call.conv, "Open ") {
+			t.Fatalf("a request refused with the breaker open reached the provider: %+v", call)
+		}
 	}
 }
 

@@ -219,8 +219,11 @@ func TestSharedGateWaitsThenSpreads(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
-		waited <- time.Now()
+		at := time.Now()
+		// Reported before the test reads the breaker: when this call won
+		// the probe, its report is what closes it.
 		tk.Done(Report{Verdict: breaker.Success})
+		waited <- at
 	}()
 	time.Sleep(400 * time.Millisecond) // the cooldown is over; the waiter may have claimed the probe
 	probe, err := g.Admit(context.Background(), "p", "m")
