@@ -125,8 +125,13 @@ type follower struct {
 	// While retrying, no other read is made: the retry covers whatever a
 	// gap or a wake asked for. The retry is a timer rather than a wait, so
 	// that a client whose reads fail needs no goroutine either.
-	failing   time.Time
-	failures  int
+	failing  time.Time
+	failures int
+	// known is the JetStream sequence of a live frame that showed a gap
+	// (repair): the log holds the frames up to it. stale counts the
+	// re-reads in a row that found a replica behind it (staleRead).
+	known     uint64
+	stale     int
 	readRetry backoff.Backoff
 	retry     *time.Timer
 	retrying  bool
@@ -329,7 +334,9 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 			out, err = f.catchUp(ctx, catchUpWoken, out)
 		case retried:
 			f.retrying = false
-			out, err = f.read(ctx, f.limit, out)
+			if out, err = f.read(ctx, f.limit, out); err == nil {
+				f.staleRead()
+			}
 		case idled:
 			f.idleAt = time.Time{}
 			out, err = f.catchUp(ctx, catchUpIdle, out)
@@ -413,9 +420,55 @@ func (f *follower) take(ctx context.Context, lf *liveFrame, out []chunklog.Entry
 	case f.end || lf.entry.JSSeq <= f.last:
 		return out, nil
 	case lf.prev != f.last:
-		return f.catchUp(ctx, catchUpGap, out)
+		return f.repair(ctx, lf, out)
 	}
 	return f.emit(lf.entry, out), nil
+}
+
+// staleRetries bounds the re-reads of frames a replica did not hold yet
+// (see repair), each after a backoff of up to readRetryMin doubled by the
+// ones before it: past them, the idle catch-up and the next live frame are
+// what is left, as for any lost frame.
+const staleRetries = 5
+
+// repair reads the log for the frames between the last one taken and the
+// live frame lf. lf proves them stored, up to lf itself: a read that stops
+// short met a replica that does not hold them yet (a direct get is answered
+// by any replica of a replicated stream). If it stopped right before lf,
+// lf itself is taken from the live feed; if before that, the read is made
+// again shortly (staleRead), instead of at the next live frame or idle.
+func (f *follower) repair(ctx context.Context, lf *liveFrame, out []chunklog.Entry) ([]chunklog.Entry, error) {
+	f.known = max(f.known, lf.entry.JSSeq)
+	out, err := f.catchUp(ctx, catchUpGap, out)
+	if err == nil && !f.end && !f.retrying && !f.more && f.last == lf.prev {
+		out = f.emit(lf.entry, out)
+	}
+	if err == nil {
+		f.staleRead()
+	}
+	return out, err
+}
+
+// staleRead arms a re-read if the last read stopped short of a frame the
+// live feed proved stored (known).
+func (f *follower) staleRead() {
+	switch {
+	case f.last >= f.known || f.end || f.retrying || f.more:
+		f.stale = 0
+		return
+	case f.stale >= staleRetries:
+		f.stale, f.known = 0, 0
+		return
+	}
+	f.hub.stats.staleReads.Add(1)
+	d := f.readRetry.Delay(f.stale, 0)
+	f.stale++
+	if f.retry == nil {
+		f.retry = time.AfterFunc(d, func() { f.set(&f.retried) })
+	} else {
+		f.retry.Reset(d)
+	}
+	f.retrying = true
 }
 
 // catchUp re-reads the log after the last frame taken, unless a retry of a

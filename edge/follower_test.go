@@ -137,6 +137,10 @@ type flakyHistory struct {
 	fails  int
 	frames []chunklog.Entry
 	asked  []string
+	// While stale is above zero, a read sees only the frames up to
+	// visible, as from a replica behind the leader, and counts down.
+	stale   int
+	visible uint64
 }
 
 var errFlaky = errors.New("flaky: read timed out")
@@ -156,9 +160,16 @@ func (h *flakyHistory) read(after uint64, limit int, fn func(chunklog.Entry) err
 		h.fails--
 		return after, errFlaky
 	}
+	stale := h.stale > 0
+	if stale {
+		h.stale--
+	}
 	for _, e := range h.frames {
 		if e.JSSeq <= after {
 			continue
+		}
+		if stale && e.JSSeq > h.visible {
+			break
 		}
 		if limit == 0 {
 			break
@@ -259,6 +270,56 @@ func TestFollowerKeepsTheClientWhileReadsFail(t *testing.T) {
 			t.Fatalf("%d keepalives while reads failed, want about %d", keepalives, want)
 		}
 	})
+}
+
+// A live frame that shows a gap proves the frames before it stored; a
+// replica behind the leader may not hold them yet when the follower reads
+// them. The follower takes the live frame itself if the read reached the
+// frame before it, and reads again shortly if not: it does not wait for the
+// next live frame or for idle, which for the end frame is a stall.
+func TestFollowerRereadsAReplicaBehindTheLiveFeed(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		stale         int
+		visible       uint64
+		rereads       int
+		waitedAtLeast time.Duration
+		waitedAtMost  time.Duration
+	}{
+		// The replica holds the chunk, not yet the end frame: the end frame
+		// comes from the live feed, at once.
+		{name: "up to the frame before", stale: 1, visible: 7, waitedAtMost: time.Nanosecond},
+		// The replica holds neither, for two reads: two re-reads, after
+		// backoffs of at most 50 and 100 ms.
+		{name: "behind", stale: 2, visible: 3, rereads: 2, waitedAtLeast: time.Millisecond, waitedAtMost: 150 * time.Millisecond},
+		// A replica that stays behind: staleRetries re-reads, then the
+		// idle catch-up (after a second here) finds the frames.
+		{name: "stays behind", stale: 1 + staleRetries, visible: 3, rereads: staleRetries, waitedAtLeast: time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				frames := flakyFrames()
+				hist := &flakyHistory{frames: frames, stale: tc.stale, visible: tc.visible}
+				h := &hub{hist: hist}
+				// The follower has the claim (3); the end frame (9) arrives
+				// live, but the chunk (7) before it did not.
+				f := newFollower(h, wire.NewStreamID(), 3, 8)
+				f.started = true
+				defer f.close()
+				f.readRetry.Rand = func(n int64) int64 { return n - 1 }
+				f.push(&liveFrame{entry: frames[2], prev: 7})
+				start := time.Now()
+				checkSeqs(t, collect(t, f, time.Second), 2)
+				waited := time.Since(start)
+				if got := h.stats.staleReads.Load(); got != uint64(tc.rereads) {
+					t.Errorf("%d re-reads, want %d", got, tc.rereads)
+				}
+				if waited < tc.waitedAtLeast || tc.waitedAtMost > 0 && waited > tc.waitedAtMost {
+					t.Errorf("delivered after %v, want between %v and %v", waited, tc.waitedAtLeast, tc.waitedAtMost)
+				}
+			})
+		})
+	}
 }
 
 func TestNewStreamIsServedWithoutReadingTheLog(t *testing.T) {

@@ -69,6 +69,9 @@ type readStats struct {
 	// reads counts reads of the log (direct gets after a frame), and
 	// readRetries those that failed and were retried.
 	reads, readRetries atomic.Uint64
+	// staleReads counts the reads that stopped short of a frame the live
+	// feed proved stored (a replica behind the leader) and were made again.
+	staleReads atomic.Uint64
 	// maxHeld is the most frames the edge held for one client at once: a
 	// batch returned by follower.next and what stayed queued behind it. It
 	// is bounded by twice ClientBuffer (at least minBatch + ClientBuffer),

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -22,6 +25,8 @@ type metaStore struct {
 	js jetstream.JetStream
 	mu sync.Mutex
 	kv jetstream.KeyValue
+	// confirms counts the gets that missed and asked the bucket's leader.
+	confirms atomic.Uint64
 }
 
 func (m *metaStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
@@ -45,7 +50,7 @@ func (m *metaStore) get(ctx context.Context, id string) (wire.Meta, uint64, erro
 	}
 	entry, err := kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return wire.Meta{}, 0, errNoMeta
+		return m.confirm(ctx, id)
 	}
 	if err != nil {
 		return wire.Meta{}, 0, fmt.Errorf("edge: get meta %s: %w", id, err)
@@ -55,6 +60,52 @@ func (m *metaStore) get(ctx context.Context, id string) (wire.Meta, uint64, erro
 		return wire.Meta{}, 0, fmt.Errorf("edge: decode meta %s: %w", id, err)
 	}
 	return meta, entry.Revision(), nil
+}
+
+// confirm reads the stream's metadata from the bucket's leader after a get
+// missed it. Gets on the replicated bucket are direct gets, answered by any
+// replica, and a replica may not hold yet a Meta the leader acknowledged to
+// the edge that created it: 16 ms later, another edge answered 404 for a
+// stream that was streaming. Only the leader's miss is errNoMeta. A get
+// that finds the Meta (nearly every one) costs nothing more; a miss costs
+// one more round trip.
+func (m *metaStore) confirm(ctx context.Context, id string) (wire.Meta, uint64, error) {
+	m.confirms.Add(1)
+	msg, found, err := chunklog.LeaderGet(ctx, m.js.Conn(), apiPrefix(m.js.Options()), metaStream,
+		chunklog.LeaderQuery{LastFor: metaSubjectPrefix + id})
+	if err != nil {
+		return wire.Meta{}, 0, fmt.Errorf("edge: get meta %s: %w", id, err)
+	}
+	if !found {
+		return wire.Meta{}, 0, errNoMeta
+	}
+	switch op := msg.Header.Get("KV-Operation"); {
+	case op == "DEL", op == "PURGE", msg.Header.Get(jetstream.MarkerReasonHeader) != "":
+		return wire.Meta{}, 0, errNoMeta
+	}
+	var meta wire.Meta
+	if err := json.Unmarshal(msg.Data, &meta); err != nil {
+		return wire.Meta{}, 0, fmt.Errorf("edge: decode meta %s: %w", id, err)
+	}
+	return meta, msg.Seq, nil
+}
+
+// The stream and subjects behind wire.MetaBucket, as nats.go's KV lays
+// them out.
+const (
+	metaStream        = "KV_" + wire.MetaBucket
+	metaSubjectPrefix = "$KV." + wire.MetaBucket + "."
+)
+
+// apiPrefix is the JetStream API prefix o's requests use.
+func apiPrefix(o jetstream.JetStreamOptions) string {
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	}
+	return ""
 }
 
 // updateAttempts bounds the writes update tries: each lost one means another

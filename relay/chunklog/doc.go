@@ -2,7 +2,11 @@
 // durable log every client event is served from.
 //
 // Reads use direct gets (plain, then batched), so a resume costs no
-// consumer and keeps working while the meta group is busy or down. Appends
+// consumer and keeps working while the meta group is busy or down. In a
+// replicated stream any replica answers a direct get, and one may not hold
+// yet a frame the leader acknowledged: a miss of a frame known to exist (At,
+// given a cursor) is confirmed with the leader (LeaderGet) before it counts
+// as gone. Appends
 // are chained with expected-last-subject-sequence, so at most one writer
 // can extend a stream at a time (see the wire package's "Fencing").
 package chunklog

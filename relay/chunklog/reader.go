@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 
@@ -45,6 +46,10 @@ type Reader struct {
 	// reads routes replies by token to the read waiting for them.
 	reads map[string]chan *nats.Msg
 	token uint64
+
+	// leaderReads counts the misses of a direct get that At confirmed
+	// with the stream's leader.
+	leaderReads atomic.Uint64
 }
 
 // NewReader returns a reader over nc. apiPrefix is empty for the local
@@ -287,26 +292,46 @@ func (r *Reader) Last(ctx context.Context, streamID string) (uint64, error) {
 	return seq, nil
 }
 
+// LeaderReads is how many times At missed with a direct get and asked the
+// stream's leader.
+func (r *Reader) LeaderReads() uint64 { return r.leaderReads.Load() }
+
 // ErrNoFrame is returned by At when no frame is stored at the sequence.
 var ErrNoFrame = errors.New("chunklog: no frame at that sequence")
 
 // At returns the frame stored at JetStream sequence seq, and the subject it
 // is stored under, so a cursor can be checked against its stream.
+//
+// The caller was given seq (a cursor): the frame was stored, so a direct
+// get that misses it may have reached a replica that does not hold it yet
+// (see LeaderGet). Only the leader's miss is ErrNoFrame: the frame is gone.
 func (r *Reader) At(ctx context.Context, seq uint64) (string, wire.Frame, error) {
 	msg, found, err := r.get(ctx, fmt.Sprintf("get %d", seq), struct {
 		Seq uint64 `json:"seq"`
 	}{seq})
-	switch {
-	case err != nil:
-		return "", wire.Frame{}, err
-	case !found:
-		return "", wire.Frame{}, ErrNoFrame
-	}
-	frame, err := wire.DecodeFrame(msg.Data)
 	if err != nil {
 		return "", wire.Frame{}, err
 	}
-	return msg.Header.Get(wire.HeaderSubject), frame, nil
+	var subject string
+	var data []byte
+	if found {
+		subject, data = msg.Header.Get(wire.HeaderSubject), msg.Data
+	} else {
+		r.leaderReads.Add(1)
+		m, found, err := LeaderGet(ctx, r.nc, r.apiPrefix, wire.ChunkStream, LeaderQuery{Seq: seq})
+		switch {
+		case err != nil:
+			return "", wire.Frame{}, err
+		case !found:
+			return "", wire.Frame{}, ErrNoFrame
+		}
+		subject, data = m.Subject, m.Data
+	}
+	frame, err := wire.DecodeFrame(data)
+	if err != nil {
+		return "", wire.Frame{}, err
+	}
+	return subject, frame, nil
 }
 
 // get sends one plain direct get and returns its reply; found is false
