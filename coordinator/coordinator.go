@@ -4,7 +4,8 @@
 // (package liveness). One of them, the holder of a KV lease, is active and
 // also
 //
-//   - probes every provider and publishes its health (health.go),
+//   - probes every provider and publishes its health (health.go; the
+//     probe call, with the workers' keys, is prober.go),
 //   - probes a breaker whose cooldown ended while no worker had a request
 //     to probe it with (probe.go),
 //   - splits the shared rate limits into per-node shares (quota.go),
@@ -66,7 +67,8 @@ type Config struct {
 	CanaryInterval time.Duration `koanf:"canary_interval"`
 	// ProbeGrace is how long a breaker may stay open after its cooldown
 	// ended without a worker claiming its probe before the coordinator
-	// probes the provider itself (GET /models). Zero: 1s; negative: never.
+	// probes the provider itself (with the provider's probe call). Zero:
+	// 1s; negative: never.
 	ProbeGrace time.Duration `koanf:"probe_grace"`
 	// TenantRPM is every tenant's requests per minute over all edges,
 	// unless TenantLimits names it. Zero: no limit.
@@ -189,6 +191,7 @@ type Coordinator struct {
 	cfg  Config
 	deps Deps
 	name string
+	keys keyRings // the providers' API keys, for the probes
 
 	mu     sync.Mutex
 	active bool
@@ -216,7 +219,7 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 		host, _ := os.Hostname()
 		name = fmt.Sprintf("coordinator@%s-%d-%s", host, os.Getpid(), randomID())
 	}
-	return &Coordinator{cfg: cfg.withDefaults(), deps: deps, name: name}, nil
+	return &Coordinator{cfg: cfg.withDefaults(), deps: deps, name: name, keys: keyRings{logger: deps.Logger}}, nil
 }
 
 // ListenAddr is the configured ops address, with its default applied.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/coordinator"
+	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/streams"
@@ -17,18 +18,11 @@ import (
 
 func TestHealthIsPublishedPerProvider(t *testing.T) {
 	_, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer k1" {
-			http.Error(w, "no", http.StatusUnauthorized)
-			return
-		}
-		w.Write([]byte(`{"object":"list","data":[]}`))
-	}))
-	defer up.Close()
+	_, up := startMock(t, mockupstream.Config{APIKeys: []string{"k1"}, Models: []string{"m"}})
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close()
 	catalog, err := provider.NewCatalog([]provider.Config{
-		{Name: "up", BaseURL: up.URL + "/v1", APIKeys: []string{"k1"}, Models: []string{"m"}},
+		{Name: "up", BaseURL: up, APIKeys: []string{"k1"}, Models: []string{"m"}},
 		{Name: "down", BaseURL: down.URL + "/v1", Models: []string{"m"}},
 	})
 	if err != nil {

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/relaydev/relay/relay/fleet"
@@ -29,7 +28,7 @@ func (c *Coordinator) runHealth(ctx context.Context, s *state) {
 	for {
 		for _, p := range c.deps.Catalog.Providers() {
 			if doProbe {
-				probes[p.Name] = c.probe(ctx, p)
+				probes[p.Name] = c.probe(ctx, p, "")
 			}
 			h := c.judge(s, p, probes[p.Name], time.Now())
 			if last, ok := published[p.Name]; ok && !doProbe && same(last, h) {
@@ -98,40 +97,6 @@ func (c *Coordinator) worstBreaker(s *state, name string) breaker.Phase {
 		}
 	}
 	return worst
-}
-
-// probe asks the provider for its model list: cheap, authenticated, and
-// served by every OpenAI-compatible API.
-func (c *Coordinator) probe(ctx context.Context, p provider.Config) wire.Health {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.HealthTimeout)
-	defer cancel()
-	h := wire.Health{Provider: p.Name, State: wire.HealthRed}
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.BaseURL+"/models", nil)
-	if err == nil && len(p.APIKeys) > 0 {
-		req.Header.Set("Authorization", "Bearer "+p.APIKeys[0])
-	}
-	var resp *http.Response
-	if err == nil {
-		resp, err = c.deps.HTTP.Do(req)
-	}
-	h.LatencyMS = time.Since(start).Milliseconds()
-	h.CheckedAt = time.Now().Unix()
-	switch {
-	case err != nil:
-		h.LastError = err.Error()
-	case resp.StatusCode != http.StatusOK:
-		h.LastError = "GET /models: " + resp.Status
-	case time.Since(start) > c.cfg.SlowThreshold:
-		h.State = wire.HealthYellow
-		h.LastError = fmt.Sprintf("slow: %v", time.Since(start).Round(time.Millisecond))
-	default:
-		h.State = wire.HealthGreen
-	}
-	if resp != nil {
-		resp.Body.Close()
-	}
-	return h
 }
 
 func (c *Coordinator) publish(ctx context.Context, s *state, h wire.Health) bool {

@@ -3,7 +3,6 @@ package coordinator_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/relay/fleet/breaker"
+	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/streams"
@@ -73,13 +73,23 @@ func startCoordinator(t *testing.T, srv *server.Server, cfg coordinator.Config, 
 	return r
 }
 
+// startMock starts the fake provider and returns it with its API root.
+func startMock(t *testing.T, cfg mockupstream.Config) (*mockupstream.Server, string) {
+	t.Helper()
+	cfg.TokenInterval = -1
+	m, err := mockupstream.New(cfg, relaytest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(m.Handler())
+	t.Cleanup(up.Close)
+	return m, up.URL + "/v1"
+}
+
 func upstreamOK(t *testing.T) *provider.Catalog {
 	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"object":"list","data":[]}`))
-	}))
-	t.Cleanup(up.Close)
-	catalog, err := provider.NewCatalog([]provider.Config{{Name: "p", BaseURL: up.URL + "/v1", Models: []string{"m"},
+	_, url := startMock(t, mockupstream.Config{Models: []string{"m"}})
+	catalog, err := provider.NewCatalog([]provider.Config{{Name: "p", BaseURL: url, Models: []string{"m"},
 		Breaker: breaker.Config{Cooldown: time.Second}}})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +117,7 @@ func TestOneActiveCoordinator(t *testing.T) {
 }
 
 // A breaker whose cooldown ended without any worker to probe it is probed
-// by the active coordinator (GET /models), which closes it; while it is
+// by the active coordinator (a one-token chat completion), which closes it; while it is
 // open, the provider's health is red.
 func TestCoordinatorProbesIdleBreaker(t *testing.T) {
 	srv := relaytest.NATS(t)

@@ -18,7 +18,7 @@ const probeTick = 100 * time.Millisecond
 // that is stopping.
 const releaseTimeout = 2 * time.Second
 
-// runProbes probes, with GET /models, every breaker whose probe nobody
+// runProbes probes, with the provider's probe call, every breaker whose probe nobody
 // claimed within ProbeGrace of becoming claimable: a provider that gets no
 // request would otherwise stay open forever. The claim is the same
 // revision-checked Claim the workers make, so the cluster still sends one
@@ -48,7 +48,7 @@ func (c *Coordinator) runProbes(ctx context.Context, s *state) {
 // probeBreaker claims the probe of breaker key and resolves it with a
 // health probe of its provider.
 func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
-	name, _ := fleet.ParseScope(key)
+	name, model := fleet.ParseScope(key)
 	p, ok := c.deps.Catalog.Provider(name)
 	if !ok {
 		return
@@ -62,7 +62,7 @@ func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
 		return
 	}
 	c.breakerEvent(ev)
-	h := c.probe(ctx, p)
+	h := c.probe(ctx, p, model)
 	v, reason := breaker.Failure, "health probe failed: "+h.LastError
 	if h.State != wire.HealthRed {
 		v, reason = breaker.Success, "health probe succeeded"

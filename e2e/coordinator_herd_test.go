@@ -120,7 +120,7 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 	// While open, nothing but probes: every chat request from a little
 	// after every worker knew of the open to the moment it closed (the
 	// breaker's own time) is the probe of a worker's claim; the
-	// coordinator's claims probe with GET /models.
+	// coordinator's probes are left out of chats.
 	open, shut := opened.state.Since, closed.state.Since
 	claims := 0
 	for _, ev := range c.events.transitions(breaker.HalfOpen) {

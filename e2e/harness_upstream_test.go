@@ -13,6 +13,7 @@ import (
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/provider"
 )
 
 // What the in-process harness puts around the fake upstream: a front per
@@ -31,6 +32,9 @@ type upstreamCall struct {
 	// continuation ends in "assistant" (prefill) or "assistant", "user"
 	// (prompt mode).
 	roles []string
+	// probe marks the coordinator's chat probe (health, idle breakers),
+	// which is not client traffic: chats leaves it out.
+	probe bool
 }
 
 // front is a provider's front: it logs requests, and fails them while
@@ -57,11 +61,13 @@ func (f *front) handler(next http.Handler) http.Handler {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			var req struct {
-				Model    string `json:"model"`
-				Messages []mockupstream.Message
+				Model     string `json:"model"`
+				Messages  []mockupstream.Message
+				MaxTokens int `json:"max_tokens"`
 			}
 			_ = json.Unmarshal(body, &req)
 			c.model = req.Model
+			c.probe = req.MaxTokens == 1 && len(req.Messages) == 1 && req.Messages[0].Content == provider.ProbeMessage
 			for _, m := range req.Messages {
 				if m.Role == "user" && c.conv == "" {
 					c.conv = m.Content
@@ -106,13 +112,14 @@ func (c *cutWriter) Write(b []byte) (int, error) {
 
 func (c *cutWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-// chats returns the chat requests received in [from, to).
+// chats returns the chat requests received in [from, to), the
+// coordinator's probes left out.
 func (f *front) chats(from, to time.Time) []upstreamCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []upstreamCall
 	for _, c := range f.calls {
-		if c.path == "/v1/chat/completions" && !c.at.Before(from) && c.at.Before(to) {
+		if c.path == "/v1/chat/completions" && !c.probe && !c.at.Before(from) && c.at.Before(to) {
 			out = append(out, c)
 		}
 	}

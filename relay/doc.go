@@ -32,6 +32,9 @@
 //	  canary/           canary ramps
 //	relay/region/       the multi-region layer (mirrored shared state)
 //	relay/provider/     the provider catalog and the route of a model
+//	relay/apikeys/      a provider's API keys: refusals, the api_keys_file and
+//	                    its rotation, for the worker's calls and the
+//	                    coordinator's probes alike
 //	relay/upstream/     the client of an OpenAI-compatible streaming provider
 //	relay/backoff/      full-jitter backoff, for every retry
 //	relay/metrics/      every Prometheus family the relay exports

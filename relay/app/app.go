@@ -371,9 +371,13 @@ func (r roles) worker(ctx context.Context, g *errgroup.Group) error {
 	return nil
 }
 
-// reloadOnHangup re-reads the worker's api_keys_files on every SIGHUP
-// until ctx ends, so keys rotate without a restart.
-func reloadOnHangup(ctx context.Context, w *worker.Worker, logger *slog.Logger) error {
+// reloader re-reads the providers' api_keys_files: a worker, for its
+// calls, and a coordinator, for its probes.
+type reloader interface{ Reload() error }
+
+// reloadOnHangup re-reads the api_keys_files of w on every SIGHUP until
+// ctx ends, so keys rotate without a restart.
+func reloadOnHangup(ctx context.Context, w reloader, logger *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -401,6 +405,7 @@ func (r roles) coordinator(ctx context.Context, g *errgroup.Group) error {
 		return err
 	}
 	g.Go(func() error { return c.Run(ctx) })
+	g.Go(func() error { return reloadOnHangup(ctx, c, r.logger.With("role", "coordinator")) })
 	return nil
 }
 

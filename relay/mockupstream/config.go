@@ -48,8 +48,9 @@ type Config struct {
 
 	// Faults is the server-wide fault spec, the same "key=value, ..." list
 	// that a [[mock: ...]] directive holds (see the package documentation).
-	// It applies to every request that carries no directive of its own.
-	// Empty means no faults.
+	// It applies to every chat request that carries no directive of its
+	// own; GET /v1/models still answers, like a provider whose API is up
+	// while its completions fail. Empty means no faults.
 	Faults string `koanf:"faults"`
 }
 

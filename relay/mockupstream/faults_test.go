@@ -206,3 +206,25 @@ func TestInvalidDirectives(t *testing.T) {
 		}
 	}
 }
+
+// Server-wide faults fail chat completions only: GET /v1/models still
+// answers, as a provider whose API is up while its completions fail, the
+// case a health check by the model list gets wrong.
+func TestServerFaultsSpareTheModelList(t *testing.T) {
+	_, ts := newTestServer(t, Config{Tokens: 3, TokenInterval: -1, Faults: "status=503, times=0"})
+	for range 2 {
+		decodeError(t, post(t, ts, "/v1/chat/completions", "", chatBody(true, conv("down"))), http.StatusServiceUnavailable)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/v1/models", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/models: status %d, want 200 while chat fails", resp.StatusCode)
+	}
+}

@@ -74,6 +74,14 @@ type Config struct {
 	// RateLimit holds the provider's requests and tokens per minute,
 	// shared by every worker of the cluster. Zero: no limit.
 	RateLimit quota.Limit `koanf:"rate_limit"`
+	// Probe is the call the coordinator judges the provider's health by,
+	// and resolves its idle breakers with: chat (a one-token streaming
+	// completion) or models (GET /models). Zero: chat.
+	Probe Probe `koanf:"probe"`
+	// ProbeModel is the model of a chat probe of the provider's health or
+	// of a provider-wide breaker (a per-model breaker is probed with its
+	// own model). Zero: the first of Models.
+	ProbeModel string `koanf:"probe_model"`
 	// RetryBudget caps each worker's retries to the provider at a share
 	// of its requests. Zero: 20% over 10s.
 	RetryBudget quota.BudgetConfig `koanf:"retry_budget"`
@@ -107,6 +115,9 @@ func (c Config) Validate(key string) error {
 		if m == "" {
 			return fmt.Errorf("%s.models[%d]: empty model name", key, i)
 		}
+	}
+	if err := c.Probe.validate(key + ".probe"); err != nil {
+		return err
 	}
 	if err := c.Retry.Validate(key + ".retry"); err != nil {
 		return err

@@ -156,6 +156,7 @@ func TestConfigValidate(t *testing.T) {
 		{"empty key", func(c *Config) { c.APIKeys = []string{"k", ""} }, "p.api_keys[1]:"},
 		{"bad retry", func(c *Config) { c.Retry.Base = -1 }, "p.retry.base:"},
 		{"bad continuation", func(c *Config) { c.Continuation = "resume" }, "p.continuation:"},
+		{"bad probe", func(c *Config) { c.Probe = "ping" }, "p.probe:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
@@ -188,5 +189,16 @@ func TestPriceCost(t *testing.T) {
 	}
 	if got := (Price{}).Cost(1000, 1000); got != 0 {
 		t.Errorf("unpriced cost = %v", got)
+	}
+}
+
+func TestProbeDefaults(t *testing.T) {
+	c := Config{Models: []string{"m1", "m2"}}
+	if c.ProbeKind() != ProbeChat || c.ProbeModelFor("") != "m1" || c.ProbeModelFor("m2") != "m2" {
+		t.Fatalf("zero probe: %q, %q, %q; want chat on m1, a model's breaker on its model", c.ProbeKind(), c.ProbeModelFor(""), c.ProbeModelFor("m2"))
+	}
+	c.Probe, c.ProbeModel = ProbeModels, "cheap"
+	if c.ProbeKind() != ProbeModels || c.ProbeModelFor("") != "cheap" || c.ProbeModelFor("m2") != "m2" {
+		t.Fatalf("set probe: %q, %q, %q", c.ProbeKind(), c.ProbeModelFor(""), c.ProbeModelFor("m2"))
 	}
 }

@@ -51,7 +51,7 @@
 // Gate is asked before each call and told each outcome once: the seam for
 // cluster-wide breakers and quotas. API keys rotate: a refused key is
 // replaced by the next at once, and key files are re-read when they change
-// and on Reload (SIGHUP).
+// and on Reload (SIGHUP); the ring itself is package apikeys.
 //
 // Every stream ends with one end frame: done (the provider finished),
 // incomplete (text was published, then the loop gave up), failed (nothing

@@ -118,7 +118,7 @@ func (out outcome) final(ctx context.Context, toolCalls bool) bool {
 // prompt mode for the rest of the request.
 func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) outcome {
 	keys := j.w.keys[c.Provider.Name]
-	key := keys.key()
+	key := keys.Key()
 	rekeyed := false
 	for {
 		ticket, err := j.w.gate.Admit(ctx, c.Provider.Name, c.Model)
@@ -136,7 +136,7 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) ou
 		report := fleet.Report{Provider: c.Provider.Name, Model: c.Model, Class: out.class, Err: out.err, RetryAfter: out.retryAfter, Verdict: breaker.Neutral,
 			Tokens: j.tokens() - tokens, Streamed: j.received > received}
 		if out.class == upstream.Credential && out.logErr == nil && !rekeyed {
-			if next, ok := keys.reject(key); ok && next != key {
+			if next, ok := keys.Reject(key); ok && next != key {
 				j.log.Info("api key refused; retrying with the next", "provider", c.Provider.Name, "attempt", j.attempts)
 				ticket.Done(report)
 				key, rekeyed, seam = next, true, cmp.Or(seam, wire.SeamRetry)
@@ -151,7 +151,7 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) ou
 		}
 		report.Verdict = out.verdict(ctx)
 		if report.Verdict == breaker.Success {
-			keys.accept(key)
+			keys.Accept(key)
 		}
 		ticket.Done(report)
 		return out

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/relaydev/relay/relay/apikeys"
 )
 
 // Reload re-reads every provider's api_keys_file now, whether or not it
@@ -14,7 +16,7 @@ import (
 func (w *Worker) Reload() error {
 	var errs []error
 	for name, r := range w.keys {
-		if r.file == "" {
+		if r.File() == "" {
 			continue
 		}
 		if err := w.reloadKeys(name, r, true); err != nil {
@@ -37,7 +39,7 @@ func (w *Worker) watchKeys(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		for name, r := range w.keys {
-			if r.file != "" {
+			if r.File() != "" {
 				// Logged by reloadKeys; the next poll tries again.
 				_ = w.reloadKeys(name, r, false)
 			}
@@ -48,16 +50,16 @@ func (w *Worker) watchKeys(ctx context.Context, every time.Duration) {
 // reloadKeys reloads one ring and logs the result, without the keys. A
 // poll logs a failure once, not every interval while it lasts; a forced
 // reload always does.
-func (w *Worker) reloadKeys(name string, r *keyring, force bool) error {
-	changed, err := r.reload(force)
+func (w *Worker) reloadKeys(name string, r *apikeys.Ring, force bool) error {
+	changed, err := r.Reload(force)
 	switch {
 	case err != nil:
-		if r.failed(err) || force {
+		if r.Failed(err) || force {
 			w.logger.Warn("api keys not reloaded; keeping the current ones", "provider", name, "err", err)
 		}
 		return fmt.Errorf("worker: provider %s: %w", name, err)
 	case changed:
-		w.logger.Info("api keys reloaded", "provider", name, "keys", r.count())
+		w.logger.Info("api keys reloaded", "provider", name, "keys", r.Count())
 	}
 	return nil
 }
@@ -65,7 +67,7 @@ func (w *Worker) reloadKeys(name string, r *keyring, force bool) error {
 // hasKeyFiles reports whether any provider reads its keys from a file.
 func (w *Worker) hasKeyFiles() bool {
 	for _, r := range w.keys {
-		if r.file != "" {
+		if r.File() != "" {
 			return true
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relaydev/relay/relay/apikeys"
 	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/liveness"
@@ -77,7 +78,7 @@ type Worker struct {
 	logger      *slog.Logger
 	topology    streams.Topology
 	// keys holds each provider's API keys, by provider name.
-	keys map[string]*keyring
+	keys map[string]*apikeys.Ring
 	// keysPoll is how often key files are checked; 0: never.
 	keysPoll time.Duration
 	// progressEvery is a quarter of AckWait: three reports can be lost
@@ -152,9 +153,9 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	deps.Gate = meteredGate{Gate: deps.Gate, m: m}
-	keys := map[string]*keyring{}
+	keys := map[string]*apikeys.Ring{}
 	for _, p := range deps.Catalog.Providers() {
-		r, err := newKeyring(p)
+		r, err := apikeys.NewRing(p)
 		if err != nil {
 			return nil, fmt.Errorf("worker: %w", err)
 		}

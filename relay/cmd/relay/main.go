@@ -16,8 +16,8 @@
 // SIGINT and SIGTERM stop a role gracefully: a worker takes no more
 // requests, lets its streams finish within worker.drain_timeout and hands
 // the rest to other workers, which continue them at once; a second signal
-// ends the process at once. SIGHUP makes a worker (and dev) re-read its
-// providers' api_keys_file.
+// ends the process at once. SIGHUP makes a worker, a coordinator (and dev)
+// re-read its providers' api_keys_file.
 package main
 
 import (

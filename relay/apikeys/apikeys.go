@@ -1,4 +1,9 @@
-package worker
+// Package apikeys holds a provider's API keys as every role that calls the
+// provider uses them: the worker for its requests, the coordinator for its
+// probes. Sharing one Ring type keeps both on the same key after a refusal
+// or a rotation, so a probe never judges a provider with a key the traffic
+// no longer uses.
+package apikeys
 
 import (
 	"bufio"
@@ -12,12 +17,12 @@ import (
 	"github.com/relaydev/relay/relay/provider"
 )
 
-// keyring holds one provider's API keys, shared by all jobs of a worker.
+// Ring holds one provider's API keys, shared by all the calls of a process.
 // A key the provider refuses is set aside, so later calls start with the
-// next one; the keys of an api_keys_file are replaced when the file changes
-// (see Worker.Reload). A call keeps the key it started with, so a rotation
-// never disturbs a stream in flight.
-type keyring struct {
+// next one; the keys of an api_keys_file are replaced by Reload, which its
+// owner calls when the file may have changed. A call keeps the key it
+// started with, so a rotation never disturbs a stream in flight.
+type Ring struct {
 	file string // "" when the keys come from api_keys
 
 	mu       sync.Mutex
@@ -27,20 +32,22 @@ type keyring struct {
 	lastErr  string      // of the last reload, "" after a good one
 }
 
-func newKeyring(p provider.Config) (*keyring, error) {
-	r := &keyring{file: p.APIKeysFile, keys: slices.Clone(p.APIKeys), rejected: map[string]bool{}}
+// NewRing returns the ring of provider p, with the keys of its
+// api_keys_file read at once.
+func NewRing(p provider.Config) (*Ring, error) {
+	r := &Ring{file: p.APIKeysFile, keys: slices.Clone(p.APIKeys), rejected: map[string]bool{}}
 	if r.file != "" {
-		if _, err := r.reload(true); err != nil {
+		if _, err := r.Reload(true); err != nil {
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 		}
 	}
 	return r, nil
 }
 
-// key returns the key a new call uses: the first one not set aside. When
+// Key returns the key a new call uses: the first one not set aside. When
 // every key was refused it returns the first anyway, as the refusals may be
 // stale and there is nothing better; "" when there are no keys.
-func (r *keyring) key() string {
+func (r *Ring) Key() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if k, ok := r.usable(); ok {
@@ -52,11 +59,11 @@ func (r *keyring) key() string {
 	return ""
 }
 
-// reject sets key aside after the provider refused it (401/403) and
+// Reject sets key aside after the provider refused it (401/403) and
 // returns the key to retry with: the next usable one or, when none is
 // left, a key the file holds now (it is re-read at once). ok is false when
 // there is no other key to try.
-func (r *keyring) reject(key string) (next string, ok bool) {
+func (r *Ring) Reject(key string) (next string, ok bool) {
 	r.mu.Lock()
 	r.rejected[key] = true
 	next, ok = r.usable()
@@ -64,7 +71,7 @@ func (r *keyring) reject(key string) (next string, ok bool) {
 	if ok || r.file == "" {
 		return next, ok
 	}
-	if _, err := r.reload(true); err != nil {
+	if _, err := r.Reload(true); err != nil {
 		return "", false
 	}
 	r.mu.Lock()
@@ -72,15 +79,15 @@ func (r *keyring) reject(key string) (next string, ok bool) {
 	return r.usable()
 }
 
-// accept clears a refusal of key: a call with it succeeded.
-func (r *keyring) accept(key string) {
+// Accept clears a refusal of key: a call with it succeeded.
+func (r *Ring) Accept(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.rejected, key)
 }
 
 // usable returns the first key not set aside. r.mu must be held.
-func (r *keyring) usable() (string, bool) {
+func (r *Ring) usable() (string, bool) {
 	for _, k := range r.keys {
 		if !r.rejected[k] {
 			return k, true
@@ -89,13 +96,13 @@ func (r *keyring) usable() (string, bool) {
 	return "", false
 }
 
-// reload re-reads the key file if it changed since it was last read, or in
+// Reload re-reads the key file if it changed since it was last read, or in
 // any case if force is set, and reports whether the keys changed. New keys
 // come with a clean slate: refusals are forgotten, as a rotation may have
 // fixed them. A file that cannot be read or holds no key leaves the keys
 // as they were, so a half-written file cannot take them away (write it
 // elsewhere and rename it over the old one).
-func (r *keyring) reload(force bool) (changed bool, err error) {
+func (r *Ring) Reload(force bool) (changed bool, err error) {
 	fi, err := os.Stat(r.file)
 	if err != nil {
 		return false, fmt.Errorf("api_keys_file: %w", err)
@@ -127,9 +134,9 @@ func (r *keyring) reload(force bool) (changed bool, err error) {
 	return true, nil
 }
 
-// failed records the error of a reload and reports whether it differs
+// Failed records the error of a reload and reports whether it differs
 // from the previous one, so that a lasting failure is logged once.
-func (r *keyring) failed(err error) bool {
+func (r *Ring) Failed(err error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	changed := err.Error() != r.lastErr
@@ -137,12 +144,15 @@ func (r *keyring) failed(err error) bool {
 	return changed
 }
 
-// count returns how many keys the ring holds, for logs (never the keys).
-func (r *keyring) count() int {
+// Count returns how many keys the ring holds, for logs (never the keys).
+func (r *Ring) Count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.keys)
 }
+
+// File is the api_keys_file the keys come from, "" for api_keys.
+func (r *Ring) File() string { return r.file }
 
 // sameFile reports whether b is the file a was, unchanged as far as its
 // metadata tells: the same inode (a rename over it makes another), size
