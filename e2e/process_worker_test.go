@@ -13,6 +13,7 @@ import (
 
 	"github.com/relaydev/relay/e2e/procs"
 	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // A worker process SIGKILLed mid-answer. Another worker takes the request
@@ -175,7 +176,12 @@ func TestProcessWorkerDrainHandsOver(t *testing.T) {
 	}
 	termed := time.Now()
 	must(t, draining.Term())
-	// A request queued during the drain goes to the other worker.
+	// A request queued during the drain goes to the other worker. The
+	// drain begins when the worker handles the signal, which a loaded
+	// machine delays: the request is sent once the worker says it drains.
+	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
+		return len(logged(draining, "worker draining", "")) == 1
+	})
 	lateMsgs, lateWant := prompt("Process test: a request during the drain.", tokens)
 	late, err := postStream(ctx, edge, lateMsgs, lateWant, nil)
 	must(t, err)
