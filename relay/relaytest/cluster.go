@@ -64,7 +64,10 @@ func Cluster(t testing.TB, n int) []*server.Server {
 						return false
 					}
 				}
-				return true
+				// Streams are placed only on peers the leader has
+				// heard from (online, with JetStream stats): until
+				// then an R3 stream fails with "no suitable peers".
+				return len(s.JetStreamClusterPeers()) == n
 			}
 		}
 		return false
