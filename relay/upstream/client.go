@@ -137,6 +137,12 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 	}, nil
 }
 
+// CloseIdleConnections closes the connections to providers that no call is
+// using. A stopping worker calls it, so it leaves no socket open behind it:
+// a connection the transport dialed but never sent on would otherwise hold
+// up the provider's graceful shutdown for its first five seconds.
+func (c *Client) CloseIdleConnections() { c.httpClient().CloseIdleConnections() }
+
 func (c *Client) httpClient() *http.Client {
 	if c.HTTPClient != nil {
 		return c.HTTPClient

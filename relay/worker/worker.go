@@ -212,6 +212,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	defer w.finish()
+	defer w.upstream.CloseIdleConnections()
 	cons, err := w.js.Consumer(ctx, wire.RequestStream, wire.WorkerConsumer)
 	if err == nil {
 		w.meta, err = w.js.KeyValue(ctx, wire.MetaBucket)
