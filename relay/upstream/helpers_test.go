@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -36,6 +38,26 @@ func newServer(t *testing.T, h http.HandlerFunc) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// newAbortServer is newServer that also reports, by closing the channel it
+// returns, that a connection to it closed: a client that gives up on a
+// request closes its connection, whether or not the request reached the
+// handler (on a loaded machine a bound of milliseconds can run out while
+// the request is still being sent, and then no handler ever runs).
+func newAbortServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, <-chan struct{}) {
+	t.Helper()
+	closed := make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed || st == http.StateHijacked {
+			once.Do(func() { close(closed) })
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, closed
 }
 
 // openStream opens a stream against srv with c and closes it at the end of
