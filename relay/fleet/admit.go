@@ -261,7 +261,8 @@ func (g *SharedGate) settle(p provider.Config, reserved float64, tokens int) {
 // budget counts the call in the provider's retry budget, refusing a retry
 // the budget has no room for. A call that continues an answer its
 // provider was streaming is neither counted nor refused: the budget keeps
-// retries off a provider that fails, and this one answers.
+// retries off a provider that fails, and this one answers. Nor is a call
+// that follows a Retry-After: the shared pause already paced it.
 func (a *admission) budget() error {
 	g := a.g
 	g.mu.Lock()
@@ -281,7 +282,7 @@ func (a *admission) budget() error {
 		total.Requests++
 		return nil
 	}
-	if a.info.AfterContent {
+	if a.info.AfterContent || a.info.Paced {
 		return nil
 	}
 	if !b.Retry(now) {
@@ -297,7 +298,7 @@ func (a *admission) budget() error {
 // without counting it: a retry the budget will refuse should not claim a
 // probe or a rate-limit token first.
 func (a *admission) budgetAllows() bool {
-	if !a.info.Retry || a.info.AfterContent {
+	if !a.info.Retry || a.info.AfterContent || a.info.Paced {
 		return true
 	}
 	a.g.mu.Lock()

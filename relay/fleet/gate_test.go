@@ -292,6 +292,12 @@ func TestSharedGatePauseAndBudget(t *testing.T) {
 		t.Fatalf("continuation of a cut answer with the budget spent: %v", err)
 	}
 	tk.Done(Report{Verdict: breaker.Success})
+	// Nor is a call that follows a Retry-After: the shared pause paced it.
+	tk, err = g2.Admit(WithCallInfo(ctx, CallInfo{Retry: true, Paced: true}), "p", "m")
+	if err != nil {
+		t.Fatalf("retry after a Retry-After with the budget spent: %v", err)
+	}
+	tk.Done(Report{Verdict: breaker.Success})
 	if r := g2.Stats().Retries["p"]; r != (quota.Retries{Requests: 2, Retries: 1, Denied: 1}) {
 		t.Fatalf("budget counts %+v, want 2 requests, 1 retry, 1 denied", r)
 	}

@@ -46,6 +46,7 @@ func (j *job) callInfo(s *routeState, i int, takeover bool) fleet.CallInfo {
 		StreamID:     j.req.StreamID,
 		Retry:        s.calls[s.route[i].Provider.Name] > 0,
 		AfterContent: s.afterContent,
+		Paced:        s.paced,
 		FailFast:     j.req.FailFast && j.attempts == 0 && !takeover,
 		Alternatives: alternatives,
 	}

@@ -27,6 +27,10 @@ type routeState struct {
 	// failed, so the next call continues an answer its provider was
 	// giving (fleet.CallInfo.AfterContent).
 	afterContent bool
+	// paced: the last failed call asked to wait (Retry-After), which the
+	// gate shares as a pause that paces the next call
+	// (fleet.CallInfo.Paced).
+	paced bool
 	// streak counts the failures in a row on the current candidate since
 	// it last published text: the exponent of the backoff. A call that
 	// made progress proves the provider works, so the wait starts small
@@ -44,11 +48,11 @@ func newRouteState(route []provider.Candidate) *routeState {
 }
 
 // failed records a failed call of candidate i, which published text if
-// progress.
-func (s *routeState) failed(i int, progress bool) {
+// progress, and asked the relay to wait before the next if paced.
+func (s *routeState) failed(i int, progress, paced bool) {
 	s.calls[s.route[i].Provider.Name]++
 	s.tries[i]++
-	s.afterContent = progress
+	s.afterContent, s.paced = progress, paced
 	if progress {
 		s.streak = 0
 	}

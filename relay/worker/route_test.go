@@ -31,7 +31,7 @@ func TestRouteStateNext(t *testing.T) {
 		{1, 2}, // a spent: b/m1 (its first call is free)
 		{2, -1},
 	} {
-		s.failed(step.failed, false)
+		s.failed(step.failed, false, false)
 		next, ok := s.next(step.failed)
 		if !ok {
 			next = -1
@@ -47,12 +47,12 @@ func TestRouteStateStaysWithoutFallback(t *testing.T) {
 	// keeps going while its provider's budget lasts.
 	s := newRouteState([]provider.Candidate{{Provider: provider.Config{Name: "a"}, Model: "m", MaxRetries: 1}})
 	for range backoff.DefaultMaxRetries {
-		s.failed(0, true)
+		s.failed(0, true, false)
 		if next, ok := s.next(0); !ok || next != 0 {
 			t.Fatalf("after %d calls: next = %d, %v; want a retry", s.calls["a"], next, ok)
 		}
 	}
-	s.failed(0, true)
+	s.failed(0, true, false)
 	if _, ok := s.next(0); ok {
 		t.Fatal("retried past the provider's max_retries")
 	}
@@ -78,7 +78,7 @@ func TestRouteStateBackoffStreak(t *testing.T) {
 		progress bool
 		want     int
 	}{{false, 1}, {false, 2}, {true, 1}, {false, 2}, {false, 3}} {
-		s.failed(0, tc.progress)
+		s.failed(0, tc.progress, false)
 		if s.streak != tc.want {
 			t.Fatalf("failure %d: streak %d, want %d", i, s.streak, tc.want)
 		}
