@@ -24,7 +24,8 @@ import (
 // With the breaker's and the retries' defaults, every request completes
 // after the provider is back, within breaker.max_wait, and from the moment
 // every worker knew of the open breaker until the provider was back, it
-// saw the breaker's probes alone. Beside it, the official openai-go client
+// saw the breaker's probes alone; the breaker closes within one cooldown
+// of the recovery. Beside it, the official openai-go client
 // with its default retries calls the provider directly at the same pace,
 // for comparison.
 func TestOutageIsAQueue(t *testing.T) {
@@ -124,7 +125,20 @@ func TestOutageIsAQueue(t *testing.T) {
 	if len(calls) > claims {
 		t.Errorf("%d client calls reached the dead provider after the breaker opened, and %d probes were claimed by workers", len(calls), claims)
 	}
+	// It closes within one cooldown of the recovery: the cooldown of the
+	// last open before it, which its next probe ends.
 	closed := log.waitFor(t, breaker.Closed, up, time.Minute).at
+	var last breaker.State
+	log.mu.Lock()
+	for _, p := range log.phases {
+		if p.at.Before(up) && p.state.Current() == breaker.Open {
+			last = p.state
+		}
+	}
+	log.mu.Unlock()
+	if cooldown := last.Until.Sub(last.Since); closed.Sub(up) > cooldown+2*time.Second {
+		t.Errorf("closed %v after the recovery, more than the cooldown of %v in force", closed.Sub(up), cooldown)
+	}
 	t.Logf("10 s outage: relay %d/%d exact; direct %s", len(answers)-failed, len(answers), directRun)
 	if relayShare := float64(len(answers)-failed) / float64(len(answers)); relayShare < directRun.share() {
 		t.Errorf("the relay completed %.1f%% of its requests, the direct client %s", 100*relayShare, directRun)

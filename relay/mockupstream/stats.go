@@ -70,12 +70,15 @@ func (s *stats) status(code int) {
 func (s *stats) snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{
+	st := Stats{
 		ChatRequests:   s.chatRequests,
 		ByStatus:       maps.Clone(s.byStatus),
 		ByConversation: maps.Clone(s.byConversation),
-		Weather:        maps.Clone(s.drawn),
 	}
+	if len(s.drawn) > 0 {
+		st.Weather = maps.Clone(s.drawn)
+	}
+	return st
 }
 
 // Stats returns a snapshot of the counters.
