@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/relay
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: run test test-loaded build lint bench bench-quick clean
+.PHONY: run test test-loaded build lint bench bench-quick bench-resilience clean
 
 run: ## everything in one process: embedded NATS, edge, worker, coordinator, fake upstream
 	$(GO) run ./relay/cmd/relay dev
@@ -27,6 +27,9 @@ bench: ## the benchmark: one table, about 8 minutes on 2 cores (e2e/BENCHMARKS.m
 
 bench-quick: ## the same figures with small counts, under a minute; CI runs it so it keeps working
 	$(GO) run ./e2e/bench --quick
+
+bench-resilience: ## the relay beside a direct openai-go client in weather, a 429 storm and an outage (e2e/BENCHMARKS.md, "Resilience"), about 2 minutes
+	bash -o pipefail -c "$(GO) test -count=1 -run 'TestProcessNeverWorseThanDirect|TestOutageIsAQueue' -v ./e2e/ | grep -E '^(---|ok|FAIL)|: (weather|429 storm|10 s outage)'"
 
 .PHONY: cluster
 cluster: ## a local cluster of separate processes: 3 nats-servers (JetStream, R3), 2 edges, 3 workers, the coordinator, the fake upstream; Ctrl-C stops it (configs/cluster/)

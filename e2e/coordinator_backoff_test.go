@@ -22,8 +22,9 @@ import (
 
 // One worker gets a 429 with Retry-After: 4; the pause is shared, so none
 // of the three workers calls the provider until it ends. New requests
-// meanwhile get a fast 503 with Retry-After, from each of the three
-// workers; the request that got the 429 waits and finishes after the pause.
+// meanwhile wait for it and complete after it, as the request that got the
+// 429 does; those that ask to fail fast get a fast 503 with Retry-After,
+// from each of the three workers.
 func TestCoordinator429PausesEveryWorker(t *testing.T) {
 	const grace = 300 * time.Millisecond // calls admitted before a worker learned of the pause may still arrive
 	c := start(t, options{Fleet: true, Workers: 3, Mock: mockupstream.Config{Tokens: 5}, Tune: func(cfg *config.Config) {
@@ -74,14 +75,28 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 	})
 	learned := time.Now()
 
-	// Waves of ten new requests while the pause lasts.
+	// Waves of ten new requests that fail fast while the pause lasts, and
+	// beside the first waves, requests that wait.
+	const waiting = 10
+	waited := make(chan time.Time, waiting)
+	var waiters sync.WaitGroup
+	failFast := http.Header{"X-Relay-Fail-Fast": {"true"}}
 	var mu sync.Mutex
 	refused := 0
 	for wave := 0; time.Until(pause.Until) > time.Second; wave++ {
+		if wave < waiting {
+			waiters.Go(func() {
+				status, _, body, err := unary(context.Background(), c.Edge, "mock-1", fmt.Sprintf("Waits %d.", wave))
+				if err != nil || status != http.StatusOK {
+					t.Errorf("a request that waited for the pause: %d %s %v", status, body, err)
+				}
+				waited <- time.Now()
+			})
+		}
 		var wg sync.WaitGroup
 		for i := range 10 {
 			wg.Go(func() {
-				status, retryAfter, _, err := unary(context.Background(), c.Edge, "mock-1", fmt.Sprintf("While paused %d-%d.", wave, i))
+				status, retryAfter, _, err := unaryWith(context.Background(), c.Edge, "mock-1", fmt.Sprintf("While paused %d-%d.", wave, i), failFast)
 				if err != nil {
 					t.Error(err)
 					return
@@ -102,6 +117,15 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 		wg.Wait()
 	}
 	done := <-first
+	waiters.Wait()
+	close(waited)
+	answered := 0
+	for at := range waited {
+		if at.Before(pause.Until) {
+			t.Fatalf("a request that waited was answered %v before the pause ended", pause.Until.Sub(at))
+		}
+		answered++
+	}
 
 	if calls := front.chats(learned.Add(grace), pause.Until); len(calls) != 0 {
 		t.Fatalf("%d calls reached the provider during the pause: %+v", len(calls), calls)
@@ -124,7 +148,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("after the pause: %d %s %v", status, body, err)
 	}
-	t.Logf("paused %v by %s; %d fast 503s; refusals by worker %v", pause.Until.Sub(pause.At), pause.By, refused, byWorker)
+	t.Logf("paused %v by %s; %d fast 503s; refusals by worker %v; %d requests waited and were answered", pause.Until.Sub(pause.At), pause.By, refused, byWorker, answered)
 }
 
 // During a partial outage (every other call fails) the retries stay within

@@ -288,6 +288,11 @@ func (c *system) learnedOpen(scope string) time.Time {
 // unary posts a "stream": false request and returns the status, the
 // Retry-After header and the body.
 func unary(ctx context.Context, edge, model, content string) (int, string, []byte, error) {
+	return unaryWith(ctx, edge, model, content, nil)
+}
+
+// unaryWith is unary with the request headers header besides.
+func unaryWith(ctx context.Context, edge, model, content string, header http.Header) (int, string, []byte, error) {
 	body, _ := json.Marshal(map[string]any{
 		"model": model, "stream": false,
 		"messages": []mockupstream.Message{{Role: "user", Content: content}},
@@ -295,6 +300,9 @@ func unary(ctx context.Context, edge, model, content string) (int, string, []byt
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, edge+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return 0, "", nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := httpClient.Do(req)

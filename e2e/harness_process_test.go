@@ -122,10 +122,16 @@ func (s *system) startProcesses() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w := o.Mock.Weather
 	s.mockProc, err = h.Start(ctx, procs.Role{Role: procs.MockUpstream, Settings: procs.Settings{
-		"log.format":                   "json",
-		"mock_upstream.tokens":         o.Mock.Tokens,
-		"mock_upstream.token_interval": o.Mock.TokenInterval.String(),
+		"log.format":                         "json",
+		"mock_upstream.tokens":               o.Mock.Tokens,
+		"mock_upstream.token_interval":       o.Mock.TokenInterval.String(),
+		"mock_upstream.weather.cut":          w.Cut,
+		"mock_upstream.weather.stall":        w.Stall,
+		"mock_upstream.weather.stall_for":    w.StallFor.String(),
+		"mock_upstream.weather.rate_limited": w.RateLimited,
+		"mock_upstream.weather.retry_after":  w.RetryAfter.String(),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +221,7 @@ func (s *system) worker(name string) *procs.Process {
 // mockStats reads the fake upstream's counters.
 func (s *system) mockStats() mockupstream.Stats {
 	s.t.Helper()
-	resp, err := http.Get(strings.TrimSuffix(s.mockProc.URL, "/v1") + "/mock/stats")
+	resp, err := http.Get(s.mockURL() + "/mock/stats")
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -102,9 +102,9 @@ func TestBreakerStaysClosedInWeather(t *testing.T) {
 }
 
 // A provider that answers every call with a 503 opens the breaker after
-// breaker.DefaultFailures calls; while it is open new requests get a fast
-// 503 without reaching it, and once the cooldown is over it sees one
-// probe.
+// breaker.DefaultFailures calls; while it is open new requests that ask to
+// fail fast get a fast 503 without reaching it, and once the cooldown is
+// over it sees one probe.
 func TestBreakerOpensOnAnOutage(t *testing.T) {
 	const cooldown = 2 * time.Second
 	c := start(t, options{Fleet: true, Workers: 1, Mock: mockupstream.Config{Tokens: 6, TokenInterval: -1},
@@ -126,7 +126,7 @@ func TestBreakerOpensOnAnOutage(t *testing.T) {
 	}
 	for i := range 5 {
 		at := time.Now()
-		status, ra, body, err := unary(ctx, c.Edge, "mock-1", fmt.Sprintf("While open %d.", i))
+		status, ra, body, err := unaryWith(ctx, c.Edge, "mock-1", fmt.Sprintf("While open %d.", i), http.Header{"X-Relay-Fail-Fast": {"true"}})
 		if err != nil || status != http.StatusServiceUnavailable || ra == "" || time.Since(at) > time.Second ||
 			!strings.Contains(string(body), `"code":"`+wire.CodeBreakerOpen+`"`) {
 			t.Fatalf("a new request while open: %d, Retry-After %q, %s %v after %v; want a fast 503 naming the breaker", status, ra, body, err, time.Since(at))

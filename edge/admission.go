@@ -16,7 +16,9 @@ import (
 
 // The edge's part of the cluster-wide provider state: the per-tenant
 // requests-per-minute limit (shared by every edge, fleet.TenantLimiter)
-// and a fast 503 for a model whose every provider's breaker is open. Both
+// and, for a request that asked to fail fast, a 503 at once for a model
+// whose every provider's breaker is open (the others are queued, and wait
+// at the worker for the breakers' probes). Both
 // act on local copies (a share, a watch of the breakers), so a
 // request makes no round trip for them. They start on the first request
 // and stop when the edge's NATS connection closes; until the buckets are
@@ -26,9 +28,9 @@ import (
 const CodeRateLimited = "rate_limit_exceeded"
 
 // admitGeneration is asked before a new generation is queued: the tenant's
-// limit, then the model's breakers. It returns the error the client gets:
-// a 429 or a 503, both with Retry-After.
-func (s *Server) admitGeneration(ctx context.Context, tenant, model string) *wire.Error {
+// limit, then, if the request fails fast, the model's breakers. It returns
+// the error the client gets: a 429 or a 503, both with Retry-After.
+func (s *Server) admitGeneration(ctx context.Context, tenant string, req chatRequest) *wire.Error {
 	cs := s.clusterState()
 	if cs == nil {
 		return nil
@@ -42,9 +44,12 @@ func (s *Server) admitGeneration(ctx context.Context, tenant, model string) *wir
 			RetryAfterMS: wait.Milliseconds(),
 		}
 	}
-	if wait, open := cs.view.AllOpen(s.catalog.Route(model), time.Now()); open {
+	if !req.FailFast {
+		return nil
+	}
+	if wait, open := cs.view.AllOpen(s.catalog.Route(req.Model), time.Now()); open {
 		return &wire.Error{
-			Message:      "No provider can take the request now: every provider of " + model + " is unavailable (circuit breaker open).",
+			Message:      "No provider can take the request now: every provider of " + req.Model + " is unavailable (circuit breaker open).",
 			Type:         wire.TypeUpstream,
 			Code:         wire.CodeBreakerOpen,
 			Status:       http.StatusServiceUnavailable,

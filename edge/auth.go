@@ -53,6 +53,9 @@ type principal struct {
 	tenant string
 	// models limits the models the request may ask for; nil: all.
 	models map[string]bool
+	// failFast: the key's generations fail at once when their provider
+	// cannot take them now (APIKey.FailFast).
+	failFast bool
 }
 
 // allows reports whether the principal may ask for model.
@@ -76,7 +79,7 @@ func newAuthenticator(keys []APIKey, allowAnonymous bool) *authenticator {
 	a := &authenticator{anonymous: allowAnonymous || len(keys) == 0}
 	for _, k := range keys {
 		hash, _ := hex.DecodeString(k.KeySHA256) // validated
-		p := principal{tenant: k.Tenant}
+		p := principal{tenant: k.Tenant, failFast: k.FailFast}
 		if len(k.Models) > 0 {
 			p.models = map[string]bool{}
 			for _, m := range k.Models {

@@ -93,6 +93,11 @@ type APIKey struct {
 	// Models, when set, are the only models the key may ask for; zero: every
 	// model the relay serves.
 	Models []string `koanf:"models"`
+	// FailFast makes the key's generations fail at once, with a 503 and
+	// Retry-After, when their provider cannot take them now, instead of
+	// waiting for it (the default; see HeaderFailFast, which overrides it
+	// per request).
+	FailFast bool `koanf:"fail_fast"`
 }
 
 // Defaults.

@@ -31,11 +31,17 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	fast, e := failFast(r, p)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	req, e := readChatRequest(w, r, s.cfg.MaxBodyBytes, s.limits(p))
 	if e != nil {
 		writeError(w, e)
 		return
 	}
+	req.FailFast = fast
 	st, e := s.start(r.Context(), p.tenant, key, req)
 	if e != nil {
 		if e.Status >= 500 {

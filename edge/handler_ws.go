@@ -139,6 +139,11 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	fast, e := failFast(r, principalOf(r))
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	conn, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader answered the client
@@ -146,7 +151,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	ctx, done := s.clients.add(r.Context(), clientWS)
 	defer done()
 	c := &wsConn{
-		s: s, conn: conn, p: principalOf(r), policy: policy,
+		s: s, conn: conn, p: principalOf(r), policy: policy, failFast: fast,
 		out:    make(chan wsOut, s.cfg.ClientBuffer),
 		active: map[string]bool{},
 		limit:  newRateLimiter(s.cfg.WSMaxMessagesPerSecond),
@@ -167,7 +172,10 @@ type wsConn struct {
 	limit *rateLimiter
 	// policy applies to the streams started on this connection.
 	policy DisconnectPolicy
-	out    chan wsOut
+	// failFast applies to the streams started on this connection
+	// (HeaderFailFast on the upgrade request).
+	failFast bool
+	out      chan wsOut
 
 	mu     sync.Mutex
 	active map[string]bool // streams followed on this connection
@@ -328,6 +336,7 @@ func (c *wsConn) handle(ctx context.Context, in wsIn) error {
 		if e != nil {
 			return c.sendError(ctx, "", e)
 		}
+		req.FailFast = c.failFast
 		st, e := c.s.start(ctx, c.p.tenant, in.IdempotencyKey, req)
 		if e != nil {
 			return c.sendError(ctx, "", e)

@@ -261,16 +261,17 @@ func (e *env) startWorker(w *worker) *worker {
 	return w
 }
 
-// awaitMetaEntry reads a stream's Meta, waiting up to 2 s for it: the
+// awaitMetaEntry reads a stream's Meta, waiting up to 20 s for it: the
 // edge stores it and queues the request concurrently, so the request may
-// arrive first.
+// arrive first, and on a loaded machine a read may time out (the scripted
+// worker would then leave its client waiting for frames that never come).
 func awaitMetaEntry(ctx context.Context, kv jetstream.KeyValue, id string) (jetstream.KeyValueEntry, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for {
 		entry, err := kv.Get(ctx, id)
-		if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return entry, err
+		if err == nil {
+			return entry, nil
 		}
 		select {
 		case <-ctx.Done():

@@ -18,6 +18,9 @@ type chatRequest struct {
 	Model  string
 	Stream bool
 	Body   json.RawMessage
+	// FailFast: fail at once rather than wait for a provider that cannot
+	// take the request now (HeaderFailFast). Not part of the body.
+	FailFast bool
 }
 
 // limits are what a request is checked against, besides its shape.

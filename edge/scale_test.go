@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -16,11 +17,16 @@ func TestManyConcurrentStreams(t *testing.T) {
 	// A tiny client buffer, so that some followers overflow and catch up.
 	edge := e.startEdge(Config{ClientBuffer: 2})
 	const streams = 200
+	// A stream that never ends fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, streams)
 	for i := range streams {
 		wg.Go(func() {
-			res, err := http.Post(edge.url+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(true, fmt.Sprint(i))))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, edge.url+"/v1/chat/completions", strings.NewReader(chatBody(true, fmt.Sprint(i))))
+			req.Header.Set("Content-Type", "application/json")
+			res, err := http.DefaultClient.Do(req)
 			if err != nil {
 				errs <- err
 				return

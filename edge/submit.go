@@ -30,7 +30,7 @@ const natsTimeout = 5 * time.Second
 // request is published with Nats-Msg-Id = id, so JetStream queues a
 // retried publish once.
 func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, wire.Meta, *wire.Error) {
-	if e := s.admitGeneration(ctx, tenant, req.Model); e != nil { // admission.go
+	if e := s.admitGeneration(ctx, tenant, req); e != nil { // admission.go
 		return "", wire.Meta{}, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
@@ -42,6 +42,7 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 		Model:    req.Model,
 		Body:     req.Body,
 		Created:  meta.Created,
+		FailFast: req.FailFast,
 	})
 	if err != nil {
 		// Body is JSON the edge parsed, so marshalling cannot fail.

@@ -34,6 +34,7 @@ func (g *SharedGate) Admit(ctx context.Context, prov, model string) (Ticket, err
 	a := admission{g: g, p: p, model: model, scope: ScopeOf(p, model), info: info, start: time.Now()}
 	a.bcfg = p.Breaker.WithDefaults()
 	ticket, err := a.run(ctx)
+	a.leaveLine()
 	if err != nil {
 		g.count(prov+"/"+model, err)
 	}
@@ -54,12 +55,17 @@ type admission struct {
 	waitedFor time.Time
 	// waitedOpen: the call waited for the breaker.
 	waitedOpen bool
+	// place is the call's place in its scope's line of waiting calls,
+	// zero until it waits (waitline.go).
+	place uint64
 }
 
 // mayWait reports whether the call may wait for a breaker or a pause, and
-// for how long at most.
+// for how long at most: a request waits for its provider as a direct
+// client would retry it, unless it asked to fail fast or another
+// candidate of its route can take it at once.
 func (a *admission) mayWait() (time.Duration, bool) {
-	if !a.info.Started || a.info.Alternatives > 0 || a.bcfg.MaxWait < 0 {
+	if a.info.FailFast || a.info.Alternatives > 0 || a.bcfg.MaxWait < 0 {
 		return 0, false
 	}
 	left := a.bcfg.MaxWait - time.Since(a.start)
@@ -94,10 +100,15 @@ func (a *admission) run(ctx context.Context) (Ticket, error) {
 				}
 			}
 			if d == breaker.Wait {
+				// An open breaker's wait is until its probe may go, and the
+				// verdict comes later: a call that could not outwait even
+				// that is refused now. A probe under way is waited for up to
+				// the bound (its claim's deadline is far, its verdict near).
 				left, ok := a.mayWait()
-				if !ok {
+				if !ok || row.Value.Current() == breaker.Open && left < wait {
 					return a.refuse(ErrProviderOpen, min(wait, a.bcfg.Cooldown))
 				}
+				a.joinLine()
 				if err := a.sleep(ctx, changed, min(wait, left)); err != nil {
 					return nil, err
 				}
@@ -114,6 +125,7 @@ func (a *admission) run(ctx context.Context) (Ticket, error) {
 			if left, ok := a.mayWait(); !ok || left < wait {
 				return a.refuse(ErrProviderPaused, wait)
 			}
+			a.joinLine()
 			if err := a.sleep(ctx, g.view.Pauses.Changed(), wait); err != nil {
 				return nil, err
 			}
@@ -158,16 +170,17 @@ func (a *admission) sleep(ctx context.Context, changed <-chan struct{}, d time.D
 	return nil
 }
 
-// spread delays a call that waited for an outage or a pause to end to a
-// uniform draw from the recovery window after that end, which every
-// worker reads from the same shared state: the fleet's waiting calls
-// arrive spread over the window, not together.
+// spread delays a call that waited for an outage or a pause to end to its
+// slot in the recovery window after that end, which every worker reads
+// from the same shared state: the fleet's waiting calls arrive spread over
+// the window, not together, and each worker's in the order they came
+// (releaseAt).
 func (a *admission) spread(ctx context.Context) error {
 	jitter := a.bcfg.RecoveryJitter
 	if a.waitedFor.IsZero() || jitter <= 0 {
 		return nil
 	}
-	at := a.waitedFor.Add(time.Duration(a.g.draw(int64(jitter))))
+	at := a.waitedFor.Add(a.releaseAt(jitter))
 	d := time.Until(at)
 	if d <= 0 {
 		return nil
@@ -191,7 +204,7 @@ func (a *admission) limits(ctx context.Context) (reserved float64, err error) {
 		return 0, nil
 	}
 	bound := l.Wait()
-	if a.info.Alternatives > 0 {
+	if a.info.Alternatives > 0 || a.info.FailFast {
 		bound = 0
 	}
 	deadline := time.Now().Add(bound)
@@ -248,7 +261,8 @@ func (g *SharedGate) settle(p provider.Config, reserved float64, tokens int) {
 // budget counts the call in the provider's retry budget, refusing a retry
 // the budget has no room for. A call that continues an answer its
 // provider was streaming is neither counted nor refused: the budget keeps
-// retries off a provider that fails, and this one answers.
+// retries off a provider that fails, and this one answers. Nor is a call
+// that follows a Retry-After: the shared pause already paced it.
 func (a *admission) budget() error {
 	g := a.g
 	g.mu.Lock()
@@ -268,7 +282,7 @@ func (a *admission) budget() error {
 		total.Requests++
 		return nil
 	}
-	if a.info.AfterContent {
+	if a.info.AfterContent || a.info.Paced {
 		return nil
 	}
 	if !b.Retry(now) {
@@ -284,7 +298,7 @@ func (a *admission) budget() error {
 // without counting it: a retry the budget will refuse should not claim a
 // probe or a rate-limit token first.
 func (a *admission) budgetAllows() bool {
-	if !a.info.Retry || a.info.AfterContent {
+	if !a.info.Retry || a.info.AfterContent || a.info.Paced {
 		return true
 	}
 	a.g.mu.Lock()

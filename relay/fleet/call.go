@@ -62,10 +62,19 @@ type CallInfo struct {
 	// provider answers: a retry budget, which keeps retries off a provider
 	// that fails, does not count such a call (see quota.Budget).
 	AfterContent bool
-	// Started: the request already made a call, or continues a stream
-	// another worker started; it may wait for a provider to recover
-	// instead of failing at once, as a new request does.
-	Started bool
+	// Paced: the request's previous call on this provider was answered
+	// with a Retry-After, which the gate shares as a pause: the pause
+	// paces this call, so a retry budget, whose purpose is pacing, does
+	// not count it either. A 429 storm is then waited out, as a plain
+	// SDK that honours Retry-After would, instead of failing requests
+	// for want of budget.
+	Paced bool
+	// FailFast: the client asked not to wait for a provider
+	// (wire.Request.FailFast), and this is the request's first call. A
+	// gate refuses it at once where another call would wait for a pause,
+	// a breaker's probe or a rate limit. A request that already streamed
+	// to its client waits like any other: its stream is open.
+	FailFast bool
 	// Alternatives is how many later candidates of the route are still
 	// open: with one, a refusal moves the request on at once, so a gate
 	// should not make it wait.

@@ -31,13 +31,15 @@ import (
 // all of it still works: the workers make every breaker transition
 // themselves.
 //
-// Admit may wait: a call that continues a started request and has no
-// other candidate waits, up to breaker.max_wait, for an open breaker or a
-// pause to end, and is then let go at a uniform draw from the recovery
-// window after the moment it ended, which every worker shares, so the
-// fleet's retries spread (full jitter, cluster-wide); a call over a rate
-// limit waits up to rate_limit.max_wait when it has no other candidate. A
-// new request is refused at once, with a Retry-After.
+// Admit may wait: a pause or a short outage is a queue, not a failure. A
+// call with no other candidate waits, up to breaker.max_wait, for an open
+// breaker's probe or a pause to end, and is then let go in its slot of the
+// recovery window after the moment it ended, which every worker shares, so
+// the fleet's calls spread (full jitter, cluster-wide) in the order they
+// came (waitline.go); a call over a rate limit waits up to
+// rate_limit.max_wait. A call that could not outwait the bound, or the
+// first call of a request that asked to fail fast (CallInfo.FailFast), is
+// refused at once, with a Retry-After.
 type SharedGate struct {
 	id      string
 	catalog *provider.Catalog
@@ -63,6 +65,7 @@ type SharedGate struct {
 type scopeState struct {
 	tally    breaker.Tally
 	claiming bool
+	line     waitLine
 }
 
 // SharedGateConfig configures a SharedGate.

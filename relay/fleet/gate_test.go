@@ -56,8 +56,11 @@ func putState(t *testing.T, js jetstream.JetStream, bucket, key string, v any) {
 	}
 }
 
+// The breaker trips on an outage; then a call that asked to fail fast, one
+// that could not outwait the bound (the probe comes after max_wait), and
+// one with another candidate are refused at once, with a Retry-After.
 func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
-	g, _ := sharedGate(t, provider.Config{Breaker: breaker.Config{Cooldown: time.Minute}})
+	g, _ := sharedGate(t, provider.Config{Breaker: breaker.Config{Cooldown: 2 * time.Minute}})
 	ctx := context.Background()
 	fail := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("connection refused")}
 	for range breaker.DefaultFailures {
@@ -71,22 +74,28 @@ func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
 		t.Fatalf("breaker %+v after %d failures", b, breaker.DefaultFailures)
 	}
 	start := time.Now()
-	_, err := g.Admit(ctx, "p", "m")
+	_, err := g.Admit(WithCallInfo(ctx, CallInfo{FailFast: true}), "p", "m")
 	var ue *UnavailableError
-	if !errors.Is(err, ErrProviderUnavailable) || !errors.Is(err, ErrProviderOpen) || !errors.As(err, &ue) || ue.RetryAfter < 50*time.Second {
+	if !errors.Is(err, ErrProviderUnavailable) || !errors.Is(err, ErrProviderOpen) || !errors.As(err, &ue) || ue.RetryAfter < 50*time.Second || ue.Provider != "p" {
 		t.Fatalf("admit while open: %v", err)
 	}
-	if time.Since(start) > 100*time.Millisecond {
-		t.Fatal("a new request waited")
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("a request that asked to fail fast waited")
 	}
 	if got := RetryAfterOf(err); got != ue.RetryAfter {
 		t.Fatalf("retry after %v", got)
 	}
-	// A started request with an alternative moves on at once too.
-	if _, err := g.Admit(WithCallInfo(ctx, CallInfo{Started: true, Alternatives: 1}), "p", "m"); !errors.Is(err, ErrProviderOpen) {
+	// The probe comes after the bound (breaker.DefaultMaxWait): waiting
+	// would only delay the failure.
+	start = time.Now()
+	if _, err := g.Admit(ctx, "p", "m"); !errors.Is(err, ErrProviderOpen) || time.Since(start) > 5*time.Second {
+		t.Fatalf("a request that cannot outwait the cooldown: %v after %v", err, time.Since(start))
+	}
+	// A request with an alternative moves on at once too.
+	if _, err := g.Admit(WithCallInfo(ctx, CallInfo{Retry: true, Alternatives: 1}), "p", "m"); !errors.Is(err, ErrProviderOpen) {
 		t.Fatalf("with an alternative: %v", err)
 	}
-	if s := g.Stats(); s.Transitions["closed->open"] != 1 || s.Refused["open"] != 2 || s.Calls["p/m"].Open != 2 || s.Calls["p/m"].Failures != breaker.DefaultFailures {
+	if s := g.Stats(); s.Transitions["closed->open"] != 1 || s.Refused["open"] != 3 || s.Calls["p/m"].Open != 3 || s.Calls["p/m"].Failures != breaker.DefaultFailures {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -100,6 +109,7 @@ func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
 func TestSharedGateOpensOnAnOutageNotOnWeather(t *testing.T) {
 	g, _ := sharedGate(t, provider.Config{Breaker: breaker.Config{Cooldown: 300 * time.Millisecond}})
 	ctx := context.Background()
+	fast := WithCallInfo(ctx, CallInfo{FailFast: true})
 	cut := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: upstream.ErrTruncated, Streamed: true}
 	stall := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("stalled"), Streamed: true}
 	busy := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: &upstream.StatusError{Status: 429}}
@@ -142,18 +152,18 @@ func TestSharedGateOpensOnAnOutageNotOnWeather(t *testing.T) {
 		t.Fatalf("opened by %q", b.Reason)
 	}
 	for range 20 {
-		if _, err := g.Admit(ctx, "p", "m"); !errors.Is(err, ErrProviderOpen) {
+		if _, err := g.Admit(fast, "p", "m"); !errors.Is(err, ErrProviderOpen) {
 			t.Fatalf("admitted while open: %v", err)
 		}
 	}
 	// Once the cooldown is over, one call is the probe; the others are
 	// refused while it runs.
 	relaytest.Eventually(t, 2*time.Second, 10*time.Millisecond, func() bool {
-		tk, err := g.Admit(ctx, "p", "m")
+		tk, err := g.Admit(fast, "p", "m")
 		if err != nil {
 			return false
 		}
-		if _, err := g.Admit(ctx, "p", "m"); !errors.Is(err, ErrProviderOpen) {
+		if _, err := g.Admit(fast, "p", "m"); !errors.Is(err, ErrProviderOpen) {
 			t.Fatalf("a second call during the probe: %v", err)
 		}
 		tk.Done(refused)
@@ -181,7 +191,8 @@ func TestSharedGatePerModelBreaker(t *testing.T) {
 	if g.Breaker(m1).Current() != breaker.Open || g.Breaker(m2).Current() != breaker.Closed || g.Breaker("p").Current() != breaker.Closed {
 		t.Fatalf("breakers after m1's failures: m1 %s, m2 %s, p %s", g.Breaker(m1).Current(), g.Breaker(m2).Current(), g.Breaker("p").Current())
 	}
-	if _, err := g.Admit(ctx, "p", "m1"); !errors.Is(err, ErrProviderOpen) {
+	fast := WithCallInfo(ctx, CallInfo{FailFast: true})
+	if _, err := g.Admit(fast, "p", "m1"); !errors.Is(err, ErrProviderOpen) {
 		t.Fatalf("m1 while its breaker is open: %v", err)
 	}
 	tk, err := g.Admit(ctx, "p", "m2")
@@ -189,7 +200,7 @@ func TestSharedGatePerModelBreaker(t *testing.T) {
 		t.Fatalf("m2 while m1's breaker is open: %v", err)
 	}
 	tk.Done(Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: &upstream.StatusError{Status: 429}, RetryAfter: 2 * time.Second})
-	if _, err := g.Admit(ctx, "p", "m2"); !errors.Is(err, ErrProviderPaused) {
+	if _, err := g.Admit(fast, "p", "m2"); !errors.Is(err, ErrProviderPaused) {
 		t.Fatalf("m2 after its 429 with Retry-After: %v", err)
 	}
 	pauses, err := js.KeyValue(ctx, wire.PauseBucket)
@@ -202,9 +213,9 @@ func TestSharedGatePerModelBreaker(t *testing.T) {
 	}
 }
 
-// A started request waits for the breaker; the probe is claimed by the
-// first call after the cooldown, its stream closes the breaker, and the
-// waiting call goes within the recovery window after that moment.
+// A request waits for the breaker; the probe is claimed by the first call
+// after the cooldown, its stream closes the breaker, and the waiting call
+// goes within the recovery window after that moment.
 func TestSharedGateWaitsThenSpreads(t *testing.T) {
 	const jitter = 300 * time.Millisecond
 	g, js := sharedGate(t, provider.Config{Breaker: breaker.Config{Cooldown: time.Second, RecoveryJitter: jitter, MaxWait: 5 * time.Second}})
@@ -212,7 +223,7 @@ func TestSharedGateWaitsThenSpreads(t *testing.T) {
 	putState(t, js, wire.BreakerBucket, "p", breaker.State{Phase: breaker.Open, Since: now, Trips: 1, Until: now.Add(300 * time.Millisecond)})
 	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return g.Breaker("p").Current() == breaker.Open })
 
-	started := WithCallInfo(context.Background(), CallInfo{Started: true, Retry: true})
+	started := WithCallInfo(context.Background(), CallInfo{Retry: true})
 	waited := make(chan time.Time, 1)
 	go func() {
 		tk, err := g.Admit(started, "p", "m")
@@ -226,7 +237,7 @@ func TestSharedGateWaitsThenSpreads(t *testing.T) {
 		waited <- at
 	}()
 	time.Sleep(400 * time.Millisecond) // the cooldown is over; the waiter may have claimed the probe
-	probe, err := g.Admit(context.Background(), "p", "m")
+	probe, err := g.Admit(WithCallInfo(context.Background(), CallInfo{FailFast: true}), "p", "m")
 	if err == nil {
 		// This call won the claim: its stream closes the breaker.
 		probe.(StartedTicket).Started()
@@ -250,7 +261,7 @@ func TestSharedGatePauseAndBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk.Done(Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: &upstream.StatusError{Status: 429}, RetryAfter: 2 * time.Second})
-	if _, err := g.Admit(ctx, "p", "m"); !errors.Is(err, ErrProviderPaused) {
+	if _, err := g.Admit(WithCallInfo(ctx, CallInfo{FailFast: true}), "p", "m"); !errors.Is(err, ErrProviderPaused) {
 		t.Fatalf("after a 429 with Retry-After: %v", err)
 	}
 	if b := g.Breaker("p"); b.Current() != breaker.Closed {
@@ -258,7 +269,7 @@ func TestSharedGatePauseAndBudget(t *testing.T) {
 	}
 
 	g2, _ := sharedGate(t, provider.Config{RetryBudget: quota.BudgetConfig{Ratio: 0.5, MinRetries: -1}})
-	retry := WithCallInfo(ctx, CallInfo{Retry: true, Started: true})
+	retry := WithCallInfo(ctx, CallInfo{Retry: true})
 	for range 2 {
 		tk, err := g2.Admit(ctx, "p", "m")
 		if err != nil {
@@ -276,9 +287,15 @@ func TestSharedGatePauseAndBudget(t *testing.T) {
 	}
 	// A call that continues an answer the provider was streaming is not
 	// the budget's: it goes, and is not counted.
-	tk, err = g2.Admit(WithCallInfo(ctx, CallInfo{Retry: true, Started: true, AfterContent: true}), "p", "m")
+	tk, err = g2.Admit(WithCallInfo(ctx, CallInfo{Retry: true, AfterContent: true}), "p", "m")
 	if err != nil {
 		t.Fatalf("continuation of a cut answer with the budget spent: %v", err)
+	}
+	tk.Done(Report{Verdict: breaker.Success})
+	// Nor is a call that follows a Retry-After: the shared pause paced it.
+	tk, err = g2.Admit(WithCallInfo(ctx, CallInfo{Retry: true, Paced: true}), "p", "m")
+	if err != nil {
+		t.Fatalf("retry after a Retry-After with the budget spent: %v", err)
 	}
 	tk.Done(Report{Verdict: breaker.Success})
 	if r := g2.Stats().Retries["p"]; r != (quota.Retries{Requests: 2, Retries: 1, Denied: 1}) {

@@ -47,8 +47,11 @@ type Table[T any] struct {
 	// every change the watch brings, with ok false for a deleted key.
 	OnChange func(key string, row Row[T], ok bool)
 
-	mu      sync.Mutex
-	rows    map[string]Row[T]
+	mu   sync.Mutex
+	rows map[string]Row[T]
+	// revs is the latest revision of each key the copy took, a deletion's
+	// too: an older word on a key never replaces a newer one.
+	revs    map[string]uint64
 	changed chan struct{}
 	synced  chan struct{}
 	once    sync.Once
@@ -65,7 +68,7 @@ func NewTable[T any](kv KV, logger *slog.Logger, filters ...string) *Table[T] {
 	}
 	return &Table[T]{
 		kv: kv, filters: filters, log: logger.With("bucket", kv.Bucket()), retry: watchRetry,
-		rows: map[string]Row[T]{}, changed: make(chan struct{}), synced: make(chan struct{}),
+		rows: map[string]Row[T]{}, revs: map[string]uint64{}, changed: make(chan struct{}), synced: make(chan struct{}),
 	}
 }
 
@@ -129,7 +132,7 @@ func (t *Table[T]) watch(ctx context.Context) (replayed bool, err error) {
 func (t *Table[T]) apply(e jetstream.KeyValueEntry) {
 	key := e.Key()
 	if e.Operation() != jetstream.KeyValuePut {
-		t.set(key, Row[T]{}, false)
+		t.set(key, Row[T]{Rev: e.Revision()}, false)
 		return
 	}
 	var v T
@@ -154,8 +157,22 @@ func (t *Table[T]) prune(keep map[string]bool) {
 	}
 }
 
+// set takes row for key (ok), or the key's deletion at row.Rev, unless the
+// copy holds a later revision of the key already. A write's own result or
+// a read (Update) can race the watch: applied after the watch brought a
+// later change, it would take the copy back to a state that no change
+// will correct (seen: a breaker left half-open in one worker's copy for
+// good, its waiting requests refused after max_wait). A deletion without
+// a revision (the watch's replay no longer has the key) always applies.
 func (t *Table[T]) set(key string, row Row[T], ok bool) {
 	t.mu.Lock()
+	if row.Rev != 0 && row.Rev < t.revs[key] {
+		t.mu.Unlock()
+		return
+	}
+	if row.Rev != 0 {
+		t.revs[key] = row.Rev
+	}
 	_, had := t.rows[key]
 	if ok {
 		t.rows[key] = row
@@ -278,7 +295,8 @@ func (t *Table[T]) read(ctx context.Context, key string) (Row[T], bool, error) {
 	e, err := t.kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		t.set(key, Row[T]{}, false)
+		// The copy is left to the watch, which brings the deletion with
+		// its revision.
 		return Row[T]{}, false, nil
 	case err != nil:
 		return Row[T]{}, false, fmt.Errorf("fleet: read %s/%s: %w", t.kv.Bucket(), key, err)

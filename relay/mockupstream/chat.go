@@ -138,6 +138,13 @@ func (s *Server) faultsFor(messages []Message, n int) (faults, error) {
 	if !found {
 		f = s.faults
 	}
+	if !found && f.spec == "" {
+		kind, drawn := s.weather.Load().draw(s.cfg.Tokens)
+		if kind != "" {
+			s.stats.weather(kind)
+		}
+		return drawn, nil
+	}
 	if f.times != 0 && n > f.times {
 		return faults{}, nil
 	}

@@ -52,6 +52,12 @@ type Config struct {
 	// own; GET /v1/models still answers, like a provider whose API is up
 	// while its completions fail. Empty means no faults.
 	Faults string `koanf:"faults"`
+
+	// Weather is the provider's ordinary misbehaviour, drawn per request
+	// that neither Faults nor a directive of its own decides (see Weather;
+	// PUT /mock/weather changes it while the server runs). The zero value
+	// is fair weather.
+	Weather Weather `koanf:"weather"`
 }
 
 // Validate reports the first invalid setting, naming its config key.
@@ -84,6 +90,9 @@ func (c Config) validate() (faults, error) {
 			return faults{}, fmt.Errorf("mock_upstream.models[%d]: duplicate model %q", i, model)
 		}
 		seen[model] = true
+	}
+	if err := c.Weather.validate(); err != nil {
+		return faults{}, err
 	}
 	f, err := parseFaults(c.Faults)
 	if err != nil {

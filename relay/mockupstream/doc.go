@@ -18,6 +18,9 @@
 //     taken.
 //   - GET /v1/models: the configured models, in OpenAI's list shape.
 //   - GET /mock/stats: the Stats counters as JSON (no API key needed).
+//   - PUT /mock/weather: the provider's ordinary misbehaviour from now on
+//     (Weather, as JSON: {"cut":0.05,"stall":0.05,"rate_limited":0.03,
+//     "retry_after":"1s"}; {} is fair weather).
 //
 // Errors have OpenAI's shape:
 //

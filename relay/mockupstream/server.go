@@ -30,6 +30,7 @@ type Server struct {
 	mux    *http.ServeMux
 
 	apiKeys atomic.Pointer[map[string]bool] // empty: no authentication
+	weather atomic.Pointer[Weather]
 	stats   *stats
 	ids     atomic.Uint64
 
@@ -55,9 +56,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		now:    time.Now,
 	}
 	s.SetAPIKeys(cfg.APIKeys)
+	s.weather.Store(&s.cfg.Weather)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /mock/stats", s.handleStats)
+	s.mux.HandleFunc("PUT /mock/weather", s.handleWeather)
 	s.mux.HandleFunc("/", handleUnknown)
 	return s, nil
 }

@@ -22,6 +22,9 @@ type Stats struct {
 	// model, max_tokens). Retries and continuations of one conversation
 	// count under the same key.
 	ByConversation map[string]int `json:"by_conversation"`
+	// Weather counts the faults the weather drew, by kind: rate_limited,
+	// cut, stall.
+	Weather map[string]int `json:"weather,omitempty"`
 }
 
 // stats is the live, locked version of Stats.
@@ -30,10 +33,17 @@ type stats struct {
 	chatRequests   int
 	byStatus       map[int]int
 	byConversation map[string]int
+	drawn          map[string]int // by weather
 }
 
 func newStats() *stats {
-	return &stats{byStatus: make(map[int]int), byConversation: make(map[string]int)}
+	return &stats{byStatus: make(map[int]int), byConversation: make(map[string]int), drawn: make(map[string]int)}
+}
+
+func (s *stats) weather(kind string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drawn[kind]++
 }
 
 func (s *stats) chatRequest() {
@@ -60,11 +70,15 @@ func (s *stats) status(code int) {
 func (s *stats) snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{
+	st := Stats{
 		ChatRequests:   s.chatRequests,
 		ByStatus:       maps.Clone(s.byStatus),
 		ByConversation: maps.Clone(s.byConversation),
 	}
+	if len(s.drawn) > 0 {
+		st.Weather = maps.Clone(s.drawn)
+	}
+	return st
 }
 
 // Stats returns a snapshot of the counters.

@@ -14,6 +14,12 @@ type Request struct {
 	// Created is the Unix time the edge accepted the request; it is the
 	// "created" field of every chunk object.
 	Created int64 `json:"created"`
+	// FailFast: the client would rather fail at once than wait for a
+	// provider that is paused, behind an open breaker or over its rate
+	// limit (the edge's X-Relay-Fail-Fast header, or its key's
+	// fail_fast). By default a request waits for the provider, up to a
+	// bound.
+	FailFast bool `json:"fail_fast,omitempty"`
 }
 
 // Meta is the metadata an edge stores in MetaBucket when it accepts a

@@ -46,7 +46,8 @@ func (j *job) callInfo(s *routeState, i int, takeover bool) fleet.CallInfo {
 		StreamID:     j.req.StreamID,
 		Retry:        s.calls[s.route[i].Provider.Name] > 0,
 		AfterContent: s.afterContent,
-		Started:      j.attempts > 0 || takeover,
+		Paced:        s.paced,
+		FailFast:     j.req.FailFast && j.attempts == 0 && !takeover,
 		Alternatives: alternatives,
 	}
 }

@@ -63,7 +63,7 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 			// Every key of the provider was refused.
 			state.closeProvider(c.Provider.Name)
 		default:
-			state.failed(i, j.text.Len() > before)
+			state.failed(i, j.text.Len() > before, out.retryAfter)
 			if out.retryAfter > maxRetryAfter {
 				state.close(i)
 			}

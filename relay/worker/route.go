@@ -1,6 +1,10 @@
 package worker
 
-import "github.com/relaydev/relay/relay/provider"
+import (
+	"time"
+
+	"github.com/relaydev/relay/relay/provider"
+)
 
 // routeState is the retry budget of one request walking its route
 // (provider.Catalog.Route), and where its next attempt goes:
@@ -17,7 +21,11 @@ import "github.com/relaydev/relay/relay/provider"
 //     asking for a longer wait than the relay makes a client bear.
 //
 // Calls that fix themselves at once (a rejected key replaced by the next,
-// a rejected prefill replaced by prompt mode) are not counted.
+// a rejected prefill replaced by prompt mode) are not counted, nor are
+// calls the provider answered with a Retry-After while the waits it asked
+// of the request add up to no more than its breaker.max_wait: a provider
+// that says when to come back is a queue (as its shared pause is), and a
+// 429 storm costs the request time, not its retries.
 type routeState struct {
 	route  []provider.Candidate
 	calls  map[string]int // calls made per provider
@@ -27,6 +35,12 @@ type routeState struct {
 	// failed, so the next call continues an answer its provider was
 	// giving (fleet.CallInfo.AfterContent).
 	afterContent bool
+	// paced: the last failed call asked to wait (Retry-After), which the
+	// gate shares as a pause that paces the next call
+	// (fleet.CallInfo.Paced), and was not counted.
+	paced bool
+	// pacedFor adds up the waits asked by the calls not counted.
+	pacedFor time.Duration
 	// streak counts the failures in a row on the current candidate since
 	// it last published text: the exponent of the backoff. A call that
 	// made progress proves the provider works, so the wait starts small
@@ -44,15 +58,29 @@ func newRouteState(route []provider.Candidate) *routeState {
 }
 
 // failed records a failed call of candidate i, which published text if
-// progress.
-func (s *routeState) failed(i int, progress bool) {
-	s.calls[s.route[i].Provider.Name]++
-	s.tries[i]++
+// progress, and asked the relay to wait retryAfter before the next.
+func (s *routeState) failed(i int, progress bool, retryAfter time.Duration) {
 	s.afterContent = progress
+	s.paced = s.pace(i, retryAfter)
+	if !s.paced {
+		s.calls[s.route[i].Provider.Name]++
+		s.tries[i]++
+	}
 	if progress {
 		s.streak = 0
 	}
 	s.streak++
+}
+
+// pace reports whether a failed call of candidate i that asked for
+// retryAfter goes uncounted, and if so adds the wait to the request's.
+func (s *routeState) pace(i int, retryAfter time.Duration) bool {
+	bound := s.route[i].Provider.Breaker.WithDefaults().MaxWait
+	if retryAfter <= 0 || bound < 0 || s.pacedFor+retryAfter > bound {
+		return false
+	}
+	s.pacedFor += retryAfter
+	return true
 }
 
 // close takes candidate i out of the route.

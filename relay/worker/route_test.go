@@ -2,8 +2,10 @@ package worker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/relaydev/relay/relay/backoff"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/provider"
 )
 
@@ -31,7 +33,7 @@ func TestRouteStateNext(t *testing.T) {
 		{1, 2}, // a spent: b/m1 (its first call is free)
 		{2, -1},
 	} {
-		s.failed(step.failed, false)
+		s.failed(step.failed, false, 0)
 		next, ok := s.next(step.failed)
 		if !ok {
 			next = -1
@@ -47,12 +49,12 @@ func TestRouteStateStaysWithoutFallback(t *testing.T) {
 	// keeps going while its provider's budget lasts.
 	s := newRouteState([]provider.Candidate{{Provider: provider.Config{Name: "a"}, Model: "m", MaxRetries: 1}})
 	for range backoff.DefaultMaxRetries {
-		s.failed(0, true)
+		s.failed(0, true, 0)
 		if next, ok := s.next(0); !ok || next != 0 {
 			t.Fatalf("after %d calls: next = %d, %v; want a retry", s.calls["a"], next, ok)
 		}
 	}
-	s.failed(0, true)
+	s.failed(0, true, 0)
 	if _, ok := s.next(0); ok {
 		t.Fatal("retried past the provider's max_retries")
 	}
@@ -78,9 +80,31 @@ func TestRouteStateBackoffStreak(t *testing.T) {
 		progress bool
 		want     int
 	}{{false, 1}, {false, 2}, {true, 1}, {false, 2}, {false, 3}} {
-		s.failed(0, tc.progress)
+		s.failed(0, tc.progress, 0)
 		if s.streak != tc.want {
 			t.Fatalf("failure %d: streak %d, want %d", i, s.streak, tc.want)
 		}
+	}
+}
+
+// A call answered with a Retry-After is waited out, not counted, while the
+// waits the provider asked of the request add up to no more than its
+// breaker.max_wait; past that, such calls count like any other failure.
+func TestRouteStatePacedCallsAreNotCounted(t *testing.T) {
+	p := provider.Config{Name: "a", Retry: backoff.Config{MaxRetries: 1}, Breaker: breaker.Config{MaxWait: 10 * time.Second}}
+	s := newRouteState([]provider.Candidate{{Provider: p, Model: "m", MaxRetries: 1}})
+	for i := range 5 {
+		s.failed(0, false, 2*time.Second)
+		if next, ok := s.next(0); !ok || next != 0 || !s.paced || s.tries[0] != 0 {
+			t.Fatalf("429 %d with Retry-After 2s: next %d %v, paced %v, tries %d; want a retry not counted", i+1, next, ok, s.paced, s.tries[0])
+		}
+	}
+	s.failed(0, false, 2*time.Second) // 12s asked: past the bound
+	if s.paced || s.tries[0] != 1 {
+		t.Fatalf("past max_wait: paced %v, tries %d; want counted", s.paced, s.tries[0])
+	}
+	s.failed(0, false, 0)
+	if _, ok := s.next(0); ok || s.paced {
+		t.Fatal("a failure without Retry-After past the retries was retried")
 	}
 }

@@ -11,11 +11,11 @@ const (
 	DefaultFailureRatio   = 0.5
 	DefaultMinCalls       = 20
 	DefaultWindow         = 30 * time.Second
-	DefaultCooldown       = 30 * time.Second
+	DefaultCooldown       = 5 * time.Second
 	DefaultMaxCooldown    = 5 * time.Minute
 	DefaultProbeTimeout   = 2 * time.Minute
 	DefaultRecoveryJitter = 5 * time.Second
-	DefaultMaxWait        = 30 * time.Second
+	DefaultMaxWait        = time.Minute
 )
 
 // Config is the `breaker` section of a provider. The zero value means the
@@ -42,7 +42,9 @@ type Config struct {
 	// 30s.
 	Window time.Duration `koanf:"window"`
 	// Cooldown is how long the breaker stays open the first time, before
-	// one probe is let through. Zero: 30s.
+	// one probe is let through. Zero: 5s: the probe is one call, and the
+	// requests waiting for its verdict (MaxWait) should not wait longer
+	// than the outage. It doubles with each failed probe.
 	Cooldown time.Duration `koanf:"cooldown"`
 	// MaxCooldown caps the cooldown, which doubles each time a probe fails.
 	// Zero: 5m.
@@ -56,10 +58,10 @@ type Config struct {
 	// moment of the close, which all nodes share, so the fleet's retries
 	// spread instead of arriving together. Zero: 5s; negative: none.
 	RecoveryJitter time.Duration `koanf:"recovery_jitter"`
-	// MaxWait is how long a call that continues a started request and has
-	// no other candidate left waits for an open breaker (or a pause) to
-	// end before the request fails. A new request never waits: it gets a
-	// 503 at once. Zero: 30s; negative: never wait.
+	// MaxWait is how long a call with no other candidate left waits for
+	// an open breaker's probe (or a pause) before its request fails: a
+	// short outage costs latency, not answers. A request that asked to
+	// fail fast does not wait. Zero: 1m; negative: never wait.
 	MaxWait time.Duration `koanf:"max_wait"`
 	// PerModel gives every model of the provider a breaker (and a shared
 	// Retry-After pause) of its own, for providers whose models fail

@@ -7,7 +7,7 @@ import (
 
 // Defaults of the zero Limit.
 const (
-	DefaultMaxWait = 2 * time.Second
+	DefaultMaxWait = time.Minute
 	// DefaultBurst is how many seconds of its share a node may spend at
 	// once; at least one request always fits.
 	DefaultBurst = time.Second
@@ -26,8 +26,9 @@ type Limit struct {
 	// limit.
 	TPM int `koanf:"tpm"`
 	// MaxWait is how long a call over the limit waits for the limit when
-	// its route has no other candidate; with another candidate it moves on
-	// at once. Zero: 2s; negative: never wait.
+	// its route has no other candidate (a limit is a queue, as a pause is);
+	// with another candidate, or when its request asked to fail fast, it
+	// moves on at once. Zero: 1m; negative: never wait.
 	MaxWait time.Duration `koanf:"max_wait"`
 	// Burst is how many seconds of its share a worker may spend at once
 	// (at least one request). Zero: 1s.
