@@ -1,0 +1,182 @@
+package ociimage_test
+
+import (
+	"bufio"
+	"context"
+	"debug/elf"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/ociimage"
+)
+
+// repoRoot is the repository's root, from this package's directory.
+const repoRoot = "../.."
+
+// TestImageRuns builds the image as `make image` does (a static binary,
+// the layers, an OCI archive), unpacks the archive, and runs the image's
+// entry point from its root file system as its non-root user: `relay
+// version` prints the version the image was built with, and the default
+// command (`relay dev` with the fake upstream) serves one real streaming
+// chat completion to the end and stops cleanly on SIGTERM.
+func TestImageRuns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "relay")
+	const version = "v0.0.0-imagetest"
+	if err := ociimage.Compile(ctx, repoRoot, bin, runtime.GOARCH, version); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "relay.tar")
+	writeImage(t, ociimage.Options{RepoRoot: repoRoot, Binary: bin, Arch: runtime.GOARCH, Version: version, Revision: "abc123", Created: time.Unix(1700000000, 0)}, archive)
+	u := unpackOCI(t, archive)
+
+	if u.ref != "relay:"+version {
+		t.Errorf("ref %q, want relay:%s", u.ref, version)
+	}
+	if u.config.Config.User != "65532:65532" || u.config.OS != "linux" || u.config.Architecture != runtime.GOARCH {
+		t.Errorf("user %q, platform %s/%s", u.config.Config.User, u.config.OS, u.config.Architecture)
+	}
+	if got := u.config.Config.Labels["org.opencontainers.image.version"]; got != version {
+		t.Errorf("version label %q", got)
+	}
+	checkRootFS(t, u)
+
+	out, err := inImage(ctx, u, "version").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "relay "+version {
+		t.Fatalf("relay version: %q, %v", out, err)
+	}
+
+	// The default command, with free loopback ports so that it runs beside
+	// anything else on the machine: a later --set wins.
+	args := append(append([]string{}, u.config.Config.Cmd...),
+		"--set", "edge.listen=127.0.0.1:0", "--set", "embedded_nats.listen=127.0.0.1:-1",
+		"--set", "worker.listen=127.0.0.1:0", "--set", "coordinator.listen=127.0.0.1:0")
+	dev := inImage(ctx, u, args...)
+	var stderr strings.Builder
+	dev.Stderr = &stderr
+	line := readyLine(t, dev, "relay dev ready:", 2*time.Minute)
+	exited := make(chan error, 1)
+	go func() { exited <- dev.Wait() }()
+	t.Cleanup(func() {
+		if dev.ProcessState == nil {
+			_ = dev.Process.Kill()
+			<-exited
+		}
+	})
+	edge := regexp.MustCompile(`edge (http://[0-9.:]+)`).FindStringSubmatch(line)
+	if edge == nil {
+		t.Fatalf("ready line %q names no edge", line)
+	}
+	streamOnce(t, ctx, edge[1])
+
+	if err := dev.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("relay dev after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("relay dev did not stop within a minute of SIGTERM\n%s", stderr.String())
+	}
+	// It kept its JetStream files in the working directory, as its user.
+	data, err := os.Stat(filepath.Join(u.root, ociimage.WorkDir, "data"))
+	if err != nil {
+		t.Fatalf("no JetStream files in the working directory: %v", err)
+	}
+	if st := data.Sys().(*syscall.Stat_t); os.Geteuid() == 0 && st.Uid != ociimage.UID {
+		t.Errorf("data owned by uid %d, want %d", st.Uid, ociimage.UID)
+	}
+}
+
+// checkRootFS checks what the image's root file system must hold for a
+// scratch image: a static binary, the relay user, CA certificates, a
+// sticky world-writable /tmp and every example configuration.
+func checkRootFS(t *testing.T, u unpacked) {
+	t.Helper()
+	f, err := elf.Open(filepath.Join(u.root, ociimage.Binary))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("the binary is dynamically linked; a scratch image has no loader")
+		}
+	}
+	passwd, err := os.ReadFile(filepath.Join(u.root, "etc/passwd"))
+	if err != nil || !strings.Contains(string(passwd), "relay:x:65532:65532:") {
+		t.Errorf("/etc/passwd: %q, %v", passwd, err)
+	}
+	if st, err := os.Stat(filepath.Join(u.root, ociimage.CABundle)); err != nil || st.Size() < 1000 {
+		t.Errorf("CA bundle: %v", err)
+	}
+	if st, err := os.Stat(filepath.Join(u.root, "tmp")); err != nil || st.Mode().Perm() != 0o777 || st.Mode()&os.ModeSticky == 0 {
+		t.Errorf("/tmp: %v, %v", st.Mode(), err)
+	}
+	configs, _ := filepath.Glob(filepath.Join(repoRoot, "configs", "*.yaml"))
+	for _, c := range configs {
+		if _, err := os.Stat(filepath.Join(u.root, ociimage.ConfigDir, filepath.Base(c))); err != nil {
+			t.Errorf("example config: %v", err)
+		}
+	}
+}
+
+// streamOnce makes one streaming chat completion and reads it to the
+// end: several content chunks, then [DONE].
+func streamOnce(t *testing.T, ctx context.Context, edge string) {
+	t.Helper()
+	body := `{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"Hello from the image"}]}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, edge+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, content type %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	chunks, done := 0, false
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		switch l := sc.Text(); {
+		case l == "data: [DONE]":
+			done = true
+		case strings.HasPrefix(l, "data: ") && strings.Contains(l, `"content"`):
+			chunks++
+		}
+	}
+	if !done || chunks < 2 {
+		t.Fatalf("stream: %d content chunks, done=%v (%v)", chunks, done, sc.Err())
+	}
+}
+
+// writeImage builds the image of o and writes its OCI archive to path.
+func writeImage(t *testing.T, o ociimage.Options, path string) {
+	t.Helper()
+	img, err := ociimage.Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := ociimage.WriteOCI(f, img, "relay:"+o.Version, o.Created); err != nil {
+		t.Fatal(err)
+	}
+}
