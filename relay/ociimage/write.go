@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -48,13 +49,14 @@ func WriteOCI(w io.Writer, img v1.Image, ref string, mtime time.Time) error {
 		return err
 	}
 	files := map[string][]byte{"oci-layout": []byte(`{"imageLayoutVersion":"1.0.0"}`), "index.json": index}
-	names := []string{"oci-layout", "index.json"}
+	blobs[digest] = manifest
+	var names []string
 	for d, b := range blobs {
 		files[blobPath(d)] = b
 		names = append(names, blobPath(d))
 	}
-	files[blobPath(digest)] = manifest
-	names = append(names, blobPath(digest))
+	slices.Sort(names) // the same image, the same archive
+	names = append([]string{"oci-layout", "index.json"}, names...)
 	tw := tar.NewWriter(w)
 	for _, name := range names {
 		h := &tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name])), ModTime: mtime, Typeflag: tar.TypeReg}
