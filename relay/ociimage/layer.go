@@ -3,6 +3,7 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"path"
@@ -83,13 +84,26 @@ func (l *layerFiles) tar(mtime time.Time) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// layer is the files as an OCI layer (gzip-compressed tar).
+// layer is the files as an OCI layer (gzip-compressed tar). It is
+// compressed once, here: given an uncompressed tar, the layer would
+// compress it again for its digest, its size and its content.
 func (l *layerFiles) layer(mtime time.Time) (v1.Layer, error) {
 	b, err := l.tar(mtime)
 	if err != nil {
 		return nil, err
 	}
+	var gz bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(b); err != nil {
+		return nil, fmt.Errorf("ociimage: compress: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("ociimage: compress: %w", err)
+	}
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(b)), nil
+		return io.NopCloser(bytes.NewReader(gz.Bytes())), nil
 	}, tarball.WithMediaType(types.OCILayer))
 }
