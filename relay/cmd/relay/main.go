@@ -148,7 +148,7 @@ func buildVersion() string {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: relay <subcommand> [--config file.yaml] [--set key=value ...]
+	fmt.Fprint(w, `usage: relay <subcommand> [--config file.yaml ...] [--set key=value ...]
 
 subcommands:
   dev            everything in one process (embedded NATS, edge, worker,
