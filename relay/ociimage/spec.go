@@ -38,7 +38,8 @@ var Cmd = []string{"dev", "--config", ConfigDir + "/dev.yaml", "--set", "edge.li
 // addresses the example configurations give them.
 var Ports = []string{"8080/tcp", "8082/tcp", "8083/tcp"}
 
-// Labels are the OCI annotations of the image for version and revision.
+// Labels are the image's OCI labels: title, description, source and
+// licence, and the version and revision it was built from.
 func Labels(version, revision string) map[string]string {
 	l := maps.Clone(staticLabels)
 	l["org.opencontainers.image.version"] = version
