@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/relay
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: run test test-loaded build lint bench bench-quick bench-resilience clean
+.PHONY: run test test-loaded build image lint bench bench-quick bench-resilience clean
 
 run: ## everything in one process: embedded NATS, edge, worker, coordinator, fake upstream
 	$(GO) run ./relay/cmd/relay dev
@@ -17,6 +17,10 @@ test-loaded: ## `make test` beside two busy loops (LOADERS=n for more), as on a 
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./relay/cmd/relay
+
+image: ## the container image as an OCI archive, bin/relay-image.tar, without a Docker daemon (relay/ociimage); `docker load -i` or `podman load -i` it
+	$(GO) run ./relay/cmd/relay-image --out bin/relay-image.tar --version $(VERSION) \
+		--revision $$(git rev-parse HEAD 2>/dev/null) --created $$(git log -1 --format=%ct 2>/dev/null || echo 0)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

@@ -136,20 +136,9 @@ func TestMetricsMoveEndToEnd(t *testing.T) {
 	for _, c := range checks {
 		c.atLeast(t, "worker", worker)
 	}
-	// Failures in a row (five, the shared gate's default) open the
-	// provider's breaker; the worker counts the transition. The breaker then
-	// holds the request back (the shared gate waits for its probe), so the
-	// test cancels it once the metrics moved.
-	bmsgs, _ := prompt("[[mock: status=503, times=0]] metrics: breaker", 12)
-	held, err := openSSE(ctx, http.MethodPost, sys.Edge+"/v1/chat/completions", chatBody(t, bmsgs, true), "")
-	must(t, err)
-	defer held.Close()
-	defer func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, sys.Edge+"/v1/streams/"+held.resp.Header.Get("X-Relay-Stream-Id"), nil)
-		if res, err := httpClient.Do(req); err == nil {
-			res.Body.Close()
-		}
-	}()
+	// The worker counts the transition of the breaker a failing request
+	// opens.
+	holdOpenBreaker(t, sys, "metrics: breaker")
 	breaker := []check{
 		{"relay_breaker_transitions_total", []string{"provider", "mock", "from", "closed", "to", "open"}, 1},
 		{"relay_breaker_state", []string{"provider", "mock", "state", "open"}, 1},

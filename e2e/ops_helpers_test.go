@@ -111,3 +111,26 @@ func sample(mfs map[string]*dto.MetricFamily, name string, pairs ...string) (v f
 	}
 	return v, true
 }
+
+// holdOpenBreaker sends a request whose every call to provider "mock"
+// fails: failures in a row (five, the shared gate's default) open the
+// provider's breaker. The breaker then holds the request back (the shared
+// gate waits for its probe); it is cancelled when the test ends.
+func holdOpenBreaker(t *testing.T, sys *system, content string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	msgs, _ := prompt("[[mock: status=503, times=0]] "+content, 12)
+	held, err := openSSE(ctx, http.MethodPost, sys.Edge+"/v1/chat/completions", chatBody(t, msgs, true), "")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer cancel()
+		defer held.Close()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, sys.Edge+"/v1/streams/"+held.resp.Header.Get("X-Relay-Stream-Id"), nil)
+		if res, err := httpClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	})
+}

@@ -47,6 +47,8 @@
 //	                    in-process tests)
 //	relay/config/       defaults, YAML, RELAY_ environment, --set flags
 //	relay/cmd/relay/    the relay binary
+//	relay/ociimage/     the container image, built without a Docker daemon;
+//	                    relay/cmd/relay-image its command (`make image`)
 //	relay/mockupstream/ the built-in fake provider, with fault injection
 //	relay/relaytest/    the embedded-NATS harness of package tests
 //	e2e/                end-to-end tests over real processes and sockets;

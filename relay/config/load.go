@@ -19,6 +19,12 @@ import (
 type Sources struct {
 	// File is a YAML file; empty for none.
 	File string
+	// Overlays are YAML files merged over File in order (a repeated
+	// --config): a key an overlay sets replaces the earlier value, a list
+	// whole. They let the part of a configuration that is secret (the
+	// edge's api_keys) come from a file of its own, mounted from a
+	// Kubernetes Secret beside a ConfigMap.
+	Overlays []string
 	// Environ is the process environment (os.Environ()); only RELAY_
 	// variables are read.
 	Environ []string
@@ -32,9 +38,12 @@ const EnvPrefix = "RELAY_"
 // Load merges the layers into a Config and validates it for role.
 func Load(src Sources, role Role) (Config, error) {
 	k := koanf.New(".")
-	if src.File != "" {
-		if err := k.Load(file.Provider(src.File), yaml.Parser()); err != nil {
-			return Config{}, fmt.Errorf("config: %s: %w", src.File, err)
+	for _, f := range append([]string{src.File}, src.Overlays...) {
+		if f == "" {
+			continue
+		}
+		if err := k.Load(file.Provider(f), yaml.Parser()); err != nil {
+			return Config{}, fmt.Errorf("config: %s: %w", f, err)
 		}
 	}
 	err := k.Load(env.Provider(".", env.Opt{

@@ -11,7 +11,8 @@
 //	                     fetched from an edge (--edge URL)
 //	relay version        print the version
 //
-// Every role takes --config FILE (YAML) and --set key=value (repeatable);
+// Every role takes --config FILE (YAML; repeated, later files override
+// earlier ones) and --set key=value (repeatable);
 // RELAY_ environment variables override the file, --set overrides both.
 // SIGINT and SIGTERM stop a role gracefully: a worker takes no more
 // requests, lets its streams finish within worker.drain_timeout and hands
@@ -73,7 +74,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	fs := flag.NewFlagSet("relay "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	file := fs.String("config", "", "YAML configuration `file`")
+	var files multiFlag
+	fs.Var(&files, "config", "YAML configuration `file`; repeated, later files override earlier ones (a list whole)")
 	var sets multiFlag
 	fs.Var(&sets, "set", "override one setting, `key=value` (repeatable), e.g. --set edge.listen=127.0.0.1:9090")
 	if err := fs.Parse(args); err != nil {
@@ -82,10 +84,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if role == config.RoleDev && *file == "" {
-		*file = defaultDevConfig()
+	src := config.Sources{Environ: os.Environ(), Set: sets}
+	if len(files) > 0 {
+		src.File, src.Overlays = files[0], files[1:]
 	}
-	cfg, err := config.Load(config.Sources{File: *file, Environ: os.Environ(), Set: sets}, role)
+	if role == config.RoleDev && src.File == "" {
+		src.File = defaultDevConfig()
+	}
+	cfg, err := config.Load(src, role)
 	if err != nil {
 		return err
 	}
@@ -142,7 +148,7 @@ func buildVersion() string {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: relay <subcommand> [--config file.yaml] [--set key=value ...]
+	fmt.Fprint(w, `usage: relay <subcommand> [--config file.yaml ...] [--set key=value ...]
 
 subcommands:
   dev            everything in one process (embedded NATS, edge, worker,
