@@ -101,7 +101,7 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	st.ctx, c.done = s.clients.add(base, clientSSE)
 	st.gone = c.gone.Load
 	st.out.dst = c.w
-	st.out.start(s.cfg.RetryHint)
+	st.begin()
 	c.pending.Store(1)
 	if over, left := st.flush(nil); over {
 		c.end(left)
