@@ -1,8 +1,11 @@
 package edge
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -24,10 +27,9 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	stream, err := strconv.ParseBool(q.Get("stream"))
-	if err != nil && q.Get("stream") != "" {
-		writeError(w, invalid("stream", CodeInvalidValue, "'stream' must be true or false"))
+	stream, e := retrieveStreams(w, r)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	if !stream {
@@ -39,6 +41,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, resp)
 		return
 	}
+	q := r.URL.Query()
 	after, e := startingAfter(q.Get("starting_after"))
 	if e != nil {
 		writeError(w, e)
@@ -107,6 +110,36 @@ func (s *Server) snapshot(ctx context.Context, tenant, sid string) (responseObje
 		return responseObject{}, unavailable("reading the stream", err)
 	}
 	return b.response(), nil
+}
+
+// maxRetrieveBody bounds the body of a retrieve: {"stream": true} at most.
+const maxRetrieveBody = 4 << 10
+
+// retrieveStreams reports whether a retrieve asks for the events:
+// ?stream=true, or "stream": true in a JSON body, where openai-go's
+// GetStreaming puts it (on a GET).
+func retrieveStreams(w http.ResponseWriter, r *http.Request) (bool, *wire.Error) {
+	if v := r.URL.Query().Get("stream"); v != "" {
+		stream, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, invalid("stream", CodeInvalidValue, "'stream' must be true or false")
+		}
+		return stream, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRetrieveBody))
+	if err != nil {
+		return false, invalid("", CodeInvalidJSON, "reading request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return false, nil
+	}
+	var b struct {
+		Stream bool `json:"stream"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return false, invalid("", CodeInvalidJSON, "the body of a retrieve, if any, must be a JSON object")
+	}
+	return b.Stream, nil
 }
 
 // startingAfter parses the starting_after parameter: the sequence number

@@ -117,10 +117,16 @@ func TestResponsesWireFormat(t *testing.T) {
 	golden(t, "responses_done.sse", whole)
 	all := parseSSE(t, whole)
 	for _, after := range []int{0, 5, 12} {
-		body := readAll(t, do(t, "GET", fmt.Sprintf("%s&starting_after=%d", url, after), "", nil))
-		// The retry event, then the events numbered after+1 on.
-		if got, want := parseSSE(t, body)[1:], all[after+2:]; fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("starting_after=%d:\n%+v\nwant\n%+v", after, got, want)
+		// openai-go's GetStreaming asks with "stream" in the GET's body.
+		for _, req := range []struct{ url, body string }{
+			{fmt.Sprintf("%s&starting_after=%d", url, after), ""},
+			{fmt.Sprintf("%s/v1/responses/%s?starting_after=%d", edge.url, responseID(fixedID), after), `{"stream":true}`},
+		} {
+			body := readAll(t, do(t, "GET", req.url, req.body, nil))
+			// The retry event, then the events numbered after+1 on.
+			if got, want := parseSSE(t, body)[1:], all[after+2:]; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("GET %s %s:\n%+v\nwant\n%+v", req.url, req.body, got, want)
+			}
 		}
 	}
 

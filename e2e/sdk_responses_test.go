@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/relaydev/relay/relay/mockupstream"
+)
+
+// responseEvents is what a client read of a Responses event stream: the
+// text of its deltas and how many, its sequence numbers and its last
+// event.
+type responseEvents struct {
+	text   string
+	deltas int
+	seqs   []int64
+	last   responses.ResponseStreamEventUnion
+}
+
+// readResponseEvents reads s until its end, or until stop holds after an
+// event (nil: never); then it closes s.
+func readResponseEvents(t *testing.T, s *ssestream.Stream[responses.ResponseStreamEventUnion], stop func(responseEvents) bool) responseEvents {
+	t.Helper()
+	defer s.Close()
+	var r responseEvents
+	var text strings.Builder
+	for s.Next() {
+		ev := s.Current()
+		r.seqs = append(r.seqs, ev.SequenceNumber)
+		r.last = ev
+		if ev.Type == "response.output_text.delta" {
+			text.WriteString(ev.Delta)
+			r.deltas++
+		}
+		r.text = text.String()
+		if stop != nil && stop(r) {
+			return r
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// numberedFrom reports whether seqs are first, first+1, ...
+func numberedFrom(seqs []int64, first int64) bool {
+	for i, n := range seqs {
+		if n != first+int64(i) {
+			return false
+		}
+	}
+	return len(seqs) > 0
+}
+
+// TestSDKGoResponses uses openai-go's Responses API against two edges,
+// changing only its base URL: a streamed and a whole answer, a background
+// response resumed with starting_after on the other edge, and a cancel.
+func TestSDKGoResponses(t *testing.T) {
+	sys := start(t, options{Edges: 2, Coordinator: true, Mock: mockupstream.Config{Tokens: sdkTokens, TokenInterval: 5 * time.Millisecond}, Tune: withOpsModels(nil)})
+	first, second := responsesClient(sys.Edges[0]), responsesClient(sys.Edges[1])
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	params := inputOf
+
+	t.Run("stream", func(t *testing.T) {
+		r := readResponseEvents(t, first.NewStreaming(ctx, params("go responses: stream")), nil)
+		want := answerTo("go responses: stream")
+		if r.text != want || r.last.Type != "response.completed" || r.last.Response.OutputText() != want || !numberedFrom(r.seqs, 0) {
+			t.Fatalf("text %q, last %s %q, numbers %v; want %q", r.text, r.last.Type, r.last.Response.OutputText(), r.seqs, want)
+		}
+	})
+
+	t.Run("whole", func(t *testing.T) {
+		res, err := first.New(ctx, params("go responses: whole"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != responses.ResponseStatusCompleted || res.OutputText() != answerTo("go responses: whole") || res.Usage.OutputTokens != sdkTokens {
+			t.Fatalf("status %s, text %q, usage %+v", res.Status, res.OutputText(), res.Usage)
+		}
+	})
+
+	t.Run("background resumed on the other edge", func(t *testing.T) {
+		p := params("go responses: background")
+		p.Background = openai.Bool(true)
+		res, err := first.New(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != responses.ResponseStatusQueued && res.Status != responses.ResponseStatusInProgress {
+			t.Fatalf("background answer: status %s", res.Status)
+		}
+		// Five text deltas on the first edge, then the connection breaks.
+		before := readResponseEvents(t, first.GetStreaming(ctx, res.ID, responses.ResponseGetParams{}),
+			func(r responseEvents) bool { return r.deltas == 5 })
+		cursor := before.seqs[len(before.seqs)-1]
+		after := readResponseEvents(t, second.GetStreaming(ctx, res.ID, responses.ResponseGetParams{StartingAfter: openai.Int(cursor)}), nil)
+		want := answerTo("go responses: background")
+		if before.text+after.text != want || after.text == "" || !numberedFrom(after.seqs, cursor+1) || after.last.Type != "response.completed" {
+			t.Fatalf("resumed %q + %q after %d (numbers %v, last %s); want %q", before.text, after.text, cursor, after.seqs, after.last.Type, want)
+		}
+		got, err := second.Get(ctx, res.ID, responses.ResponseGetParams{})
+		if err != nil || got.Status != responses.ResponseStatusCompleted || got.OutputText() != want {
+			t.Fatalf("retrieved: %v %+v", err, got)
+		}
+	})
+
+	t.Run("unknown model", func(t *testing.T) {
+		p := params("go responses: unknown model")
+		p.Model = "no-such-model"
+		_, err := first.New(ctx, p)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
+			t.Fatalf("error = %v, want a 404 model_not_found", err)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		// The fake upstream stalls after 3 tokens: the answer is cut there.
+		p := params("[[mock: stall_after=3, stall_for=20s]] go responses: cancel")
+		p.Background = openai.Bool(true)
+		res, err := first.New(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "text stored", func() bool {
+			got, err := second.Get(ctx, res.ID, responses.ResponseGetParams{})
+			return err == nil && got.OutputText() != ""
+		})
+		got, err := second.Cancel(ctx, res.ID)
+		if err != nil || got.Status != responses.ResponseStatusCancelled {
+			t.Fatalf("cancel: %v %+v", err, got)
+		}
+		r := readResponseEvents(t, first.GetStreaming(ctx, res.ID, responses.ResponseGetParams{}), nil)
+		if r.last.Type != "response.incomplete" || r.last.Response.Status != responses.ResponseStatusCancelled || r.text != got.OutputText() {
+			t.Fatalf("the cancelled stream ends %s %s with %q, cancel saw %q", r.last.Type, r.last.Response.Status, r.text, got.OutputText())
+		}
+	})
+}
+
+// nodeResponsesResult is what e2e/node/responses_test.mjs prints last.
+type nodeResponsesResult struct {
+	Whole struct {
+		Text, Status, ID string
+	} `json:"whole"`
+	Resumed struct {
+		ID                                string
+		Cursor                            int64
+		Before, After, Last, Status, Text string
+		Seqs                              []int64
+	} `json:"resumed"`
+}
+
+// TestSDKNodeResponses runs the openai npm package's Responses API
+// (e2e/node/responses_test.mjs) against two edge and two worker processes:
+// a whole answer, then a stream cut after ten text deltas, whose worker is
+// SIGKILLed before the client resumes it with starting_after on the other
+// edge. The client gets one exact answer, numbered without a gap, and the
+// takeover does not show.
+func TestSDKNodeResponses(t *testing.T) {
+	node := nodeBinary(t)
+	const tokens = 80
+	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 2, Workers: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const input = "node responses: the worker is killed mid-answer"
+	cmd := exec.CommandContext(ctx, node, "node/responses_test.mjs", s.edgeProcs[0].URL+"/v1", s.edgeProcs[1].URL+"/v1", input)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	must(t, err)
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	out := bufio.NewReader(stdout)
+
+	var cut struct {
+		ID     string `json:"id"`
+		Cursor int64  `json:"cursor"`
+	}
+	line, err := out.ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, &cut) != nil {
+		t.Fatalf("node: %q %v\n%s", line, err, stderr.String())
+	}
+	id := strings.TrimPrefix(cut.ID, "resp_")
+	owner := s.owner(id, 1, 5*time.Second).Frame.Worker
+	must(t, s.worker(owner).Kill())
+	t.Logf("cut after event %d; SIGKILLed %s", cut.Cursor, owner)
+	_, err = io.WriteString(stdin, "resume\n")
+	must(t, err)
+
+	rest, err := io.ReadAll(out)
+	if werr := cmd.Wait(); err != nil || werr != nil {
+		t.Fatalf("node: %v %v\n%s", err, werr, stderr.String())
+	}
+	var r nodeResponsesResult
+	if err := json.Unmarshal(rest, &r); err != nil {
+		t.Fatalf("node output %q: %v", rest, err)
+	}
+	if want := mockupstream.AnswerText([]mockupstream.Message{{Role: "user", Content: input + " (whole)"}}, tokens); r.Whole.Text != want || r.Whole.Status != "completed" {
+		t.Errorf("whole answer %q (%s), want %q", r.Whole.Text, r.Whole.Status, want)
+	}
+	_, want := prompt(input, tokens)
+	got := r.Resumed
+	if got.Before+got.After != want || got.Before == "" || got.After == "" || got.Text != want {
+		t.Errorf("resumed %q + %q (final %q), want %q split in two", got.Before, got.After, got.Text, want)
+	}
+	if got.Last != "response.completed" || got.Status != "completed" || !numberedFrom(got.Seqs, 0) || !slices.Contains(got.Seqs, cut.Cursor+1) {
+		t.Errorf("last %s (%s), numbers %v", got.Last, got.Status, got.Seqs)
+	}
+	if claims := s.frames.claims(id); len(claims) != 2 || claims[1].Frame.Worker == owner {
+		t.Errorf("claims by %v; want %s, then the other worker", claimWorkers(claims), owner)
+	}
+}
