@@ -172,45 +172,20 @@ type nodeResponsesResult struct {
 // edge. The client gets one exact answer, numbered without a gap, and the
 // takeover does not show.
 func TestSDKNodeResponses(t *testing.T) {
-	node := nodeBinary(t)
 	const tokens = 80
 	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 2, Workers: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	const input = "node responses: the worker is killed mid-answer"
-	cmd := exec.CommandContext(ctx, node, "node/responses_test.mjs", s.edgeProcs[0].URL+"/v1", s.edgeProcs[1].URL+"/v1", input)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	must(t, err)
-	stdout, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	out := bufio.NewReader(stdout)
-
 	var cut struct {
 		ID     string `json:"id"`
 		Cursor int64  `json:"cursor"`
 	}
-	line, err := out.ReadBytes('\n')
-	if err != nil || json.Unmarshal(line, &cut) != nil {
-		t.Fatalf("node: %q %v\n%s", line, err, stderr.String())
-	}
-	id := strings.TrimPrefix(cut.ID, "resp_")
-	owner := s.owner(id, 1, 5*time.Second).Frame.Worker
-	must(t, s.worker(owner).Kill())
-	t.Logf("cut after event %d; SIGKILLed %s", cut.Cursor, owner)
-	_, err = io.WriteString(stdin, "resume\n")
-	must(t, err)
-
-	rest, err := io.ReadAll(out)
-	if werr := cmd.Wait(); err != nil || werr != nil {
-		t.Fatalf("node: %v %v\n%s", err, werr, stderr.String())
-	}
 	var r nodeResponsesResult
-	if err := json.Unmarshal(rest, &r); err != nil {
-		t.Fatalf("node output %q: %v", rest, err)
-	}
+	var id, owner string
+	runNodeCut(t, "node/responses_test.mjs", []string{s.edgeProcs[0].URL + "/v1", s.edgeProcs[1].URL + "/v1", input}, func(line []byte) {
+		must(t, json.Unmarshal(line, &cut))
+		id = strings.TrimPrefix(cut.ID, "resp_")
+		owner = s.killOwner(id)
+	}, &r)
 	if want := mockupstream.AnswerText([]mockupstream.Message{{Role: "user", Content: input + " (whole)"}}, tokens); r.Whole.Text != want || r.Whole.Status != "completed" {
 		t.Errorf("whole answer %q (%s), want %q", r.Whole.Text, r.Whole.Status, want)
 	}
@@ -222,7 +197,97 @@ func TestSDKNodeResponses(t *testing.T) {
 	if got.Last != "response.completed" || got.Status != "completed" || !numberedFrom(got.Seqs, 0) || !slices.Contains(got.Seqs, cut.Cursor+1) {
 		t.Errorf("last %s (%s), numbers %v", got.Last, got.Status, got.Seqs)
 	}
+	s.expectTakeover(id, owner)
+}
+
+// nodeAIResult is what e2e/node/aisdk_test.mjs prints last.
+type nodeAIResult struct {
+	Whole struct {
+		Text         string `json:"text"`
+		FinishReason string `json:"finishReason"`
+	} `json:"whole"`
+	Stream struct {
+		Text         string   `json:"text"`
+		FinishReason string   `json:"finishReason"`
+		Errors       []string `json:"errors"`
+	} `json:"stream"`
+}
+
+// TestSDKAIResponses runs the Vercel AI SDK's default openai(model), which
+// speaks the Responses API (e2e/node/aisdk_test.mjs), against an edge and
+// two worker processes: generateText, then streamText, whose worker is
+// SIGKILLed after ten text parts. The stream goes on through the takeover
+// and ends with the one exact answer, finished with "stop".
+func TestSDKAIResponses(t *testing.T) {
+	const tokens = 80
+	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 2})
+	const input = "ai sdk: the worker is killed mid-answer"
+	var r nodeAIResult
+	var id, owner string
+	runNodeCut(t, "node/aisdk_test.mjs", []string{s.edgeProcs[0].URL + "/v1", input}, func([]byte) {
+		open := s.frames.open()
+		if len(open) != 1 {
+			t.Fatalf("streams open at the cut: %v; want the streamed one", open)
+		}
+		id = open[0]
+		owner = s.killOwner(id)
+	}, &r)
+	if want := mockupstream.AnswerText([]mockupstream.Message{{Role: "user", Content: input + " (whole)"}}, tokens); r.Whole.Text != want || r.Whole.FinishReason != "stop" {
+		t.Errorf("generateText %q (%s), want %q", r.Whole.Text, r.Whole.FinishReason, want)
+	}
+	if _, want := prompt(input, tokens); r.Stream.Text != want || r.Stream.FinishReason != "stop" || len(r.Stream.Errors) > 0 {
+		t.Errorf("streamText %q (%s, errors %v), want %q", r.Stream.Text, r.Stream.FinishReason, r.Stream.Errors, want)
+	}
+	s.expectTakeover(id, owner)
+}
+
+// runNodeCut runs a node script of e2e/node that prints a line at its cut
+// and its result as its last line. At the cut it calls cut with the line
+// (the test kills a worker) and then writes a line to the script's stdin,
+// for a script that waits for it; the result is decoded into result.
+func runNodeCut(t *testing.T, script string, args []string, cut func(line []byte), result any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeBinary(t), append([]string{script}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	must(t, err)
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("%s: %q %v\n%s", script, line, err, stderr.String())
+	}
+	cut(line)
+	_, err = io.WriteString(stdin, "go on\n")
+	must(t, err)
+	rest, err := io.ReadAll(out)
+	if werr := cmd.Wait(); err != nil || werr != nil {
+		t.Fatalf("%s: %v %v\n%s", script, err, werr, stderr.String())
+	}
+	if err := json.Unmarshal(rest, result); err != nil {
+		t.Fatalf("%s printed %q: %v\n%s", script, rest, err, stderr.String())
+	}
+}
+
+// killOwner SIGKILLs the worker that claimed stream id and returns its
+// name.
+func (s *system) killOwner(id string) string {
+	owner := s.owner(id, 1, 5*time.Second).Frame.Worker
+	must(s.t, s.worker(owner).Kill())
+	s.t.Logf("SIGKILLed %s, the owner of %s", owner, id)
+	return owner
+}
+
+// expectTakeover checks that another worker than owner took stream id
+// over.
+func (s *system) expectTakeover(id, owner string) {
+	s.t.Helper()
 	if claims := s.frames.claims(id); len(claims) != 2 || claims[1].Frame.Worker == owner {
-		t.Errorf("claims by %v; want %s, then the other worker", claimWorkers(claims), owner)
+		s.t.Errorf("claims by %v; want %s, then the other worker", claimWorkers(claims), owner)
 	}
 }
