@@ -246,12 +246,12 @@ func (r *responseEvents) close(out *sseWriter, oi int, status string) {
 }
 
 // finish renders the end frame: the open items end, completed only if the
-// stream is done, and the terminal event says how the response ended.
+// response is, and the terminal event says how the response ended.
 func (r *responseEvents) finish(out *sseWriter, f wire.Frame) {
 	r.endFrame = &f
-	status := responseIncomplete
-	if f.Status == wire.StatusDone {
-		status = responseCompleted
+	status, _, _ := r.status()
+	if status != responseCompleted {
+		status = responseIncomplete
 	}
 	for oi := range r.items {
 		r.close(out, oi, status)

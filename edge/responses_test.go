@@ -189,7 +189,7 @@ func TestResponsesEndings(t *testing.T) {
 			"response.failed", "failed", "", http.StatusBadRequest, "incomplete"},
 		{"length", func(wire.Request) []wire.Frame {
 			return []wire.Frame{{Kind: wire.KindChunk, Content: "w1 "}, {Kind: wire.KindEnd, Status: wire.StatusDone, FinishReason: "length"}}
-		}, "response.incomplete", "incomplete", "max_output_tokens", http.StatusOK, "completed"},
+		}, "response.incomplete", "incomplete", "max_output_tokens", http.StatusOK, "incomplete"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
