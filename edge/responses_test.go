@@ -313,6 +313,19 @@ func TestResponsesTenantIsolation(t *testing.T) {
 			t.Errorf("%s %s by another tenant: %d %+v", req.method, req.path, res.StatusCode, got)
 		}
 	}
+	// The resume token of the POST reads the Response without a key, and
+	// cannot cancel it.
+	token := res.Header.Get(HeaderResumeToken)
+	if got := decodeResponse(t, do(t, "GET", edge.url+"/v1/responses/"+r.ID+"?token="+token, "", nil)); got.Status != "completed" {
+		t.Errorf("GET with the resume token: %+v", got)
+	}
+	if events := respEvents(t, readAll(t, do(t, "GET", edge.url+"/v1/responses/"+r.ID+"?stream=true&token="+token, "", nil))); len(events) == 0 ||
+		events[len(events)-1].Type != "response.completed" {
+		t.Errorf("streamed with the resume token: %+v", events)
+	}
+	if res := do(t, "POST", edge.url+"/v1/responses/"+r.ID+"/cancel?token="+token, "", nil); res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("cancel with the resume token: %d", res.StatusCode)
+	}
 	// The stream is still acme's, and was not cancelled.
 	if got := decodeResponse(t, do(t, "GET", edge.url+"/v1/responses/"+r.ID, "", bearerHeader(keyAcme))); got.Status != "completed" {
 		t.Fatalf("after the other tenant's requests: %+v", got)
