@@ -74,7 +74,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, o origin, l
 		return
 	}
 	setSSEHeaders(w.Header())
-	st := &sseStream{s: s, v: o.view, d: d, f: f, sess: sess, left: left}
+	st := &sseStream{s: s, id: o.view.id, d: d, f: f, sess: sess, left: left}
 	if s.takeOver(w, r, st) {
 		return
 	}
@@ -107,11 +107,11 @@ type eventDialect interface {
 	cut(out *sseWriter, e *wire.Error)
 }
 
-// sseStream is one SSE response being served: the client's view of the
-// stream, its follower and what is written to it.
+// sseStream is one SSE response being served: the stream's id, the
+// dialect it is rendered in, its follower and what is written to it.
 type sseStream struct {
 	s    *Server
-	v    view
+	id   string
 	d    eventDialect
 	f    *follower
 	sess *session
@@ -145,7 +145,7 @@ func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool)
 			st.d.cut(&st.out, drainError(drainMessage))
 			break
 		}
-		st.s.log.Warn("stream interrupted", "stream_id", st.v.id, "err", err)
+		st.s.log.Warn("stream interrupted", "stream_id", st.id, "err", err)
 		st.d.cut(&st.out, interruptedError(err))
 	case len(entries) == 0:
 		st.out.keepalive()
