@@ -200,45 +200,51 @@ func TestSDKNodeResponses(t *testing.T) {
 	s.expectTakeover(id, owner)
 }
 
-// nodeAIResult is what e2e/node/aisdk_test.mjs prints last.
-type nodeAIResult struct {
-	Whole struct {
-		Text         string `json:"text"`
-		FinishReason string `json:"finishReason"`
-	} `json:"whole"`
-	Stream struct {
-		Text         string   `json:"text"`
-		FinishReason string   `json:"finishReason"`
-		Errors       []string `json:"errors"`
-	} `json:"stream"`
+// nodeStreamResult is what aisdk_test.mjs and langchain_test.mjs print
+// last: the whole answer and the streamed one, each with how its client
+// says it ended.
+type nodeStreamResult struct {
+	Whole, Stream struct {
+		Text   string   `json:"text"`
+		End    string   `json:"end"`
+		Errors []string `json:"errors"`
+	}
 }
 
-// TestSDKAIResponses runs the Vercel AI SDK's default openai(model), which
-// speaks the Responses API (e2e/node/aisdk_test.mjs), against an edge and
-// two worker processes: generateText, then streamText, whose worker is
-// SIGKILLed after ten text parts. The stream goes on through the takeover
-// and ends with the one exact answer, finished with "stop".
-func TestSDKAIResponses(t *testing.T) {
-	const tokens = 80
-	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 2})
-	const input = "ai sdk: the worker is killed mid-answer"
-	var r nodeAIResult
-	var id, owner string
-	runNodeCut(t, "node/aisdk_test.mjs", []string{s.edgeProcs[0].URL + "/v1", input}, func([]byte) {
-		open := s.frames.open()
-		if len(open) != 1 {
-			t.Fatalf("streams open at the cut: %v; want the streamed one", open)
-		}
-		id = open[0]
-		owner = s.killOwner(id)
-	}, &r)
-	if want := mockupstream.AnswerText([]mockupstream.Message{{Role: "user", Content: input + " (whole)"}}, tokens); r.Whole.Text != want || r.Whole.FinishReason != "stop" {
-		t.Errorf("generateText %q (%s), want %q", r.Whole.Text, r.Whole.FinishReason, want)
+// TestSDKResponsesClientsThroughAKilledWorker runs the Vercel AI SDK's
+// default openai(model) and LangChain's ChatOpenAI with useResponsesApi,
+// both speaking the Responses API, against an edge and two worker
+// processes: a whole answer, then a streamed one whose worker is SIGKILLed
+// after ten text parts. The stream goes on through the takeover and ends
+// with the one exact answer, finished as the client expects.
+func TestSDKResponsesClientsThroughAKilledWorker(t *testing.T) {
+	for _, tc := range []struct{ name, script, end string }{
+		{"ai sdk", "node/aisdk_test.mjs", "stop"},
+		{"langchain", "node/langchain_test.mjs", "completed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const tokens = 80
+			s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 2})
+			input := tc.name + ": the worker is killed mid-answer"
+			var r nodeStreamResult
+			var id, owner string
+			runNodeCut(t, tc.script, []string{s.edgeProcs[0].URL + "/v1", input}, func([]byte) {
+				open := s.frames.open()
+				if len(open) != 1 {
+					t.Fatalf("streams open at the cut: %v; want the streamed one", open)
+				}
+				id = open[0]
+				owner = s.killOwner(id)
+			}, &r)
+			if want := mockupstream.AnswerText([]mockupstream.Message{{Role: "user", Content: input + " (whole)"}}, tokens); r.Whole.Text != want || r.Whole.End != tc.end {
+				t.Errorf("whole answer %q (%s), want %q", r.Whole.Text, r.Whole.End, want)
+			}
+			if _, want := prompt(input, tokens); r.Stream.Text != want || r.Stream.End != tc.end || len(r.Stream.Errors) > 0 {
+				t.Errorf("streamed answer %q (%s, errors %v), want %q", r.Stream.Text, r.Stream.End, r.Stream.Errors, want)
+			}
+			s.expectTakeover(id, owner)
+		})
 	}
-	if _, want := prompt(input, tokens); r.Stream.Text != want || r.Stream.FinishReason != "stop" || len(r.Stream.Errors) > 0 {
-		t.Errorf("streamText %q (%s, errors %v), want %q", r.Stream.Text, r.Stream.FinishReason, r.Stream.Errors, want)
-	}
-	s.expectTakeover(id, owner)
 }
 
 // runNodeCut runs a node script of e2e/node that prints a line at its cut

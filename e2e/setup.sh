@@ -7,8 +7,9 @@
 #   chromium  the browser e2e/browser_test.go drives headless (Debian's
 #             package, /usr/bin/chromium)
 #   e2e/node/node_modules
-#             the official openai npm package and the Vercel AI SDK (ai,
-#             @ai-sdk/openai), at the versions pinned in
+#             the official openai npm package, the Vercel AI SDK (ai,
+#             @ai-sdk/openai) and LangChain (@langchain/openai,
+#             @langchain/core), at the versions pinned in
 #             e2e/node/package-lock.json, for e2e/sdk_test.go and
 #             e2e/sdk_responses_test.go (`npm ci`)
 #
@@ -45,7 +46,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 node_missing=()
-for pkg in openai ai @ai-sdk/openai; do
+for pkg in openai ai @ai-sdk/openai @langchain/openai @langchain/core; do
 	[ -f "$here/node/node_modules/$pkg/package.json" ] || node_missing+=("$pkg")
 done
 if [ ${#node_missing[@]} -gt 0 ]; then

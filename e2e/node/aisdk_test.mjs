@@ -4,7 +4,8 @@
 // It asks for the whole answer to <input> (generateText), then streams it
 // (streamText); after ten text parts it prints {"parts":10} as a line (the
 // test kills the worker then) and reads on. Last it prints one JSON object
-// with what it received; e2e/sdk_responses_test.go checks it.
+// with each answer's text and finish reason (end); e2e/sdk_responses_test.go
+// checks it.
 import { generateText, streamText } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
 
@@ -18,7 +19,7 @@ const openai = createOpenAI({ baseURL, apiKey: "relay-dev" });
 const out = {};
 
 const whole = await generateText({ model: openai("mock-1"), prompt: input + " (whole)", maxRetries: 0 });
-out.whole = { text: whole.text, finishReason: whole.finishReason };
+out.whole = { text: whole.text, end: whole.finishReason };
 
 const errors = [];
 const result = streamText({ model: openai("mock-1"), prompt: input, maxRetries: 0, onError: ({ error }) => errors.push(String(error)) });
@@ -28,5 +29,5 @@ for await (const delta of result.textStream) {
   text += delta;
   if (++parts === 10) process.stdout.write(JSON.stringify({ parts }) + "\n");
 }
-out.stream = { text, finishReason: await result.finishReason, errors };
+out.stream = { text, end: await result.finishReason, errors };
 process.stdout.write(JSON.stringify(out) + "\n");
