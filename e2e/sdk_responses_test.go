@@ -119,6 +119,18 @@ func TestSDKGoResponses(t *testing.T) {
 		}
 	})
 
+	t.Run("refused stream", func(t *testing.T) {
+		// The provider's 400 is the response's status: the SDK raises it
+		// as such, not as an event of a 200.
+		s := first.NewStreaming(ctx, params("[[mock: status=400]] go responses: refused"))
+		for s.Next() {
+		}
+		var apiErr *openai.Error
+		if !errors.As(s.Err(), &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Type != "invalid_request_error" {
+			t.Fatalf("stream error = %v, want the provider's 400", s.Err())
+		}
+	})
+
 	t.Run("unknown model", func(t *testing.T) {
 		p := params("go responses: unknown model")
 		p.Model = "no-such-model"
@@ -157,6 +169,10 @@ type nodeResponsesResult struct {
 	Whole struct {
 		Text, Status, ID string
 	} `json:"whole"`
+	Refused struct {
+		Name   string `json:"name"`
+		Status int    `json:"status"`
+	} `json:"refused"`
 	Resumed struct {
 		ID                                string
 		Cursor                            int64
@@ -188,6 +204,9 @@ func TestSDKNodeResponses(t *testing.T) {
 	}, &r)
 	if want := mockupstream.AnswerText([]mockupstream.Message{{Role: "user", Content: input + " (whole)"}}, tokens); r.Whole.Text != want || r.Whole.Status != "completed" {
 		t.Errorf("whole answer %q (%s), want %q", r.Whole.Text, r.Whole.Status, want)
+	}
+	if r.Refused.Name != "BadRequestError" || r.Refused.Status != http.StatusBadRequest {
+		t.Errorf("a refused stream raised %+v, want a BadRequestError (400)", r.Refused)
 	}
 	_, want := prompt(input, tokens)
 	got := r.Resumed

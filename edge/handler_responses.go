@@ -10,7 +10,9 @@ import (
 // into a chat completion (responses_request.go) and queued like one, with
 // an idempotency key too; the stream it starts is rendered as the
 // Responses API's events ("stream": true), or as one Response once it
-// ended. With "background": true and no stream, it answers at once with
+// ended; a stream is answered once its first frame is stored, so that a
+// provider's refusal is an HTTP error (first_frame.go). With
+// "background": true and no stream, it answers at once with
 // the queued Response; the client reads it with GET /v1/responses/{id}.
 // A background response is never cancelled because its client went away;
 // any other follows the disconnect policy, as a chat completion does.
@@ -56,7 +58,13 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case req.stream:
-		s.serveEvents(w, r, o, left, newResponseEvents(o.view, -1))
+		o, answered, gone := s.awaitFirstFrame(w, r, o)
+		switch {
+		case gone:
+			left()
+		case !answered:
+			s.serveEvents(w, r, o, left, newResponseEvents(o.view, -1))
+		}
 	case req.background:
 		if st.f != nil {
 			st.f.close()

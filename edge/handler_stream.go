@@ -74,7 +74,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, o origin, l
 		return
 	}
 	setSSEHeaders(w.Header())
-	st := &sseStream{s: s, id: o.view.id, d: d, f: f, sess: sess, left: left}
+	st := &sseStream{s: s, id: o.view.id, d: d, f: f, sess: sess, left: left, read: o.read}
 	if s.takeOver(w, r, st) {
 		return
 	}
@@ -82,8 +82,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, o origin, l
 	st.ctx = ctx
 	st.gone = func() bool { return r.Context().Err() != nil }
 	st.out.dst = newResponseSink(w)
-	st.begin()
-	over, gone := st.flush(nil)
+	over, gone := st.begin()
 	for !over {
 		entries, err := f.next(ctx, s.cfg.Keepalive)
 		over, gone = st.step(entries, err)
@@ -122,6 +121,8 @@ type sseStream struct {
 	gone func() bool
 	// left is called when the client left before the end.
 	left func()
+	// read are frames taken from f before the response began.
+	read []chunklog.Entry
 }
 
 // step writes one result of the follower: its frames, then [DONE], the
@@ -168,11 +169,16 @@ func (st *sseStream) flush(err error) (over, left bool) {
 	return false, false
 }
 
-// begin queues the start of the response: the reconnection delay, then
-// what the dialect sends before the first frame.
-func (st *sseStream) begin() {
+// begin writes the start of the response: the reconnection delay, what
+// the dialect sends before the first frame, and the frames read before;
+// it reports what step does.
+func (st *sseStream) begin() (over, left bool) {
 	st.out.start(st.s.cfg.RetryHint)
 	st.d.begin(&st.out)
+	if len(st.read) > 0 {
+		return st.step(st.read, nil)
+	}
+	return st.flush(nil)
 }
 
 // finish ends the session once the follower and the client are released.

@@ -223,6 +223,24 @@ func TestResponsesEndings(t *testing.T) {
 	}
 }
 
+// TestResponsesRefusalIsAnHTTPError: a provider's refusal before any token
+// is the stream's failed end frame; a streamed request gets it as an HTTP
+// error with the provider's status, which SDKs raise as such, and the
+// stream's id with it.
+func TestResponsesRefusalIsAnHTTPError(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: func(wire.Request) []wire.Frame {
+		return []wire.Frame{{Kind: wire.KindEnd, Status: wire.StatusFailed,
+			Error: &wire.Error{Message: "bad request", Type: "invalid_request_error", Code: "invalid_value", Status: http.StatusBadRequest}}}
+	}})
+	edge := e.startEdge(Config{})
+	res := do(t, "POST", edge.url+"/v1/responses", responsesBody(`,"stream":true`), nil)
+	if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || got.Type != "invalid_request_error" ||
+		deref(got.Code) != "invalid_value" || !wire.ValidStreamID(res.Header.Get("X-Relay-Stream-Id")) {
+		t.Fatalf("%d %+v, stream id %q", res.StatusCode, got, res.Header.Get("X-Relay-Stream-Id"))
+	}
+}
+
 // TestResponsesBackgroundResumeOnOtherEdge starts a background response on
 // one edge, reads it and resumes its events on another edge, where a
 // resume with starting_after gets exactly the events the client missed,
@@ -376,11 +394,17 @@ func TestResponsesDrainedClientResumesOnAnotherEdge(t *testing.T) {
 	w := e.startWorker(&worker{script: answer(10), gate: make(chan struct{})})
 	a, b := e.startEdge(Config{}), e.startEdge(Config{})
 
+	// The response begins with its first frame (first_frame.go).
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		for range 3 {
+			w.gate <- struct{}{}
+		}
+	}()
 	res := do(t, "POST", a.url+"/v1/responses", responsesBody(`,"stream":true`), nil)
 	id := responseID(res.Header.Get("X-Relay-Stream-Id"))
-	for range 3 {
-		w.gate <- struct{}{}
-	}
+	<-released
 	r := bufio.NewReader(res.Body)
 	got := readEvents(t, r, func(ev sseEvent) bool { return strings.Contains(ev.Data, `"delta":"w3 "`) })
 	if err := a.shutdown(); err != nil {

@@ -1,7 +1,8 @@
 // The official openai npm package's Responses API as a client of the relay.
 // Usage:
 //   node e2e/node/responses_test.mjs <baseURL of edge 1> <baseURL of edge 2> <input>
-// It asks edge 1 for the whole answer to <input> and then streams it with
+// It asks edge 1 for the whole answer to <input>, streams a request the
+// provider refuses, and then streams <input> with
 // responses.create({stream: true}), breaks the connection after ten text
 // deltas, prints {"id","cursor"} as a line and waits for a line on stdin
 // (the test kills the worker meanwhile); then it resumes on edge 2 with
@@ -23,6 +24,16 @@ const out = {};
 
 const whole = await first.responses.create({ model: "mock-1", input: input + " (whole)" });
 out.whole = { text: whole.output_text, status: whole.status, id: whole.id };
+
+// The provider refuses: the SDK raises the status of the response.
+try {
+  for await (const event of await first.responses.create({ model: "mock-1", input: "[[mock: status=400]] " + input, stream: true })) {
+    void event;
+  }
+  out.refused = { name: "none" };
+} catch (e) {
+  out.refused = { name: e.constructor.name, status: e.status };
+}
 
 const stream = await first.responses.create({ model: "mock-1", input, stream: true });
 let id = "";
