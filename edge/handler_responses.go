@@ -8,14 +8,14 @@ import (
 
 // handleResponses serves POST /v1/responses: the request is translated
 // into a chat completion (responses_request.go) and queued like one, with
-// an idempotency key too; the stream it starts is rendered as the
-// Responses API's events ("stream": true), or as one Response once it
-// ended; a stream is answered once its first frame is stored, so that a
-// provider's refusal is an HTTP error (first_frame.go). With
-// "background": true and no stream, it answers at once with
-// the queued Response; the client reads it with GET /v1/responses/{id}.
-// A background response is never cancelled because its client went away;
-// any other follows the disconnect policy, as a chat completion does.
+// an idempotency key too. The stream it starts is rendered as the
+// Responses API's events ("stream": true), answered once its first frame
+// is stored so that a provider's refusal is an HTTP error
+// (first_frame.go), or as one Response once it ended. With "background":
+// true and no stream, it answers at once with the queued Response; the
+// client reads it with GET /v1/responses/{id}. A background response is
+// never cancelled because its client went away; any other follows the
+// disconnect policy, as a chat completion does.
 func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	if s.clients.draining() {
 		writeDraining(w, s.cfg.RetryHint, drainMessage)
