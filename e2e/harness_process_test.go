@@ -304,6 +304,19 @@ func (l *frameLog) end(id string) (frameSeen, bool) {
 	return frameSeen{}, false
 }
 
+// open returns the streams heard that have not ended.
+func (l *frameLog) open() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ids []string
+	for id, frames := range l.frames {
+		if frames[len(frames)-1].Frame.Kind != wire.KindEnd {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // held counts the streams whose latest claim is worker's and that have
 // not ended, as far as the frames heard tell.
 func (l *frameLog) held(worker string) int {

@@ -163,16 +163,26 @@ type nodeResult struct {
 	} `json:"failed_whole"`
 }
 
-// TestSDKNode runs the official openai npm package (e2e/node, installed by
-// e2e/setup.sh) against the edge: the same four cases as TestSDKGo.
-func TestSDKNode(t *testing.T) {
+// nodeBinary is the path of node, checking that e2e/setup.sh installed the
+// npm packages of e2e/node.
+func nodeBinary(t *testing.T) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node is not installed: install Node.js 20 or later, then run e2e/setup.sh")
 	}
-	if _, err := os.Stat(filepath.Join("node", "node_modules", "openai", "package.json")); err != nil {
-		t.Fatal("the openai npm package is missing: run e2e/setup.sh (it runs npm ci in e2e/node)")
+	for _, pkg := range []string{"openai", "ai", "@ai-sdk/openai", "@langchain/openai", "@langchain/core"} {
+		if _, err := os.Stat(filepath.Join("node", "node_modules", pkg, "package.json")); err != nil {
+			t.Fatalf("the npm package %s is missing: run e2e/setup.sh (it runs npm ci in e2e/node)", pkg)
+		}
 	}
+	return node
+}
+
+// TestSDKNode runs the official openai npm package (e2e/node, installed by
+// e2e/setup.sh) against the edge: the same four cases as TestSDKGo.
+func TestSDKNode(t *testing.T) {
+	node := nodeBinary(t)
 	sys := startSDKSystem(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -7,8 +7,11 @@
 #   chromium  the browser e2e/browser_test.go drives headless (Debian's
 #             package, /usr/bin/chromium)
 #   e2e/node/node_modules
-#             the official openai npm package, at the version pinned in
-#             e2e/node/package-lock.json, for e2e/sdk_test.go (`npm ci`)
+#             the official openai npm package, the Vercel AI SDK (ai,
+#             @ai-sdk/openai) and LangChain (@langchain/openai,
+#             @langchain/core), at the versions pinned in
+#             e2e/node/package-lock.json, for e2e/sdk_test.go and
+#             e2e/sdk_responses_test.go (`npm ci`)
 #
 # Run it as root, or as a user that may sudo; it says what it installs.
 set -euo pipefail
@@ -42,11 +45,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 	echo "e2e/setup.sh: installed $(nginx -v 2>&1), $(/usr/bin/chromium --version 2>/dev/null || echo chromium)" >&2
 fi
 
-if [ ! -d "$here/node/node_modules/openai" ]; then
+node_missing=()
+for pkg in openai ai @ai-sdk/openai @langchain/openai @langchain/core; do
+	[ -f "$here/node/node_modules/$pkg/package.json" ] || node_missing+=("$pkg")
+done
+if [ ${#node_missing[@]} -gt 0 ]; then
 	if ! command -v npm >/dev/null 2>&1; then
 		echo "e2e/setup.sh: npm is missing; install Node.js (20 or later) with npm" >&2
 		exit 1
 	fi
-	echo "e2e/setup.sh: installing the openai npm package in e2e/node (npm ci)" >&2
+	echo "e2e/setup.sh: installing ${node_missing[*]} in e2e/node (npm ci)" >&2
 	(cd "$here/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi

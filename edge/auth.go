@@ -33,7 +33,8 @@ import (
 //	                                          "relay" and never echoes the credential
 //	GET /v1/streams/{id}?token=<resume token> the token's tenant, for that stream only;
 //	                                          403 invalid_resume_token if forged, expired or
-//	                                          for another stream (resume_token.go)
+//	                                          for another stream (resume_token.go); the same
+//	                                          for GET /v1/responses/resp_{id}
 //	neither                                   the anonymous tenant if no keys are configured
 //	                                          or AllowAnonymous; 401 invalid_api_key otherwise
 //
@@ -198,7 +199,7 @@ func (s *Server) authenticate(r *http.Request) (principal, *wire.Error) {
 		return p, nil
 	}
 	if token := r.URL.Query().Get("token"); token != "" && r.Method == http.MethodGet {
-		if id, ok := strings.CutPrefix(r.URL.Path, "/v1/streams/"); ok && !strings.Contains(id, "/") {
+		if id, ok := tokenStream(r.URL.Path); ok {
 			tenant, ok := s.tokens.verify(token, id)
 			if !ok {
 				return principal{}, forbiddenToken()
@@ -210,6 +211,17 @@ func (s *Server) authenticate(r *http.Request) (principal, *wire.Error) {
 		return principal{}, nil
 	}
 	return principal{}, unauthorized("You didn't provide an API key. Send it in an Authorization header using Bearer auth (Authorization: Bearer YOUR_KEY).")
+}
+
+// tokenStream is the stream a GET of path reads, if a resume token may
+// stand for the key there: a stream, or the Response of one.
+func tokenStream(path string) (string, bool) {
+	for _, prefix := range []string{"/v1/streams/", "/v1/responses/resp_"} {
+		if id, ok := strings.CutPrefix(path, prefix); ok && !strings.Contains(id, "/") {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 func unauthorized(message string) *wire.Error {

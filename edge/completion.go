@@ -21,6 +21,25 @@ import (
 // that a cut answer never looks finished. It reports whether the client
 // left before the end.
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
+	var acc completion
+	end, left, ok := s.followToEnd(w, r, o, acc.add)
+	switch {
+	case !ok:
+		return left
+	case end.Frame.Status != wire.StatusDone:
+		setRetryAfter(w, endError(end.Frame)) // admission.go
+		writeJSON(w, endError(end.Frame).Status, o.view.failure(end))
+	default:
+		writeJSON(w, http.StatusOK, acc.object(o.view, end))
+	}
+	return false
+}
+
+// followToEnd follows o for a client that wants the whole answer: it
+// passes every chunk to add and returns the end frame. If it cannot reach
+// the end, it answers the client (unless the client left: left) and
+// reports !ok; an error of add is answered as an interruption.
+func (s *Server) followToEnd(w http.ResponseWriter, r *http.Request, o origin, add func(wire.Frame) error) (end chunklog.Entry, left, ok bool) {
 	sess := s.sseSession(r, o, metrics.TransportCompletion)
 	defer sess.close()
 	ctx, done := s.clients.add(r.Context(), clientUnary)
@@ -28,42 +47,34 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origi
 	f, err := s.follow(o)
 	if err != nil {
 		writeError(w, unavailable("following the stream", err))
-		return false
+		return end, false, false
 	}
 	defer f.close()
-	var acc completion
-	var end chunklog.Entry
 	for !f.ended() {
 		entries, err := f.next(ctx, s.cfg.Keepalive)
 		sess.delivered(entries)
 		for _, e := range entries {
 			if e.Frame.Kind == wire.KindEnd {
 				end = e
-			} else if aerr := acc.add(e.Frame); aerr != nil && err == nil {
+			} else if aerr := add(e.Frame); aerr != nil && err == nil {
 				err = aerr
 			}
 		}
 		if err != nil {
 			if r.Context().Err() != nil {
-				return true
+				return end, true, false
 			}
 			if errors.Is(err, errShuttingDown) {
 				writeDraining(w, s.cfg.RetryHint, "the edge is shutting down; the answer is still being generated as stream "+
 					o.view.id+": read it with GET /v1/streams/"+o.view.id+" from another edge")
-				return false
+				return end, false, false
 			}
 			s.log.Warn("completion interrupted", "stream_id", o.view.id, "err", err)
 			writeError(w, &wire.Error{Message: err.Error(), Type: wire.TypeServer, Code: CodeInterrupted, Status: http.StatusBadGateway})
-			return false
+			return end, false, false
 		}
 	}
-	if end.Frame.Status != wire.StatusDone {
-		setRetryAfter(w, endError(end.Frame)) // admission.go
-		writeJSON(w, endError(end.Frame).Status, o.view.failure(end))
-		return false
-	}
-	writeJSON(w, http.StatusOK, acc.object(o.view, end))
-	return false
+	return end, false, true
 }
 
 // completion accumulates a stream's chunks into one message.

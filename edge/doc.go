@@ -11,6 +11,12 @@
 //	                            (header) or last_event_id (query); EventSource-ready
 //	DELETE /v1/streams/{id}     cancel the generation; 200 with the terminal status,
 //	                            or 202 "cancelling" (cancel.go)
+//	POST /v1/responses          the Responses API: translated into a chat completion and
+//	                            queued the same way; its frames rendered as Responses
+//	                            events (responses_events.go) or one Response
+//	GET  /v1/responses/{id}     the Response so far; with ?stream=true its events after
+//	                            ?starting_after=N, on any edge ("resp_" + stream id)
+//	POST /v1/responses/{id}/cancel  cancel.go, answered with the Response
 //	GET  /v1/ws                 WebSocket: several streams per connection (handler_ws.go)
 //	GET  /v1/models             the Catalog's models as an OpenAI list
 //	GET  /healthz, /readyz      liveness; readiness = NATS connected and assets set up

@@ -63,14 +63,6 @@ func retryAfterSeconds(d time.Duration) int64 {
 	return max(1, int64((d+time.Second-1)/time.Second))
 }
 
-// drainingEvent is the data of an SSE response's last event when the edge
-// drains.
-func drainingEvent() []byte {
-	return marshal(struct {
-		Error errorObject `json:"error"`
-	}{newErrorObject(drainError(drainMessage))})
-}
-
 // reconnectMessage is the last WebSocket message when the edge drains.
 func reconnectMessage(retry time.Duration) wsOut {
 	obj := newErrorObject(drainError(drainMessage))

@@ -1,6 +1,10 @@
 package edge
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/relaydev/relay/relay/wire"
+)
 
 // handleCancel serves DELETE /v1/streams/{id} (cancel.go): 200 with the
 // terminal status once the stream ended, "cancelled" or, for a stream that
@@ -15,9 +19,14 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	code := http.StatusOK
+	writeJSON(w, cancelHTTPStatus(status), newCancelObject(id, status))
+}
+
+// cancelHTTPStatus answers a cancellation: 200 once the stream ended, 202
+// while it is cancelling.
+func cancelHTTPStatus(status wire.Status) int {
 	if status == statusCancelling {
-		code = http.StatusAccepted
+		return http.StatusAccepted
 	}
-	writeJSON(w, code, newCancelObject(id, status))
+	return http.StatusOK
 }

@@ -16,33 +16,18 @@ import (
 // disconnect policy (Config.OnClientDisconnect, or the request's
 // X-Relay-On-Disconnect header) decides the generation's fate.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	if s.clients.draining() {
-		writeDraining(w, s.cfg.RetryHint, drainMessage)
+	opts, ok := s.startOptionsOf(w, r)
+	if !ok {
 		return
 	}
-	p := principalOf(r)
-	policy, e := s.disconnectPolicy(r)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	key, e := idempotencyKeyOf(r)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	fast, e := failFast(r, p)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
+	p, policy := opts.p, opts.policy
 	req, e := readChatRequest(w, r, s.cfg.MaxBodyBytes, s.limits(p))
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	req.FailFast = fast
-	st, e := s.start(r.Context(), p.tenant, key, req)
+	req.FailFast = opts.failFast
+	st, e := s.start(r.Context(), p.tenant, opts.key, req)
 	if e != nil {
 		if e.Status >= 500 {
 			s.log.Warn("submit failed", "err", e.Message)
@@ -72,6 +57,37 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	o.view.resumeToken = token
 	s.serveSSE(w, r, o, left)
+}
+
+// startOptions are what a request that starts a generation says besides
+// its body, in any dialect: who asks, what becomes of the generation if
+// its client leaves, its idempotency key, and whether it fails fast.
+type startOptions struct {
+	p        principal
+	policy   DisconnectPolicy
+	key      string
+	failFast bool
+}
+
+// startOptionsOf reads the start options of r. On a draining edge, or
+// when a header is invalid, it answers the error itself and reports false.
+func (s *Server) startOptionsOf(w http.ResponseWriter, r *http.Request) (startOptions, bool) {
+	if s.clients.draining() {
+		writeDraining(w, s.cfg.RetryHint, drainMessage)
+		return startOptions{}, false
+	}
+	o := startOptions{p: principalOf(r)}
+	var e *wire.Error
+	if o.policy, e = s.disconnectPolicy(r); e == nil {
+		if o.key, e = idempotencyKeyOf(r); e == nil {
+			o.failFast, e = failFast(r, o.p)
+		}
+	}
+	if e != nil {
+		writeError(w, e)
+		return startOptions{}, false
+	}
+	return o, true
 }
 
 // disconnectPolicy is the request's X-Relay-On-Disconnect, or the

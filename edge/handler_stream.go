@@ -38,25 +38,32 @@ func requestCursor(r *http.Request) (cursor, param string) {
 	return r.URL.Query().Get("last_event_id"), "last_event_id"
 }
 
-// serveSSE streams the frames after o.after as server-sent events until the
-// end frame (then "data: [DONE]"), the client leaves, or the edge stops
+// serveSSE streams the frames after o.after as chat completion chunks
+// (serveEvents).
+func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left func()) {
+	s.serveEvents(w, r, o, left, &chatEvents{v: o.view})
+}
+
+// serveEvents streams the frames after o.after as server-sent events in
+// dialect d until the end frame, the client leaves, or the edge stops
 // (then a last event tells the client to reconnect). If the client left
 // before the end, left (which may be nil) is called once it is gone: the
 // disconnect policy acts on it.
 //
 // Over HTTP/1.1 the stream takes the connection over from net/http and is
 // served by events (sse_conn.go): a waiting stream holds no goroutine and
-// no buffer, and left may be called after serveSSE returned. Otherwise
+// no buffer, and left may be called after serveEvents returned. Otherwise
 // (HTTP/2, HTTP/1.0, the demo's droppable streams) this goroutine serves it
 // to the end.
-func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left func()) {
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, o origin, left func(), d eventDialect) {
 	sess := s.sseSession(r, o, metrics.TransportSSE)
 	if o.end != nil {
 		defer sess.close()
 		setSSEHeaders(w.Header())
 		out := sseWriter{dst: newResponseSink(w)}
 		out.start(s.cfg.RetryHint)
-		out.done()
+		d.begin(&out)
+		d.end(&out)
 		out.flush()
 		return
 	}
@@ -67,7 +74,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left
 		return
 	}
 	setSSEHeaders(w.Header())
-	st := &sseStream{s: s, v: o.view, f: f, sess: sess, left: left}
+	st := &sseStream{s: s, id: o.view.id, d: d, f: f, sess: sess, left: left, read: o.read}
 	if s.takeOver(w, r, st) {
 		return
 	}
@@ -75,8 +82,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left
 	st.ctx = ctx
 	st.gone = func() bool { return r.Context().Err() != nil }
 	st.out.dst = newResponseSink(w)
-	st.out.start(s.cfg.RetryHint)
-	over, gone := st.flush(nil)
+	over, gone := st.begin()
 	for !over {
 		entries, err := f.next(ctx, s.cfg.Keepalive)
 		over, gone = st.step(entries, err)
@@ -86,11 +92,26 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left
 	st.finish(gone)
 }
 
-// sseStream is one SSE response being served: the client's view of the
-// stream, its follower and what is written to it.
+// eventDialect renders a stream's frames as one client dialect's events:
+// chat completion chunks (chatEvents, render.go) or the Responses API's
+// events (responseEvents, responses_events.go).
+type eventDialect interface {
+	// begin queues what precedes the first frame.
+	begin(out *sseWriter)
+	// frame queues the events of one frame.
+	frame(out *sseWriter, e chunklog.Entry)
+	// end queues what follows the end frame's events.
+	end(out *sseWriter)
+	// cut queues the event that ends a response the edge cannot finish.
+	cut(out *sseWriter, e *wire.Error)
+}
+
+// sseStream is one SSE response being served: the stream's id, the
+// dialect it is rendered in, its follower and what is written to it.
 type sseStream struct {
 	s    *Server
-	v    view
+	id   string
+	d    eventDialect
 	f    *follower
 	sess *session
 	out  sseWriter
@@ -100,6 +121,8 @@ type sseStream struct {
 	gone func() bool
 	// left is called when the client left before the end.
 	left func()
+	// read are frames taken from f before the response began.
+	read []chunklog.Entry
 }
 
 // step writes one result of the follower: its frames, then [DONE], the
@@ -109,24 +132,22 @@ type sseStream struct {
 func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool) {
 	st.sess.delivered(entries)
 	for _, e := range entries {
-		st.out.event(cursorOf(e).String(), marshal(st.v.object(e)))
-		// The first event carries the view's resume token, if any.
-		st.v.resumeToken = ""
+		st.d.frame(&st.out, e)
 	}
 	switch {
 	case st.f.ended():
-		st.out.done()
+		st.d.end(&st.out)
 	case err != nil:
 		if st.gone() {
 			return true, true
 		}
 		if errors.Is(err, errShuttingDown) {
 			st.out.retry(st.s.cfg.RetryHint)
-			st.out.event("", drainingEvent())
+			st.d.cut(&st.out, drainError(drainMessage))
 			break
 		}
-		st.s.log.Warn("stream interrupted", "stream_id", st.v.id, "err", err)
-		st.out.event("", interrupted(err))
+		st.s.log.Warn("stream interrupted", "stream_id", st.id, "err", err)
+		st.d.cut(&st.out, interruptedError(err))
 	case len(entries) == 0:
 		st.out.keepalive()
 	}
@@ -148,6 +169,18 @@ func (st *sseStream) flush(err error) (over, left bool) {
 	return false, false
 }
 
+// begin writes the start of the response: the reconnection delay, what
+// the dialect sends before the first frame, and the frames read before;
+// it reports what step does.
+func (st *sseStream) begin() (over, left bool) {
+	st.out.start(st.s.cfg.RetryHint)
+	st.d.begin(&st.out)
+	if len(st.read) > 0 {
+		return st.step(st.read, nil)
+	}
+	return st.flush(nil)
+}
+
 // finish ends the session once the follower and the client are released.
 func (st *sseStream) finish(left bool) {
 	st.sess.close()
@@ -156,12 +189,10 @@ func (st *sseStream) finish(left bool) {
 	}
 }
 
-// interrupted is the data of the event that ends a response the edge could
-// not finish because it lost the log. It has no id, so an EventSource
-// reconnects after the last frame it got; an SDK raises it as an error
-// rather than returning a cut answer.
-func interrupted(cause error) []byte {
-	return marshal(struct {
-		Error errorObject `json:"error"`
-	}{newErrorObject(&wire.Error{Message: cause.Error(), Type: wire.TypeServer, Code: CodeInterrupted})})
+// interruptedError ends a response the edge could not finish because it
+// lost the log. Its event has no id, so an EventSource reconnects after the
+// last frame it got; an SDK raises it as an error rather than returning a
+// cut answer.
+func interruptedError(cause error) *wire.Error {
+	return &wire.Error{Message: cause.Error(), Type: wire.TypeServer, Code: CodeInterrupted}
 }

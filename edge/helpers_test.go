@@ -372,7 +372,7 @@ func readAll(t *testing.T, res *http.Response) string {
 
 // sseEvent is one parsed server-sent event; a comment has only Comment.
 type sseEvent struct {
-	ID, Data, Retry, Comment string
+	ID, Event, Data, Retry, Comment string
 }
 
 // parseSSE splits an event stream into events, in order.
@@ -389,6 +389,8 @@ func parseSSE(t *testing.T, body string) []sseEvent {
 			switch field {
 			case "id":
 				ev.ID = value
+			case "event":
+				ev.Event = value
 			case "data":
 				ev.Data = value
 			case "retry":

@@ -18,6 +18,28 @@ type view struct {
 	resumeToken string
 }
 
+// chatEvents renders frames as chat completion chunks, each with its
+// cursor as the event id, and ends with [DONE] (the eventDialect of chat
+// completions and GET /v1/streams/{id}).
+type chatEvents struct{ v view }
+
+func (c *chatEvents) begin(*sseWriter) {}
+
+func (c *chatEvents) frame(out *sseWriter, e chunklog.Entry) {
+	out.event(cursorOf(e).String(), marshal(c.v.object(e)))
+	// The first event carries the view's resume token, if any.
+	c.v.resumeToken = ""
+}
+
+func (c *chatEvents) end(out *sseWriter) { out.done() }
+
+// cut ends the response with an error event without an id.
+func (c *chatEvents) cut(out *sseWriter, e *wire.Error) {
+	out.event("", marshal(struct {
+		Error errorObject `json:"error"`
+	}{newErrorObject(e)}))
+}
+
 // chunkObject is OpenAI's chat.completion.chunk.
 type chunkObject struct {
 	ID      string        `json:"id"`

@@ -5,6 +5,15 @@ import (
 	"testing"
 )
 
+// fuzzLimits are the limits of the request fuzz targets: both models are
+// served, the key may use testModel only.
+var fuzzLimits = limits{
+	served:      func(m string) bool { return m == testModel || m == otherModel },
+	allowed:     func(m string) bool { return m == testModel },
+	maxMessages: 4,
+	maxTokens:   100,
+}
+
 // FuzzParseChatRequest: request bodies come from clients. A body is
 // refused with a 400 naming what is wrong, or accepted within the limits:
 // an allowed model, at most maxMessages messages, max_tokens within the
@@ -23,14 +32,8 @@ func FuzzParseChatRequest(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	lim := limits{
-		served:      func(m string) bool { return m == testModel || m == otherModel },
-		allowed:     func(m string) bool { return m == testModel },
-		maxMessages: 4,
-		maxTokens:   100,
-	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, e := parseChatRequest(body, lim)
+		req, e := parseChatRequest(body, fuzzLimits)
 		if e != nil {
 			if e.Status != 400 || e.Type != "invalid_request_error" || e.Message == "" || e.Code == "" {
 				t.Fatalf("bad error %+v", e)
@@ -47,10 +50,10 @@ func FuzzParseChatRequest(f *testing.F) {
 			t.Fatalf("accepted %q without messages", body)
 		}
 		var maxTokens float64
-		if raw, ok := fields["max_tokens"]; ok && !isNull(raw) && (json.Unmarshal(raw, &maxTokens) != nil || maxTokens > float64(lim.maxTokens)) {
+		if raw, ok := fields["max_tokens"]; ok && !isNull(raw) && (json.Unmarshal(raw, &maxTokens) != nil || maxTokens > float64(fuzzLimits.maxTokens)) {
 			t.Fatalf("accepted %q with max_tokens over the cap", body)
 		}
-		if len(messages) == 0 || len(messages) > lim.maxMessages {
+		if len(messages) == 0 || len(messages) > fuzzLimits.maxMessages {
 			t.Fatalf("accepted %q with %d messages", body, len(messages))
 		}
 	})

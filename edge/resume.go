@@ -20,6 +20,9 @@ type origin struct {
 	// f, when set, already follows the stream from after: a stream this
 	// edge just started (started.f).
 	f *follower
+	// read are frames already taken from f, which the client gets first
+	// (a POST /v1/responses that waited for its first frame).
+	read []chunklog.Entry
 }
 
 // follow returns o's follower: o.f, or a new one after o.after. The caller

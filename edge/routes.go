@@ -12,6 +12,9 @@ import (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/chat/completions", methods{http.MethodPost: s.handleChat})
+	mux.Handle("/v1/responses", methods{http.MethodPost: s.handleResponses})
+	mux.Handle("/v1/responses/{id}", methods{http.MethodGet: s.handleResponse})
+	mux.Handle("/v1/responses/{id}/cancel", methods{http.MethodPost: s.handleResponseCancel})
 	mux.Handle("/v1/streams/{id}", methods{http.MethodGet: s.handleStream, http.MethodDelete: s.handleCancel})
 	mux.Handle("/v1/ws", methods{http.MethodGet: s.handleWS})
 	mux.Handle("/v1/models", methods{http.MethodGet: s.handleModels})

@@ -77,6 +77,17 @@ func (s *sseWriter) event(id string, data []byte) {
 	b.WriteString("\n\n")
 }
 
+// typed queues an event with a type (an "event:" field), as the Responses
+// API sends every event, and no id.
+func (s *sseWriter) typed(event string, data []byte) {
+	b := s.b()
+	b.WriteString("event: ")
+	b.WriteString(event)
+	b.WriteString("\ndata: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+}
+
 // keepalive queues a comment, which clients ignore and proxies count as
 // traffic.
 func (s *sseWriter) keepalive() { s.b().WriteString(": keepalive\n\n") }

@@ -101,9 +101,8 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	st.ctx, c.done = s.clients.add(base, clientSSE)
 	st.gone = c.gone.Load
 	st.out.dst = c.w
-	st.out.start(s.cfg.RetryHint)
 	c.pending.Store(1)
-	if over, left := st.flush(nil); over {
+	if over, left := st.begin(); over {
 		c.end(left)
 		return true
 	}

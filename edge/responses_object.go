@@ -1,0 +1,146 @@
+package edge
+
+import (
+	"strings"
+
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// responseObject is OpenAI's Response, as POST /v1/responses answers it,
+// GET /v1/responses/{id} reads it and the lifecycle events carry it. It is
+// built from the stream's frames alone, so every edge renders it the same;
+// the request's sampling parameters and tools are not kept with the
+// stream, so they are not echoed (null, or the defaults).
+type responseObject struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	CreatedAt         int64              `json:"created_at"`
+	Status            string             `json:"status"`
+	Error             *responseError     `json:"error"`
+	IncompleteDetails *incompleteDetails `json:"incomplete_details"`
+	Instructions      *string            `json:"instructions"`
+	Model             string             `json:"model"`
+	Output            []any              `json:"output"`
+	ParallelToolCalls bool               `json:"parallel_tool_calls"`
+	Temperature       *float64           `json:"temperature"`
+	TopP              *float64           `json:"top_p"`
+	ToolChoice        string             `json:"tool_choice"`
+	Tools             []any              `json:"tools"`
+	Usage             *responseUsage     `json:"usage"`
+	Metadata          map[string]string  `json:"metadata"`
+}
+
+// Statuses of a Response and of its output items.
+const (
+	responseQueued     = "queued"
+	responseInProgress = "in_progress"
+	responseCompleted  = "completed"
+	responseIncomplete = "incomplete"
+	responseFailed     = "failed"
+	responseCancelled  = "cancelled"
+)
+
+type responseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// incompleteDetails says why a response is incomplete: OpenAI's
+// max_output_tokens and content_filter, the relay's "cancelled", or the
+// code of the error that ended a cut answer (retries_exhausted, ...).
+type incompleteDetails struct {
+	Reason string `json:"reason"`
+}
+
+type responseUsage struct {
+	InputTokens         int                `json:"input_tokens"`
+	InputTokensDetails  inputTokenDetails  `json:"input_tokens_details"`
+	OutputTokens        int                `json:"output_tokens"`
+	OutputTokensDetails outputTokenDetails `json:"output_tokens_details"`
+	TotalTokens         int                `json:"total_tokens"`
+}
+
+type inputTokenDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+type outputTokenDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// newResponseUsage is u in the Responses' terms; nil stays nil. The
+// frames count no cached or reasoning tokens, so those read 0.
+func newResponseUsage(u *wire.Usage) *responseUsage {
+	if u == nil {
+		return nil
+	}
+	return &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+}
+
+// responseID is the Response id of stream id: the id itself, so that any
+// edge finds the stream of a Response without a lookup.
+func responseID(streamID string) string { return "resp_" + streamID }
+
+// streamOfResponse is the stream id of a Response id; false when it is not
+// one the relay gave out.
+func streamOfResponse(id string) (string, bool) {
+	s, ok := strings.CutPrefix(id, "resp_")
+	return s, ok && wire.ValidStreamID(s)
+}
+
+// outputItem is an item of a Response's output as it is being built: an
+// assistant message with one output_text part, or a function call.
+type outputItem struct {
+	call bool
+	id   string
+	// status is in_progress until the item is done.
+	status string
+	// text is the message's text or the call's arguments so far.
+	text         strings.Builder
+	callID, name string
+}
+
+// messageItem is OpenAI's output message.
+type messageItem struct {
+	Type    string       `json:"type"`
+	ID      string       `json:"id"`
+	Status  string       `json:"status"`
+	Role    string       `json:"role"`
+	Content []outputText `json:"content"`
+}
+
+// outputText is an output_text content part. The frames carry no
+// logprobs, so its logprobs are always empty.
+type outputText struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Annotations []any  `json:"annotations"`
+	Logprobs    []any  `json:"logprobs"`
+}
+
+func newOutputText(text string) outputText {
+	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}
+}
+
+// functionCallItem is OpenAI's function tool call.
+type functionCallItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
+}
+
+// object renders the item as it is now; a message's part appears once it
+// has text (withPart), as in the events that add it.
+func (it *outputItem) object(withPart bool) any {
+	if it.call {
+		return functionCallItem{Type: "function_call", ID: it.id, CallID: it.callID, Name: it.name, Arguments: it.text.String(), Status: it.status}
+	}
+	content := []outputText{}
+	if withPart {
+		content = append(content, newOutputText(it.text.String()))
+	}
+	return messageItem{Type: "message", ID: it.id, Status: it.status, Role: "assistant", Content: content}
+}

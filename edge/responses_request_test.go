@@ -1,0 +1,53 @@
+package edge
+
+import (
+	"testing"
+)
+
+// everyModel serves any model, without caps.
+var everyModel = limits{served: func(string) bool { return true }, maxMessages: -1, maxTokens: -1}
+
+// TestResponsesRequestTranslation: what each Responses input becomes in
+// the chat completion request the workers generate.
+func TestResponsesRequestTranslation(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"string input", `{"model":"m","input":"hi","stream":true,"store":false}`,
+			`{"messages":[{"role":"user","content":"hi"}],"model":"m"}`},
+		{"instructions and parameters", `{"model":"m","instructions":"be brief","input":"hi","max_output_tokens":9,"temperature":0.5,"top_p":1,"user":"u","metadata":{"a":"b"}}`,
+			`{"max_tokens":9,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"model":"m","temperature":0.5,"top_p":1,"user":"u"}`},
+		{"message items (AI SDK)", `{"model":"m","input":[{"role":"developer","content":"sys"},{"role":"user","content":[{"type":"input_text","text":"hi"}]}]}`,
+			`{"messages":[{"role":"system","content":"sys"},{"role":"user","content":"hi"}],"model":"m"}`},
+		{"typed messages with parts (LangChain)", `{"model":"m","text":{},"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"https://x/i.png"}]}]}`,
+			`{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"https://x/i.png"}}]}],"model":"m"}`},
+		{"a tool round trip", `{"model":"m","input":[{"role":"user","content":"weather?"},` +
+			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"checking"}]},` +
+			`{"type":"function_call","call_id":"c1","name":"get","arguments":"{}"},{"type":"function_call","call_id":"c2","name":"put","arguments":"{}"},` +
+			`{"type":"function_call_output","call_id":"c1","output":"sunny"},{"type":"function_call_output","call_id":"c2","output":"ok"}],` +
+			`"tools":[{"type":"function","name":"get","parameters":{"type":"object"},"strict":true}],"tool_choice":{"type":"function","name":"get"},"parallel_tool_calls":false}`,
+			`{"messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":"checking","tool_calls":[` +
+				`{"id":"c1","type":"function","function":{"name":"get","arguments":"{}"}},{"id":"c2","type":"function","function":{"name":"put","arguments":"{}"}}]},` +
+				`{"role":"tool","content":"sunny","tool_call_id":"c1"},{"role":"tool","content":"ok","tool_call_id":"c2"}],"model":"m","parallel_tool_calls":false,` +
+				`"tool_choice":{"function":{"name":"get"},"type":"function"},"tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object"},"strict":true}}]}`},
+		{"json schema output", `{"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"},"strict":true}}}`,
+			`{"messages":[{"role":"user","content":"hi"}],"model":"m","response_format":{"json_schema":{"name":"x","schema":{"type":"object"},"strict":true},"type":"json_schema"}}`},
+	} {
+		req, e := parseResponsesRequest([]byte(tc.in), everyModel)
+		if e != nil {
+			t.Errorf("%s: %+v", tc.name, e)
+			continue
+		}
+		if string(req.chat.Body) != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, req.chat.Body, tc.want)
+		}
+	}
+}
+
+func TestResponsesRequestFlags(t *testing.T) {
+	req, e := parseResponsesRequest([]byte(`{"model":"m","input":"hi","stream":true,"background":true}`), everyModel)
+	if e != nil || !req.stream || !req.background || req.chat.Model != "m" {
+		t.Fatalf("%+v %+v", req, e)
+	}
+	if _, e := parseResponsesRequest([]byte(`{"model":"m","input":"hi","background":"yes"}`), everyModel); e == nil || e.Param != "background" {
+		t.Fatalf("background \"yes\": %+v", e)
+	}
+}
