@@ -33,7 +33,7 @@ bench-quick: ## the same figures with small counts, under a minute; CI runs it s
 	$(GO) run ./e2e/bench --quick
 
 bench-resilience: ## the relay beside a direct openai-go client in weather, a 429 storm and an outage (e2e/BENCHMARKS.md, "Resilience"), about 2 minutes
-	bash -o pipefail -c "$(GO) test -count=1 -run 'TestProcessNeverWorseThanDirect|TestOutageIsAQueue' -v ./e2e/ | grep -E '^(---|ok|FAIL)|: (weather|429 storm|10 s outage)'"
+	bash -o pipefail -c "$(GO) test -count=1 -run 'TestProcessNeverWorseThanDirect|TestOutageIsAQueue' -v ./e2e/ | grep -E '^(---|ok|FAIL)|: (weather|429 storm|10 s outage)|requests; breaker opened'"
 
 .PHONY: cluster
 cluster: ## a local cluster of separate processes: 3 nats-servers (JetStream, R3), 2 edges, 3 workers, the coordinator, the fake upstream; Ctrl-C stops it (configs/cluster/)
