@@ -24,6 +24,14 @@ type Config struct {
 	// MaxBodyBytes caps a chat completion request, and a WebSocket message
 	// (zero: 1 MiB).
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// BodyTimeout is how long a request body may take to arrive, from the
+	// end of its headers (zero: 30s; negative: no bound); a slower client
+	// gets a 408 and its connection is closed (body.go).
+	BodyTimeout time.Duration `koanf:"body_timeout"`
+	// MaxConnections caps the edge's open client connections, streams and
+	// WebSockets included; one more is answered with a 503 and closed
+	// (conn_limit.go). Zero: 10,000; negative: no cap.
+	MaxConnections int `koanf:"max_connections"`
 	// ClientBuffer is how many live frames are queued for one client before
 	// further ones are dropped and the client catches up from JetStream
 	// instead (zero: 256).
@@ -107,6 +115,9 @@ const (
 	DefaultRetryHint    = time.Second
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultClientBuffer = 256
+	DefaultBodyTimeout  = 30 * time.Second
+
+	DefaultMaxConnections = 10000
 
 	DefaultResumeTokenTTL         = time.Hour
 	DefaultIdempotencyWindow      = 24 * time.Hour
@@ -136,6 +147,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.ClientBuffer == 0 {
 		c.ClientBuffer = DefaultClientBuffer
