@@ -62,6 +62,11 @@ type Config struct {
 	// dev`; relay/config requires the secret elsewhere when APIKeys are
 	// set). At least 32 bytes.
 	ResumeTokenSecret string `koanf:"resume_token_secret"`
+	// AllowExampleCredentials accepts the example API keys and resume
+	// token secrets that configs/ publishes, which relay/config refuses
+	// outside `relay dev`: for a local demo (the compose cluster) only,
+	// never on an edge others can reach. The edge itself ignores it.
+	AllowExampleCredentials bool `koanf:"allow_example_credentials"`
 	// ResumeTokenTTL is how long a resume token is valid (zero: 1h).
 	ResumeTokenTTL time.Duration `koanf:"resume_token_ttl"`
 	// IdempotencyWindow is how long an Idempotency-Key (or X-Request-Id)
