@@ -111,6 +111,10 @@ type APIKey struct {
 	// waiting for it (the default; see HeaderFailFast, which overrides it
 	// per request).
 	FailFast bool `koanf:"fail_fast"`
+	// Operator makes the key an operator's: it may read /metrics, the
+	// dashboard's data and the whole of /v1/relay/status, which show every
+	// tenant and node (operator.go). A tenant's key may not.
+	Operator bool `koanf:"operator"`
 }
 
 // Defaults.
