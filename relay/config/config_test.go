@@ -86,6 +86,7 @@ func TestRejectsNamingTheKey(t *testing.T) {
 		want       string
 	}{
 		{"unknown key", "edge:\n  lisen: x\n", nil, RoleDev, "edge.lisen"},
+		{"embedded NATS beyond loopback", "embedded_nats:\n  listen: 0.0.0.0:4222\n", nil, RoleDev, "embedded_nats.listen"},
 		{"unknown section", "edges:\n  listen: x\n", nil, RoleDev, "edges"},
 		{"bad duration", "edge:\n  keepalive: soon\n", nil, RoleDev, "edge.keepalive"},
 		{"bad number", "", []string{"worker.max_inflight=many"}, RoleDev, "worker.max_inflight"},
