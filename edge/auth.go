@@ -40,9 +40,9 @@ import (
 //
 // With no keys configured at all the Authorization header is ignored (the
 // OpenAI SDKs always send one). Only the API, the paths under /v1/, is
-// authenticated here: the operators' endpoints (/healthz, /readyz,
-// /metrics, the dashboard) are not client-facing API, and a CORS preflight
-// is answered before authentication (cors.go).
+// authenticated here: /healthz and /readyz are open, /metrics asks for an
+// operator's key (operator.go), and a CORS preflight is answered before
+// authentication (cors.go).
 
 // CodeInvalidAPIKey answers a missing or unknown API key (401).
 const CodeInvalidAPIKey = "invalid_api_key"
@@ -57,6 +57,8 @@ type principal struct {
 	// failFast: the key's generations fail at once when their provider
 	// cannot take them now (APIKey.FailFast).
 	failFast bool
+	// operator may read what concerns every tenant (operator.go).
+	operator bool
 }
 
 // allows reports whether the principal may ask for model.
@@ -80,7 +82,7 @@ func newAuthenticator(keys []APIKey, allowAnonymous bool) *authenticator {
 	a := &authenticator{anonymous: allowAnonymous || len(keys) == 0}
 	for _, k := range keys {
 		hash, _ := hex.DecodeString(k.KeySHA256) // validated
-		p := principal{tenant: k.Tenant, failFast: k.FailFast}
+		p := principal{tenant: k.Tenant, failFast: k.FailFast, operator: k.Operator}
 		if len(k.Models) > 0 {
 			p.models = map[string]bool{}
 			for _, m := range k.Models {

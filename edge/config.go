@@ -24,6 +24,14 @@ type Config struct {
 	// MaxBodyBytes caps a chat completion request, and a WebSocket message
 	// (zero: 1 MiB).
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// BodyTimeout is how long a request body may take to arrive, from the
+	// end of its headers (zero: 30s; negative: no bound); a slower client
+	// gets a 408 and its connection is closed (body.go).
+	BodyTimeout time.Duration `koanf:"body_timeout"`
+	// MaxConnections caps the edge's open client connections, streams and
+	// WebSockets included; one more is answered with a 503 and closed
+	// (conn_limit.go). Zero: 10,000; negative: no cap.
+	MaxConnections int `koanf:"max_connections"`
 	// ClientBuffer is how many live frames are queued for one client before
 	// further ones are dropped and the client catches up from JetStream
 	// instead (zero: 256).
@@ -54,6 +62,11 @@ type Config struct {
 	// dev`; relay/config requires the secret elsewhere when APIKeys are
 	// set). At least 32 bytes.
 	ResumeTokenSecret string `koanf:"resume_token_secret"`
+	// AllowExampleCredentials accepts the example API keys and resume
+	// token secrets that configs/ publishes, which relay/config refuses
+	// outside `relay dev`: for a local demo (the compose cluster) only,
+	// never on an edge others can reach. The edge itself ignores it.
+	AllowExampleCredentials bool `koanf:"allow_example_credentials"`
 	// ResumeTokenTTL is how long a resume token is valid (zero: 1h).
 	ResumeTokenTTL time.Duration `koanf:"resume_token_ttl"`
 	// IdempotencyWindow is how long an Idempotency-Key (or X-Request-Id)
@@ -98,6 +111,10 @@ type APIKey struct {
 	// waiting for it (the default; see HeaderFailFast, which overrides it
 	// per request).
 	FailFast bool `koanf:"fail_fast"`
+	// Operator makes the key an operator's: it may read /metrics, the
+	// dashboard's data and the whole of /v1/relay/status, which show every
+	// tenant and node (operator.go). A tenant's key may not.
+	Operator bool `koanf:"operator"`
 }
 
 // Defaults.
@@ -107,6 +124,9 @@ const (
 	DefaultRetryHint    = time.Second
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultClientBuffer = 256
+	DefaultBodyTimeout  = 30 * time.Second
+
+	DefaultMaxConnections = 10000
 
 	DefaultResumeTokenTTL         = time.Hour
 	DefaultIdempotencyWindow      = 24 * time.Hour
@@ -136,6 +156,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.ClientBuffer == 0 {
 		c.ClientBuffer = DefaultClientBuffer

@@ -39,10 +39,10 @@ var web = func() fs.FS {
 // assets, and with edge.demo the demo chat and its helpers (demo.go).
 func (s *Server) opsRoutes(mux *http.ServeMux) {
 	metrics := promhttp.HandlerFor(s.obs.gatherer, promhttp.HandlerOpts{})
-	mux.Handle("/metrics", methods{http.MethodGet: metrics.ServeHTTP})
+	mux.Handle("/metrics", methods{http.MethodGet: s.operatorOnly(metrics.ServeHTTP)}) // operator.go
 	mux.Handle("/dashboard", methods{http.MethodGet: servePage("dashboard.html")})
 	mux.Handle("/static/{file}", methods{http.MethodGet: serveStatic})
-	mux.Handle("/v1/relay/dashboard.json", methods{http.MethodGet: s.handleDashboard})
+	mux.Handle("/v1/relay/dashboard.json", methods{http.MethodGet: s.operatorOnly(s.handleDashboard)})
 	if s.cfg.Demo {
 		s.demoRoutes(mux)
 	}

@@ -3,9 +3,7 @@ package edge
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/relaydev/relay/relay/wire"
@@ -45,14 +43,9 @@ const CodeLimitExceeded = "limit_exceeded"
 
 // readChatRequest reads and validates a request body of at most max bytes.
 func readChatRequest(w http.ResponseWriter, r *http.Request, max int64, lim limits) (chatRequest, *wire.Error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			e := invalid("", CodeBodyTooLarge, "request body exceeds %d bytes", max)
-			e.Status = http.StatusRequestEntityTooLarge
-			return chatRequest{}, e
-		}
-		return chatRequest{}, invalid("", CodeInvalidJSON, "reading request body: %v", err)
+	body, e := readBody(w, r, max)
+	if e != nil {
+		return chatRequest{}, e
 	}
 	return parseChatRequest(body, lim)
 }

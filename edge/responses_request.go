@@ -2,9 +2,7 @@ package edge
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -29,14 +27,9 @@ const CodeUnsupportedParameter = "unsupported_parameter"
 // readResponsesRequest reads and translates a request body of at most max
 // bytes.
 func readResponsesRequest(w http.ResponseWriter, r *http.Request, max int64, lim limits) (responsesRequest, *wire.Error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			e := invalid("", CodeBodyTooLarge, "request body exceeds %d bytes", max)
-			e.Status = http.StatusRequestEntityTooLarge
-			return responsesRequest{}, e
-		}
-		return responsesRequest{}, invalid("", CodeInvalidJSON, "reading request body: %v", err)
+	body, e := readBody(w, r, max)
+	if e != nil {
+		return responsesRequest{}, e
 	}
 	return parseResponsesRequest(body, lim)
 }

@@ -147,7 +147,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.obs = obs
 	// CORS answers preflights, which carry no credentials, before
 	// authentication; routes see the principal in the request context.
-	s.handler = s.instrument(s.withCORS(s.withAuthentication(s.routes())))
+	s.handler = s.withBodyDeadline(s.instrument(s.withCORS(s.withAuthentication(s.routes()))))
 	return s, nil
 }
 
@@ -171,6 +171,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// reconnect cannot land on this edge again.
 	srv.RegisterOnShutdown(s.clients.close)
 	served := make(chan error, 1)
+	ln = limitConnections(ln, s.cfg.MaxConnections) // conn_limit.go
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:

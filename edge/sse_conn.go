@@ -86,6 +86,9 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	if err != nil {
 		return false
 	}
+	// A body the handler never read (a GET carrying one) left its read
+	// deadline on the connection (body.go); the hang-up watch reads on.
+	conn.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Connection", "close")
 	h.Set("Transfer-Encoding", "chunked")

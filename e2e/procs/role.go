@@ -87,10 +87,15 @@ func (h *Harness) Start(ctx context.Context, r Role) (*Process, error) {
 		if err != nil {
 			return nil, err
 		}
-		embedded = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
+		// dev's server refuses clients without its credentials: the
+		// harness names them, so that its tests can connect too.
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		embedded = "nats://e2e:" + r.Name + "-secret@" + addr
 		r.Settings = withDefaults(r.Settings, Settings{
-			"embedded_nats.listen":    strings.TrimPrefix(embedded, "nats://"),
+			"embedded_nats.listen":    addr,
 			"embedded_nats.store_dir": filepath.Join(h.dir, r.Name+"-store"),
+			"embedded_nats.user":      "e2e",
+			"embedded_nats.password":  r.Name + "-secret",
 		})
 	}
 	conf, err := roleConfig(r)

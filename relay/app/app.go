@@ -157,7 +157,9 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 // upstream (as provider "mock" unless providers are configured), the edge,
 // one worker and the coordinator.
 func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready Ready) error {
-	srv, err := natsserver.Start(cfg.EmbeddedNATS)
+	// Credentials of this process only, unless configured (natsserver/auth.go).
+	embedded := cfg.EmbeddedNATS.WithRandomCredentials()
+	srv, err := natsserver.Start(embedded)
 	if err != nil {
 		return err
 	}
@@ -165,7 +167,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready R
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	cfg.NATS = natsconn.Config{URL: srv.ClientURL()}
+	cfg.NATS = natsconn.Config{URL: srv.ClientURL(), User: embedded.User, Password: embedded.Password}
 
 	g, ctx := errgroup.WithContext(ctx)
 	addrs := Addrs{NATS: srv.ClientURL()}

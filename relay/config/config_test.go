@@ -17,6 +17,9 @@ var exampleRoles = map[string]Role{
 	"mock-upstream.yaml": RoleMockUpstream,
 }
 
+// ownCredentials replaces the example keys and secret of configs/edge.yaml.
+var ownCredentials = filepath.Join("..", "..", "configs", "testdata", "credentials.yaml")
+
 // Every YAML file in configs/ loads for its role, and none is left out.
 func TestExampleConfigsLoad(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "configs", "*.yaml"))
@@ -29,7 +32,13 @@ func TestExampleConfigsLoad(t *testing.T) {
 		}
 	}
 	for file, role := range exampleRoles {
-		if _, err := Load(Sources{File: filepath.Join("..", "..", "configs", file)}, role); err != nil {
+		src := Sources{File: filepath.Join("..", "..", "configs", file)}
+		if role == RoleEdge {
+			// Its published example credentials are refused
+			// (TestExampleCredentialsRefused): replaced, as a deployment must.
+			src.Overlays = []string{ownCredentials}
+		}
+		if _, err := Load(src, role); err != nil {
 			t.Errorf("%s: %v", file, err)
 		}
 	}
@@ -77,6 +86,7 @@ func TestRejectsNamingTheKey(t *testing.T) {
 		want       string
 	}{
 		{"unknown key", "edge:\n  lisen: x\n", nil, RoleDev, "edge.lisen"},
+		{"embedded NATS beyond loopback", "embedded_nats:\n  listen: 0.0.0.0:4222\n", nil, RoleDev, "embedded_nats.listen"},
 		{"unknown section", "edges:\n  listen: x\n", nil, RoleDev, "edges"},
 		{"bad duration", "edge:\n  keepalive: soon\n", nil, RoleDev, "edge.keepalive"},
 		{"bad number", "", []string{"worker.max_inflight=many"}, RoleDev, "worker.max_inflight"},

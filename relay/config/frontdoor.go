@@ -23,6 +23,9 @@ func (c Config) validateFrontDoor(role Role) error {
 			return errors.New("edge.resume_token_secret: required with edge.api_keys outside `relay dev`, " +
 				"the same on every edge (generate one with `openssl rand -hex 32`)")
 		}
+		if err := c.refuseExampleCredentials(); err != nil { // examples.go
+			return err
+		}
 	}
 	if retention := c.Streams.WithDefaults().Retention; e.IdempotencyWindow > retention {
 		return fmt.Errorf("edge.idempotency_window: %v is longer than streams.retention (%v)", e.IdempotencyWindow, retention)

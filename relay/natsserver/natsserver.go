@@ -26,6 +26,12 @@ type Config struct {
 	Domain string `koanf:"domain"`
 	// Leaf joins the server to other regions (zero: it joins none).
 	Leaf LeafConfig `koanf:"leaf"`
+	// User and Password are the only credentials the server accepts from
+	// clients (auth.go). Zero: none are asked for, unless the caller adds
+	// random ones (WithRandomCredentials), as `relay dev` does. Required
+	// to listen beyond loopback.
+	User     string `koanf:"user"`
+	Password string `koanf:"password"`
 }
 
 // Validate names the first invalid field under prefix.
@@ -34,6 +40,9 @@ func (c Config) Validate(prefix string) error {
 		if _, _, err := splitHostPort(c.Listen); err != nil {
 			return fmt.Errorf("%s.listen: %v", prefix, err)
 		}
+	}
+	if err := c.validateAuth(prefix); err != nil { // auth.go
+		return err
 	}
 	return c.validateRegion(prefix)
 }
@@ -77,6 +86,7 @@ func Start(cfg Config) (*server.Server, error) {
 		// stream would refuse the 1,001st watcher of a large fleet.
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
+	opts.Username, opts.Password = cfg.User, cfg.Password
 	if err := applyRegion(opts, cfg); err != nil {
 		return nil, err
 	}
