@@ -9,8 +9,10 @@ import (
 // handleChat serves POST /v1/chat/completions: it validates the request,
 // queues it (or, with an idempotency key, attaches to the stream the key
 // started: idempotency.go), and then serves the stream like any resumed
-// one, from the start. The X-Relay-Stream-Id header names the stream, so a
-// client that loses the response resumes it with GET /v1/streams/{id};
+// one, from the start, once its first frame is stored, so that a provider's
+// refusal is an HTTP error (first_frame.go). The X-Relay-Stream-Id header
+// names the stream, so a client that loses the response resumes it with
+// GET /v1/streams/{id};
 // X-Relay-Resume-Token lets it do so without its key (resume_token.go).
 // If the client that started the generation goes away before the end, the
 // disconnect policy (Config.OnClientDisconnect, or the request's
@@ -56,7 +58,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o.view.resumeToken = token
-	s.serveSSE(w, r, o, left)
+	o, answered, gone := s.awaitFirstFrame(w, r, o, chatHold)
+	switch {
+	case gone:
+		left()
+	case !answered:
+		s.serveSSE(w, r, o, left)
+	}
 }
 
 // startOptions are what a request that starts a generation says besides

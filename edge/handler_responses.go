@@ -49,7 +49,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case req.stream:
-		o, answered, gone := s.awaitFirstFrame(w, r, o)
+		o, answered, gone := s.awaitFirstFrame(w, r, o, headHold{})
 		switch {
 		case gone:
 			left()

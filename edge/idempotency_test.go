@@ -12,7 +12,11 @@ import (
 func TestIdempotencyKeyAttaches(t *testing.T) {
 	e := newEnv(t)
 	w := e.startWorker(&worker{script: answer(3), gate: make(chan struct{})})
-	edge := e.startEdge(tenantConfig())
+	// The gated worker holds the first frame: each streamed POST gets its
+	// head after one keepalive (first_frame.go), well within the ack wait.
+	cfg := tenantConfig()
+	cfg.Keepalive = 20 * time.Millisecond
+	edge := e.startEdge(cfg)
 	clock := &testClock{}
 	edge.now = clock.now
 	post := func(key, tenantKey, content string, stream bool) *http.Response {
