@@ -55,7 +55,7 @@ func TestIdempotencyKeyAttaches(t *testing.T) {
 	}
 	// Keys are the tenant's own: beta's k1 is another key.
 	beta := post("k1", keyBeta, "hi", false)
-	if beta.StatusCode != http.StatusBadRequest { // beta may not use testModel: refused before the key is looked at
+	if beta.StatusCode != http.StatusNotFound { // beta may not use testModel: refused before the key is looked at
 		t.Fatalf("beta: %d", beta.StatusCode)
 	}
 	betaBody := `{"model":"` + otherModel + `","messages":[{"role":"user","content":"hi"}]}`

@@ -68,9 +68,11 @@ func parseChatRequest(body []byte, lim limits) (chatRequest, *wire.Error) {
 	if json.Unmarshal(raw, &req.Model) != nil || req.Model == "" {
 		return chatRequest{}, invalid("model", CodeInvalidValue, "'model' must be a non-empty string")
 	}
-	// An unknown model and one the key may not use get the same answer.
+	// An unknown model and one the key may not use get the same answer:
+	// OpenAI's 404, which SDKs raise as NotFoundError.
 	if !lim.served(req.Model) || lim.allowed != nil && !lim.allowed(req.Model) {
 		e := invalid("model", CodeModelNotFound, "the model %q does not exist or you do not have access to it", req.Model)
+		e.Status = http.StatusNotFound
 		return chatRequest{}, e
 	}
 
