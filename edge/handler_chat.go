@@ -29,7 +29,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.FailFast = opts.failFast
-	st, e := s.start(r.Context(), p.tenant, opts.key, req)
+	st, e := s.startFor(r.Context(), opts, req)
 	if e != nil {
 		if e.Status >= 500 {
 			s.log.Warn("submit failed", "err", e.Message)
@@ -69,12 +69,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 // startOptions are what a request that starts a generation says besides
 // its body, in any dialect: who asks, what becomes of the generation if
-// its client leaves, its idempotency key, and whether it fails fast.
+// its client leaves, its idempotency key, whether it fails fast, and which
+// attempt of an SDK it is (sdk_retry.go; -1: none).
 type startOptions struct {
-	p        principal
-	policy   DisconnectPolicy
-	key      string
-	failFast bool
+	p          principal
+	policy     DisconnectPolicy
+	key        string
+	failFast   bool
+	sdkAttempt int
 }
 
 // startOptionsOf reads the start options of r. On a draining edge, or
@@ -84,7 +86,7 @@ func (s *Server) startOptionsOf(w http.ResponseWriter, r *http.Request) (startOp
 		writeDraining(w, s.cfg.RetryHint, drainMessage)
 		return startOptions{}, false
 	}
-	o := startOptions{p: principalOf(r)}
+	o := startOptions{p: principalOf(r), sdkAttempt: sdkAttempt(r)}
 	var e *wire.Error
 	if o.policy, e = s.disconnectPolicy(r); e == nil {
 		if o.key, e = idempotencyKeyOf(r); e == nil {
