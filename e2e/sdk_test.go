@@ -109,6 +109,22 @@ func TestSDKGo(t *testing.T) {
 		}
 	})
 
+	t.Run("model", func(t *testing.T) {
+		m, err := client.Models.Get(ctx, "mock-1")
+		if err != nil || m.ID != "mock-1" {
+			t.Fatalf("model %+v, %v", m, err)
+		}
+		var apiErr *openai.Error
+		_, err = client.Models.Get(ctx, "gpt-nope")
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
+			t.Fatalf("unknown model: %v, want a 404 model_not_found", err)
+		}
+		_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-nope", Messages: params("x").Messages})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
+			t.Fatalf("request for an unknown model: %v, want a 404 model_not_found", err)
+		}
+	})
+
 	t.Run("resume", func(t *testing.T) {
 		var res *http.Response
 		s := client.Chat.Completions.NewStreaming(ctx, params("go sdk: resume"), option.WithResponseInto(&res))

@@ -71,9 +71,7 @@ func parseChatRequest(body []byte, lim limits) (chatRequest, *wire.Error) {
 	// An unknown model and one the key may not use get the same answer:
 	// OpenAI's 404, which SDKs raise as NotFoundError.
 	if !lim.served(req.Model) || lim.allowed != nil && !lim.allowed(req.Model) {
-		e := invalid("model", CodeModelNotFound, "the model %q does not exist or you do not have access to it", req.Model)
-		e.Status = http.StatusNotFound
-		return chatRequest{}, e
+		return chatRequest{}, modelNotFound(req.Model)
 	}
 
 	if e := checkMessages(fields["messages"], lim.maxMessages); e != nil {
