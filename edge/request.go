@@ -83,11 +83,12 @@ func parseChatRequest(body []byte, lim limits) (chatRequest, *wire.Error) {
 			return chatRequest{}, invalid("stream", CodeInvalidValue, "'stream' must be a boolean")
 		}
 	}
-	// Chunks carry a single choice (index 0).
+	// Chunks carry a single choice (index 0): a stream is one durable
+	// answer, resumed and continued as one. n choices are n requests.
 	if raw, ok := fields["n"]; ok && !isNull(raw) {
 		var n int
 		if json.Unmarshal(raw, &n) != nil || n != 1 {
-			return chatRequest{}, invalid("n", CodeInvalidValue, "only n=1 is supported")
+			return chatRequest{}, invalid("n", CodeInvalidValue, "n must be 1: the relay serves one choice per request; send n requests for n choices")
 		}
 	}
 	for _, p := range numberParams {
