@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strings"
@@ -30,8 +31,14 @@ func TestMetricsMoveEndToEnd(t *testing.T) {
 	if a := ask(t, sys.Edge, "mock-1", "[[mock: cut_after=2, times=2]] metrics: fallback"); a.status != "done" || !strings.Contains(strings.Join(a.seams(), " "), "fallback:mock/mock-2") {
 		t.Fatalf("fallback: status %s, seams %v", a.status, a.seams())
 	}
-	if a := ask(t, sys.Edge, "mock-1", "[[mock: status=400]] metrics: failed"); a.status != "failed" {
-		t.Fatalf("failed: status %s", a.status)
+	// A refusal before any token is the provider's HTTP status, also
+	// streamed; the stream itself ended failed.
+	refused, _ := prompt("[[mock: status=400]] metrics: failed", 12)
+	res, err := httpClient.Post(sys.Edge+"/v1/chat/completions", "application/json", bytes.NewReader(chatBody(t, refused, true)))
+	must(t, err)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("refused: HTTP %d, want 400", res.StatusCode)
 	}
 
 	// A client that leaves after three events, while the answer stalls,
@@ -78,7 +85,8 @@ func TestMetricsMoveEndToEnd(t *testing.T) {
 		return resumed >= 1 && open == 0
 	})
 	for _, c := range []check{
-		{"relay_edge_requests_total", []string{"route", "/v1/chat/completions", "outcome", "ok"}, 5},
+		{"relay_edge_requests_total", []string{"route", "/v1/chat/completions", "outcome", "ok"}, 4},
+		{"relay_edge_requests_total", []string{"route", "/v1/chat/completions", "outcome", "invalid"}, 1},
 		{"relay_edge_requests_total", []string{"route", "/v1/streams/{id}", "outcome", "invalid"}, 1},
 		{"relay_edge_requests_total", []string{"route", "/v1/streams/{id}", "outcome", "not_found"}, 1},
 		{"relay_edge_chunks_delivered_total", []string{"transport", "sse"}, 12},

@@ -92,20 +92,36 @@ func TestSDKGo(t *testing.T) {
 		}
 	})
 
-	t.Run("failed stream raises", func(t *testing.T) {
+	t.Run("refused stream raises a 400", func(t *testing.T) {
+		// The provider refused before any token: the stream is answered
+		// with its status, so the SDK raises an *openai.Error, as it does
+		// for the same refusal without streaming.
 		s := client.Chat.Completions.NewStreaming(ctx, params("[[mock: status=400]] go sdk: failed"))
 		for s.Next() {
 		}
-		var se *ssestream.StreamError
-		if !errors.As(s.Err(), &se) || !strings.Contains(se.Message, "invalid_request_error") {
-			t.Fatalf("stream error = %v, want the provider's invalid_request_error", s.Err())
-		}
-		// The same failure without streaming is an *openai.Error with the
-		// provider's status.
-		_, err := client.Chat.Completions.New(ctx, params("[[mock: status=400]] go sdk: failed whole"))
 		var apiErr *openai.Error
+		if !errors.As(s.Err(), &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Type != "invalid_request_error" {
+			t.Fatalf("stream error = %v, want a 400 invalid_request_error", s.Err())
+		}
+		_, err := client.Chat.Completions.New(ctx, params("[[mock: status=400]] go sdk: failed whole"))
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Type != "invalid_request_error" {
 			t.Fatalf("error = %v, want a 400 invalid_request_error", err)
+		}
+	})
+
+	t.Run("model", func(t *testing.T) {
+		m, err := client.Models.Get(ctx, "mock-1")
+		if err != nil || m.ID != "mock-1" {
+			t.Fatalf("model %+v, %v", m, err)
+		}
+		var apiErr *openai.Error
+		_, err = client.Models.Get(ctx, "gpt-nope")
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
+			t.Fatalf("unknown model: %v, want a 404 model_not_found", err)
+		}
+		_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-nope", Messages: params("x").Messages})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
+			t.Fatalf("request for an unknown model: %v, want a 404 model_not_found", err)
 		}
 	})
 
@@ -152,9 +168,9 @@ type nodeResult struct {
 		Cursor string `json:"cursor"`
 	} `json:"resumed"`
 	Failed struct {
-		Name    string `json:"name"`
-		Message string `json:"message"`
-		Type    string `json:"type"`
+		Name   string `json:"name"`
+		Status int    `json:"status"`
+		Type   string `json:"type"`
 	} `json:"failed"`
 	FailedWhole struct {
 		Name   string `json:"name"`
@@ -206,8 +222,8 @@ func TestSDKNode(t *testing.T) {
 	if want := answerTo("node sdk: resume"); r.Resumed.Before+r.Resumed.After != want || r.Resumed.Before == "" || r.Resumed.After == "" {
 		t.Errorf("resumed %q + %q after %s, want %q split in two", r.Resumed.Before, r.Resumed.After, r.Resumed.Cursor, want)
 	}
-	if r.Failed.Name != "APIError" || r.Failed.Type != "invalid_request_error" {
-		t.Errorf("failed stream raised %+v, want an APIError of type invalid_request_error", r.Failed)
+	if r.Failed.Name != "BadRequestError" || r.Failed.Status != http.StatusBadRequest || r.Failed.Type != "invalid_request_error" {
+		t.Errorf("refused stream raised %+v, want a BadRequestError (400) of type invalid_request_error", r.Failed)
 	}
 	if r.FailedWhole.Name != "BadRequestError" || r.FailedWhole.Status != http.StatusBadRequest {
 		t.Errorf("failed request raised %+v, want a BadRequestError (400)", r.FailedWhole)

@@ -28,7 +28,7 @@ func TestChatRequestValidation(t *testing.T) {
 		{`{` + msgs + `}`, 400, "model", CodeInvalidValue},
 		{`{"model":7,` + msgs + `}`, 400, "model", CodeInvalidValue},
 		{`{"model":"",` + msgs + `}`, 400, "model", CodeInvalidValue},
-		{`{"model":"gpt-nope",` + msgs + `}`, 400, "model", CodeModelNotFound},
+		{`{"model":"gpt-nope",` + msgs + `}`, 404, "model", CodeModelNotFound},
 		{`{"model":"gpt-test"}`, 400, "messages", CodeInvalidValue},
 		{`{"model":"gpt-test","messages":[]}`, 400, "messages", CodeInvalidValue},
 		{`{"model":"gpt-test","messages":{"role":"user"}}`, 400, "messages", CodeInvalidValue},

@@ -133,7 +133,7 @@ func TestAuthentication(t *testing.T) {
 	// A model outside the key's list is refused like an unknown one, and
 	// not listed.
 	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "hi"), bearerHeader(keyBeta))
-	if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || deref(got.Code) != CodeModelNotFound || deref(got.Param) != "model" {
+	if got := decodeError(t, res); res.StatusCode != http.StatusNotFound || deref(got.Code) != CodeModelNotFound || deref(got.Param) != "model" {
 		t.Errorf("beta asking for %s: %d %+v", testModel, res.StatusCode, got)
 	}
 	var list modelList

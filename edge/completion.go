@@ -17,16 +17,20 @@ import (
 
 // serveCompletion answers a request with "stream": false. It follows the
 // same durable stream as a streaming client and answers once it ended: one
-// chat.completion if the stream is done, otherwise the end frame's error, so
-// that a cut answer never looks finished. It reports whether the client
-// left before the end.
+// chat.completion if the stream is done; the end frame's error with its
+// status if it failed; and, if it ended incomplete or cancelled, a 200
+// chat.completion with the text generated so far, finish_reason null,
+// relay.status saying which, and the error that cut it. A cut answer never
+// looks finished, and it is no 5xx: SDKs retry those on their own, and a
+// retry would pay for the whole answer again. It reports whether the
+// client left before the end.
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
 	var acc completion
 	end, left, ok := s.followToEnd(w, r, o, acc.add)
 	switch {
 	case !ok:
 		return left
-	case end.Frame.Status != wire.StatusDone:
+	case end.Frame.Status == wire.StatusFailed:
 		setRetryAfter(w, endError(end.Frame)) // admission.go
 		writeJSON(w, endError(end.Frame).Status, o.view.failure(end))
 	default:
@@ -94,13 +98,17 @@ type completionObject struct {
 	Model   string             `json:"model"`
 	Choices []completionChoice `json:"choices"`
 	Usage   *wire.Usage        `json:"usage,omitempty"`
-	Relay   completionRelay    `json:"relay"`
+	// Error says what cut an answer that ended incomplete or cancelled.
+	Error *errorObject    `json:"error,omitempty"`
+	Relay completionRelay `json:"relay"`
 }
 
 type completionChoice struct {
-	Index        int               `json:"index"`
-	Message      completionMessage `json:"message"`
-	FinishReason string            `json:"finish_reason"`
+	Index   int               `json:"index"`
+	Message completionMessage `json:"message"`
+	// FinishReason is null for a cut answer: none of OpenAI's reasons
+	// (stop, length, ...) would be true of it.
+	FinishReason *string `json:"finish_reason"`
 }
 
 type completionMessage struct {
@@ -174,13 +182,21 @@ func (c *completion) object(v view, end chunklog.Entry) completionObject {
 	if content := c.content.String(); content != "" || len(msg.ToolCalls) == 0 {
 		msg.Content = &content
 	}
-	return completionObject{
+	obj := completionObject{
 		ID:      v.completionID(),
 		Object:  "chat.completion",
 		Created: v.meta.Created,
 		Model:   v.meta.Model,
-		Choices: []completionChoice{{Message: msg, FinishReason: finishReason(end.Frame)}},
+		Choices: []completionChoice{{Message: msg}},
 		Usage:   end.Frame.Usage,
 		Relay:   completionRelay{endRelay: v.endRelay(end), Provider: c.provider, Model: c.model},
 	}
+	if end.Frame.Status == wire.StatusDone {
+		reason := finishReason(end.Frame)
+		obj.Choices[0].FinishReason = &reason
+	} else {
+		e := newErrorObject(endError(end.Frame))
+		obj.Error = &e
+	}
+	return obj
 }

@@ -60,6 +60,33 @@ func TestNonStreamingToolCalls(t *testing.T) {
 	}
 }
 
+// TestNonStreamingCutAnswer: an answer that ended incomplete or cancelled
+// is a 200 with the text so far, no finish reason, its status and the
+// error that cut it: never a 5xx, which SDKs retry at the price of a new
+// generation.
+func TestNonStreamingCutAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		status wire.Status
+		err    *wire.Error
+		code   string
+	}{
+		{wire.StatusIncomplete, &wire.Error{Message: "the provider failed mid-answer", Type: wire.TypeIncomplete, Code: "retries_exhausted", Status: 502}, "retries_exhausted"},
+		{wire.StatusIncomplete, nil, "incomplete"},
+		{wire.StatusCancelled, cancelledEnd(1).Error, "cancelled"},
+	} {
+		t.Run(string(tc.status)+" "+tc.code, func(t *testing.T) {
+			var got completionObject
+			res, body := askWhole(t, failing(tc.status, tc.err), &got)
+			c := got.Choices[0]
+			if res.StatusCode != http.StatusOK || res.Header.Get("Retry-After") != "" || c.Message.Content == nil || *c.Message.Content != "partial" ||
+				c.FinishReason != nil || got.Relay.Status != tc.status || got.Error == nil || deref(got.Error.Code) != tc.code ||
+				got.Usage == nil || got.Usage.TotalTokens != 7 {
+				t.Fatalf("status %d: %s", res.StatusCode, body)
+			}
+		})
+	}
+}
+
 func TestNonStreamingErrorTerminal(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -70,19 +97,27 @@ func TestNonStreamingErrorTerminal(t *testing.T) {
 		{"default 502", nil, 502},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			e.startWorker(&worker{script: failing(wire.StatusFailed, tc.err)})
-			edge := e.startEdge(Config{})
-			res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "hi"), nil)
-			body := readAll(t, res)
 			var got failureObject
-			if err := json.Unmarshal([]byte(body), &got); err != nil {
-				t.Fatal(err)
-			}
+			res, body := askWhole(t, failing(wire.StatusFailed, tc.err), &got)
 			if res.StatusCode != tc.status || got.Error.Type != wire.TypeUpstream || got.Relay.Status != wire.StatusFailed || got.Relay.StreamID != res.Header.Get("X-Relay-Stream-Id") ||
 				got.Usage == nil || got.Usage.TotalTokens != 7 {
 				t.Fatalf("status %d: %s", res.StatusCode, body)
 			}
 		})
 	}
+}
+
+// askWhole asks for a whole answer from a worker playing sc and decodes
+// the body into v.
+func askWhole(t *testing.T, sc script, v any) (*http.Response, string) {
+	t.Helper()
+	e := newEnv(t)
+	e.startWorker(&worker{script: sc})
+	edge := e.startEdge(Config{})
+	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "hi"), nil)
+	body := readAll(t, res)
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatal(err)
+	}
+	return res, body
 }

@@ -38,7 +38,7 @@
 //	                  get the same stream (Idempotent-Replayed: true), another body 409
 //	                  idempotency_key_reused
 //	request.go        body size (413 body_too_large), message count and max_tokens
-//	                  (400 limit_exceeded), the key's models (400 model_not_found), types and
+//	                  (400 limit_exceeded), the key's models (404 model_not_found), types and
 //	                  ranges of the common parameters (400 invalid_value / invalid_json)
 //	follower.go       a slow client catches up from JetStream in bounded batches; it never
 //	                  holds back the hub, the worker or other clients

@@ -43,6 +43,15 @@ func invalid(param, code, format string, args ...any) *wire.Error {
 	}
 }
 
+// modelNotFound is OpenAI's 404 for a model: one the relay does not serve
+// and one the caller's key may not use get the same answer, so that an
+// error never reveals which models other keys have.
+func modelNotFound(model string) *wire.Error {
+	e := invalid("model", CodeModelNotFound, "the model %q does not exist or you do not have access to it", model)
+	e.Status = http.StatusNotFound
+	return e
+}
+
 // notFound is the 404 for a stream that does not exist or has expired. A
 // stream of another tenant gets it too, so that an error never reveals
 // that someone else's stream exists.

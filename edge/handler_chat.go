@@ -9,8 +9,10 @@ import (
 // handleChat serves POST /v1/chat/completions: it validates the request,
 // queues it (or, with an idempotency key, attaches to the stream the key
 // started: idempotency.go), and then serves the stream like any resumed
-// one, from the start. The X-Relay-Stream-Id header names the stream, so a
-// client that loses the response resumes it with GET /v1/streams/{id};
+// one, from the start, once its first frame is stored, so that a provider's
+// refusal is an HTTP error (first_frame.go). The X-Relay-Stream-Id header
+// names the stream, so a client that loses the response resumes it with
+// GET /v1/streams/{id};
 // X-Relay-Resume-Token lets it do so without its key (resume_token.go).
 // If the client that started the generation goes away before the end, the
 // disconnect policy (Config.OnClientDisconnect, or the request's
@@ -27,7 +29,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.FailFast = opts.failFast
-	st, e := s.start(r.Context(), p.tenant, opts.key, req)
+	st, e := s.startFor(r.Context(), opts, req)
 	if e != nil {
 		if e.Status >= 500 {
 			s.log.Warn("submit failed", "err", e.Message)
@@ -56,17 +58,25 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o.view.resumeToken = token
-	s.serveSSE(w, r, o, left)
+	o, answered, gone := s.awaitFirstFrame(w, r, o, chatHold)
+	switch {
+	case gone:
+		left()
+	case !answered:
+		s.serveSSE(w, r, o, left)
+	}
 }
 
 // startOptions are what a request that starts a generation says besides
 // its body, in any dialect: who asks, what becomes of the generation if
-// its client leaves, its idempotency key, and whether it fails fast.
+// its client leaves, its idempotency key, whether it fails fast, and which
+// attempt of an SDK it is (sdk_retry.go; -1: none).
 type startOptions struct {
-	p        principal
-	policy   DisconnectPolicy
-	key      string
-	failFast bool
+	p          principal
+	policy     DisconnectPolicy
+	key        string
+	failFast   bool
+	sdkAttempt int
 }
 
 // startOptionsOf reads the start options of r. On a draining edge, or
@@ -76,7 +86,7 @@ func (s *Server) startOptionsOf(w http.ResponseWriter, r *http.Request) (startOp
 		writeDraining(w, s.cfg.RetryHint, drainMessage)
 		return startOptions{}, false
 	}
-	o := startOptions{p: principalOf(r)}
+	o := startOptions{p: principalOf(r), sdkAttempt: sdkAttempt(r)}
 	var e *wire.Error
 	if o.policy, e = s.disconnectPolicy(r); e == nil {
 		if o.key, e = idempotencyKeyOf(r); e == nil {

@@ -27,3 +27,17 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, list)
 }
+
+// handleModel serves GET /v1/models/{id}, which SDKs call to check a model
+// (openai-node's models.retrieve): the model object, or, for a model the
+// relay does not serve or the key may not use, the same 404
+// model_not_found a request for it gets. Ids may hold slashes
+// ("org/model"), hence the wildcard.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !s.catalog.Serves(id) || !principalOf(r).allows(id) {
+		writeError(w, modelNotFound(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, modelObject{ID: id, Object: "model", OwnedBy: "relay"})
+}

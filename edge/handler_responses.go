@@ -28,7 +28,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.chat.FailFast = opts.failFast
-	st, e := s.start(r.Context(), p.tenant, opts.key, req.chat)
+	st, e := s.startFor(r.Context(), opts, req.chat)
 	if e != nil {
 		if e.Status >= 500 {
 			s.log.Warn("submit failed", "err", e.Message)
@@ -49,7 +49,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case req.stream:
-		o, answered, gone := s.awaitFirstFrame(w, r, o)
+		o, answered, gone := s.awaitFirstFrame(w, r, o, headHold{})
 		switch {
 		case gone:
 			left()

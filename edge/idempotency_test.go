@@ -12,7 +12,11 @@ import (
 func TestIdempotencyKeyAttaches(t *testing.T) {
 	e := newEnv(t)
 	w := e.startWorker(&worker{script: answer(3), gate: make(chan struct{})})
-	edge := e.startEdge(tenantConfig())
+	// The gated worker holds the first frame: each streamed POST gets its
+	// head after one keepalive (first_frame.go), well within the ack wait.
+	cfg := tenantConfig()
+	cfg.Keepalive = 20 * time.Millisecond
+	edge := e.startEdge(cfg)
 	clock := &testClock{}
 	edge.now = clock.now
 	post := func(key, tenantKey, content string, stream bool) *http.Response {
@@ -51,7 +55,7 @@ func TestIdempotencyKeyAttaches(t *testing.T) {
 	}
 	// Keys are the tenant's own: beta's k1 is another key.
 	beta := post("k1", keyBeta, "hi", false)
-	if beta.StatusCode != http.StatusBadRequest { // beta may not use testModel: refused before the key is looked at
+	if beta.StatusCode != http.StatusNotFound { // beta may not use testModel: refused before the key is looked at
 		t.Fatalf("beta: %d", beta.StatusCode)
 	}
 	betaBody := `{"model":"` + otherModel + `","messages":[{"role":"user","content":"hi"}]}`

@@ -48,7 +48,7 @@ func TestInputLimits(t *testing.T) {
 		{"stream_options an array", body(`,"stream_options":[]`), 400, "stream_options", CodeInvalidValue},
 		{"stop a number", body(`,"stop":5`), 400, "stop", CodeInvalidValue},
 		{"tools an object", body(`,"tools":{}`), 400, "tools", CodeInvalidValue},
-		{"unknown model", `{"model":"gpt-nope","messages":[` + msg + `]}`, 400, "model", CodeModelNotFound},
+		{"unknown model", `{"model":"gpt-nope","messages":[` + msg + `]}`, 404, "model", CodeModelNotFound},
 		{"body too large", body(`,"pad":"` + strings.Repeat("x", 4096) + `"`), 413, "", CodeBodyTooLarge},
 	} {
 		res := do(t, "POST", edge.url+"/v1/chat/completions", tc.body, nil)

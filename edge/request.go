@@ -68,10 +68,10 @@ func parseChatRequest(body []byte, lim limits) (chatRequest, *wire.Error) {
 	if json.Unmarshal(raw, &req.Model) != nil || req.Model == "" {
 		return chatRequest{}, invalid("model", CodeInvalidValue, "'model' must be a non-empty string")
 	}
-	// An unknown model and one the key may not use get the same answer.
+	// An unknown model and one the key may not use get the same answer:
+	// OpenAI's 404, which SDKs raise as NotFoundError.
 	if !lim.served(req.Model) || lim.allowed != nil && !lim.allowed(req.Model) {
-		e := invalid("model", CodeModelNotFound, "the model %q does not exist or you do not have access to it", req.Model)
-		return chatRequest{}, e
+		return chatRequest{}, modelNotFound(req.Model)
 	}
 
 	if e := checkMessages(fields["messages"], lim.maxMessages); e != nil {
@@ -83,11 +83,12 @@ func parseChatRequest(body []byte, lim limits) (chatRequest, *wire.Error) {
 			return chatRequest{}, invalid("stream", CodeInvalidValue, "'stream' must be a boolean")
 		}
 	}
-	// Chunks carry a single choice (index 0).
+	// Chunks carry a single choice (index 0): a stream is one durable
+	// answer, resumed and continued as one. n choices are n requests.
 	if raw, ok := fields["n"]; ok && !isNull(raw) {
 		var n int
 		if json.Unmarshal(raw, &n) != nil || n != 1 {
-			return chatRequest{}, invalid("n", CodeInvalidValue, "only n=1 is supported")
+			return chatRequest{}, invalid("n", CodeInvalidValue, "n must be 1: the relay serves one choice per request; send n requests for n choices")
 		}
 	}
 	for _, p := range numberParams {

@@ -35,7 +35,7 @@ func FuzzParseChatRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, e := parseChatRequest(body, fuzzLimits)
 		if e != nil {
-			if e.Status != 400 || e.Type != "invalid_request_error" || e.Message == "" || e.Code == "" {
+			if e.Status != 400 && (e.Status != 404 || e.Code != CodeModelNotFound) || e.Type != "invalid_request_error" || e.Message == "" || e.Code == "" {
 				t.Fatalf("bad error %+v", e)
 			}
 			return

@@ -60,9 +60,7 @@ func parseResponsesRequest(body []byte, lim limits) (responsesRequest, *wire.Err
 		return responsesRequest{}, invalid("model", CodeInvalidValue, "'model' must be a non-empty string")
 	}
 	if !lim.served(model) || lim.allowed != nil && !lim.allowed(model) {
-		e := invalid("model", CodeModelNotFound, "the model %q does not exist or you do not have access to it", model)
-		e.Status = http.StatusNotFound
-		return responsesRequest{}, e
+		return responsesRequest{}, modelNotFound(model)
 	}
 	for _, flag := range []struct {
 		name string

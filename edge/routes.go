@@ -18,6 +18,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/streams/{id}", methods{http.MethodGet: s.handleStream, http.MethodDelete: s.handleCancel})
 	mux.Handle("/v1/ws", methods{http.MethodGet: s.handleWS})
 	mux.Handle("/v1/models", methods{http.MethodGet: s.handleModels})
+	mux.Handle("/v1/models/{id...}", methods{http.MethodGet: s.handleModel})
 	mux.Handle("/healthz", methods{http.MethodGet: handleHealth})
 	mux.Handle("/readyz", methods{http.MethodGet: s.handleReady})
 	mux.Handle("/v1/relay/status", methods{http.MethodGet: s.handleRelayStatus})

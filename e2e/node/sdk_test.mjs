@@ -48,7 +48,7 @@ try {
   }
   out.failed = { name: "none" };
 } catch (e) {
-  out.failed = { name: e.constructor.name, message: e.message, type: e.type ?? e.error?.type };
+  out.failed = { name: e.constructor.name, status: e.status, type: e.type ?? e.error?.type };
 }
 
 try {
