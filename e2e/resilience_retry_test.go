@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -100,20 +103,29 @@ func TestStallBeforeTheFirstByte(t *testing.T) {
 	expectVerdicts(t, sys.Gate, "mock/mock-1:failure", "mock/mock-1:success")
 }
 
+// A provider's refusal of the request itself (400, 404, 413, 422) before
+// any token reaches the client as that HTTP status with the provider's
+// error, is never retried, and is not counted against the provider.
 func Test400IsSurfacedAndNotRetried(t *testing.T) {
 	t.Parallel()
 	sys := start(t, options{Record: true, Mock: mockupstream.Config{Tokens: 20, TokenInterval: -1}, Tune: withFastRetry(nil)})
-	for _, status := range []string{"400", "404", "413", "422"} {
-		t.Run(status, func(t *testing.T) {
-			a := ask(t, sys.Edge, "mock-1", "[[mock: status="+status+"]] Hello")
-			if a.status != "failed" || a.text != "" || a.attempts != 1 {
-				t.Fatalf("status %q, %d attempts, text %q; want failed after 1 attempt", a.status, a.attempts, a.text)
+	for _, status := range []int{400, 404, 413, 422} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			// Refused before any token: the client gets the provider's
+			// status and error, not a stream.
+			_, err := read(sys.Edge, "mock-1", fmt.Sprintf("[[mock: status=%d]] Hello", status))
+			var he *httpError
+			if !errors.As(err, &he) || he.Status != status {
+				t.Fatalf("%v; want HTTP %d", err, status)
 			}
-			if want := "mock-upstream: injected fault status=" + status; a.errMsg != want {
-				t.Fatalf("error %q %q, want the provider's %q", a.errType, a.errMsg, want)
+			var e struct {
+				Error struct{ Message, Type string } `json:"error"`
 			}
-			if status == "400" && a.errType != "invalid_request_error" {
-				t.Fatalf("error type %q, want the provider's invalid_request_error", a.errType)
+			if json.Unmarshal([]byte(he.Body), &e) != nil || e.Error.Message != fmt.Sprintf("mock-upstream: injected fault status=%d", status) {
+				t.Fatalf("body %s, want the provider's error", he.Body)
+			}
+			if status == 400 && e.Error.Type != "invalid_request_error" {
+				t.Fatalf("error type %q, want the provider's invalid_request_error", e.Error.Type)
 			}
 		})
 	}
