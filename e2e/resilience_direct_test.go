@@ -49,31 +49,24 @@ func TestProcessNeverWorseThanDirect(t *testing.T) {
 
 	// 1. Weather: 200 streams, 50 at a time, each way.
 	const streams, parallel = 200, 50
-	relayRun := s.relayWeatherRun(ctx, t, seed, "weather", streams, parallel)
-	directRun := directWeatherRun(ctx, &direct, "weather", streams, parallel)
+	relayRun := inParallel(streams, parallel, func(i int) error {
+		return s.relayStream(ctx, seed, fmt.Sprintf("weather %d", i), true)
+	})
+	directRun := inParallel(streams, parallel, func(i int) error {
+		return directStream(ctx, &direct, fmt.Sprintf("direct weather %d", i))
+	})
 	t.Logf("weather (5%% cuts, 5%% stalls, 3%% 429): relay %s; direct %s; mock drew %v", relayRun, directRun, s.mockStats().Weather)
 
 	// 2. A 429 storm: for 10 s half the calls get a 429 with
 	// Retry-After: 1; a relay client and a direct client start every
 	// 200 ms.
 	s.setWeather(t, mockupstream.Weather{RateLimited: 0.5, RetryAfter: time.Second})
-	var relayStorm, directStorm runResult
+	relayStorm, directStorm := &runResult{}, &runResult{}
 	var wg sync.WaitGroup
-	var mu sync.Mutex
 	stormEnd := time.Now().Add(10 * time.Second)
 	for i := 0; time.Now().Before(stormEnd); i++ {
-		wg.Go(func() {
-			err := s.relayStream(ctx, seed, fmt.Sprintf("storm %d", i), false)
-			mu.Lock()
-			relayStorm.add(err)
-			mu.Unlock()
-		})
-		wg.Go(func() {
-			err := directStream(ctx, &direct, fmt.Sprintf("direct storm %d", i))
-			mu.Lock()
-			directStorm.add(err)
-			mu.Unlock()
-		})
+		wg.Go(func() { relayStorm.add(s.relayStream(ctx, seed, fmt.Sprintf("storm %d", i), false)) })
+		wg.Go(func() { directStorm.add(directStream(ctx, &direct, fmt.Sprintf("direct storm %d", i))) })
 		time.Sleep(200 * time.Millisecond)
 	}
 	s.setWeather(t, mockupstream.Weather{})
@@ -85,7 +78,7 @@ func TestProcessNeverWorseThanDirect(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name          string
-		relay, direct runResult
+		relay, direct *runResult
 	}{{"weather", relayRun, directRun}, {"429 storm", relayStorm, directStorm}} {
 		if c.relay.share() < c.direct.share() {
 			t.Errorf("%s: the relay completed %s, the direct client %s: worse than calling the provider directly", c.name, c.relay, c.direct)
@@ -93,13 +86,17 @@ func TestProcessNeverWorseThanDirect(t *testing.T) {
 	}
 }
 
-// runResult counts the exact answers of a run, and the first error.
+// runResult counts the exact answers of a run, and the first error. It is
+// safe for concurrent use.
 type runResult struct {
+	mu           sync.Mutex
 	exact, total int
 	firstErr     error
 }
 
 func (r *runResult) add(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.total++
 	if err == nil {
 		r.exact++
@@ -108,33 +105,34 @@ func (r *runResult) add(err error) {
 	}
 }
 
-func (r runResult) share() float64 { return float64(r.exact) / float64(max(r.total, 1)) }
+func (r *runResult) share() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return float64(r.exact) / float64(max(r.total, 1))
+}
 
-func (r runResult) String() string {
-	s := fmt.Sprintf("%d/%d exact (%.1f%%)", r.exact, r.total, 100*r.share())
+func (r *runResult) String() string {
+	share := r.share()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := fmt.Sprintf("%d/%d exact (%.1f%%)", r.exact, r.total, 100*share)
 	if r.firstErr != nil {
 		s += fmt.Sprintf(", first failure: %v", r.firstErr)
 	}
 	return s
 }
 
-// relayWeatherRun streams n answers through the relay, parallel at a time,
-// each client dropping its connection about twice and resuming on either
-// edge.
-func (s *system) relayWeatherRun(ctx context.Context, t *testing.T, seed uint64, name string, n, parallel int) runResult {
-	t.Helper()
-	var r runResult
-	var mu sync.Mutex
+// inParallel runs answer(i) for every i below n, parallel at a time, and
+// counts what they answered.
+func inParallel(n, parallel int, answer func(i int) error) *runResult {
+	r := &runResult{}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, parallel)
 	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := s.relayStream(ctx, seed, fmt.Sprintf("%s %d", name, i), true)
-			mu.Lock()
-			r.add(err)
-			mu.Unlock()
+			r.add(answer(i))
 		})
 	}
 	wg.Wait()
@@ -169,27 +167,6 @@ func hashName(name string) uint32 {
 		h = (h ^ uint32(name[i])) * 16777619
 	}
 	return h
-}
-
-// directWeatherRun streams n answers from the provider with client,
-// parallel at a time.
-func directWeatherRun(ctx context.Context, client *openai.Client, name string, n, parallel int) runResult {
-	var r runResult
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, parallel)
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			err := directStream(ctx, client, fmt.Sprintf("direct %s %d", name, i))
-			mu.Lock()
-			r.add(err)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return r
 }
 
 // directStream streams one answer straight from the provider with the

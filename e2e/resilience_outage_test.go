@@ -38,7 +38,7 @@ func TestOutageIsAQueue(t *testing.T) {
 	front := c.fronts["mock"]
 	log := c.watchBreaker("mock")
 	direct := openai.NewClient(option.WithBaseURL(front.url+"/"), option.WithAPIKey("direct"))
-	var directRun runResult
+	directRun := &runResult{}
 
 	type answer struct {
 		status     int
@@ -82,9 +82,7 @@ func TestOutageIsAQueue(t *testing.T) {
 			if err == nil && (len(res.Choices) != 1 || res.Choices[0].Message.Content != answerText(content, 5)) {
 				err = fmt.Errorf("%q: not the whole answer", content)
 			}
-			mu.Lock()
 			directRun.add(err)
-			mu.Unlock()
 		})
 		time.Sleep(100 * time.Millisecond)
 	}
