@@ -16,6 +16,10 @@ type Delta struct {
 	// Content is the text fragment. Content sent as an array of parts
 	// (Mistral) is flattened to the concatenation of its "text" parts.
 	Content string
+	// Reasoning is a fragment of the model's reasoning, not of its answer:
+	// reasoning_content (DeepSeek, vLLM), reasoning (OpenRouter), or
+	// Anthropic's thinking. A continuation never replays it as text.
+	Reasoning string
 	// ToolCalls is the raw tool_calls fragment array, nil when absent, null
 	// or empty. Fragments must be merged by index by the consumer.
 	ToolCalls json.RawMessage

@@ -56,6 +56,10 @@ type Frame struct {
 	Role      string          `json:"role,omitempty"`
 	Content   string          `json:"content,omitempty"`
 	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+	// Reasoning is the model's reasoning text in this chunk (see
+	// upstream.Delta.Reasoning); clients see it where their dialect has a
+	// place for it (reasoning_content, a thinking block, a reasoning item).
+	Reasoning string `json:"reasoning,omitempty"`
 
 	// Provider and Model say who generated a chunk; Attempt counts upstream
 	// calls within the stream (1 for the first); Seam is set on the first
