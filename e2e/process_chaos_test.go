@@ -83,7 +83,10 @@ faults:
 			map[bool]string{true: "SIGSTOP", false: "SIGKILL"}[fault%3 == 2], w.Name, s.frames.held(w.Name))
 		if fault%3 == 2 {
 			pauses++
-			must(t, pauseFor(w, 3*time.Second, allDone))
+			// Longer than a liveness timeout of silence plus one of an
+			// unanswered probe (3 s by default), so its streams are
+			// taken over and it wakes fenced.
+			must(t, pauseFor(w, 4*time.Second, allDone))
 			continue
 		}
 		kills++

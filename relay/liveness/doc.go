@@ -15,6 +15,8 @@
 //	worker A ── Heartbeat{beat n, full or delta} ──▶ relay.liveness ──▶ watchers (coordinators, workers B, C…)
 //	watcher  ── "<instance>" or "" (lacks a set) ──▶ relay.liveness.sync ──▶ worker A: next beat full
 //	           …silence for A's timeout…
+//	watcher  ── request relay.liveness.probe.<instance> ──▶ worker A: answers if it can
+//	           …no responders (A's connection is gone), or no answer for A's timeout…
 //	watcher  ── KV Create relay_handovers[<seq>.<delivered>]   (exactly one watcher wins)
 //	winner   ── "-NAK" to the delivery's reply subject          (the queue redelivers at once)
 //	worker B ◀── the request; claim frame (fences A); continuation
@@ -44,6 +46,15 @@
 // second each; everyone at start and after losses); the worker answers
 // within an interval, with at most one full beat an interval however many
 // watchers ask.
+//
+// A late heartbeat is not yet a dead worker: before taking anything, a
+// watcher probes the silent worker (probe.go). A crashed worker's
+// connection is gone, so the server answers "no responders" at once and
+// its requests move one timeout after its last beat, as before; a worker
+// that answers keeps them (its beats were only late, as they can be under
+// a burst on a loaded machine, and a handover would fence a live
+// generation and load the server, making more beats late); a paused or
+// hung one loses them after one more timeout without an answer.
 //
 // A watcher that does not hear its own echo (its connection is down or
 // stalled, or it was paused) judges no one until it does. A worker's pulls

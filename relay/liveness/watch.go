@@ -77,7 +77,7 @@ func (w Watcher) Run(ctx context.Context) error {
 			}
 		default:
 			w.Logger.Info("handed over a silent worker's request", "silent_worker", silent.worker, "instance", silent.instance,
-				"stream", d.StreamID, "silent_for", silent.quiet.Round(time.Millisecond))
+				"stream", d.StreamID, "silent_for", silent.quiet.Round(time.Millisecond), "probe", silent.verdict)
 		}
 	})
 	// The echo is a message to itself through the server: hearing it
@@ -89,6 +89,7 @@ func (w Watcher) Run(ctx context.Context) error {
 	}
 	defer echoSub.Unsubscribe()
 	lw.ping = func() { _ = nc.Publish(echo, nil) }
+	lw.probe = func(ctx context.Context, instance string) verdict { return probe(ctx, nc, instance) }
 	lw.sync = func(instance string) { _ = nc.Publish(wire.LivenessSyncSubject, []byte(instance)) }
 	sub, err := nc.Subscribe(wire.LivenessSubject, func(m *nats.Msg) {
 		var hb wire.Heartbeat
@@ -130,6 +131,9 @@ type livenessWatch struct {
 	losses func() uint64
 	// sync asks an instance (every one if empty) for a full heartbeat.
 	sync func(instance string)
+	// probe asks a silent instance whether it lives (probe.go), until
+	// ctx ends.
+	probe func(ctx context.Context, instance string) verdict
 
 	mu     sync.Mutex
 	peers  map[string]*peer // by instance
@@ -151,6 +155,10 @@ type peer struct {
 	held     map[wire.DeliveryRef]wire.Delivery
 	complete bool
 	heard    time.Time // when beat was received, or the watcher's view reset
+	// probed is when the watcher started asking the instance whether it
+	// lives, after its silence; zero when no probe is out. A beat heard
+	// meanwhile ends the suspicion.
+	probed time.Time
 	// asked is when the watcher last asked this instance for a full
 	// heartbeat.
 	asked time.Time
@@ -214,6 +222,7 @@ func newLivenessWatch(self string, logger *slog.Logger, handOver func(silentPeer
 	return &livenessWatch{
 		self: self, logger: logger, handOver: handOver,
 		ping: func() {}, losses: func() uint64 { return 0 }, sync: func(string) {},
+		probe: func(context.Context, string) verdict { return verdictSilent },
 		peers: map[string]*peer{},
 	}
 }
@@ -245,7 +254,7 @@ func (lw *livenessWatch) record(hb wire.Heartbeat) (ask bool) {
 	}
 	expected := p.beat + 1
 	now := time.Now()
-	p.heard = now
+	p.heard, p.probed = now, time.Time{}
 	if lost := p.apply(hb); lost != "" {
 		lw.logger.Warn("a worker's earlier deliveries are unknown until its next full heartbeat; were it to fall silent before, AckWait would redeliver them",
 			"reason", lost, "silent_worker", hb.Worker, "instance", hb.Instance, "beat", hb.Beat, "expected", expected)
@@ -275,7 +284,8 @@ func (lw *livenessWatch) echoed() {
 }
 
 // run pings itself and checks for silent workers every watchTick until
-// ctx ends.
+// ctx ends: it probes each (probe.go), and hands over those the probe
+// confirms silent.
 func (lw *livenessWatch) run(ctx context.Context) {
 	tick := time.NewTicker(watchTick)
 	defer tick.Stop()
@@ -285,11 +295,17 @@ func (lw *livenessWatch) run(ctx context.Context) {
 	// Whatever the workers sent before, the watcher did not hear.
 	lw.sync("")
 	losses := lw.losses()
+	answers := make(chan probeAnswer)
 	for {
 		lw.ping()
 		select {
 		case <-ctx.Done():
 			return
+		case a := <-answers:
+			if p, ok := lw.judge(a, time.Now()); ok {
+				lw.handOverAll(ctx, p)
+			}
+			continue
 		case <-tick.C:
 		}
 		if n := lw.losses(); n != losses {
@@ -298,20 +314,47 @@ func (lw *livenessWatch) run(ctx context.Context) {
 			lw.sync("")
 			lw.logger.Warn("heartbeats may have been lost (reconnect or slow consumer); every worker's earlier deliveries are unknown until its next full heartbeat")
 		}
-		for _, p := range lw.silent(time.Now()) {
-			if !p.complete {
-				lw.logger.Warn("some of a silent worker's deliveries are unknown (missed heartbeats); AckWait will redeliver them",
-					"silent_worker", p.worker, "instance", p.instance, "silent_for", p.quiet.Round(time.Millisecond),
-					"known", len(p.held), "held", p.count)
-			}
-			for _, d := range p.held {
-				if ctx.Err() != nil {
-					return
+		for _, s := range lw.suspects(time.Now()) {
+			go func() {
+				pctx, cancel := context.WithTimeout(ctx, s.timeout)
+				defer cancel()
+				a := probeAnswer{suspect: s, verdict: lw.probe(pctx, s.instance)}
+				select {
+				case answers <- a:
+				case <-ctx.Done():
 				}
-				lw.handOver(p, d)
-			}
+			}()
 		}
 	}
+}
+
+// handOverAll hands over what the watcher knows p held.
+func (lw *livenessWatch) handOverAll(ctx context.Context, p silentPeer) {
+	if !p.complete {
+		lw.logger.Warn("some of a silent worker's deliveries are unknown (missed heartbeats); AckWait will redeliver them",
+			"silent_worker", p.worker, "instance", p.instance, "silent_for", p.quiet.Round(time.Millisecond),
+			"known", len(p.held), "held", p.count)
+	}
+	for _, d := range p.held {
+		if ctx.Err() != nil {
+			return
+		}
+		lw.handOver(p, d)
+	}
+}
+
+// suspect is a worker instance not heard from within its timeout, being
+// probed since probed.
+type suspect struct {
+	instance string
+	timeout  time.Duration
+	probed   time.Time
+}
+
+// probeAnswer is a suspect's verdict.
+type probeAnswer struct {
+	suspect
+	verdict verdict
 }
 
 // silentPeer is a worker not heard from within its timeout.
@@ -323,26 +366,65 @@ type silentPeer struct {
 	count    int
 	complete bool
 	quiet    time.Duration
+	verdict  verdict
 }
 
-// silent removes and returns the workers not heard from within their
-// declared timeout. A watcher that did not hear its own echo lately
-// judges no one: it restarts every worker's clock at now instead.
-func (lw *livenessWatch) silent(now time.Time) []silentPeer {
+// suspects marks the workers not heard from within their declared timeout
+// as probed from now, and returns them; one being probed is not returned
+// again until its answer is judged. A watcher that did not hear its own
+// echo lately suspects no one: it restarts every worker's clock at now
+// instead.
+func (lw *livenessWatch) suspects(now time.Time) []suspect {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	if now.Sub(lw.echoAt) > watchDeaf {
-		for _, p := range lw.peers {
-			p.heard = now
-		}
+	if lw.deaf(now) {
 		return nil
 	}
-	var out []silentPeer
+	var out []suspect
 	for instance, p := range lw.peers {
-		if quiet := now.Sub(p.heard); quiet > p.timeout {
-			out = append(out, silentPeer{worker: p.worker, instance: instance, held: p.held, count: p.count, complete: p.complete, quiet: quiet})
-			delete(lw.peers, instance)
+		if p.probed.IsZero() && now.Sub(p.heard) > p.timeout {
+			p.probed = now
+			out = append(out, suspect{instance: instance, timeout: p.timeout, probed: now})
 		}
 	}
 	return out
+}
+
+// judge ends a's suspicion: it removes and returns the worker to hand over
+// if the probe confirmed its silence and nothing was heard from it since
+// the probe started. A worker that answered, or was heard meanwhile, or
+// left, or that the watcher could not ask or may not have heard (it went
+// deaf), keeps its requests and gets its clock restarted.
+func (lw *livenessWatch) judge(a probeAnswer, now time.Time) (silentPeer, bool) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	p := lw.peers[a.instance]
+	if p == nil || !p.probed.Equal(a.probed) {
+		return silentPeer{}, false
+	}
+	if a.verdict != verdictSilent || lw.deaf(now) {
+		if a.verdict == verdictAlive {
+			lw.logger.Info("a worker's heartbeats came late but it answered a probe; its requests stay with it",
+				"worker", p.worker, "instance", a.instance, "silent_for", now.Sub(p.heard).Round(time.Millisecond))
+		}
+		p.heard, p.probed = now, time.Time{}
+		return silentPeer{}, false
+	}
+	delete(lw.peers, a.instance)
+	return silentPeer{worker: p.worker, instance: a.instance, held: p.held, count: p.count, complete: p.complete,
+		quiet: now.Sub(p.heard), verdict: a.verdict}, true
+}
+
+// deaf reports whether the watcher's echo has been missing for longer than
+// watchDeaf; if so, it restarts every worker's clock at now, since it has
+// not heard what they may have sent, and a probe out is void. lw.mu must
+// be held.
+func (lw *livenessWatch) deaf(now time.Time) bool {
+	if now.Sub(lw.echoAt) <= watchDeaf {
+		return false
+	}
+	for _, p := range lw.peers {
+		p.heard, p.probed = now, time.Time{}
+	}
+	return true
 }

@@ -23,6 +23,8 @@ type watchRig struct {
 	lw       *livenessWatch
 	start    time.Time
 	deaf     atomic.Bool   // echoes do not come back
+	answers  atomic.Bool   // probed workers answer (else: no responders)
+	hung     atomic.Bool   // probes get no answer until they time out
 	losses   atomic.Uint64 // what lw.losses reports
 	mu       sync.Mutex
 	handed   []string        // stream ids, in order
@@ -45,6 +47,15 @@ func newWatchRig(t *testing.T, self string) *watchRig {
 		}
 	}
 	r.lw.losses = r.losses.Load
+	r.lw.probe = func(ctx context.Context, _ string) verdict {
+		switch {
+		case r.answers.Load():
+			return verdictAlive
+		case r.hung.Load():
+			<-ctx.Done()
+		}
+		return verdictSilent
+	}
 	r.lw.sync = func(instance string) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -172,6 +183,73 @@ func TestSilentWorkerIsHandedOverAfterItsTimeout(t *testing.T) {
 			if late := d - lastA; late <= timeout || late > timeout+watchTick {
 				t.Errorf("handed over %v after the last heartbeat, want within (%v, %v]", late, timeout, timeout+watchTick)
 			}
+		}
+	})
+}
+
+// TestLateWorkerThatAnswersKeepsItsRequests: a worker whose heartbeats
+// stop but who answers the watcher's probe keeps its requests for as long
+// as it answers; once it stops answering, they are handed over.
+func TestLateWorkerThatAnswersKeepsItsRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newWatchRig(t, "")
+		r.answers.Store(true)
+		r.lw.observe(newFakeWorker("a", time.Second, "s1").next(true))
+		time.Sleep(10 * time.Second)
+		if handed, _ := r.handovers(); len(handed) != 0 {
+			t.Fatalf("handed over %v from a worker that answered its probes", handed)
+		}
+		if n := r.logged("answered a probe"); n == 0 {
+			t.Fatal("nothing logged about the late heartbeats")
+		}
+		r.answers.Store(false)
+		stopped := time.Since(r.start)
+		time.Sleep(3 * time.Second)
+		handed, at := r.handovers()
+		if !slices.Equal(handed, []string{"s1"}) {
+			t.Fatalf("handed over %v once the worker stopped answering, want s1", handed)
+		}
+		if d := at[0] - stopped; d > time.Second+2*watchTick {
+			t.Errorf("handed over %v after the worker stopped answering, want within its timeout", d)
+		}
+	})
+}
+
+// TestHungWorkerIsHandedOverAfterItsProbeTimesOut: a worker that is alive
+// to the server but answers nothing (paused) loses its requests one
+// timeout after its silence was noticed.
+func TestHungWorkerIsHandedOverAfterItsProbeTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newWatchRig(t, "")
+		r.hung.Store(true)
+		const timeout = time.Second
+		r.lw.observe(newFakeWorker("a", timeout, "s1").next(true))
+		last := time.Since(r.start)
+		time.Sleep(5 * time.Second)
+		handed, at := r.handovers()
+		if !slices.Equal(handed, []string{"s1"}) {
+			t.Fatalf("handed over %v, want s1", handed)
+		}
+		if late := at[0] - last; late <= 2*timeout || late > 2*timeout+2*watchTick {
+			t.Errorf("handed over %v after the last heartbeat, want within (%v, %v]", late, 2*timeout, 2*timeout+2*watchTick)
+		}
+	})
+}
+
+// TestBeatDuringProbeEndsTheSuspicion: a heartbeat heard while the probe
+// is out proves the worker alive, whatever the probe then says.
+func TestBeatDuringProbeEndsTheSuspicion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newWatchRig(t, "")
+		r.hung.Store(true)
+		a := newFakeWorker("a", time.Second, "s1")
+		r.lw.observe(a.next(true))
+		// Silent for 1.5s: suspected, probed, and the probe hangs; then a
+		// beat comes, and again every 250ms.
+		time.Sleep(1500 * time.Millisecond)
+		a.beatEvery(r.lw, 250*time.Millisecond, 12)
+		if handed, _ := r.handovers(); len(handed) != 0 {
+			t.Fatalf("handed over %v from a worker heard during its probe", handed)
 		}
 	})
 }

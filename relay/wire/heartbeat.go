@@ -19,6 +19,10 @@ const (
 	// a full heartbeat, which comes at the worker's next interval. The
 	// payload is the instance asked, or empty for every worker.
 	LivenessSyncSubject = "relay.liveness.sync"
+	// livenessProbePrefix is followed by a worker instance: a watcher that
+	// finds the instance silent asks it there whether it lives before
+	// taking its requests (LivenessProbeSubject).
+	livenessProbePrefix = "relay.liveness.probe."
 	// HandoverBucket holds one key per handed-over delivery
 	// (Delivery.HandoverKey); keys expire after a retention that outlives
 	// any heartbeat still in flight.
@@ -32,6 +36,13 @@ const (
 	// scheduling hiccup.
 	minLivenessTimeout = 100 * time.Millisecond
 )
+
+// LivenessProbeSubject is where a worker instance answers, with an empty
+// reply, for as long as its liveness connection lives. A request that
+// nobody answers gets NATS's no-responders status at once: the worker's
+// connection is gone, a definite answer; one that times out means the
+// worker is alive to the server but unable to answer (paused, starved).
+func LivenessProbeSubject(instance string) string { return livenessProbePrefix + instance }
 
 // Heartbeat is what a worker publishes on LivenessSubject. It is full
 // (Full: Deliveries lists every delivery the worker holds) on the

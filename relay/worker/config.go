@@ -20,7 +20,11 @@ type Config struct {
 	// across restarts of the same process.
 	ID string `koanf:"id"`
 	// MaxInflight is how many upstream streams the worker runs at once; each
-	// is a slot pulling its own request. Zero: 64. At most 4096: the
+	// is a slot pulling its own request. Zero: 1024. A generation waits on
+	// its provider far more than it uses the CPU, and holds about 80 KiB
+	// (e2e/BENCHMARKS.md), so a worker queueing requests at a few dozen
+	// streams would add latency that calling the provider directly does
+	// not; idle slots cost a goroutine each. At most 4096: the
 	// worker's full heartbeat (every tenth) lists every request it holds,
 	// about 150 bytes each, and must stay under NATS's default
 	// max_payload of 1 MiB (at 4096 it is 0.6-0.75 MiB), or it is not sent
@@ -72,7 +76,7 @@ type Config struct {
 
 // Defaults and bounds.
 const (
-	DefaultMaxInflight       = 64
+	DefaultMaxInflight       = 1024
 	DefaultKeysPollInterval  = time.Second
 	DefaultHeartbeatInterval = 500 * time.Millisecond
 	DefaultLivenessTimeout   = wire.DefaultLivenessTimeout

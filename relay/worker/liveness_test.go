@@ -220,12 +220,16 @@ func TestStalledConnectionDoesNotSilenceHeartbeats(t *testing.T) {
 	}
 }
 
-func TestSilentWorkerIsHandedOverWithinLivenessTimeout(t *testing.T) {
+// TestPausedWorkerIsHandedOverWithinTwoLivenessTimeouts: a worker whose
+// connection stalls (still open to the server, so its probe is not
+// refused but unanswered) loses its request after its liveness timeout of
+// silence and one more of an unanswered probe, far below AckWait.
+func TestPausedWorkerIsHandedOverWithinTwoLivenessTimeouts(t *testing.T) {
 	tk := pausedTakeover(t)
 	t.Logf("worker-b claimed the stream %v after worker-a fell silent (liveness timeout %v, heartbeat interval %v, AckWait %v)",
 		tk.gap.Round(time.Millisecond), DefaultLivenessTimeout, DefaultHeartbeatInterval, tk.ackWait)
-	if lo, hi := DefaultLivenessTimeout-DefaultHeartbeatInterval, DefaultLivenessTimeout+time.Second; tk.gap < lo || tk.gap > hi {
-		t.Fatalf("takeover after %v, want between %v and %v: bounded by the liveness timeout, far below AckWait", tk.gap, lo, hi)
+	if lo, hi := 2*DefaultLivenessTimeout-DefaultHeartbeatInterval, 2*DefaultLivenessTimeout+time.Second; tk.gap < lo || tk.gap > hi {
+		t.Fatalf("takeover after %v, want between %v and %v: a liveness timeout of silence and one of an unanswered probe, far below AckWait", tk.gap, lo, hi)
 	}
 	frames := tk.h.waitEnd(tk.id)
 	text, chunks := chunkText(t, frames)

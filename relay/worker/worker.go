@@ -267,6 +267,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.heartbeatEvery > 0 {
 		resync, unsubscribe := w.followResyncs()
 		defer unsubscribe()
+		// Answering probes before the first beat: a watcher never finds
+		// this worker late without a way to ask it.
+		if stop, err := liveness.AnswerProbes(w.livenessNC, w.instance); err != nil {
+			w.logger.Warn("not answering liveness probes: a late heartbeat will have this worker's requests handed over", "err", err)
+		} else {
+			defer stop()
+		}
 		bg.Go(func() { w.heartbeat(resync).run(stopBeat) })
 	}
 	if w.watchPeers {
