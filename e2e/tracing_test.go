@@ -178,7 +178,9 @@ func TestTracingOneTraceAcrossATakeover(t *testing.T) {
 		t.Fatalf("end frame %+v; want done with a traceparent", end.Frame)
 	}
 	inTrace := func(name string, also func(recordedSpan) bool) func(recordedSpan) bool {
-		return func(sp recordedSpan) bool { return sp.TraceID == traceID && sp.Name == name && (also == nil || also(sp)) }
+		return func(sp recordedSpan) bool {
+			return sp.TraceID == traceID && sp.Name == name && (also == nil || also(sp))
+		}
 	}
 	request := otlp.await(t, "the edge's request span", inTrace("POST /v1/chat/completions", func(sp recordedSpan) bool {
 		return sp.Service == "relay-edge" && sp.Attrs["relay.stream_id"] == c.id
