@@ -107,6 +107,7 @@ func statusOf(e *wire.Error, fallback int) int {
 // writeError answers with e as an OpenAI error body.
 func writeError(w http.ResponseWriter, e *wire.Error) {
 	setRetryAfter(w, e) // admission.go
+	noteError(w, e)     // observe.go: a 4xx is logged with its reason
 	writeJSON(w, statusOf(e, http.StatusInternalServerError), struct {
 		Error errorObject `json:"error"`
 	}{newErrorObject(e)})

@@ -120,6 +120,13 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r.WithContext(ctx))
 		s.obs.m.Request(*route, metrics.OutcomeOf(rec.status))
+		if rec.status >= 400 && rec.status <= 499 && rec.err != nil {
+			// The client's mistakes are not the edge's warnings, but an
+			// operator debugging a client wants to see them. The path
+			// only: a query can hold a resume token.
+			s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+				"code", rec.err.Code, "param", rec.err.Param, "reason", rec.err.Message)
+		}
 	})
 }
 
@@ -150,6 +157,23 @@ func accepted(r *http.Request) time.Time {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	// err is the error the response answered with (writeError), if any.
+	err *wire.Error
+}
+
+// noteError records e as w's error, if w is (or wraps) a statusRecorder.
+func noteError(w http.ResponseWriter, e *wire.Error) {
+	for {
+		switch rw := w.(type) {
+		case *statusRecorder:
+			rw.err = e
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = rw.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -212,6 +236,8 @@ type session struct {
 	first, last time.Time
 	chunks      int
 	end         *wire.Frame
+	// span is the request's span, held open until close (tracing.go).
+	span *requestSpan
 }
 
 // session starts observing a client of stream o.view from o.after. fresh
@@ -225,7 +251,9 @@ func (o *observer) session(v view, after wire.Cursor, t metrics.Transport, fresh
 
 // sseSession observes an SSE or "stream": false client of r.
 func (s *Server) sseSession(r *http.Request, o origin, t metrics.Transport) *session {
-	return s.obs.session(o.view, o.after, t, r.Method == http.MethodPost, accepted(r))
+	ss := s.obs.session(o.view, o.after, t, r.Method == http.MethodPost, accepted(r))
+	ss.span = holdSpan(r, o.view.id)
+	return ss
 }
 
 func (ss *session) resumed() bool { return !ss.after.IsZero() }
@@ -245,6 +273,7 @@ func (ss *session) delivered(entries []chunklog.Entry) {
 		case wire.KindEnd:
 			ss.end = f
 			ss.o.recent.ended(ss.id, ss.model(), f.Cost)
+			ss.span.linkEnd(f)
 		}
 	}
 	if n == 0 {
@@ -300,6 +329,7 @@ func (ss *session) close() {
 	}
 	attrs = append(attrs, slog.Duration("duration", time.Since(ss.accepted)))
 	ss.o.log.LogAttrs(context.Background(), slog.LevelInfo, "client session ended", attrs...)
+	ss.span.release()
 }
 
 // drops holds a cancel function per droppable GET /v1/streams/{id}

@@ -13,9 +13,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/tracing"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -32,6 +34,8 @@ type Deps struct {
 	// Gatherer serves as both.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
+	// Tracer records a span per API request (tracing.go); nil: none.
+	Tracer trace.TracerProvider
 }
 
 // Server is one edge: the HTTP API over the relay's streams.
@@ -41,6 +45,7 @@ type Server struct {
 	nc       *nats.Conn
 	catalog  *provider.Catalog
 	log      *slog.Logger
+	tracer   trace.Tracer
 	reader   *chunklog.Reader
 	meta     *metaStore
 	tail     *tailReader
@@ -109,6 +114,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		nc:      deps.NC,
 		catalog: deps.Catalog,
 		log:     log,
+		tracer:  tracing.Tracer(deps.Tracer),
 		reader:  reader,
 		meta:    &metaStore{js: deps.JS},
 		tail:    &tailReader{js: deps.JS},
@@ -147,7 +153,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.obs = obs
 	// CORS answers preflights, which carry no credentials, before
 	// authentication; routes see the principal in the request context.
-	s.handler = s.withBodyDeadline(s.instrument(s.withCORS(s.withAuthentication(s.routes()))))
+	s.handler = s.withBodyDeadline(s.instrument(s.traced(s.withCORS(s.withAuthentication(s.routes())))))
 	return s, nil
 }
 

@@ -50,7 +50,7 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	}
 	stored := make(chan error, 1)
 	go func() { stored <- s.meta.create(ctx, id, meta) }()
-	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data}
+	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: traceHeader(ctx, id)}
 	_, queueErr := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if err := <-stored; err != nil {
 		return "", wire.Meta{}, unavailable("storing stream metadata", err)

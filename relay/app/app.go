@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/relaydev/relay/coordinator"
@@ -49,6 +50,9 @@ type Addrs struct {
 	Coordinator  string // host:port of /healthz, /readyz, /metrics
 	Worker       string // host:port of /healthz, /readyz, /metrics
 	Pprof        string // host:port of /debug/pprof/ (pprof_listen)
+	// Model is a model the edge serves (dev: the first of its first
+	// provider), for the ready line's example request.
+	Model string
 }
 
 // Run runs role with cfg until ctx ends, then shuts it down gracefully: a
@@ -95,12 +99,17 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 	if err != nil {
 		return err
 	}
+	tracer, stopTracing, err := startTracing(cfg, role, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	nc, js, err := dial(cfg, string(role), logger)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger, reg: newRegistry()}
+	roles := roles{cfg: cfg, nc: nc, js: js, catalog: catalog, logger: logger, reg: newRegistry(), tracer: tracer}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, ctx := errgroup.WithContext(ctx)
@@ -153,9 +162,9 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 	return g.Wait()
 }
 
-// runDev runs everything in one process: an embedded nats-server, the fake
-// upstream (as provider "mock" unless providers are configured), the edge,
-// one worker and the coordinator.
+// runDev runs everything in one process: an embedded nats-server, the
+// edge, one worker and the coordinator, and, unless providers are
+// configured, the fake upstream as provider "mock".
 func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready Ready) error {
 	// Credentials of this process only, unless configured (natsserver/auth.go).
 	embedded := cfg.EmbeddedNATS.WithRandomCredentials()
@@ -171,18 +180,22 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready R
 
 	g, ctx := errgroup.WithContext(ctx)
 	addrs := Addrs{NATS: srv.ClientURL()}
-	mockAddr, err := startMock(ctx, g, cfg.MockUpstream, "127.0.0.1:0", logger)
-	if err != nil {
-		return err
-	}
-	addrs.MockUpstream = mockAddr
 	if len(cfg.Providers) == 0 {
-		cfg.Providers = []provider.Config{cfg.MockUpstream.AsProvider("http://" + mockAddr + "/v1")}
+		if addrs.MockUpstream, err = startMock(ctx, g, cfg.MockUpstream, "127.0.0.1:0", logger); err != nil {
+			return err
+		}
+		cfg.Providers = []provider.Config{cfg.MockUpstream.AsProvider("http://" + addrs.MockUpstream + "/v1")}
 	}
 	catalog, err := cfg.Catalog()
 	if err != nil {
 		return err
 	}
+	addrs.Model = catalog.Providers()[0].Models[0]
+	tracer, stopTracing, err := startTracing(cfg, config.RoleDev, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	nc, js, err := connect(ctx, cfg, "dev", logger)
 	if err != nil {
 		return err
@@ -194,7 +207,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready R
 		return err
 	}
 	defer livenessNC.Close()
-	roles := roles{cfg: cfg, nc: nc, livenessNC: livenessNC, js: js, catalog: catalog, logger: logger, reg: newRegistry()}
+	roles := roles{cfg: cfg, nc: nc, livenessNC: livenessNC, js: js, catalog: catalog, logger: logger, reg: newRegistry(), tracer: tracer}
 	if addrs.Edge, err = roles.edge(ctx, g); err != nil {
 		return err
 	}
@@ -328,10 +341,12 @@ type roles struct {
 	logger     *slog.Logger
 	// reg is the process's metrics registry (ops.go).
 	reg *prometheus.Registry
+	// tracer records the edge's and the worker's spans (tracing.go).
+	tracer trace.TracerProvider
 }
 
 func (r roles) edge(ctx context.Context, g *errgroup.Group) (string, error) {
-	s, err := edge.New(r.cfg.Edge, edge.Deps{NC: r.nc, JS: r.js, Catalog: r.catalog, Logger: r.logger.With("role", "edge"), Registerer: r.reg, Gatherer: r.reg})
+	s, err := edge.New(r.cfg.Edge, edge.Deps{NC: r.nc, JS: r.js, Catalog: r.catalog, Logger: r.logger.With("role", "edge"), Registerer: r.reg, Gatherer: r.reg, Tracer: r.tracer})
 	if err != nil {
 		return "", err
 	}
@@ -354,6 +369,7 @@ func (r roles) worker(ctx context.Context, g *errgroup.Group) error {
 		Topology:   r.cfg.Streams,
 		Gate:       gate,
 		Registerer: r.reg,
+		Tracer:     r.tracer,
 	})
 	if err != nil {
 		return err

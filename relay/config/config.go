@@ -20,6 +20,7 @@ import (
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/region"
 	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/tracing"
 	"github.com/relaydev/relay/relay/worker"
 )
 
@@ -27,6 +28,9 @@ import (
 // checks those for the role being started.
 type Config struct {
 	Log LogConfig `koanf:"log"`
+	// Tracing exports OpenTelemetry spans over OTLP/HTTP (README
+	// "Tracing"); zero: off.
+	Tracing tracing.Config `koanf:"tracing"`
 	// PprofListen is host:port of the profiling listener every role can
 	// serve (net/http/pprof, relay/app/pprof.go); zero: none. It is its
 	// own listener, apart from the edge's and the ops listeners, so that
@@ -86,6 +90,9 @@ func (c Config) Validate(role Role) error {
 		return err
 	}
 	if err := validatePprofListen(c.PprofListen); err != nil {
+		return err
+	}
+	if err := c.Tracing.Validate("tracing"); err != nil {
 		return err
 	}
 	if role == RoleMockUpstream {
@@ -157,9 +164,19 @@ func (l LogConfig) validate() error {
 func (l LogConfig) Handler(w interface{ Write([]byte) (int, error) }) slog.Handler {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(l.Level)) // validated; "" stays info
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationString}
 	if l.Format == "json" {
 		return slog.NewJSONHandler(w, opts)
 	}
 	return slog.NewTextHandler(w, opts)
+}
+
+// durationString writes a time.Duration as a Go duration string ("1.5s",
+// "350ms"): the JSON handler would write nanoseconds, which nobody reading
+// a log line can tell from a count.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }

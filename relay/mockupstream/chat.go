@@ -44,7 +44,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := resolveConversation(req.Messages, s.cfg.Tokens)
-	n := s.stats.conversation(conv.key)
+	n := s.stats.conversation(conv.key, r.Header.Get("traceparent"))
 	f, err := s.faultsFor(req.Messages, n)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, badRequest(err.Error(), "messages"))

@@ -3,6 +3,7 @@ package mockupstream
 import (
 	"maps"
 	"net/http"
+	"slices"
 	"sync"
 )
 
@@ -22,6 +23,10 @@ type Stats struct {
 	// model, max_tokens). Retries and continuations of one conversation
 	// count under the same key.
 	ByConversation map[string]int `json:"by_conversation"`
+	// TraceParents holds, by conversation key, the traceparent headers of
+	// those requests that sent one, in order: a test sees which trace
+	// every call belonged to.
+	TraceParents map[string][]string `json:"traceparents,omitempty"`
 	// Weather counts the faults the weather drew, by kind: rate_limited,
 	// cut, stall.
 	Weather map[string]int `json:"weather,omitempty"`
@@ -33,11 +38,12 @@ type stats struct {
 	chatRequests   int
 	byStatus       map[int]int
 	byConversation map[string]int
+	traceParents   map[string][]string
 	drawn          map[string]int // by weather
 }
 
 func newStats() *stats {
-	return &stats{byStatus: make(map[int]int), byConversation: make(map[string]int), drawn: make(map[string]int)}
+	return &stats{byStatus: make(map[int]int), byConversation: make(map[string]int), traceParents: make(map[string][]string), drawn: make(map[string]int)}
 }
 
 func (s *stats) weather(kind string) {
@@ -52,11 +58,15 @@ func (s *stats) chatRequest() {
 	s.chatRequests++
 }
 
-// conversation counts a request of the conversation and returns its
-// 1-based number within it, which times=K compares against.
-func (s *stats) conversation(key string) int {
+// conversation counts a request of the conversation, with its
+// traceparent, and returns its 1-based number within it, which times=K
+// compares against.
+func (s *stats) conversation(key, traceParent string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if traceParent != "" {
+		s.traceParents[key] = append(s.traceParents[key], traceParent)
+	}
 	s.byConversation[key]++
 	return s.byConversation[key]
 }
@@ -74,6 +84,12 @@ func (s *stats) snapshot() Stats {
 		ChatRequests:   s.chatRequests,
 		ByStatus:       maps.Clone(s.byStatus),
 		ByConversation: maps.Clone(s.byConversation),
+	}
+	if len(s.traceParents) > 0 {
+		st.TraceParents = make(map[string][]string, len(s.traceParents))
+		for k, v := range s.traceParents {
+			st.TraceParents[k] = slices.Clone(v)
+		}
 	}
 	if len(s.drawn) > 0 {
 		st.Weather = maps.Clone(s.drawn)

@@ -2,8 +2,10 @@ package mockupstream
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -38,4 +40,43 @@ func TestStats(t *testing.T) {
 	if !reflect.DeepEqual(served, want) {
 		t.Fatalf("GET /mock/stats = %+v, want %+v", served, want)
 	}
+}
+
+// The traceparent of every traced request is recorded under its
+// conversation, in order; an untraced one adds none.
+func TestStatsRecordTraceParents(t *testing.T) {
+	s, ts := newTestServer(t, fullSpeed(2))
+	a := conv("traced")
+	parents := []string{
+		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
+	}
+	for _, tp := range append(parents, "") {
+		req, err := http.NewRequest(http.MethodPost, ts.URL+"/v1/chat/completions", strings.NewReader(string(mustMarshal(t, chatBody(false, a)))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tp != "" {
+			req.Header.Set("traceparent", tp)
+		}
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	st := s.Stats()
+	if got := st.TraceParents[ConversationKey(a)]; !reflect.DeepEqual(got, parents) || st.ByConversation[ConversationKey(a)] != 3 {
+		t.Errorf("traceparents %v of %d requests; want %v of 3", got, st.ByConversation[ConversationKey(a)], parents)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/relaydev/relay/relay/tracing"
 )
 
 // Defaults for the zero Client.
@@ -98,6 +100,7 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 	if t.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+t.APIKey)
 	}
+	tracing.InjectHTTP(ctx, req.Header) // the provider continues the caller's trace
 
 	resp, err := c.httpClient().Do(req)
 	if err != nil {

@@ -89,6 +89,10 @@ type Frame struct {
 	Usage        *Usage  `json:"usage,omitempty"`
 	Cost         float64 `json:"cost,omitempty"`
 	Attempts     int     `json:"attempts,omitempty"`
+	// TraceParent is the W3C traceparent of the worker span that ended the
+	// stream, when the request was traced: an edge serving a resume links
+	// its own span to the request's trace with it (README "Tracing").
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // Usage counts tokens over every upstream attempt of a stream.

@@ -16,9 +16,11 @@ import (
 // stream holds text, the call asks the provider to continue it, and a
 // repeat of that text at the start of the answer is stripped. seam marks
 // the attempt's first chunk.
-func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, seam wire.Seam) outcome {
+func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, seam wire.Seam) (out outcome) {
 	j.attempts++
 	j.provider, j.model = c.Provider.Name, c.Model
+	ctx, traced := j.traceAttempt(ctx, c, seam)
+	defer func() { traced(out) }()
 	ob := j.observe(c, seam)
 	cont := j.continuation(c)
 	body, err := upstreamBody(j.req.Body, c.Model, cont)

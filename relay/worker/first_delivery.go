@@ -33,7 +33,7 @@ func (j *job) runFirst() bool {
 	go func() {
 		cancelled := make(chan bool, 1)
 		go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
-		err := j.writer.append(j.logCtx, claimFrame(j.w.id))
+		err := j.appendClaim()
 		if err == nil && <-cancelled {
 			err = errCancelled
 		}

@@ -74,11 +74,12 @@ type job struct {
 	provider, model string
 	// stats feeds the metrics and the "job finished" line (observe.go).
 	stats jobStats
+	// trace is the job's span and what its attempts' spans need (tracing.go).
+	trace jobTrace
 }
 
 func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req wire.Request, stopProgress func()) *job {
-	j := &job{w: w, msg: msg, req: req, log: w.logger.With("stream", req.StreamID), start: time.Now(), logCtx: ctx, stopProgress: stopProgress}
-	j.callCtx, j.stopCall = context.WithCancelCause(ctx)
+	j := &job{w: w, msg: msg, req: req, log: w.logger.With("stream", req.StreamID), start: time.Now(), stopProgress: stopProgress}
 	d, err := liveness.DeliveryOf(msg, req.StreamID)
 	if err != nil {
 		j.log.Warn("request cannot be handed over", "err", err)
@@ -87,6 +88,8 @@ func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req wire.Request,
 	if md, err := msg.Metadata(); err == nil {
 		j.queued = md.Timestamp
 	}
+	j.logCtx = j.traceJob(ctx)
+	j.callCtx, j.stopCall = context.WithCancelCause(j.logCtx)
 	return j
 }
 
@@ -174,7 +177,7 @@ func (j *job) claim() (history, error) {
 // what h says earlier owners published.
 func (j *job) claimAfter(h history) (history, error) {
 	j.takeOver(h)
-	return h, j.writer.append(j.logCtx, claimFrame(j.w.id))
+	return h, j.appendClaim()
 }
 
 // takeOver sets the job up to continue what h says earlier owners
@@ -210,6 +213,7 @@ func (j *job) end(out outcome) {
 		out.err = errCancelled
 	}
 	f := j.endFrame(out)
+	f.TraceParent = j.traceParent()
 	if err := j.writer.append(j.logCtx, f); err != nil {
 		j.abandon(err)
 		return
@@ -300,4 +304,5 @@ func (j *job) report(level slog.Level, status string, err error) {
 		attrs = append(attrs, slog.Any("err", err))
 	}
 	j.log.LogAttrs(context.Background(), level, "job finished", attrs...)
+	j.traceEnd(status, err)
 }

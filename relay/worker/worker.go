@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/relaydev/relay/relay/apikeys"
 	"github.com/relaydev/relay/relay/backoff"
@@ -24,6 +25,7 @@ import (
 	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/tracing"
 	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -59,6 +61,10 @@ type Deps struct {
 	// Registerer receives the worker's metrics (relay/metrics); nil keeps
 	// them in a registry of their own.
 	Registerer prometheus.Registerer
+	// Tracer records a span per job, claim and upstream attempt
+	// (tracing.go); nil records none, but still forwards the trace a
+	// request came with to its provider.
+	Tracer trace.TracerProvider
 }
 
 // Worker runs generation jobs. Create it with New, start it with Run (once)
@@ -75,6 +81,7 @@ type Worker struct {
 	upstream    *upstream.Client
 	gate        Gate
 	metrics     *metrics.Worker
+	tracer      trace.Tracer
 	logger      *slog.Logger
 	topology    streams.Topology
 	// keys holds each provider's API keys, by provider name.
@@ -173,6 +180,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		upstream:        deps.Upstream,
 		gate:            deps.Gate,
 		metrics:         m,
+		tracer:          tracing.Tracer(deps.Tracer),
 		logger:          deps.Logger.With("worker", cfg.ID),
 		topology:        deps.Topology,
 		keys:            keys,

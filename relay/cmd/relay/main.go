@@ -95,6 +95,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Tracing.Endpoint == "" {
+		// The collector's address as every OpenTelemetry SDK reads it.
+		cfg.Tracing.Endpoint = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+		if err := cfg.Tracing.Validate("OTEL_EXPORTER_OTLP_ENDPOINT: tracing"); err != nil {
+			return err
+		}
+	}
 	logger := slog.New(cfg.Log.Handler(stderr))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -124,8 +131,12 @@ func defaultDevConfig() string {
 func announce(w io.Writer, role config.Role, a app.Addrs) {
 	switch role {
 	case config.RoleDev:
-		fmt.Fprintf(w, "relay dev ready: edge http://%s (nats %s, fake upstream http://%s) — try: curl -N http://%s/v1/chat/completions -d '{\"model\":\"mock-1\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
-			a.Edge, a.NATS, a.MockUpstream, a.Edge)
+		upstream := ""
+		if a.MockUpstream != "" {
+			upstream = ", fake upstream http://" + a.MockUpstream
+		}
+		fmt.Fprintf(w, "relay dev ready: edge http://%s (nats %s%s) — try: curl -N http://%s/v1/chat/completions -d '{\"model\":%q,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
+			a.Edge, a.NATS, upstream, a.Edge, a.Model)
 	case config.RoleEdge:
 		fmt.Fprintf(w, "relay edge ready: http://%s\n", a.Edge)
 	case config.RoleMockUpstream:
