@@ -13,7 +13,11 @@ type Stats struct {
 	// ChatRequests counts every POST /v1/chat/completions, including the
 	// ones rejected for a bad API key or body.
 	ChatRequests int `json:"chat_requests"`
-	// ByStatus counts chat requests by the HTTP status they were answered
+	// MessagesRequests and ResponsesRequests count every POST /v1/messages
+	// and /v1/responses, as ChatRequests does for chat.
+	MessagesRequests  int `json:"messages_requests"`
+	ResponsesRequests int `json:"responses_requests"`
+	// ByStatus counts requests of every dialect by the HTTP status they were answered
 	// with. A stream cut by a fault counts as 200; a request whose client
 	// left during stall_before, before any response, is not counted here.
 	ByStatus map[int]int `json:"by_status"`
@@ -29,11 +33,13 @@ type Stats struct {
 
 // stats is the live, locked version of Stats.
 type stats struct {
-	mu             sync.Mutex
-	chatRequests   int
-	byStatus       map[int]int
-	byConversation map[string]int
-	drawn          map[string]int // by weather
+	mu           sync.Mutex
+	chatRequests int
+	// messagesRequests and responsesRequests count the other dialects.
+	messagesRequests, responsesRequests int
+	byStatus                            map[int]int
+	byConversation                      map[string]int
+	drawn                               map[string]int // by weather
 }
 
 func newStats() *stats {
@@ -71,9 +77,11 @@ func (s *stats) snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{
-		ChatRequests:   s.chatRequests,
-		ByStatus:       maps.Clone(s.byStatus),
-		ByConversation: maps.Clone(s.byConversation),
+		ChatRequests:      s.chatRequests,
+		MessagesRequests:  s.messagesRequests,
+		ResponsesRequests: s.responsesRequests,
+		ByStatus:          maps.Clone(s.byStatus),
+		ByConversation:    maps.Clone(s.byConversation),
 	}
 	if len(s.drawn) > 0 {
 		st.Weather = maps.Clone(s.drawn)
@@ -115,4 +123,16 @@ func (c *statusCounter) Write(b []byte) (int, error) {
 
 func (c *statusCounter) Unwrap() http.ResponseWriter {
 	return c.ResponseWriter
+}
+
+func (s *stats) messagesRequest() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.messagesRequests++
+}
+
+func (s *stats) responsesRequest() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.responsesRequests++
 }
