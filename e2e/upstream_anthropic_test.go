@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/relaydev/relay/relay/mockupstream"
+)
+
+// A chat-completions client (openai-go) streams from a provider that
+// speaks another dialect, through real processes: the answer is cut by the
+// provider mid-way and continued in the provider's dialect (a prefill for
+// Anthropic, prompt mode for the Responses API), then the worker streaming
+// it is SIGKILLed and another takes it over. The client sees neither: one
+// exact answer, finished.
+func TestUpstreamDialectCutAndKilledWorker(t *testing.T) {
+	for _, tc := range []struct {
+		typ   string
+		calls func(mockupstream.Stats) int
+	}{
+		{"anthropic", func(s mockupstream.Stats) int { return s.MessagesRequests }},
+		{"openai_responses", func(s mockupstream.Stats) int { return s.ResponsesRequests }},
+	} {
+		t.Run(tc.typ, func(t *testing.T) {
+			const tokens = 80
+			s := start(t, options{Processes: true, ProviderType: tc.typ, Workers: 2,
+				Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			client := openai.NewClient(option.WithBaseURL(s.Edge+"/v1/"), option.WithAPIKey("relay-dev"), option.WithMaxRetries(0))
+
+			msgs, want := prompt("Dialect "+tc.typ+": cut, then the worker is killed. [[mock: cut_after=10]]", tokens)
+			var res *http.Response
+			stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+				Model:    "mock-1",
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(msgs[0].Content)},
+			}, option.WithResponseInto(&res))
+			defer stream.Close()
+
+			var acc openai.ChatCompletionAccumulator
+			seams := map[string]int{}
+			read := func() bool {
+				if !stream.Next() {
+					return false
+				}
+				c := stream.Current()
+				acc.AddChunk(c)
+				var ext struct {
+					Relay struct {
+						Seam string `json:"seam"`
+					} `json:"relay"`
+				}
+				if json.Unmarshal([]byte(c.RawJSON()), &ext) == nil && ext.Relay.Seam != "" {
+					seams[ext.Relay.Seam]++
+				}
+				return true
+			}
+			// Past the cut at 10 tokens and well into the continuation.
+			for i := 0; i < 25 && read(); i++ {
+			}
+			if seams["continuation"] != 1 || len(acc.Choices) == 0 {
+				t.Fatalf("after 25 chunks: seams %v, want the continuation of the cut (err %v)", seams, stream.Err())
+			}
+			id := res.Header.Get("X-Relay-Stream-Id")
+			owner := s.owner(id, 1, 5*time.Second).Frame.Worker
+			must(t, s.worker(owner).Kill())
+			t.Logf("SIGKILLed %s after %d characters", owner, len(acc.Choices[0].Message.Content))
+			for read() {
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+
+			if got := acc.Choices[0].Message.Content; got != want {
+				t.Fatalf("content\n%q\nwant\n%q", got, want)
+			}
+			if acc.Choices[0].FinishReason != "stop" {
+				t.Errorf("finish reason %q, want stop", acc.Choices[0].FinishReason)
+			}
+			if seams["takeover"] != 1 {
+				t.Errorf("seams %v, want one continuation and one takeover", seams)
+			}
+			if claims := s.frames.claims(id); len(claims) != 2 || claims[1].Frame.Worker == owner {
+				t.Errorf("claims by %v; want %s, then the other worker", claimWorkers(claims), owner)
+			}
+			st := s.mockStats()
+			// The first call, its continuation after the cut, and the
+			// takeover's continuation: all in the provider's dialect.
+			if n := st.ByConversation[mockupstream.ConversationKey(msgs)]; n != 3 || tc.calls(st) != 3 || st.ChatRequests != 0 {
+				t.Errorf("the fake upstream saw %d calls of the conversation (%+v); want 3, none of them chat completions", n, st)
+			}
+		})
+	}
+}
