@@ -109,6 +109,10 @@ func toAnthropic(body []byte) (out []byte, trimmed string, err error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("messages[%d]: %w", i, err)
 		}
+		if len(blocks) == 0 {
+			// An empty message says nothing, and the API refuses one.
+			continue
+		}
 		if n := len(ar.Messages); n > 0 && ar.Messages[n-1].Role == role {
 			ar.Messages[n-1].Content = append(ar.Messages[n-1].Content, blocks...)
 			continue
@@ -200,8 +204,8 @@ func imageFrom(url string) (*imageSource, error) {
 }
 
 // trimPrefill cuts the trailing whitespace of a final assistant message
-// and returns it. A prefill left empty is dropped: the answer then starts
-// afresh after the conversation, and the whitespace still starts it.
+// and returns it. A prefill of whitespace alone is dropped whole: the model
+// then answers after the conversation, as it did before the cut.
 func trimPrefill(msgs []anthropicMessage) ([]anthropicMessage, string) {
 	n := len(msgs)
 	if n == 0 || msgs[n-1].Role != "assistant" {

@@ -83,12 +83,13 @@ func TestToAnthropicConversation(t *testing.T) {
 }
 
 func TestToAnthropicDefaults(t *testing.T) {
-	got, _ := roundTrip(t, `{"model": "m", "messages": [{"role": "user", "content": "hi"}],
+	got, _ := roundTrip(t, `{"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null}],
 		"tool_choice": {"type": "function", "function": {"name": "f"}}, "tools": [{"type": "function", "function": {"name": "f"}}]}`)
 	if got["max_tokens"] != float64(DefaultAnthropicMaxTokens) {
 		t.Errorf("max_tokens = %v, want the default %d", got["max_tokens"], DefaultAnthropicMaxTokens)
 	}
 	jsonEqual(t, got["tool_choice"], `{"type": "tool", "name": "f"}`)
+	jsonEqual(t, got["messages"], `[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]`)
 	if got["stream"] != true {
 		t.Errorf("stream = %v, want true", got["stream"])
 	}

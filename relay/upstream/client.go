@@ -30,8 +30,9 @@ type Target struct {
 	// Provider names the provider in errors. Keep it a bounded name from
 	// config, since callers use it as a metric label.
 	Provider string
-	// BaseURL is the API root, such as "https://api.openai.com/v1";
-	// "/chat/completions" is appended.
+	// BaseURL is the API root, such as "https://api.openai.com/v1"; the
+	// Dialect's endpoint ("/chat/completions", "/messages", "/responses")
+	// is appended.
 	BaseURL string
 	// APIKey is sent as a bearer token (x-api-key for Anthropic); empty
 	// sends none, for local servers that need none.
@@ -84,6 +85,10 @@ func NewClient(httpClient *http.Client) *Client {
 // ctx governs the whole stream, not just this call: cancelling it aborts
 // Stream.Next. The caller must Close the returned Stream.
 func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, error) {
+	body, dec, err := t.translate(body)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %s: %w: %w", t.Provider, ErrUntranslatable, err)
+	}
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	wd := startWatchdog(bound(c.FirstByteTimeout, DefaultFirstByteTimeout), bound(c.StallTimeout, DefaultStallTimeout), cancel)
 	fail := func(err error) (*Stream, error) {
@@ -92,10 +97,6 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 		return nil, err
 	}
 
-	body, dec, err := t.translate(body)
-	if err != nil {
-		return fail(fmt.Errorf("upstream: %s: %w: %w", t.Provider, ErrUntranslatable, err))
-	}
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, t.URL(t.Dialect.endpoint()), bytes.NewReader(body))
 	if err != nil {
 		return fail(fmt.Errorf("upstream: %s: %w", t.Provider, err))

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // responsesEvent is the data of a Responses stream event, every type's
@@ -106,11 +107,22 @@ func (d *responsesDecoder) decode(ev Event) (Delta, error) {
 		if e.Response == nil || e.Response.Error == nil {
 			return Delta{}, fmt.Errorf("error in stream: %w", &OpenAIError{Message: "response failed", Type: "server_error"})
 		}
-		return Delta{}, fmt.Errorf("error in stream: %w", e.Response.Error)
+		return Delta{}, fmt.Errorf("error in stream: %w", typed(*e.Response.Error))
 	case "error":
-		return Delta{}, fmt.Errorf("error in stream: %w", &OpenAIError{Message: e.Message, Code: jsonText(e.Code), Param: jsonText(e.Param)})
+		return Delta{}, fmt.Errorf("error in stream: %w", typed(OpenAIError{Message: e.Message, Code: jsonText(e.Code), Param: jsonText(e.Param)}))
 	}
 	return Delta{}, errSkip
+}
+
+// typed gives an error of the Responses API, which has a code and no type,
+// the type Classify reads: its "invalid_..." codes (invalid_prompt,
+// invalid_image, ...) are the request's fault, anything else the
+// provider's.
+func typed(e OpenAIError) *OpenAIError {
+	if e.Type == "" && strings.HasPrefix(e.Code, "invalid_") {
+		e.Type = "invalid_request_error"
+	}
+	return &e
 }
 
 // final is the finish reason and usage of the response's last event.

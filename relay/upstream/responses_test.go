@@ -140,6 +140,8 @@ func TestResponsesStreamEnds(t *testing.T) {
 			events: responsesEvents(created, text, `{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"}}}`)},
 		{name: "error event", wantErr: true, class: Transient,
 			events: responsesEvents(created, `{"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null}`)},
+		{name: "failed for the prompt", wantErr: true, class: RequestFault,
+			events: responsesEvents(created, `{"type":"response.failed","response":{"status":"failed","error":{"code":"invalid_prompt","message":"no"}}}`)},
 		{name: "cut", wantErr: true, class: Transient, events: responsesEvents(created, text)},
 	}
 	for _, tc := range tests {
