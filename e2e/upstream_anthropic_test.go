@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,8 +16,9 @@ import (
 )
 
 // A chat-completions client (openai-go) streams from a provider that
-// speaks another dialect, through real processes: the answer is cut by the
-// provider mid-way and continued in the provider's dialect (a prefill for
+// speaks another dialect, through real processes. The provider's 400 is the
+// client's 400; its 429 is waited out. An answer is cut by the provider
+// mid-way and continued in the provider's dialect (a prefill for
 // Anthropic, prompt mode for the Responses API), then the worker streaming
 // it is SIGKILLed and another takes it over. The client sees neither: one
 // exact answer, finished.
@@ -34,13 +37,34 @@ func TestUpstreamDialectCutAndKilledWorker(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			client := openai.NewClient(option.WithBaseURL(s.Edge+"/v1/"), option.WithAPIKey("relay-dev"), option.WithMaxRetries(0))
+			ask := func(content string) openai.ChatCompletionNewParams {
+				return openai.ChatCompletionNewParams{Model: "mock-1", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(content)}}
+			}
+
+			// The provider's 400, in its dialect's error shape, reaches the
+			// client as a 400 with the provider's message.
+			refused := client.Chat.Completions.NewStreaming(ctx, ask("Dialect "+tc.typ+": refused. [[mock: status=400]]"))
+			for refused.Next() {
+			}
+			var apiErr *openai.Error
+			if !errors.As(refused.Err(), &apiErr) || apiErr.StatusCode != http.StatusBadRequest ||
+				apiErr.Type != "invalid_request_error" || !strings.Contains(apiErr.Message, "injected fault status=400") {
+				t.Fatalf("refused stream: %v, want the provider's 400 invalid_request_error", refused.Err())
+			}
+			// A 429 with Retry-After is waited out and retried.
+			limited, wantLimited := prompt("Dialect "+tc.typ+": rate limited. [[mock: status=429, retry_after=1]]", tokens)
+			began := time.Now()
+			c, err := client.Chat.Completions.New(ctx, ask(limited[0].Content))
+			if err != nil || c.Choices[0].Message.Content != wantLimited {
+				t.Fatalf("after a 429: %v, content %q", err, c.Choices[0].Message.Content)
+			}
+			if waited := time.Since(began); waited < time.Second {
+				t.Errorf("answered %v after a 429 asking for 1s", waited)
+			}
 
 			msgs, want := prompt("Dialect "+tc.typ+": cut, then the worker is killed. [[mock: cut_after=10]]", tokens)
 			var res *http.Response
-			stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
-				Model:    "mock-1",
-				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(msgs[0].Content)},
-			}, option.WithResponseInto(&res))
+			stream := client.Chat.Completions.NewStreaming(ctx, ask(msgs[0].Content), option.WithResponseInto(&res))
 			defer stream.Close()
 
 			var acc openai.ChatCompletionAccumulator
@@ -91,8 +115,9 @@ func TestUpstreamDialectCutAndKilledWorker(t *testing.T) {
 			}
 			st := s.mockStats()
 			// The first call, its continuation after the cut, and the
-			// takeover's continuation: all in the provider's dialect.
-			if n := st.ByConversation[mockupstream.ConversationKey(msgs)]; n != 3 || tc.calls(st) != 3 || st.ChatRequests != 0 {
+			// takeover's continuation, after the refused call and the
+			// rate-limited one and its retry: all in the provider's dialect.
+			if n := st.ByConversation[mockupstream.ConversationKey(msgs)]; n != 3 || tc.calls(st) != 6 || st.ChatRequests != 0 {
 				t.Errorf("the fake upstream saw %d calls of the conversation (%+v); want 3, none of them chat completions", n, st)
 			}
 		})
