@@ -17,9 +17,10 @@ type Stats struct {
 	// and /v1/responses, as ChatRequests does for chat.
 	MessagesRequests  int `json:"messages_requests"`
 	ResponsesRequests int `json:"responses_requests"`
-	// ByStatus counts requests of every dialect by the HTTP status they were answered
-	// with. A stream cut by a fault counts as 200; a request whose client
-	// left during stall_before, before any response, is not counted here.
+	// ByStatus counts requests, of every dialect, by the HTTP status they
+	// were answered with. A stream cut by a fault counts as 200; a request
+	// whose client left during stall_before, before any response, is not
+	// counted here.
 	ByStatus map[int]int `json:"by_status"`
 	// ByConversation counts, by conversation key (see ConversationKey), the
 	// chat requests that passed authentication and request checks (body,
@@ -33,13 +34,14 @@ type Stats struct {
 
 // stats is the live, locked version of Stats.
 type stats struct {
-	mu           sync.Mutex
-	chatRequests int
-	// messagesRequests and responsesRequests count the other dialects.
+	mu             sync.Mutex
+	chatRequests   int
+	byStatus       map[int]int
+	byConversation map[string]int
+	drawn          map[string]int // by weather
+
+	// The other dialects' requests, counted as chatRequests is.
 	messagesRequests, responsesRequests int
-	byStatus                            map[int]int
-	byConversation                      map[string]int
-	drawn                               map[string]int // by weather
 }
 
 func newStats() *stats {
