@@ -17,7 +17,8 @@ import (
 
 // A chat-completions client (openai-go) streams from a provider that
 // speaks another dialect, through real processes. The provider's 400 is the
-// client's 400; its 429 is waited out. An answer is cut by the provider
+// client's 400; its 429 is waited out; its error event mid-answer is
+// continued. An answer is cut by the provider
 // mid-way and continued in the provider's dialect (a prefill for
 // Anthropic, prompt mode for the Responses API), then the worker streaming
 // it is SIGKILLed and another takes it over. The client sees neither: one
@@ -60,6 +61,13 @@ func TestUpstreamDialectCutAndKilledWorker(t *testing.T) {
 			}
 			if waited := time.Since(began); waited < time.Second {
 				t.Errorf("answered %v after a 429 asking for 1s", waited)
+			}
+			// The dialect's error event mid-answer (Anthropic's
+			// overloaded_error) is continued like a cut.
+			overloaded, wantOverloaded := prompt("Dialect "+tc.typ+": overloaded. [[mock: error_after=5]]", tokens)
+			c, err = client.Chat.Completions.New(ctx, ask(overloaded[0].Content))
+			if err != nil || c.Choices[0].Message.Content != wantOverloaded || c.Choices[0].FinishReason != "stop" {
+				t.Fatalf("after an error event: %v, content %q", err, c.Choices[0].Message.Content)
 			}
 
 			msgs, want := prompt("Dialect "+tc.typ+": cut, then the worker is killed. [[mock: cut_after=10]]", tokens)
@@ -115,9 +123,10 @@ func TestUpstreamDialectCutAndKilledWorker(t *testing.T) {
 			}
 			st := s.mockStats()
 			// The first call, its continuation after the cut, and the
-			// takeover's continuation, after the refused call and the
-			// rate-limited one and its retry: all in the provider's dialect.
-			if n := st.ByConversation[mockupstream.ConversationKey(msgs)]; n != 3 || tc.calls(st) != 6 || st.ChatRequests != 0 {
+			// takeover's continuation, after the refused call, the
+			// rate-limited one and its retry, the overloaded one and its
+			// continuation: all in the provider's dialect.
+			if n := st.ByConversation[mockupstream.ConversationKey(msgs)]; n != 3 || tc.calls(st) != 8 || st.ChatRequests != 0 {
 				t.Errorf("the fake upstream saw %d calls of the conversation (%+v); want 3, none of them chat completions", n, st)
 			}
 		})

@@ -194,6 +194,8 @@ func (s *Server) streamClaude(w http.ResponseWriter, r *http.Request, rep reply,
 			panic(http.ErrAbortHandler)
 		case endMalformed:
 			_ = out.write([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_\n\n"))
+		case endError:
+			_ = out.named("error", obj{"type": "error", "error": obj{"type": "overloaded_error", "message": overloaded}})
 		}
 	}
 	if !s.tokens(r, out, rep, f, send, endEarly) {

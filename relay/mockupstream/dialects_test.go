@@ -97,6 +97,26 @@ func TestDialectsContinue(t *testing.T) {
 	}
 }
 
+// error_after sends each dialect's error event for an overloaded provider
+// mid-answer: the relay's client reads it as the provider's error, one to
+// retry, after the tokens before it.
+func TestErrorAfterInEveryDialect(t *testing.T) {
+	_, ts := newTestServer(t, fullSpeed(8))
+	for _, d := range append([]upstream.Dialect{upstream.DialectChat}, dialects...) {
+		t.Run(string(d), func(t *testing.T) {
+			msgs := conv("overloaded " + string(d) + " [[mock: error_after=3]]")
+			text, finish, _, err := relayStream(t, ts, d, "", msgs)
+			var oe *upstream.OpenAIError
+			if !errors.As(err, &oe) || !strings.Contains(oe.Message, "Overloaded") || upstream.Classify(err) != upstream.Transient {
+				t.Fatalf("err = %v (class %v), want the provider's overloaded error, transient", err, upstream.Classify(err))
+			}
+			if want := strings.Join(Answer(msgs, 8)[:3], ""); text != want || finish != "" {
+				t.Errorf("before the error: %q, finish %q; want %q and no finish", text, finish, want)
+			}
+		})
+	}
+}
+
 func TestAnthropicRefusesTrailingWhitespace(t *testing.T) {
 	_, ts := newTestServer(t, fullSpeed(4))
 	resp := post(t, ts, "/v1/messages", "", map[string]any{"model": "mock-1", "max_tokens": 10,

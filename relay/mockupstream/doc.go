@@ -104,6 +104,11 @@
 //   - malformed_after=N: after N content tokens send a data line with
 //     truncated JSON, then end the body.
 //     [[mock: malformed_after=3]]
+//   - error_after=N: after N content tokens send the dialect's error event
+//     for an overloaded provider (a chat chunk {"error":{...}}, Anthropic's
+//     event: error with overloaded_error, a Responses error event), then
+//     end the body.
+//     [[mock: error_after=3]]
 //   - stall_before=DUR: send nothing at all, not even the status line, for
 //     DUR before answering; keepalive comments are not sent then.
 //     [[mock: stall_before=30s]]
@@ -138,8 +143,8 @@
 //
 // Only status, retry_after, retry_after_ms, stall_before, reject_prefill,
 // overlap and times apply to non-streaming requests. Stalls end as soon as
-// the client goes away. cut_after, eof_after and malformed_after exclude
-// each other.
+// the client goes away. cut_after, eof_after, malformed_after and
+// error_after exclude each other.
 //
 // # Speed
 //

@@ -200,6 +200,8 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, rep repl
 			panic(http.ErrAbortHandler)
 		case endMalformed:
 			_ = out.write([]byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"\n\n"))
+		case endError:
+			_ = emit("error", obj{"code": "server_error", "message": overloaded, "param": nil})
 		}
 	}
 	if !s.tokens(r, out, rep, f, send, endEarly) {
