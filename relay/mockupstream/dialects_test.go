@@ -46,18 +46,18 @@ var dialects = []upstream.Dialect{upstream.DialectAnthropic, upstream.DialectRes
 func TestDialectsGiveTheChatAnswer(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(string(d), func(t *testing.T) {
-			s, ts := newTestServer(t, fullSpeed(12))
+			s, ts := newTestServer(t, fullSpeed(30))
 			msgs := conv("same answer everywhere")
 			text, finish, usage, err := relayStream(t, ts, d, "", msgs)
-			if err != nil || text != AnswerText(msgs, 12) || finish != "stop" {
-				t.Fatalf("got %q, finish %q, err %v; want the chat answer %q", text, finish, err, AnswerText(msgs, 12))
+			if err != nil || text != AnswerText(msgs, 30) || finish != "stop" {
+				t.Fatalf("got %q, finish %q, err %v; want the chat answer %q", text, finish, err, AnswerText(msgs, 30))
 			}
-			if usage == nil || usage.CompletionTokens != 12 || usage.PromptTokens == 0 {
-				t.Errorf("usage = %+v, want 12 completion tokens and a prompt", usage)
+			if usage == nil || usage.CompletionTokens != 30 || usage.PromptTokens == 0 {
+				t.Errorf("usage = %+v, want 30 completion tokens and a prompt", usage)
 			}
-			text, finish, _, err = relayStream(t, ts, d, "", msgs, "max_tokens", 5)
-			if err != nil || text != strings.Join(Answer(msgs, 12)[:5], "") || finish != "length" {
-				t.Errorf("with max_tokens 5: %q, finish %q, err %v", text, finish, err)
+			text, finish, _, err = relayStream(t, ts, d, "", msgs, "max_tokens", 20)
+			if err != nil || text != strings.Join(Answer(msgs, 30)[:20], "") || finish != "length" {
+				t.Errorf("with max_tokens 20: %q, finish %q, err %v", text, finish, err)
 			}
 			st := s.Stats()
 			if st.ByConversation[ConversationKey(msgs)] != 2 || st.ChatRequests != 0 || st.MessagesRequests+st.ResponsesRequests != 2 {

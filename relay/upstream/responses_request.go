@@ -86,7 +86,7 @@ func toResponses(body []byte) ([]byte, error) {
 	}
 	rr := responsesRequest{
 		Model:             req.Model,
-		MaxOutputTokens:   req.maxTokens(),
+		MaxOutputTokens:   outputLimit(req.maxTokens()),
 		Temperature:       req.Temperature,
 		TopP:              req.TopP,
 		ParallelToolCalls: req.ParallelToolCalls,
@@ -119,6 +119,21 @@ func toResponses(body []byte) ([]byte, error) {
 		rr.ToolChoice = mode
 	}
 	return json.Marshal(rr)
+}
+
+// minOutputTokens is the smallest max_output_tokens the Responses API
+// takes.
+const minOutputTokens = 16
+
+// outputLimit is max_output_tokens for a limit of n tokens (0: none). A
+// smaller limit is raised to the API's minimum rather than refused: a
+// continuation near the client's limit asks for a few tokens, and a
+// health probe for one.
+func outputLimit(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return max(n, minOutputTokens)
 }
 
 // responsesItems translates one chat message into input items.

@@ -44,6 +44,17 @@ func TestToResponses(t *testing.T) {
 	}`)
 }
 
+func TestToResponsesOutputLimit(t *testing.T) {
+	for limit, want := range map[string]float64{`"max_tokens": 1,`: minOutputTokens, `"max_completion_tokens": 300,`: 300, ``: 0} {
+		out, err := toResponses([]byte(`{"model": "m", ` + limit + ` "messages": []}`))
+		var got map[string]any
+		_ = json.Unmarshal(out, &got)
+		if n, _ := got["max_output_tokens"].(float64); err != nil || n != want {
+			t.Errorf("%s max_output_tokens = %v (%v), want %v", limit, got["max_output_tokens"], err, want)
+		}
+	}
+}
+
 func TestToResponsesRefusesStop(t *testing.T) {
 	_, err := toResponses([]byte(`{"model":"m","messages":[],"stop":["x"]}`))
 	if !errors.Is(err, errNoStop) {
