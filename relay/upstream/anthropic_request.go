@@ -24,6 +24,7 @@ type anthropicRequest struct {
 	TopP          json.RawMessage    `json:"top_p,omitempty"`
 	Tools         []anthropicTool    `json:"tools,omitempty"`
 	ToolChoice    *anthropicChoice   `json:"tool_choice,omitempty"`
+	Thinking      *anthropicThinking `json:"thinking,omitempty"`
 	Metadata      *anthropicMetadata `json:"metadata,omitempty"`
 	Stream        bool               `json:"stream"`
 }
@@ -65,13 +66,37 @@ type anthropicChoice struct {
 	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
 }
 
+type anthropicThinking struct {
+	Type         string `json:"type"`
+	BudgetTokens int    `json:"budget_tokens"`
+}
+
+// thinkingBudgets are the thinking budgets of reasoning_effort values.
+// max_tokens bounds thinking and answer together, as max_completion_tokens
+// bounds reasoning and answer at OpenAI, so a budget is cut to leave room
+// for the answer; below the API's minimum of 1024 there is no thinking.
+var thinkingBudgets = map[string]int{"low": 1024, "medium": 4096, "high": 16384}
+
+const minThinkingBudget = 1024
+
+// thinking is the thinking setting of reasoning_effort effort within
+// maxTokens, nil for none. Thinking allows no temperature or top_p of the
+// client's, which the caller drops.
+func thinking(effort string, maxTokens int) *anthropicThinking {
+	budget := min(thinkingBudgets[effort], maxTokens/2)
+	if budget < minThinkingBudget {
+		return nil
+	}
+	return &anthropicThinking{Type: "enabled", BudgetTokens: budget}
+}
+
 type anthropicMetadata struct {
 	UserID string `json:"user_id"`
 }
 
 // toAnthropic translates a chat completion request into a streaming
 // Messages request. System and developer messages become the system
-// prompt; tool calls become tool_use blocks and tool messages tool_result
+// prompt; reasoning_effort becomes a thinking budget; tool calls become tool_use blocks and tool messages tool_result
 // blocks of a user message; consecutive messages of one role are merged,
 // as the API wants roles to alternate.
 //
@@ -123,6 +148,14 @@ func toAnthropic(body []byte) (out []byte, trimmed string, err error) {
 	ar.Messages, trimmed = trimPrefill(ar.Messages)
 	if ar.Tools, ar.ToolChoice, err = anthropicTools(req); err != nil {
 		return nil, "", err
+	}
+	forced := ar.ToolChoice != nil && (ar.ToolChoice.Type == "any" || ar.ToolChoice.Type == "tool")
+	if ar.Thinking = thinking(req.ReasoningEffort, ar.MaxTokens); ar.Thinking != nil && forced {
+		// The API refuses to think before a forced tool call.
+		ar.Thinking = nil
+	}
+	if ar.Thinking != nil {
+		ar.Temperature, ar.TopP = nil, nil
 	}
 	if req.User != "" {
 		ar.Metadata = &anthropicMetadata{UserID: req.User}

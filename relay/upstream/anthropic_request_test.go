@@ -95,6 +95,25 @@ func TestToAnthropicDefaults(t *testing.T) {
 	}
 }
 
+func TestToAnthropicThinking(t *testing.T) {
+	for _, tc := range []struct {
+		effort, extra string
+		want          string
+	}{
+		{effort: "high", want: `{"type": "enabled", "budget_tokens": 2048}`}, // half the default max_tokens
+		{effort: "medium", extra: `"max_completion_tokens": 20000,`, want: `{"type": "enabled", "budget_tokens": 4096}`},
+		{effort: "low", extra: `"max_tokens": 1500,`, want: `null`}, // no room for the minimum budget
+		{effort: "", want: `null`},
+		{effort: "high", extra: `"tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f"}}],`, want: `null`},
+	} {
+		got, _ := roundTrip(t, `{"model": "m", "temperature": 0.3, `+tc.extra+` "reasoning_effort": "`+tc.effort+`", "messages": [{"role": "user", "content": "hi"}]}`)
+		jsonEqual(t, got["thinking"], tc.want)
+		if _, ok := got["temperature"]; ok == (tc.want != "null") {
+			t.Errorf("effort %q: temperature %v, want it only without thinking", tc.effort, got["temperature"])
+		}
+	}
+}
+
 func TestToAnthropicPrefillWhitespace(t *testing.T) {
 	tests := []struct {
 		name, prefill string
