@@ -150,8 +150,9 @@ func toAnthropic(body []byte) (out []byte, trimmed string, err error) {
 		return nil, "", err
 	}
 	forced := ar.ToolChoice != nil && (ar.ToolChoice.Type == "any" || ar.ToolChoice.Type == "tool")
-	if ar.Thinking = thinking(req.ReasoningEffort, ar.MaxTokens); ar.Thinking != nil && forced {
-		// The API refuses to think before a forced tool call.
+	if ar.Thinking = thinking(req.ReasoningEffort, ar.MaxTokens); forced || hasToolCalls(req.Messages) {
+		// The API refuses to think before a forced tool call, and after
+		// tool calls whose thinking blocks a chat client never had.
 		ar.Thinking = nil
 	}
 	if ar.Thinking != nil {
@@ -162,6 +163,15 @@ func toAnthropic(body []byte) (out []byte, trimmed string, err error) {
 	}
 	out, err = json.Marshal(ar)
 	return out, trimmed, err
+}
+
+func hasToolCalls(msgs []chatMessage) bool {
+	for _, m := range msgs {
+		if len(m.ToolCalls) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // anthropicBlocks is the role and the content blocks of a user, assistant

@@ -95,6 +95,8 @@ func TestToAnthropicDefaults(t *testing.T) {
 	}
 }
 
+// TestToAnthropicThinking: extra's fields come after the defaults, so its
+// messages replace the default conversation (the last key wins).
 func TestToAnthropicThinking(t *testing.T) {
 	for _, tc := range []struct {
 		effort, extra string
@@ -105,8 +107,10 @@ func TestToAnthropicThinking(t *testing.T) {
 		{effort: "low", extra: `"max_tokens": 1500,`, want: `null`}, // no room for the minimum budget
 		{effort: "", want: `null`},
 		{effort: "high", extra: `"tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f"}}],`, want: `null`},
+		{effort: "high", extra: `"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f"}}]},
+			{"role": "tool", "tool_call_id": "c", "content": "ok"}],`, want: `null`},
 	} {
-		got, _ := roundTrip(t, `{"model": "m", "temperature": 0.3, `+tc.extra+` "reasoning_effort": "`+tc.effort+`", "messages": [{"role": "user", "content": "hi"}]}`)
+		got, _ := roundTrip(t, `{"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.3, `+tc.extra+` "reasoning_effort": "`+tc.effort+`"}`)
 		jsonEqual(t, got["thinking"], tc.want)
 		if _, ok := got["temperature"]; ok == (tc.want != "null") {
 			t.Errorf("effort %q: temperature %v, want it only without thinking", tc.effort, got["temperature"])
