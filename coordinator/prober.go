@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -138,7 +137,7 @@ func (c *Coordinator) probeCall(ctx context.Context, p provider.Config, model, k
 	if p.ProbeKind() == provider.ProbeModels {
 		return c.probeModels(ctx, p, key)
 	}
-	return c.probeChat(ctx, p.ProbeModelFor(model), upstream.Target{Provider: p.Name, BaseURL: p.BaseURL, APIKey: key})
+	return c.probeChat(ctx, p.ProbeModelFor(model), p.Target(key))
 }
 
 // probeRequest is the body of a chat probe. It streams because the
@@ -180,13 +179,12 @@ func (c *Coordinator) probeChat(ctx context.Context, model string, t upstream.Ta
 // probeModels asks for the model list: it tells that the API answers and
 // takes the key, not that completions work.
 func (c *Coordinator) probeModels(ctx context.Context, p provider.Config, key string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(p.BaseURL, "/")+"/models", nil)
+	t := p.Target(key)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL("/models"), nil)
 	if err != nil {
 		return err
 	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
+	t.Authorize(req.Header)
 	resp, err := c.deps.HTTP.Do(req)
 	if err != nil {
 		return err

@@ -182,3 +182,24 @@ func TestProbeJudgesByChat(t *testing.T) {
 		t.Fatal("no chat call reached the provider")
 	}
 }
+
+// An Anthropic provider is probed in its own dialect, with its key in
+// x-api-key: a Messages call, or its model list.
+func TestProbeSpeaksAnthropic(t *testing.T) {
+	srv := relaytest.NATS(t)
+	_, js := relaytest.Connect(t, srv, streams.Topology{})
+	st := openShared(t, js)
+	mock, url := startMock(t, mockupstream.Config{APIKeys: []string{"sk-ant"}, Models: []string{"claude"}})
+	catalog := catalogOf(t,
+		provider.Config{Name: "messages", Type: provider.TypeAnthropic, BaseURL: url, APIKeys: []string{"sk-ant"}, Models: []string{"claude"}},
+		provider.Config{Name: "list", Type: provider.TypeAnthropic, BaseURL: url, APIKeys: []string{"sk-ant"}, Models: []string{"claude"}, Probe: provider.ProbeModels})
+	st.open(t, "messages")
+	startCoordinator(t, srv, probeCfg, catalog, "c")
+	relaytest.Eventually(t, 5*time.Second, 20*time.Millisecond, func() bool {
+		return st.breaker("messages").Current() == breaker.Closed &&
+			st.healthOf("messages").State == wire.HealthGreen && st.healthOf("list").State == wire.HealthGreen
+	})
+	if s := mock.Stats(); s.MessagesRequests == 0 || s.ChatRequests != 0 || s.ByStatus[401] != 0 {
+		t.Fatalf("mock stats %+v, want Messages calls only, none refused", s)
+	}
+}

@@ -137,6 +137,7 @@ func (s *system) startProcesses() {
 		t.Fatal(err)
 	}
 	provider := s.mockProc.Provider("mock", "mock-1", "mock-2")
+	provider.Type = o.ProviderType
 	if o.Proxy {
 		s.proxy = newUpstreamProxy(t, s.mockProc.Addr)
 		provider.BaseURL = "http://" + s.proxy.addr() + "/v1"

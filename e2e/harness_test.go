@@ -127,6 +127,9 @@ type options struct {
 	// Proxy puts a TCP proxy that records connections (upstreamProxy)
 	// between the workers and the fake upstream.
 	Proxy bool
+	// ProviderType is the provider's type: the dialect the workers speak
+	// to the fake upstream (zero: openai, chat completions).
+	ProviderType string
 }
 
 // fastRetry keeps backoff short; the delays themselves are the backoff
@@ -155,7 +158,7 @@ func start(t *testing.T, o options) *system {
 	}
 	o.Coordinator = o.Coordinator || o.Secured
 	inProcess := o.Tune != nil || o.Record || o.Fleet || o.Secured || o.NATS != nil || o.NATSPassword != "" || o.MockLater || o.Logs != nil || len(o.Providers) > 1
-	processes := o.ClusterNodes > 0 || o.Streams != nil || o.EdgeSettings != nil || o.WorkerSettings != nil || o.Proxy
+	processes := o.ClusterNodes > 0 || o.Streams != nil || o.EdgeSettings != nil || o.WorkerSettings != nil || o.Proxy || o.ProviderType != ""
 	switch {
 	case o.Processes && inProcess, !o.Processes && processes:
 		t.Fatalf("options: %+v mixes in-process options with options of Processes", o)

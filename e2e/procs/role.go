@@ -30,7 +30,9 @@ type Settings map[string]any
 
 // Provider is one element of the providers list.
 type Provider struct {
-	Name    string   `json:"name"`
+	Name string `json:"name"`
+	// Type is the API the provider speaks; zero: openai.
+	Type    string   `json:"type,omitempty"`
 	BaseURL string   `json:"base_url"`
 	APIKeys []string `json:"api_keys,omitempty"`
 	Models  []string `json:"models"`

@@ -23,6 +23,7 @@ providers:
     continuation: prompt
     continue_prompt: Go on.
   - name: backup
+    type: anthropic
     base_url: http://127.0.0.1:10/v1
     api_keys: [k1, k2]
     models: [big]
@@ -46,6 +47,9 @@ worker:
 		p.FirstTokenTimeout != 10*time.Second || p.StallTimeout != 5*time.Second || p.Continuation != provider.Prompt ||
 		p.ContinuePrompt != "Go on." || len(p.BackupProviders) != 1 {
 		t.Fatalf("provider = %+v", p)
+	}
+	if cfg.Providers[1].Type != provider.TypeAnthropic {
+		t.Fatalf("providers[1].type = %q, want anthropic", cfg.Providers[1].Type)
 	}
 	if cfg.Worker.KeysPollInterval != 250*time.Millisecond {
 		t.Fatalf("worker.keys_poll_interval = %v", cfg.Worker.KeysPollInterval)
@@ -74,6 +78,7 @@ func TestRejectsBadModelsNamingTheKey(t *testing.T) {
 		{"unknown key in a model", providers + "models:\n  - name: m\n    prices: {}\n", "prices"},
 		{"bad retry", "providers:\n  - name: p\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n    retry: {base: 2s, cap: 1s}\n", "providers[0].retry.cap"},
 		{"unknown backup", "providers:\n  - name: p\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n    backup_providers: [q]\n", "providers[0].backup_providers[0]"},
+		{"unknown type", "providers:\n  - name: p\n    type: gemini\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n", "providers[0].type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(Sources{File: writeFile(t, tc.yaml)}, RoleWorker)

@@ -16,6 +16,7 @@ func TestParseFaults(t *testing.T) {
 		"cut_after=0":               {spec: "cut_after=0", end: endCut, times: 1},
 		"eof_after = 7":             {spec: "eof_after = 7", end: endEOF, endAfter: 7, times: 1},
 		"malformed_after=2,times=3": {spec: "malformed_after=2,times=3", end: endMalformed, endAfter: 2, times: 3},
+		"error_after=4":             {spec: "error_after=4", end: endError, endAfter: 4, times: 1},
 		"stall_before=1m, stall_after=4, stall_for=250ms": {
 			spec: "stall_before=1m, stall_after=4, stall_for=250ms", stallBefore: time.Minute, stallAfter: 4, stallFor: 250 * time.Millisecond, times: 1},
 		"split_utf8, no_done=true, reject_prefill=false, overlap=5": {

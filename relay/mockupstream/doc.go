@@ -16,6 +16,18 @@
 //     and usage, and finally "data: [DONE]". With "stream": false, one
 //     "chat.completion" object, sent after the time the stream would have
 //     taken.
+//   - POST /v1/messages: Anthropic's Messages API (key in x-api-key or as
+//     a bearer token). Streamed: message_start, content_block_start, ping,
+//     a text_delta per token, content_block_stop, message_delta with the
+//     stop reason (end_turn, or max_tokens) and usage, message_stop (left
+//     out with no_done). Errors have Anthropic's shape
+//     {"type":"error","error":{"type":"rate_limit_error","message":...}},
+//     and a final assistant message that ends in whitespace gets 400, as
+//     from Anthropic.
+//   - POST /v1/responses: OpenAI's Responses API. Streamed: named events
+//     with sequence_number from response.created to response.completed
+//     (response.incomplete when max_output_tokens cut the answer), a
+//     response.output_text.delta per token.
 //   - GET /v1/models: the configured models, in OpenAI's list shape.
 //   - GET /mock/stats: the Stats counters as JSON (no API key needed).
 //   - PUT /mock/weather: the provider's ordinary misbehaviour from now on
@@ -92,6 +104,11 @@
 //   - malformed_after=N: after N content tokens send a data line with
 //     truncated JSON, then end the body.
 //     [[mock: malformed_after=3]]
+//   - error_after=N: after N content tokens send the dialect's error event
+//     for an overloaded provider (a chat chunk {"error":{...}}, Anthropic's
+//     event: error with overloaded_error, a Responses error event), then
+//     end the body.
+//     [[mock: error_after=3]]
 //   - stall_before=DUR: send nothing at all, not even the status line, for
 //     DUR before answering; keepalive comments are not sent then.
 //     [[mock: stall_before=30s]]
@@ -119,10 +136,15 @@
 //     Default 1; times=0 means every request.
 //     [[mock: status=503, times=3]]
 //
+// The Messages and Responses endpoints give the same answers to the same
+// conversation (system prompt or instructions, then the messages' text)
+// and obey the same directives, weather and stats; cuts, stalls and early
+// ends count the text deltas as content tokens.
+//
 // Only status, retry_after, retry_after_ms, stall_before, reject_prefill,
 // overlap and times apply to non-streaming requests. Stalls end as soon as
-// the client goes away. cut_after, eof_after and malformed_after exclude
-// each other.
+// the client goes away. cut_after, eof_after, malformed_after and
+// error_after exclude each other.
 //
 // # Speed
 //

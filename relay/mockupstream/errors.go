@@ -45,3 +45,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// overloaded is the message of an error_after fault's error event.
+const overloaded = "mock-upstream: injected fault error_after: Overloaded"

@@ -16,6 +16,7 @@ const (
 	endCut              // cut_after: the connection is dropped
 	endEOF              // eof_after: the body ends cleanly, too early
 	endMalformed        // malformed_after: a broken data line, then the end
+	endError            // error_after: an error event (overloaded), then the end
 )
 
 // faults is a parsed fault spec. The zero value injects nothing.
@@ -89,6 +90,9 @@ func (f *faults) set(key, value string, hasValue bool) error {
 	case "malformed_after":
 		f.end = endMalformed
 		f.endAfter, err = count(value)
+	case "error_after":
+		f.end = endError
+		f.endAfter, err = count(value)
 	case "stall_before":
 		f.stallBefore, err = duration(value)
 	case "stall_after":
@@ -106,7 +110,7 @@ func (f *faults) set(key, value string, hasValue bool) error {
 	case "times":
 		f.times, err = count(value)
 	default:
-		return fmt.Errorf("unknown key %q (known: status, retry_after, retry_after_ms, cut_after, eof_after, malformed_after, "+
+		return fmt.Errorf("unknown key %q (known: status, retry_after, retry_after_ms, cut_after, eof_after, malformed_after, error_after, "+
 			"stall_before, stall_after, stall_for, split_utf8, no_done, reject_prefill, overlap, times)", key)
 	}
 	return err
@@ -116,7 +120,7 @@ func (f *faults) set(key, value string, hasValue bool) error {
 // typo'd test fails loudly instead of testing nothing.
 func checkCombination(seen map[string]bool) error {
 	var ends []string
-	for _, k := range [...]string{"cut_after", "eof_after", "malformed_after"} {
+	for _, k := range [...]string{"cut_after", "eof_after", "malformed_after", "error_after"} {
 		if seen[k] {
 			ends = append(ends, k)
 		}

@@ -5,8 +5,14 @@ import "net/http"
 // modelsCreated is the fixed "created" time of the listed models.
 const modelsCreated = 1700000000
 
+// handleModels lists the models. A request with an anthropic-version
+// header is an Anthropic client's, whose key may come as x-api-key.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(w, r) {
+	authorized := s.authorized
+	if r.Header.Get("anthropic-version") != "" {
+		authorized = s.authorizedAnthropic
+	}
+	if !authorized(w, r) {
 		return
 	}
 	list := modelList{Object: "list", Data: make([]model, 0, len(s.cfg.Models))}

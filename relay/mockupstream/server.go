@@ -58,6 +58,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.SetAPIKeys(cfg.APIKeys)
 	s.weather.Store(&s.cfg.Weather)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("POST /v1/messages", s.handleMessages)
+	s.mux.HandleFunc("POST /v1/responses", s.handleResponses)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /mock/stats", s.handleStats)
 	s.mux.HandleFunc("PUT /mock/weather", s.handleWeather)

@@ -14,9 +14,14 @@ type Stats struct {
 	// ChatRequests counts every POST /v1/chat/completions, including the
 	// ones rejected for a bad API key or body.
 	ChatRequests int `json:"chat_requests"`
-	// ByStatus counts chat requests by the HTTP status they were answered
-	// with. A stream cut by a fault counts as 200; a request whose client
-	// left during stall_before, before any response, is not counted here.
+	// MessagesRequests and ResponsesRequests count every POST /v1/messages
+	// and /v1/responses, as ChatRequests does for chat.
+	MessagesRequests  int `json:"messages_requests"`
+	ResponsesRequests int `json:"responses_requests"`
+	// ByStatus counts requests, of every dialect, by the HTTP status they
+	// were answered with. A stream cut by a fault counts as 200; a request
+	// whose client left during stall_before, before any response, is not
+	// counted here.
 	ByStatus map[int]int `json:"by_status"`
 	// ByConversation counts, by conversation key (see ConversationKey), the
 	// chat requests that passed authentication and request checks (body,
@@ -40,6 +45,9 @@ type stats struct {
 	byConversation map[string]int
 	traceParents   map[string][]string
 	drawn          map[string]int // by weather
+
+	// The other dialects' requests, counted as chatRequests is.
+	messagesRequests, responsesRequests int
 }
 
 func newStats() *stats {
@@ -81,9 +89,11 @@ func (s *stats) snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{
-		ChatRequests:   s.chatRequests,
-		ByStatus:       maps.Clone(s.byStatus),
-		ByConversation: maps.Clone(s.byConversation),
+		ChatRequests:      s.chatRequests,
+		MessagesRequests:  s.messagesRequests,
+		ResponsesRequests: s.responsesRequests,
+		ByStatus:          maps.Clone(s.byStatus),
+		ByConversation:    maps.Clone(s.byConversation),
 	}
 	if len(s.traceParents) > 0 {
 		st.TraceParents = make(map[string][]string, len(s.traceParents))
@@ -131,4 +141,16 @@ func (c *statusCounter) Write(b []byte) (int, error) {
 
 func (c *statusCounter) Unwrap() http.ResponseWriter {
 	return c.ResponseWriter
+}
+
+func (s *stats) messagesRequest() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.messagesRequests++
+}
+
+func (s *stats) responsesRequest() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.responsesRequests++
 }

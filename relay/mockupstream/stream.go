@@ -136,6 +136,8 @@ func (e *eventWriter) endEarly(end ending, id string) {
 		panic(http.ErrAbortHandler)
 	case endMalformed:
 		_ = e.write([]byte(`data: {"id":"` + id + `","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + "\n\n"))
+	case endError:
+		_ = e.write([]byte(`data: {"error":{"message":"` + overloaded + `","type":"server_error","param":null,"code":null}}` + "\n\n"))
 	}
 }
 

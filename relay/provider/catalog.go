@@ -102,7 +102,7 @@ type Candidate struct {
 	// retries a request makes on this candidate before moving on.
 	MaxRetries int
 	// Continuation is the mode resolved from the model, then the provider,
-	// then Prefill.
+	// then Prefill; always Prompt on a provider that cannot prefill.
 	Continuation Continuation
 	// ContinuePrompt is the prompt-mode message resolved the same way.
 	ContinuePrompt string
@@ -156,10 +156,20 @@ func (c *Catalog) candidate(p Config, m string) Candidate {
 		Provider:       p,
 		Model:          m,
 		MaxRetries:     s.retriesPerModel(),
-		Continuation:   cmp.Or(s.Continuation, p.Continuation, Prefill),
+		Continuation:   p.continuation(s.Continuation),
 		ContinuePrompt: cmp.Or(s.ContinuePrompt, p.ContinuePrompt, DefaultContinuePrompt),
 		Price:          s.Price,
 	}
+}
+
+// continuation is the mode of a model whose own is model: the model's,
+// else the provider's, else Prefill; Prompt on a provider that cannot
+// prefill.
+func (c Config) continuation(model Continuation) Continuation {
+	if !c.Type.prefills() {
+		return Prompt
+	}
+	return cmp.Or(model, c.Continuation, Prefill)
 }
 
 // Provider returns the provider named name.

@@ -1,8 +1,8 @@
 // Package provider describes the upstream LLM providers a relay can call,
 // which of them serve which model, and the route a request for a model
 // takes through them when calls fail (see Catalog.Route). Any
-// OpenAI-compatible endpoint is a provider; nothing here is tied to one
-// vendor.
+// OpenAI-compatible endpoint is a provider, and so is one that speaks
+// Anthropic's Messages API or OpenAI's Responses API (see Type).
 package provider
 
 import (
@@ -31,8 +31,12 @@ const (
 type Config struct {
 	// Name identifies the provider in logs, metrics and fallback lists.
 	Name string `koanf:"name"`
-	// BaseURL is the OpenAI-compatible API root, e.g.
-	// "https://api.example.com/v1"; the relay appends "/chat/completions".
+	// Type is the API the provider speaks: openai (chat completions),
+	// anthropic (Messages) or openai_responses. Zero: openai.
+	Type Type `koanf:"type"`
+	// BaseURL is the API root, e.g. "https://api.example.com/v1"; the
+	// relay appends "/chat/completions", "/messages" or "/responses" as
+	// Type says.
 	BaseURL string `koanf:"base_url"`
 	// APIKeys are used in order: a key the provider rejects (401/403) is
 	// set aside and the next one takes over. Empty, with no APIKeysFile:
@@ -61,7 +65,8 @@ type Config struct {
 	// the call and the answer is continued. Zero: 15s; negative: no bound.
 	StallTimeout time.Duration `koanf:"stall_timeout"`
 	// Continuation is how a cut answer is continued on this provider,
-	// unless the model says otherwise. Zero: prefill.
+	// unless the model says otherwise. Zero: prefill, and always prompt
+	// for type openai_responses, which cannot prefill.
 	Continuation Continuation `koanf:"continuation"`
 	// ContinuePrompt is the user message of prompt-mode continuations.
 	// Zero: DefaultContinuePrompt.
@@ -96,6 +101,9 @@ func (c Config) Validate(key string) error {
 	if !namePattern.MatchString(c.Name) {
 		return fmt.Errorf("%s.name: %q must be 1-64 letters, digits, '-' or '_'", key, c.Name)
 	}
+	if err := c.Type.validate(key + ".type"); err != nil {
+		return err
+	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%s.base_url: %q is not an http(s) URL", key, c.BaseURL)
@@ -124,6 +132,9 @@ func (c Config) Validate(key string) error {
 	}
 	if err := c.Continuation.validate(key + ".continuation"); err != nil {
 		return err
+	}
+	if c.Continuation == Prefill && !c.Type.prefills() {
+		return fmt.Errorf("%s.continuation: type %s cannot prefill; use prompt", key, c.Type)
 	}
 	if err := c.Breaker.Validate(key + ".breaker"); err != nil {
 		return err

@@ -157,6 +157,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad retry", func(c *Config) { c.Retry.Base = -1 }, "p.retry.base:"},
 		{"bad continuation", func(c *Config) { c.Continuation = "resume" }, "p.continuation:"},
 		{"bad probe", func(c *Config) { c.Probe = "ping" }, "p.probe:"},
+		{"bad type", func(c *Config) { c.Type = "gemini" }, "p.type:"},
+		{"prefill on responses", func(c *Config) { c.Type, c.Continuation = TypeOpenAIResponses, Prefill }, "p.continuation:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok

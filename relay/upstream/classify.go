@@ -18,8 +18,9 @@ const (
 	// against the provider's breaker.
 	Transient Class = iota
 	// RequestFault is a 4xx other than 401, 403, 408 and 429 (400, 404,
-	// 413, 422, ...): the same request will fail again anywhere it is sent
-	// with the same meaning. Do not retry; do not blame the provider.
+	// 413, 422, ...), or ErrUntranslatable: the same request will fail
+	// again anywhere it is sent with the same meaning. Do not retry; do
+	// not blame the provider.
 	RequestFault
 	// Credential is 401 or 403: the API key is missing, wrong or not
 	// allowed. Retrying with the same key is pointless.
@@ -49,6 +50,9 @@ func (c Class) String() string {
 func Classify(err error) Class {
 	if errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed) {
 		return Canceled
+	}
+	if errors.Is(err, ErrUntranslatable) {
+		return RequestFault
 	}
 	var se *StatusError
 	if errors.As(err, &se) {

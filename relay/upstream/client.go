@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/relaydev/relay/relay/tracing"
@@ -33,12 +32,15 @@ type Target struct {
 	// Provider names the provider in errors. Keep it a bounded name from
 	// config, since callers use it as a metric label.
 	Provider string
-	// BaseURL is the API root, such as "https://api.openai.com/v1";
-	// "/chat/completions" is appended.
+	// BaseURL is the API root, such as "https://api.openai.com/v1"; the
+	// Dialect's endpoint ("/chat/completions", "/messages", "/responses")
+	// is appended.
 	BaseURL string
-	// APIKey is sent as a bearer token; empty sends no Authorization header,
-	// for local servers that need none.
+	// APIKey is sent as a bearer token (x-api-key for Anthropic); empty
+	// sends none, for local servers that need none.
 	APIKey string
+	// Dialect is the API the provider speaks; zero means DialectChat.
+	Dialect Dialect
 }
 
 // Client calls providers' streaming chat completions. The zero value is
@@ -72,7 +74,10 @@ func NewClient(httpClient *http.Client) *Client {
 }
 
 // Stream posts body, a chat completion request with "stream": true, to
-// t.BaseURL + "/chat/completions" and returns the open event stream.
+// t.BaseURL + "/chat/completions" and returns the open event stream. For
+// another t.Dialect, body is translated to it first (an impossible
+// translation wraps ErrUntranslatable), and the answer's events are read
+// back as chat Deltas.
 //
 // A non-2xx answer is a *StatusError. A 2xx answer with a JSON body instead
 // of an event stream is the provider's error (wrapping *OpenAIError) or
@@ -82,6 +87,10 @@ func NewClient(httpClient *http.Client) *Client {
 // ctx governs the whole stream, not just this call: cancelling it aborts
 // Stream.Next. The caller must Close the returned Stream.
 func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, error) {
+	body, dec, err := t.translate(body)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %s: %w: %w", t.Provider, ErrUntranslatable, err)
+	}
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	wd := startWatchdog(bound(c.FirstByteTimeout, DefaultFirstByteTimeout), bound(c.StallTimeout, DefaultStallTimeout), cancel)
 	fail := func(err error) (*Stream, error) {
@@ -90,16 +99,13 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 		return nil, err
 	}
 
-	url := strings.TrimRight(t.BaseURL, "/") + "/chat/completions"
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, t.URL(t.Dialect.endpoint()), bytes.NewReader(body))
 	if err != nil {
 		return fail(fmt.Errorf("upstream: %s: %w", t.Provider, err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	if t.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+t.APIKey)
-	}
+	t.Authorize(req.Header)
 	tracing.InjectHTTP(ctx, req.Header) // the provider continues the caller's trace
 
 	resp, err := c.httpClient().Do(req)
@@ -137,6 +143,7 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 		wd:       wd,
 		body:     resp.Body,
 		events:   NewEventReader(rb, c.MaxEventSize),
+		dec:      dec,
 	}, nil
 }
 

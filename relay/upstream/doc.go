@@ -1,15 +1,19 @@
-// Package upstream is the client a relay worker uses to call an
-// OpenAI-compatible provider's streaming /chat/completions endpoint and to
-// turn its server-sent events into token deltas.
+// Package upstream is the client a relay worker uses to call a provider's
+// streaming endpoint and to turn its server-sent events into token deltas.
+// The worker always speaks chat completions; a provider of another Dialect
+// (Anthropic Messages, the Responses API) gets the request translated
+// (anthropic_request.go, responses_request.go) and its events decoded into
+// the same Deltas (anthropic_stream.go, responses_stream.go).
 //
 // Flow:
 //
-//	Client.Stream   POST {BaseURL}/chat/completions, Accept: text/event-stream
+//	Client.Stream   POST {BaseURL}/chat/completions (/messages, /responses),
+//	                Accept: text/event-stream
 //	  non-2xx       → *StatusError (status, bounded body, RetryAfter, OpenAIError)
 //	  2xx JSON body → the provider's error, or ErrMalformed
 //	  2xx           → *Stream
 //	Stream.Next     EventReader (WHATWG SSE lines) → ParseChunk → Delta
-//	  data: [DONE]                    → io.EOF, SawDone() == true
+//	  data: [DONE] (message_stop)     → io.EOF, SawDone() == true
 //	  body ends after a finish_reason → io.EOF, SawDone() == false
 //	  body ends before one            → error wrapping ErrTruncated
 //	  {"error":{...}} chunk           → error wrapping *OpenAIError

@@ -20,6 +20,9 @@ type Stream struct {
 	wd     *watchdog
 	body   io.Closer
 	events *EventReader
+	// dec reads the events of a dialect other than chat completions; nil
+	// for chat chunks.
+	dec eventDecoder
 
 	closeOnce sync.Once
 	closeErr  error
@@ -60,6 +63,13 @@ func (s *Stream) Next() (Delta, error) {
 		if ev.Comment {
 			continue
 		}
+		if s.dec != nil {
+			d, err := s.decode(ev)
+			if errors.Is(err, errSkip) {
+				continue
+			}
+			return d, err
+		}
 		if bytes.Equal(bytes.TrimSpace(ev.Data), doneData) {
 			s.sawDone = true
 			return Delta{}, s.end(io.EOF)
@@ -76,6 +86,27 @@ func (s *Stream) Next() (Delta, error) {
 		}
 		return d, nil
 	}
+}
+
+// decode is Next for a dialect's events: an explicit end of stream counts
+// as [DONE] would, and only after a finish reason.
+func (s *Stream) decode(ev Event) (Delta, error) {
+	d, err := s.dec.decode(ev)
+	switch {
+	case errors.Is(err, io.EOF) && s.finish == "":
+		return Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, ErrTruncated))
+	case errors.Is(err, io.EOF):
+		s.sawDone = true
+		return Delta{}, s.end(io.EOF)
+	case errors.Is(err, errSkip):
+		return Delta{}, err
+	case err != nil:
+		return Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, err))
+	}
+	if d.FinishReason != "" {
+		s.finish = d.FinishReason
+	}
+	return d, nil
 }
 
 // end records the final result of Next and disarms the watchdog.

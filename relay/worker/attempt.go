@@ -29,8 +29,7 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	}
 	client := *j.w.upstream
 	client.FirstByteTimeout, client.StallTimeout = c.Provider.FirstTokenBound(), c.Provider.StallBound()
-	target := upstream.Target{Provider: c.Provider.Name, BaseURL: c.Provider.BaseURL, APIKey: key}
-	stream, err := client.Stream(ctx, target, body)
+	stream, err := client.Stream(ctx, c.Provider.Target(key), body)
 	if err != nil {
 		return failed(err)
 	}

@@ -1,0 +1,227 @@
+package upstream
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// anthropicEvent is the data of a Messages stream event, every type's
+// fields in one struct: the type says which are set.
+type anthropicEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		Model string         `json:"model"`
+		Usage anthropicUsage `json:"usage"`
+	} `json:"message"`
+	Index        int `json:"index"`
+	ContentBlock *struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+		Text string `json:"text"`
+	} `json:"content_block"`
+	Delta struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		Thinking    string `json:"thinking"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *anthropicUsage `json:"usage"`
+	Error *OpenAIError    `json:"error"`
+}
+
+type anthropicUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+}
+
+// prompt is every input token, cached or not: what chat usage calls
+// prompt_tokens.
+func (u anthropicUsage) prompt() int {
+	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+// anthropicDecoder turns Messages stream events into chat Deltas: text
+// deltas into content, thinking into Reasoning, tool_use blocks into
+// tool_calls fragments indexed in order of appearance, the stop reason
+// into a finish reason and the usage into chat usage.
+type anthropicDecoder struct {
+	// trimmed is the whitespace cut from the end of the prefill that the
+	// continuation has not yet restated.
+	trimmed string
+	// tools maps the index of a tool_use content block to its tool call
+	// index and whether any argument text was sent for it.
+	tools map[int]*toolBlock
+	// prompt is the input tokens message_start reported.
+	prompt int
+}
+
+type toolBlock struct {
+	index   int
+	hasArgs bool
+}
+
+func newAnthropicDecoder(trimmed string) *anthropicDecoder {
+	return &anthropicDecoder{trimmed: trimmed, tools: make(map[int]*toolBlock)}
+}
+
+func (d *anthropicDecoder) decode(ev Event) (Delta, error) {
+	var e anthropicEvent
+	if err := json.Unmarshal(ev.Data, &e); err != nil {
+		return Delta{}, fmt.Errorf("%w: %s event: %w", ErrMalformed, ev.Event, err)
+	}
+	switch e.Type {
+	case "message_start":
+		if e.Message == nil {
+			return Delta{}, fmt.Errorf("%w: message_start without a message", ErrMalformed)
+		}
+		d.prompt = e.Message.Usage.prompt()
+		return Delta{Role: "assistant", Model: e.Message.Model}, nil
+	case "content_block_start":
+		return d.blockStart(e)
+	case "content_block_delta":
+		return d.blockDelta(e)
+	case "content_block_stop":
+		if t := d.tools[e.Index]; t != nil && !t.hasArgs {
+			// A tool without input sends no delta; chat clients parse
+			// the arguments as JSON, so they get an empty object.
+			return Delta{ToolCalls: toolFragment(t.index, "", "", "{}")}, nil
+		}
+		return Delta{}, errSkip
+	case "message_delta":
+		return d.messageDelta(e), nil
+	case "message_stop":
+		return Delta{}, io.EOF
+	case "error":
+		if e.Error == nil {
+			return Delta{}, fmt.Errorf("%w: error event without an error", ErrMalformed)
+		}
+		return Delta{}, fmt.Errorf("error in stream: %w", e.Error)
+	}
+	// ping, and event types newer than this decoder.
+	return Delta{}, errSkip
+}
+
+func (d *anthropicDecoder) blockStart(e anthropicEvent) (Delta, error) {
+	if e.ContentBlock == nil {
+		return Delta{}, fmt.Errorf("%w: content_block_start without a block", ErrMalformed)
+	}
+	switch e.ContentBlock.Type {
+	case "text":
+		return d.textDelta(e.ContentBlock.Text)
+	case "tool_use":
+		d.trimmed = ""
+		t := &toolBlock{index: len(d.tools)}
+		d.tools[e.Index] = t
+		return Delta{ToolCalls: toolFragment(t.index, e.ContentBlock.ID, e.ContentBlock.Name, "")}, nil
+	}
+	// thinking, redacted_thinking: their text comes in deltas, if at all.
+	return Delta{}, errSkip
+}
+
+func (d *anthropicDecoder) blockDelta(e anthropicEvent) (Delta, error) {
+	switch e.Delta.Type {
+	case "text_delta":
+		return d.textDelta(e.Delta.Text)
+	case "thinking_delta":
+		if e.Delta.Thinking == "" {
+			return Delta{}, errSkip
+		}
+		return Delta{Reasoning: e.Delta.Thinking}, nil
+	case "input_json_delta":
+		t := d.tools[e.Index]
+		if t == nil {
+			return Delta{}, fmt.Errorf("%w: input_json_delta for block %d, which is no tool_use", ErrMalformed, e.Index)
+		}
+		if e.Delta.PartialJSON == "" {
+			return Delta{}, errSkip
+		}
+		t.hasArgs = true
+		return Delta{ToolCalls: toolFragment(t.index, "", "", e.Delta.PartialJSON)}, nil
+	}
+	// signature_delta, citations_delta: nothing a chat client reads.
+	return Delta{}, errSkip
+}
+
+func (d *anthropicDecoder) textDelta(s string) (Delta, error) {
+	if s = d.text(s); s == "" {
+		return Delta{}, errSkip
+	}
+	return Delta{Content: s}, nil
+}
+
+// text drops, from the start of the answer, the whitespace the prefill
+// lost (trimmed), where the model restates it: a continuation of "Hello"
+// that starts " world" continues "Hello " with "world". Whitespace the
+// model does not restate is kept, so text is never lost, at worst a space
+// is doubled.
+func (d *anthropicDecoder) text(s string) string {
+	for s != "" && d.trimmed != "" {
+		_, n := utf8.DecodeRuneInString(s)
+		if !strings.HasPrefix(d.trimmed, s[:n]) {
+			d.trimmed = ""
+			break
+		}
+		s, d.trimmed = s[n:], d.trimmed[n:]
+	}
+	if s != "" {
+		d.trimmed = ""
+	}
+	return s
+}
+
+// messageDelta carries the stop reason and the final usage, whose
+// output_tokens is cumulative; input_tokens, when the event repeats it, is
+// the same as message_start's.
+func (d *anthropicDecoder) messageDelta(e anthropicEvent) Delta {
+	out := Delta{FinishReason: anthropicFinish(e.Delta.StopReason)}
+	if e.Usage != nil {
+		prompt := max(e.Usage.prompt(), d.prompt)
+		out.Usage = &Usage{PromptTokens: prompt, CompletionTokens: e.Usage.OutputTokens, TotalTokens: prompt + e.Usage.OutputTokens}
+	}
+	return out
+}
+
+// anthropicFinish maps a stop reason to a finish reason. A reason this
+// decoder does not know (pause_turn among them: the turn is not over) is
+// "length", so an answer that may be unfinished never looks whole.
+func anthropicFinish(reason string) string {
+	switch reason {
+	case "":
+		return ""
+	case "end_turn", "stop_sequence":
+		return "stop"
+	case "tool_use":
+		return "tool_calls"
+	case "refusal":
+		return "content_filter"
+	}
+	return "length"
+}
+
+// toolFragment is a tool_calls array of one fragment, as chat chunks send
+// them: the first with id and name, the next with argument text.
+func toolFragment(index int, id, name, args string) json.RawMessage {
+	type function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	}
+	type call struct {
+		Index    int      `json:"index"`
+		ID       string   `json:"id,omitempty"`
+		Type     string   `json:"type,omitempty"`
+		Function function `json:"function"`
+	}
+	c := call{Index: index, ID: id, Function: function{Name: name, Arguments: args}}
+	if id != "" {
+		c.Type = "function"
+	}
+	b, _ := json.Marshal([]call{c})
+	return b
+}

@@ -1,0 +1,179 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// responsesRequest is a streaming request to OpenAI's Responses API. The
+// relay keeps the conversation itself, so the provider is asked not to
+// store the response.
+type responsesRequest struct {
+	Model             string           `json:"model"`
+	Input             []any            `json:"input"`
+	MaxOutputTokens   int              `json:"max_output_tokens,omitempty"`
+	Temperature       json.RawMessage  `json:"temperature,omitempty"`
+	TopP              json.RawMessage  `json:"top_p,omitempty"`
+	Tools             []responsesTool  `json:"tools,omitempty"`
+	ToolChoice        any              `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool            `json:"parallel_tool_calls,omitempty"`
+	Reasoning         *responsesEffort `json:"reasoning,omitempty"`
+	User              string           `json:"user,omitempty"`
+	Store             bool             `json:"store"`
+	Stream            bool             `json:"stream"`
+}
+
+type responsesEffort struct {
+	Effort string `json:"effort"`
+}
+
+// responsesTool is a function tool. Strict is sent false because chat
+// completions' tools are not strict unless asked, and the Responses API's
+// are by default.
+type responsesTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      bool            `json:"strict"`
+}
+
+// The input items of a Responses request.
+type (
+	responsesMessage struct {
+		Type    string             `json:"type"`
+		Role    string             `json:"role"`
+		Content []responsesContent `json:"content"`
+	}
+	responsesContent struct {
+		Type     string `json:"type"`
+		Text     string `json:"text,omitempty"`
+		ImageURL string `json:"image_url,omitempty"`
+	}
+	responsesCall struct {
+		Type      string `json:"type"`
+		CallID    string `json:"call_id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	responsesCallOutput struct {
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+		Output string `json:"output"`
+	}
+)
+
+// errNoStop refuses a request with stop sequences: the Responses API has
+// none, and an answer that runs past them is not the one asked for.
+var errNoStop = errors.New("stop has no equivalent in the Responses API")
+
+// toResponses translates a chat completion request into a streaming
+// Responses request: each message becomes an input message (text and
+// images), a tool call a function_call item and a tool message its
+// function_call_output.
+//
+// The Responses API answers an assistant message last with a new message,
+// it does not extend it: a cut answer on such a provider is continued in
+// prompt mode (see provider.Config.Type).
+func toResponses(body []byte) ([]byte, error) {
+	req, err := parseChatRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	if stops, err := req.stopSequences(); err != nil || len(stops) > 0 {
+		return nil, errors.Join(err, errNoStop)
+	}
+	rr := responsesRequest{
+		Model:             req.Model,
+		MaxOutputTokens:   outputLimit(req.maxTokens()),
+		Temperature:       req.Temperature,
+		TopP:              req.TopP,
+		ParallelToolCalls: req.ParallelToolCalls,
+		User:              req.User,
+		Stream:            true,
+	}
+	if req.ReasoningEffort != "" {
+		rr.Reasoning = &responsesEffort{Effort: req.ReasoningEffort}
+	}
+	for i, m := range req.Messages {
+		items, err := responsesItems(m)
+		if err != nil {
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		rr.Input = append(rr.Input, items...)
+	}
+	for i, t := range req.Tools {
+		if t.Type != "function" {
+			return nil, fmt.Errorf("tools[%d]: type %q has no equivalent in the Responses API", i, t.Type)
+		}
+		rr.Tools = append(rr.Tools, responsesTool{Type: "function", Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+	}
+	mode, name, err := toolChoice(req.ToolChoice)
+	switch {
+	case err != nil:
+		return nil, err
+	case mode == "function":
+		rr.ToolChoice = map[string]string{"type": "function", "name": name}
+	case mode != "":
+		rr.ToolChoice = mode
+	}
+	return json.Marshal(rr)
+}
+
+// minOutputTokens is the smallest max_output_tokens the Responses API
+// takes.
+const minOutputTokens = 16
+
+// outputLimit is max_output_tokens for a limit of n tokens (0: none). A
+// smaller limit is raised to the API's minimum rather than refused: a
+// continuation near the client's limit asks for a few tokens, and a
+// health probe for one.
+func outputLimit(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return max(n, minOutputTokens)
+}
+
+// responsesItems translates one chat message into input items.
+func responsesItems(m chatMessage) ([]any, error) {
+	switch m.Role {
+	case "system", "developer", "user", "assistant":
+	case "tool":
+		s, err := text(m.Content)
+		if err != nil {
+			return nil, err
+		}
+		return []any{responsesCallOutput{Type: "function_call_output", CallID: m.ToolCallID, Output: s}}, nil
+	default:
+		return nil, fmt.Errorf("role %q has no equivalent in the Responses API", m.Role)
+	}
+	ps, err := parts(m.Content)
+	if err != nil {
+		return nil, err
+	}
+	textType := "input_text"
+	if m.Role == "assistant" {
+		textType = "output_text"
+	}
+	msg := responsesMessage{Type: "message", Role: m.Role}
+	for _, p := range ps {
+		switch {
+		case p.Type == "text":
+			msg.Content = append(msg.Content, responsesContent{Type: textType, Text: p.Text})
+		case p.Type == "image_url" && m.Role == "user":
+			msg.Content = append(msg.Content, responsesContent{Type: "input_image", ImageURL: p.ImageURL.URL})
+		default:
+			return nil, fmt.Errorf("content part of type %q has no equivalent in the Responses API", p.Type)
+		}
+	}
+	var items []any
+	if len(msg.Content) > 0 || len(m.ToolCalls) == 0 {
+		items = append(items, msg)
+	}
+	for _, tc := range m.ToolCalls {
+		items = append(items, responsesCall{Type: "function_call", CallID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return items, nil
+}

@@ -1,0 +1,151 @@
+package upstream
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// responsesEvent is the data of a Responses stream event, every type's
+// fields in one struct: the type says which are set.
+type responsesEvent struct {
+	Type        string             `json:"type"`
+	Delta       string             `json:"delta"`
+	ItemID      string             `json:"item_id"`
+	OutputIndex int                `json:"output_index"`
+	Item        *responsesItem     `json:"item"`
+	Response    *responsesResponse `json:"response"`
+	// An error event's fields are at the top level.
+	Code    json.RawMessage `json:"code"`
+	Message string          `json:"message"`
+	Param   json.RawMessage `json:"param"`
+}
+
+type responsesItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type responsesResponse struct {
+	Model             string       `json:"model"`
+	Status            string       `json:"status"`
+	Error             *OpenAIError `json:"error"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Usage *struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// responsesDecoder turns Responses stream events into chat Deltas: output
+// text into content, reasoning text and summaries into Reasoning, function
+// calls into tool_calls fragments indexed in order of appearance, and the
+// final response's status and usage into a finish reason and usage.
+type responsesDecoder struct {
+	// tools maps a function_call item's output_index to its tool call.
+	tools map[int]*toolBlock
+}
+
+func newResponsesDecoder() *responsesDecoder {
+	return &responsesDecoder{tools: make(map[int]*toolBlock)}
+}
+
+func (d *responsesDecoder) decode(ev Event) (Delta, error) {
+	var e responsesEvent
+	if err := json.Unmarshal(ev.Data, &e); err != nil {
+		return Delta{}, fmt.Errorf("%w: %s event: %w", ErrMalformed, ev.Event, err)
+	}
+	switch e.Type {
+	case "response.created":
+		if e.Response == nil {
+			return Delta{}, fmt.Errorf("%w: response.created without a response", ErrMalformed)
+		}
+		return Delta{Role: "assistant", Model: e.Response.Model}, nil
+	case "response.output_text.delta", "response.refusal.delta":
+		// A refusal is text the client should read; chat has no other
+		// place for it in a Delta.
+		return nonEmpty(Delta{Content: e.Delta})
+	case "response.reasoning_text.delta", "response.reasoning_summary_text.delta":
+		return nonEmpty(Delta{Reasoning: e.Delta})
+	case "response.output_item.added":
+		if e.Item == nil || e.Item.Type != "function_call" {
+			return Delta{}, errSkip
+		}
+		t := &toolBlock{index: len(d.tools)}
+		d.tools[e.OutputIndex] = t
+		return Delta{ToolCalls: toolFragment(t.index, e.Item.CallID, e.Item.Name, "")}, nil
+	case "response.function_call_arguments.delta":
+		t := d.tools[e.OutputIndex]
+		if t == nil {
+			return Delta{}, fmt.Errorf("%w: arguments for output %d, which is no function call", ErrMalformed, e.OutputIndex)
+		}
+		if e.Delta == "" {
+			return Delta{}, errSkip
+		}
+		t.hasArgs = true
+		return Delta{ToolCalls: toolFragment(t.index, "", "", e.Delta)}, nil
+	case "response.output_item.done":
+		// A call whose arguments came whole, without deltas.
+		if t := d.tools[e.OutputIndex]; t != nil && !t.hasArgs && e.Item != nil {
+			t.hasArgs = true
+			return Delta{ToolCalls: toolFragment(t.index, "", "", cmp.Or(e.Item.Arguments, "{}"))}, nil
+		}
+		return Delta{}, errSkip
+	case "response.completed", "response.incomplete":
+		if e.Response == nil {
+			return Delta{}, fmt.Errorf("%w: %s without a response", ErrMalformed, e.Type)
+		}
+		return d.final(*e.Response), nil
+	case "response.failed":
+		if e.Response == nil || e.Response.Error == nil {
+			return Delta{}, fmt.Errorf("error in stream: %w", &OpenAIError{Message: "response failed", Type: "server_error"})
+		}
+		return Delta{}, fmt.Errorf("error in stream: %w", typed(*e.Response.Error))
+	case "error":
+		return Delta{}, fmt.Errorf("error in stream: %w", typed(OpenAIError{Message: e.Message, Code: jsonText(e.Code), Param: jsonText(e.Param)}))
+	}
+	return Delta{}, errSkip
+}
+
+// typed gives an error of the Responses API, which has a code and no type,
+// the type Classify reads: its "invalid_..." codes (invalid_prompt,
+// invalid_image, ...) are the request's fault, anything else the
+// provider's.
+func typed(e OpenAIError) *OpenAIError {
+	if e.Type == "" && strings.HasPrefix(e.Code, "invalid_") {
+		e.Type = "invalid_request_error"
+	}
+	return &e
+}
+
+// final is the finish reason and usage of the response's last event.
+func (d *responsesDecoder) final(r responsesResponse) Delta {
+	out := Delta{FinishReason: "stop", Model: r.Model}
+	switch {
+	case r.Status == "incomplete" && r.IncompleteDetails != nil && r.IncompleteDetails.Reason == "content_filter":
+		out.FinishReason = "content_filter"
+	case r.Status == "incomplete":
+		out.FinishReason = "length"
+	case len(d.tools) > 0:
+		out.FinishReason = "tool_calls"
+	}
+	if u := r.Usage; u != nil {
+		out.Usage = &Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+	}
+	return out
+}
+
+// nonEmpty skips a Delta of an empty fragment.
+func nonEmpty(d Delta) (Delta, error) {
+	if d.Content == "" && d.Reasoning == "" {
+		return Delta{}, errSkip
+	}
+	return d, nil
+}
