@@ -22,6 +22,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -73,12 +74,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	fs := flag.NewFlagSet("relay "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// -h and --help print the usage on stdout and succeed; a bad flag
+	// prints it on stderr and fails.
+	var flagOut bytes.Buffer
+	fs.SetOutput(&flagOut)
 	var files multiFlag
 	fs.Var(&files, "config", "YAML configuration `file`; repeated, later files override earlier ones (a list whole)")
 	var sets multiFlag
 	fs.Var(&sets, "set", "override one setting, `key=value` (repeatable), e.g. --set edge.listen=127.0.0.1:9090")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		_, err = flagOut.WriteTo(stdout)
+		return err
+	} else if err != nil {
+		flagOut.WriteTo(stderr)
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -96,6 +104,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger := slog.New(cfg.Log.Handler(stderr))
+	if names := cfg.IgnoredEnv(); len(names) > 0 {
+		// Names only: a value may be a secret.
+		logger.Warn("ignoring RELAY_ environment variables that are not configuration keys (RELAY_SECTION__KEY sets section.key)", "names", names)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
