@@ -59,6 +59,9 @@ type Server struct {
 	// cluster is the shared provider state the edge checks before it
 	// queues a generation (admission.go), started on first use.
 	cluster lazyCluster
+	// denials ends the reads of /v1/relay/status the NATS server denies
+	// (denials.go).
+	denials *denials
 	// now is the clock of idempotency windows; tests move it.
 	now func() time.Time
 
@@ -119,6 +122,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		tokens:  tokens,
 		cors:    newCORSPolicy(cfg.CORSAllowedOrigins),
 		idem:    &idempotencyStore{js: deps.JS},
+		denials: watchDenials(deps.JS.Conn()),
 		now:     time.Now,
 
 		cancelWait: cancelWait,
