@@ -53,6 +53,7 @@ type Server struct {
 	auth     *authenticator
 	tokens   *resumeTokens
 	cors     corsPolicy
+	hosts    hostPolicy // hosts.go
 	idem     *idempotencyStore
 	wsStats  wsStats
 	obs      *observer // metrics, dashboard, session log lines (observe.go)
@@ -121,6 +122,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		auth:    newAuthenticator(cfg.APIKeys, cfg.AllowAnonymous),
 		tokens:  tokens,
 		cors:    newCORSPolicy(cfg.CORSAllowedOrigins),
+		hosts:   newHostPolicy(cfg.Listen, cfg.AllowedHosts),
 		idem:    &idempotencyStore{js: deps.JS},
 		denials: watchDenials(deps.JS.Conn()),
 		now:     time.Now,
@@ -151,7 +153,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.obs = obs
 	// CORS answers preflights, which carry no credentials, before
 	// authentication; routes see the principal in the request context.
-	s.handler = s.withBodyDeadline(s.instrument(s.withCORS(s.withAuthentication(s.routes()))))
+	s.handler = s.withBodyDeadline(s.instrument(s.withAllowedHosts(s.withCORS(s.withAuthentication(s.routes())))))
 	return s, nil
 }
 

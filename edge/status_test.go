@@ -58,7 +58,7 @@ no_auth_user: admin
 	}
 	start := time.Now()
 	rec := httptest.NewRecorder()
-	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/relay/status", nil))
+	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/v1/relay/status", nil))
 	took := time.Since(start)
 	var got struct{ Error wire.Error }
 	if err := decodeInto(rec.Body.String(), &got); err != nil || rec.Code != http.StatusServiceUnavailable ||

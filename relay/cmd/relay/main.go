@@ -136,7 +136,7 @@ func defaultDevConfig() string {
 func announce(w io.Writer, role config.Role, a app.Addrs) {
 	switch role {
 	case config.RoleDev:
-		fmt.Fprintf(w, "relay dev ready: edge http://%s (nats %s, fake upstream http://%s) — try: curl -N http://%s/v1/chat/completions -d '{\"model\":\"mock-1\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
+		fmt.Fprintf(w, "relay dev ready: edge http://%s (nats %s, fake upstream http://%s) — try: curl -N http://%s/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\":\"mock-1\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
 			a.Edge, a.NATS, a.MockUpstream, a.Edge)
 	case config.RoleEdge:
 		fmt.Fprintf(w, "relay edge ready: http://%s\n", a.Edge)
