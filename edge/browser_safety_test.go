@@ -90,6 +90,12 @@ func TestBrowserSafetyAnonymousHostCheck(t *testing.T) {
 		res.Body.Close()
 	}
 
+	for _, bad := range []string{"relay:8080", "http://relay", "*.", "a*b"} {
+		if err := (Config{AllowedHosts: []string{bad}}).Validate("edge"); err == nil || !strings.Contains(err.Error(), "edge.allowed_hosts[0]") {
+			t.Errorf("allowed host %q: %v", bad, err)
+		}
+	}
+
 	// With API keys (and no anonymous access) a page has nothing to send:
 	// no check.
 	keyed := e.startEdge(tenantConfig())
