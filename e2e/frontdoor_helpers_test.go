@@ -57,11 +57,15 @@ func withTenants(more func(*config.Config)) func(*config.Config) {
 func quickStop(c *config.Config) { c.Worker.DrainTimeout = -1 }
 
 // send sends a request with headers; key, if set, goes into Authorization.
+// A body is sent as JSON unless h names another Content-Type.
 func send(t *testing.T, ctx context.Context, method, url string, body []byte, key string, h http.Header) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range h {
 		req.Header[k] = v

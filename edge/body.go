@@ -71,9 +71,13 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readBody reads a request body of at most max bytes, or names why it
-// could not: too large (413), too slow (408), or cut (400).
+// readBody reads a JSON request body of at most max bytes, or names why it
+// could not: not declared JSON (415, request.go), too large (413), too
+// slow (408), or cut (400).
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *wire.Error) {
+	if e := checkJSONBody(r); e != nil {
+		return nil, e
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err == nil {
 		return body, nil

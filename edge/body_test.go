@@ -18,7 +18,7 @@ import (
 func slowBody(t *testing.T, te *testEdge) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	c := dialEdge(t, te) // conn_limit_test.go
-	if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: relay\r\n"+
+	if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"+
 		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestStreamWithUnreadBodyOutlivesBodyTimeout(t *testing.T) {
 	id := wire.NewStreamID()
 	e.writeStream(id, wire.Meta{Model: testModel}, answer(2)(wire.Request{})[:2]) // running: no end frame
 	c := dialEdge(t, te)
-	if _, err := io.WriteString(c, "GET /v1/streams/"+id+" HTTP/1.1\r\nHost: relay\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
+	if _, err := io.WriteString(c, "GET /v1/streams/"+id+" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(c)

@@ -88,6 +88,13 @@ type Config struct {
 	// "*" allows every origin. Zero: none (same-origin pages and
 	// non-browser clients only).
 	CORSAllowedOrigins []string `koanf:"cors_allowed_origins"`
+	// AllowedHosts are the host names ("relay.internal", "*.example.com")
+	// an edge that serves anonymous requests (no APIKeys, or
+	// AllowAnonymous) answers to, besides IP addresses, localhost and its
+	// subdomains, and the host of Listen; "*": any. Another Host gets a 403,
+	// which stops a page from reaching the edge by DNS rebinding
+	// (hosts.go). Ignored with APIKeys alone.
+	AllowedHosts []string `koanf:"allowed_hosts"`
 	// Demo serves the demo chat at / and its helpers POST /v1/streams and
 	// POST /v1/streams/{id}/drop (demo.go). Off by default, on by default
 	// in `relay dev` (relay/config.Load).
@@ -212,6 +219,11 @@ func (c Config) Validate(prefix string) error {
 	}
 	if err := validateAPIKeys(c.APIKeys, prefix+".api_keys"); err != nil {
 		return err
+	}
+	for i, h := range c.AllowedHosts {
+		if err := validateHost(h); err != nil {
+			return fmt.Errorf("%s.allowed_hosts[%d]: %w", prefix, i, err)
+		}
 	}
 	for i, o := range c.CORSAllowedOrigins {
 		if err := validateOrigin(o); err != nil {

@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/relaydev/relay/relay/wire"
@@ -22,6 +24,11 @@ import (
 // (a clean end of the body, no error event), and the browser's own
 // EventSource reconnects after the retry hint with Last-Event-ID, which
 // the edge resumes after. Both POST endpoints exist only with edge.demo.
+//
+// Both act for the caller's tenant only: POST /v1/streams holds nothing
+// once it has answered (the page follows the stream with a GET of its own,
+// so the follower that started it is released at once), and a drop of
+// another tenant's stream is a 404, as a GET or DELETE of it is.
 
 // demoRoutes registers the demo's page and endpoints.
 func (s *Server) demoRoutes(mux *http.ServeMux) {
@@ -56,6 +63,10 @@ func (s *Server) handleDetach(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	// Nobody reads this follower (a start without an idempotency key
+	// always has one): kept, it would hold the stream's two subscriptions,
+	// and count as a follower, for good.
+	st.f.close()
 	token := s.tokens.issue(st.id, p.tenant)
 	w.Header().Set("X-Relay-Stream-Id", st.id)
 	w.Header().Set(HeaderResumeToken, token)
@@ -67,6 +78,17 @@ func (s *Server) handleDrop(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !wire.ValidStreamID(id) {
 		writeError(w, invalid("id", CodeInvalidStreamID, "%q is not a stream id", id))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), natsTimeout)
+	defer cancel()
+	meta, _, err := s.meta.get(ctx, id)
+	switch {
+	case errors.Is(err, errNoMeta), err == nil && meta.Tenant != principalOf(r).tenant:
+		writeError(w, notFound(id, "id"))
+		return
+	case err != nil:
+		writeError(w, unavailable("reading stream metadata", err))
 		return
 	}
 	n := s.obs.drops.drop(id)

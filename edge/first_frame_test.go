@@ -71,6 +71,7 @@ func TestChatRefusalRetryWithIdempotencyKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctxReq.Header = key.Clone()
+	ctxReq.Header.Set("Content-Type", "application/json")
 	client := &http.Client{Timeout: 100 * time.Millisecond}
 	if res, err := client.Do(ctxReq); err == nil {
 		res.Body.Close()

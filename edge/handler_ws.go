@@ -66,7 +66,7 @@ import (
 //	1003  a binary message, or a text message that is not a JSON object
 //	      with a known type and fields of the right types
 //	1008  more than edge.ws_max_messages_per_second messages a second
-//	      (bursts of as many allowed)
+//	      (bursts of as many allowed); pings and pongs count as messages
 //	1009  a message larger than MaxBodyBytes plus a small envelope
 
 // wsEnvelope is the room a WebSocket message has for its envelope beyond
@@ -196,16 +196,22 @@ func (c *wsConn) readLoop(ctx context.Context) error {
 	wait := 2 * c.s.cfg.Keepalive
 	c.conn.SetReadLimit(c.s.cfg.MaxBodyBytes + wsEnvelope)
 	c.conn.SetReadDeadline(time.Now().Add(wait))
-	c.conn.SetPongHandler(func(string) error { return c.conn.SetReadDeadline(time.Now().Add(wait)) })
+	c.conn.SetPongHandler(func(string) error {
+		if !c.limit.allow(time.Now()) {
+			return errWSFlood
+		}
+		return c.conn.SetReadDeadline(time.Now().Add(wait))
+	})
+	c.conn.SetPingHandler(c.pong)
 	for {
 		kind, data, err := c.conn.ReadMessage()
-		if err != nil {
-			return fmt.Errorf("%w: %v", errWSClosed, err)
-		}
-		if !c.limit.allow(time.Now()) {
+		if errors.Is(err, errWSFlood) || err == nil && !c.limit.allow(time.Now()) {
 			c.s.wsStats.closed[wsClosedFlood].Add(1)
 			return &wsCloseError{websocket.ClosePolicyViolation, "too many messages; at most " +
-				strconv.FormatFloat(c.s.cfg.WSMaxMessagesPerSecond, 'f', -1, 64) + " a second"}
+				strconv.FormatFloat(c.s.cfg.WSMaxMessagesPerSecond, 'f', -1, 64) + " a second, pings included"}
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", errWSClosed, err)
 		}
 		if kind != websocket.TextMessage {
 			c.s.wsStats.closed[wsClosedUnsupported].Add(1)
@@ -223,6 +229,23 @@ func (c *wsConn) readLoop(ctx context.Context) error {
 		// that arrived meanwhile are only read by the next ReadMessage.
 		c.conn.SetReadDeadline(time.Now().Add(wait))
 	}
+}
+
+// errWSFlood is what a control frame handler returns to the reader when
+// the client's pings and pongs went over the message rate.
+var errWSFlood = errors.New("edge: websocket flood")
+
+// pong answers a client's ping, which counts as a message: answering a
+// flood of pings costs as much as reading one of messages.
+func (c *wsConn) pong(data string) error {
+	if !c.limit.allow(time.Now()) {
+		return errWSFlood
+	}
+	err := c.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeTimeout))
+	if errors.Is(err, websocket.ErrCloseSent) {
+		return nil // the connection is closing; the reader learns why
+	}
+	return err
 }
 
 // writeLoop sends what is queued, everything queued at once, and pings.

@@ -340,7 +340,8 @@ func chatBody(stream bool, content string) string {
 	return fmt.Sprintf(`{"model":%q,"stream":%t,"messages":[{"role":"user","content":%q}]}`, testModel, stream, content)
 }
 
-// do sends a request with a deadline and returns the response.
+// do sends a request with a deadline and returns the response. A body is
+// sent as JSON unless header names another Content-Type.
 func do(t *testing.T, method, url, body string, header http.Header) *http.Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -348,6 +349,9 @@ func do(t *testing.T, method, url, body string, header http.Header) *http.Respon
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range header {
 		req.Header[k] = v

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
+	"strconv"
 
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -40,6 +42,37 @@ func (s *Server) limits(p principal) limits {
 // CodeLimitExceeded answers a request over one of the edge's limits
 // (edge.max_messages, edge.max_tokens_cap).
 const CodeLimitExceeded = "limit_exceeded"
+
+// CodeUnsupportedMediaType answers a request body that is not declared
+// JSON (415).
+const CodeUnsupportedMediaType = "unsupported_media_type"
+
+// checkJSONBody refuses a request body whose Content-Type is not
+// application/json (parameters such as charset allowed). A browser sends
+// text/plain, a form type, or none at all, cross-site and without a CORS
+// preflight: accepted, any page a user of an anonymous edge visits could
+// start generations on it. A page must declare JSON, which takes a
+// preflight (cors.go); the OpenAI and Anthropic SDKs always do. A request
+// that carries a credential header took a preflight already (neither
+// Authorization nor x-api-key is a header a page may send without one), so
+// its body is read as JSON whatever it is labelled, as clients that call
+// a provider with `curl -d` and a key expect.
+func checkJSONBody(r *http.Request) *wire.Error {
+	if r.Header.Get("Authorization") != "" || r.Header.Get("X-Api-Key") != "" {
+		return nil
+	}
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
+		return nil
+	}
+	if ct == "" {
+		ct = "none"
+	}
+	e := invalid("", CodeUnsupportedMediaType,
+		"the request body must be JSON, sent with Content-Type: application/json (got %s); with curl, add -H 'Content-Type: application/json'", strconv.Quote(ct))
+	e.Status = http.StatusUnsupportedMediaType
+	return e
+}
 
 // readChatRequest reads and validates a request body of at most max bytes.
 func readChatRequest(w http.ResponseWriter, r *http.Request, max int64, lim limits) (chatRequest, *wire.Error) {

@@ -58,12 +58,16 @@ type Server struct {
 	auth     *authenticator
 	tokens   *resumeTokens
 	cors     corsPolicy
+	hosts    hostPolicy // hosts.go
 	idem     *idempotencyStore
 	wsStats  wsStats
 	obs      *observer // metrics, dashboard, session log lines (observe.go)
 	// cluster is the shared provider state the edge checks before it
 	// queues a generation (admission.go), started on first use.
 	cluster lazyCluster
+	// denials ends the reads of /v1/relay/status the NATS server denies
+	// (denials.go).
+	denials *denials
 	// now is the clock of idempotency windows; tests move it.
 	now func() time.Time
 
@@ -124,7 +128,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		auth:    newAuthenticator(cfg.APIKeys, cfg.AllowAnonymous),
 		tokens:  tokens,
 		cors:    newCORSPolicy(cfg.CORSAllowedOrigins),
+		hosts:   newHostPolicy(cfg.Listen, cfg.AllowedHosts),
 		idem:    &idempotencyStore{js: deps.JS},
+		denials: watchDenials(deps.JS.Conn()),
 		now:     time.Now,
 
 		cancelWait: cancelWait,
@@ -153,7 +159,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.obs = obs
 	// CORS answers preflights, which carry no credentials, before
 	// authentication; routes see the principal in the request context.
-	s.handler = s.withBodyDeadline(s.instrument(s.traced(s.withCORS(s.withAuthentication(s.routes())))))
+	s.handler = s.withBodyDeadline(s.instrument(s.traced(s.withAllowedHosts(s.withCORS(s.withAuthentication(s.routes()))))))
 	return s, nil
 }
 

@@ -145,8 +145,8 @@ func TestSSEClientThatLeavesIsNoticedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	pipelined := "GET /v1/models HTTP/1.1\r\nHost: edge\r\n\r\n"
-	if _, err := io.WriteString(conn, "GET /v1/streams/"+id+" HTTP/1.1\r\nHost: edge\r\n\r\n"+pipelined); err != nil {
+	pipelined := "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+	if _, err := io.WriteString(conn, "GET /v1/streams/"+id+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"+pipelined); err != nil {
 		t.Fatal(err)
 	}
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -199,7 +199,7 @@ func TestSSEClientThatLeavesStopsTheRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	req := "GET /v1/streams/" + id + " HTTP/1.1\r\nHost: edge\r\nLast-Event-ID: " + cursors[0].String() + "\r\n\r\n"
+	req := "GET /v1/streams/" + id + " HTTP/1.1\r\nHost: 127.0.0.1\r\nLast-Event-ID: " + cursors[0].String() + "\r\n\r\n"
 	if _, err := io.WriteString(conn, req); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,11 +31,6 @@ const natsTimeout = 5 * time.Second
 // request is published with Nats-Msg-Id = id, so JetStream queues a
 // retried publish once.
 func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, wire.Meta, *wire.Error) {
-	if e := s.admitGeneration(ctx, tenant, req); e != nil { // admission.go
-		return "", wire.Meta{}, e
-	}
-	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
-	defer cancel()
 	meta := wire.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
 	data, err := json.Marshal(wire.Request{
 		StreamID: id,
@@ -48,6 +44,14 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 		// Body is JSON the edge parsed, so marshalling cannot fail.
 		panic("edge: encode request: " + err.Error())
 	}
+	if e := s.checkQueueable(len(data)); e != nil {
+		return "", wire.Meta{}, e
+	}
+	if e := s.admitGeneration(ctx, tenant, req); e != nil { // admission.go
+		return "", wire.Meta{}, e
+	}
+	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
+	defer cancel()
 	stored := make(chan error, 1)
 	go func() { stored <- s.meta.create(ctx, id, meta) }()
 	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: traceHeader(ctx, id)}
@@ -59,4 +63,23 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 		return "", wire.Meta{}, unavailable("queueing the request", queueErr)
 	}
 	return id, meta, nil
+}
+
+// publishHeadroom is what a request message's headers may take besides its
+// data (Nats-Msg-Id and the trace context).
+const publishHeadroom = 1024
+
+// checkQueueable refuses a request whose message would exceed the NATS
+// server's max_payload: a body under edge.max_body_bytes can still be, once
+// wrapped in a wire.Request. Checked before anything is written, it gets a
+// 413 that says what to change, where the publish would fail with a 503
+// that invites a retry (and leave a Meta without a request).
+func (s *Server) checkQueueable(size int) *wire.Error {
+	max := s.js.Conn().MaxPayload()
+	if max <= 0 || int64(size)+publishHeadroom <= max {
+		return nil
+	}
+	e := invalid("", CodeBodyTooLarge, "request too large: it needs %d bytes on the relay's message bus, which takes at most %d (NATS max_payload); send a smaller request", int64(size)+publishHeadroom, max)
+	e.Status = http.StatusRequestEntityTooLarge
+	return e
 }

@@ -37,6 +37,7 @@
 //	                    coordinator's probes alike
 //	relay/upstream/     the client of an OpenAI-compatible streaming provider
 //	relay/backoff/      full-jitter backoff, for every retry
+//	relay/runecut/      cutting text into bounded pieces without splitting a rune
 //	relay/metrics/      every Prometheus family the relay exports
 //	relay/natsconn/     how a role connects to NATS
 //	relay/natsserver/   the embedded nats-server of the single-machine mode

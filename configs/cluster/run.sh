@@ -136,7 +136,7 @@ $(for i in "${!names[@]}"; do printf '  %-14s %s\n' "${names[$i]}" "${pids[$i]}"
 
 Stream an answer (10 s long) through edge-1 and note X-Relay-Stream-Id:
 
-  curl -sN -D- http://127.0.0.1:8080/v1/chat/completions \\
+  curl -sN -D- http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\
     -d '{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
 
 Meanwhile, in another terminal, break something:

@@ -127,6 +127,7 @@ func streamAnswer(t *testing.T, ctx context.Context, edgeURL, model string) stri
 	t.Helper()
 	body := `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 	req, _ := http.NewRequestWithContext(ctx, "POST", edgeURL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

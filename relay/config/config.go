@@ -55,6 +55,9 @@ type Config struct {
 	// continuation mode, price) of models the providers serve; optional.
 	Models       []provider.Model `koanf:"models"`
 	MockUpstream MockUpstream     `koanf:"mock_upstream"`
+
+	// ignoredEnv: IgnoredEnv (env.go).
+	ignoredEnv []string
 }
 
 // LogConfig selects the log format and level.

@@ -9,7 +9,6 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
-	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 )
@@ -46,15 +45,8 @@ func Load(src Sources, role Role) (Config, error) {
 			return Config{}, fmt.Errorf("config: %s: %w", f, err)
 		}
 	}
-	err := k.Load(env.Provider(".", env.Opt{
-		Prefix:      EnvPrefix,
-		EnvironFunc: func() []string { return src.Environ },
-		TransformFunc: func(key, value string) (string, any) {
-			key = strings.ToLower(strings.TrimPrefix(key, EnvPrefix))
-			return strings.ReplaceAll(key, "__", "."), value
-		},
-	}), nil)
-	if err != nil {
+	envKeys, ignored := envLayer(src.Environ) // env.go
+	if err := k.Load(confmap.Provider(envKeys, "."), nil); err != nil {
 		return Config{}, fmt.Errorf("config: environment: %w", err)
 	}
 	set := map[string]any{}
@@ -69,6 +61,13 @@ func Load(src Sources, role Role) (Config, error) {
 		return Config{}, fmt.Errorf("config: --set: %w", err)
 	}
 
+	if password, ok := ignored[rolePasswordEnv(role)]; ok && k.String("nats.user") != "" && !k.Exists("nats.password") {
+		if err := k.Set("nats.password", password); err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		delete(ignored, rolePasswordEnv(role))
+	}
+
 	if role == RoleDev && !k.Exists("edge.demo") {
 		// dev serves the demo chat unless told not to: edge.demo=false
 		// makes it a plain relay in one process.
@@ -78,7 +77,7 @@ func Load(src Sources, role Role) (Config, error) {
 	}
 
 	var cfg Config
-	err = k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
+	err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		// koanf's own hooks are dropped with a custom decoder config, so
 		// durations (stricter than koanf's: duration.go) and
 		// comma-separated lists are added back here.
@@ -101,6 +100,7 @@ func Load(src Sources, role Role) (Config, error) {
 	if len(cfg.Worker.Tenants) == 0 {
 		cfg.Worker.Tenants = cfg.tenants()
 	}
+	cfg.ignoredEnv = ignoredNames(ignored)
 	return cfg, nil
 }
 

@@ -144,6 +144,7 @@ func streamOnce(t *testing.T, ctx context.Context, edge string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

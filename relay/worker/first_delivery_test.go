@@ -18,6 +18,7 @@ import (
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/runecut"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -187,7 +188,7 @@ func TestFencedFirstClaimCancelsTheCall(t *testing.T) {
 	id := wire.NewStreamID()
 	content := "queued twice"
 	answer := mockupstream.AnswerText(userMessages(content), 20)
-	first := cutUTF8([]byte(answer), len(answer)/3)
+	first := runecut.Len([]byte(answer), len(answer)/3)
 	if err := h.appendFrames(id,
 		wire.Frame{Kind: wire.KindClaim, Worker: "earlier"},
 		wire.Frame{Kind: wire.KindChunk, Role: "assistant", Content: answer[:first], Provider: "mock", Model: "mock-1", Attempt: 1},

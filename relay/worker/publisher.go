@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/relaydev/relay/relay/runecut"
 	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -141,7 +141,7 @@ func (p *publisher) take() (f wire.Frame, ok, closed bool) {
 	}
 	f = p.template
 	f.Model = p.model
-	n := cutUTF8(p.content, maxChunkContent)
+	n := runecut.Len(p.content, maxChunkContent) // a chunk of valid text is valid text
 	f.Content = string(p.content[:n])
 	f.Tokens, p.tokens = p.tokens, 0 // a chunk cut at maxChunkContent counts them all
 	p.content = p.content[:copy(p.content, p.content[n:])]
@@ -151,20 +151,4 @@ func (p *publisher) take() (f wire.Frame, ok, closed bool) {
 		p.tools = nil
 	}
 	return f, true, p.closed
-}
-
-// cutUTF8 returns the length of the longest prefix of b of at most n bytes
-// that does not end inside a rune, so a chunk is always valid UTF-8 when
-// the text is.
-func cutUTF8(b []byte, n int) int {
-	if len(b) <= n {
-		return len(b)
-	}
-	for i := n; i >= 0 && i > n-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			return i
-		}
-	}
-	// Not UTF-8 around n: any cut is as good as another.
-	return n
 }

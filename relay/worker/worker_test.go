@@ -10,6 +10,7 @@ import (
 
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/runecut"
 	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -129,8 +130,8 @@ func TestTakeoverContinuesAnswer(t *testing.T) {
 	content := "take it over"
 	answer := mockupstream.AnswerText(userMessages(content), 40)
 	// The dead worker stopped in the middle of a token, on a rune boundary.
-	cut := cutUTF8([]byte(answer), len(answer)/2)
-	first := cutUTF8([]byte(answer), cut/2)
+	cut := runecut.Len([]byte(answer), len(answer)/2)
+	first := runecut.Len([]byte(answer), cut/2)
 	if err := h.appendFrames(id,
 		wire.Frame{Kind: wire.KindClaim, Worker: "dead-worker"},
 		wire.Frame{Kind: wire.KindChunk, Role: "assistant", Content: answer[:first], Provider: "mock", Model: "mock-1", Attempt: 1},

@@ -22,6 +22,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -73,12 +74,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	fs := flag.NewFlagSet("relay "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// -h and --help print the usage on stdout and succeed; a bad flag
+	// prints it on stderr and fails.
+	var flagOut bytes.Buffer
+	fs.SetOutput(&flagOut)
 	var files multiFlag
 	fs.Var(&files, "config", "YAML configuration `file`; repeated, later files override earlier ones (a list whole)")
 	var sets multiFlag
 	fs.Var(&sets, "set", "override one setting, `key=value` (repeatable), e.g. --set edge.listen=127.0.0.1:9090")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		_, err = flagOut.WriteTo(stdout)
+		return err
+	} else if err != nil {
+		flagOut.WriteTo(stderr)
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -103,6 +111,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	logger := slog.New(cfg.Log.Handler(stderr))
+	if names := cfg.IgnoredEnv(); len(names) > 0 {
+		// Names only: a value may be a secret.
+		logger.Warn("ignoring RELAY_ environment variables that are not configuration keys (RELAY_SECTION__KEY sets section.key)", "names", names)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -135,7 +147,7 @@ func announce(w io.Writer, role config.Role, a app.Addrs) {
 		if a.MockUpstream != "" {
 			upstream = ", fake upstream http://" + a.MockUpstream
 		}
-		fmt.Fprintf(w, "relay dev ready: edge http://%s (nats %s%s) — try: curl -N http://%s/v1/chat/completions -d '{\"model\":%q,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
+		fmt.Fprintf(w, "relay dev ready: edge http://%s (nats %s%s) — try: curl -N http://%s/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\":%q,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
 			a.Edge, a.NATS, upstream, a.Edge, a.Model)
 	case config.RoleEdge:
 		fmt.Fprintf(w, "relay edge ready: http://%s\n", a.Edge)

@@ -1,4 +1,4 @@
-package worker
+package runecut
 
 import (
 	"testing"
@@ -8,8 +8,8 @@ import (
 func TestCutUTF8(t *testing.T) {
 	s := []byte("aß数🚀") // 1 + 2 + 3 + 4 bytes
 	for n, want := range map[int]int{0: 0, 1: 1, 2: 1, 3: 3, 4: 3, 5: 3, 6: 6, 7: 6, 9: 6, 10: 10, 11: 10} {
-		if got := cutUTF8(s, n); got != want {
-			t.Errorf("cutUTF8(%q, %d) = %d, want %d", s, n, got, want)
+		if got := Len(s, n); got != want {
+			t.Errorf("Len(%q, %d) = %d, want %d", s, n, got, want)
 		}
 	}
 }
@@ -20,12 +20,12 @@ func FuzzCutUTF8(f *testing.F) {
 		if !utf8.ValidString(s) || n < 0 {
 			return
 		}
-		got := cutUTF8([]byte(s), n)
+		got := Len([]byte(s), n)
 		if got > min(n, len(s)) || !utf8.ValidString(s[:got]) || !utf8.ValidString(s[got:]) {
-			t.Fatalf("cutUTF8(%q, %d) = %d", s, n, got)
+			t.Fatalf("Len(%q, %d) = %d", s, n, got)
 		}
 		if n >= utf8.UTFMax && got == 0 && len(s) > 0 {
-			t.Fatalf("cutUTF8(%q, %d) cut nothing", s, n)
+			t.Fatalf("Len(%q, %d) cut nothing", s, n)
 		}
 	})
 }
