@@ -41,7 +41,8 @@ type nodeMessagesResult struct {
 // TestSDKNodeMessages runs the official @anthropic-ai/sdk
 // (e2e/node/messages_test.mjs) against two edge and two worker processes
 // in front of the mock, an OpenAI-compatible upstream: a whole answer, a
-// tool round trip, a prefill, a refusal, the SDK's stream helper, then a
+// tool round trip, a prefill continued across a dropped connection, a
+// refusal, the SDK's stream helper, then a
 // stream cut after ten text deltas whose worker is SIGKILLed before the
 // client resumes it after its last event's id on the other edge. Every
 // answer is the one exact answer, and the takeover does not show.
@@ -56,8 +57,10 @@ func TestSDKNodeMessages(t *testing.T) {
 		}
 		return msgs
 	}
-	// The prefill is the answer's first three tokens.
-	prefill := strings.Join(mockupstream.Answer(user(input+" (prefill)"), tokens)[:3], "")
+	// The prefill is the answer's first three tokens; the mock cuts the
+	// first answer to it after five more.
+	const prefilled = input + " (prefill) [[mock: cut_after=5]]"
+	prefill := strings.Join(mockupstream.Answer(user(prefilled), tokens)[:3], "")
 	var cut struct {
 		ID     string `json:"id"`
 		Cursor int    `json:"cursor"`
@@ -76,7 +79,7 @@ func TestSDKNodeMessages(t *testing.T) {
 	if want := mockupstream.AnswerText(user(input+" (tools)", "and tomorrow?"), tokens); r.Tools.Text != want || r.Tools.Stop != "end_turn" {
 		t.Errorf("answer after the tool result %q (%s), want %q", r.Tools.Text, r.Tools.Stop, want)
 	}
-	if want := mockupstream.AnswerText(user(input+" (prefill)"), tokens); prefill+r.Prefill.Text != want || r.Prefill.Text == want {
+	if want := mockupstream.AnswerText(user(prefilled), tokens); prefill+r.Prefill.Text != want || r.Prefill.Text == want {
 		t.Errorf("prefilled %q + answer %q, want %q", prefill, r.Prefill.Text, want)
 	}
 	if r.Refused.Name != "BadRequestError" || r.Refused.Status != http.StatusBadRequest || r.Refused.Type != "invalid_request_error" {

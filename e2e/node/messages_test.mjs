@@ -3,7 +3,8 @@
 // Usage:
 //   node e2e/node/messages_test.mjs <baseURL of edge 1> <baseURL of edge 2> <input> <prefill>
 // On edge 1 it asks for the whole answer to <input> (whole), a tool round
-// trip, an answer to <input> (prefill) that continues <prefill>, a stream
+// trip, an answer to <input> (prefill) that continues <prefill> (the
+// provider cuts it once), a stream
 // the provider refuses, and the answer to <input> (stream) with the SDK's
 // messages.stream() helper. Then it streams <input> with
 // messages.create({stream: true}), breaks the connection after ten text
@@ -48,11 +49,13 @@ const afterTool = await first.messages.create({
 });
 out.tools = { text: textOf(afterTool), stop: afterTool.stop_reason };
 
-// A prefill: the answer continues it and does not repeat it.
+// A prefill: the answer continues it and does not repeat it, also when
+// the provider drops the connection after five tokens and the relay
+// continues the prefill and those tokens as one answer.
 const continued = await first.messages.create({
   model,
   max_tokens,
-  messages: [{ role: "user", content: input + " (prefill)" }, { role: "assistant", content: prefill }],
+  messages: [{ role: "user", content: input + " (prefill) [[mock: cut_after=5]]" }, { role: "assistant", content: prefill }],
 });
 out.prefill = { text: textOf(continued), stop: continued.stop_reason };
 
