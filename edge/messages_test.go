@@ -369,3 +369,28 @@ func TestMessagesCountTokens(t *testing.T) {
 		t.Fatalf("unknown model: %d %+v", res.StatusCode, got)
 	}
 }
+
+// TestMessagesSDKRetryAttaches: Anthropic's SDK retries a failed request
+// as the OpenAI SDKs do (X-Stainless-Retry-Count, no idempotency key): the
+// retry of a failed answer is served the same stream, which is not
+// generated again.
+func TestMessagesSDKRetryAttaches(t *testing.T) {
+	e := newEnv(t)
+	w := e.startWorker(&worker{script: failing(wire.StatusFailed, &wire.Error{Message: "provider down", Type: wire.TypeUpstream, Status: http.StatusBadGateway})})
+	edge := e.startEdge(Config{})
+	var ids []string
+	for _, n := range []string{"0", "1", "2"} {
+		res := do(t, "POST", edge.url+"/v1/messages", messagesBody(""), http.Header{HeaderSDKRetryCount: {n}})
+		if got := decodeAnthropicError(t, res); res.StatusCode != http.StatusBadGateway || got.Type != "api_error" {
+			t.Fatalf("attempt %s: %d %+v", n, res.StatusCode, got)
+		}
+		ids = append(ids, res.Header.Get("X-Relay-Stream-Id"))
+	}
+	if ids[0] == "" || ids[1] != ids[0] || ids[2] != ids[0] {
+		t.Fatalf("streams %v, want one", ids)
+	}
+	if n := len(w.reqs); n != 1 {
+		t.Fatalf("%d generations queued, want 1", n)
+	}
+	awaitRunnersExited(t)
+}
