@@ -214,6 +214,11 @@ func TestMessagesStreamAndWhole(t *testing.T) {
 		m.ID != "msg_"+res.Header.Get("X-Relay-Stream-Id") || m.Usage.OutputTokens != 5 || m.Error != nil {
 		t.Fatalf("Message %d %+v", res.StatusCode, m)
 	}
+	// The resume token reads it without the key.
+	res = do(t, "GET", edge.url+"/v1/messages/"+m.ID+"?token="+res.Header.Get(HeaderResumeToken), "", nil)
+	if got := decodeMessage(t, res); res.StatusCode != http.StatusOK || got.ID != m.ID || got.Content[0].Text != words(5) {
+		t.Fatalf("with the resume token: %d %+v", res.StatusCode, got)
+	}
 	// Another tenant does not find it.
 	res = do(t, "GET", edge.url+"/v1/messages/"+m.ID, "", anthropicHeaders(keyBeta))
 	if got := decodeAnthropicError(t, res); res.StatusCode != http.StatusNotFound || got.Type != "not_found_error" {
