@@ -187,7 +187,7 @@ func nodeBinary(t *testing.T) string {
 	if err != nil {
 		t.Fatal("node is not installed: install Node.js 20 or later, then run e2e/setup.sh")
 	}
-	for _, pkg := range []string{"openai", "ai", "@ai-sdk/openai", "@langchain/openai", "@langchain/core"} {
+	for _, pkg := range []string{"openai", "ai", "@ai-sdk/openai", "@langchain/openai", "@langchain/core", "@anthropic-ai/sdk"} {
 		if _, err := os.Stat(filepath.Join("node", "node_modules", pkg, "package.json")); err != nil {
 			t.Fatalf("the npm package %s is missing: run e2e/setup.sh (it runs npm ci in e2e/node)", pkg)
 		}

@@ -9,9 +9,10 @@
 #   e2e/node/node_modules
 #             the official openai npm package, the Vercel AI SDK (ai,
 #             @ai-sdk/openai) and LangChain (@langchain/openai,
-#             @langchain/core), at the versions pinned in
-#             e2e/node/package-lock.json, for e2e/sdk_test.go and
-#             e2e/sdk_responses_test.go (`npm ci`)
+#             @langchain/core) and Anthropic's SDK (@anthropic-ai/sdk), at
+#             the versions pinned in e2e/node/package-lock.json, for
+#             e2e/sdk_test.go, e2e/sdk_responses_test.go and
+#             e2e/sdk_messages_test.go (`npm ci`)
 #
 # Run it as root, or as a user that may sudo; it says what it installs.
 set -euo pipefail
@@ -46,7 +47,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 node_missing=()
-for pkg in openai ai @ai-sdk/openai @langchain/openai @langchain/core; do
+for pkg in openai ai @ai-sdk/openai @langchain/openai @langchain/core @anthropic-ai/sdk; do
 	[ -f "$here/node/node_modules/$pkg/package.json" ] || node_missing+=("$pkg")
 done
 if [ ${#node_missing[@]} -gt 0 ]; then

@@ -28,6 +28,8 @@ import (
 //	request                                   served as
 //	Authorization: Bearer <known key>         the key's tenant (models limited to the key's list)
 //	Authorization: Bearer <anything else>     401 invalid_api_key
+//	X-Api-Key: <key>                          on /v1/messages paths, as Authorization (Anthropic's
+//	                                          clients send it); it wins over Authorization there
 //	WebSocket subprotocols "relay",           as "Authorization: Bearer <key>", for browsers, which
 //	"relay.bearer.<base64url(key)>"           cannot set headers on a WebSocket; the edge selects
 //	                                          "relay" and never echoes the credential
@@ -124,9 +126,13 @@ const (
 )
 
 // credential finds the API key a request carries: in its Authorization
-// header, or else in a WebSocket subprotocol. found is false without one;
-// a malformed one is an error.
+// header, or else in a WebSocket subprotocol, or, on the Messages API's
+// paths, in X-Api-Key, where Anthropic's clients send it. found is false
+// without one; a malformed one is an error.
 func credential(r *http.Request) (key string, found bool, e *wire.Error) {
+	if key := strings.TrimSpace(r.Header.Get("X-Api-Key")); key != "" && isMessagesPath(r.URL.Path) {
+		return key, true, nil
+	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		key, ok := bearer(h)
 		if !ok {
@@ -216,9 +222,9 @@ func (s *Server) authenticate(r *http.Request) (principal, *wire.Error) {
 }
 
 // tokenStream is the stream a GET of path reads, if a resume token may
-// stand for the key there: a stream, or the Response of one.
+// stand for the key there: a stream, or the Response or Message of one.
 func tokenStream(path string) (string, bool) {
-	for _, prefix := range []string{"/v1/streams/", "/v1/responses/resp_"} {
+	for _, prefix := range []string{"/v1/streams/", "/v1/responses/resp_", "/v1/messages/msg_"} {
 		if id, ok := strings.CutPrefix(path, prefix); ok && !strings.Contains(id, "/") {
 			return id, true
 		}

@@ -17,12 +17,21 @@
 //	GET  /v1/responses/{id}     the Response so far; with ?stream=true its events after
 //	                            ?starting_after=N, on any edge ("resp_" + stream id)
 //	POST /v1/responses/{id}/cancel  cancel.go, answered with the Response
+//	POST /v1/messages           Anthropic's Messages API: translated into a chat completion
+//	                            (messages_request.go) and queued the same way; rendered as
+//	                            Anthropic's events, each with a resumable id
+//	                            (messages_events.go), or one Message
+//	GET  /v1/messages/{id}      the Message so far; with Last-Event-ID (or Accept:
+//	                            text/event-stream) its events after it, on any edge
+//	                            ("msg_" + stream id)
+//	POST /v1/messages/count_tokens  an estimate (messages_count.go)
 //	GET  /v1/ws                 WebSocket: several streams per connection (handler_ws.go)
 //	GET  /v1/models             the Catalog's models as an OpenAI list
 //	GET  /healthz, /readyz      liveness; readiness = NATS connected and assets set up
 //
 // Every error body has OpenAI's shape {"error":{"message","type","param","code"}},
-// so official SDKs raise it.
+// so official SDKs raise it; under /v1/messages, Anthropic's
+// {"type":"error","error":{"type","message"}} (messages_errors.go).
 //
 // # Front door
 //

@@ -104,10 +104,15 @@ func statusOf(e *wire.Error, fallback int) int {
 	return fallback
 }
 
-// writeError answers with e as an OpenAI error body.
+// writeError answers with e as an OpenAI error body, or in Anthropic's
+// shape on the Messages API's paths (messages_errors.go).
 func writeError(w http.ResponseWriter, e *wire.Error) {
 	setRetryAfter(w, e) // admission.go
 	noteError(w, e)     // observe.go: a 4xx is logged with its reason
+	if speaksAnthropic(w) {
+		writeAnthropicError(w, e)
+		return
+	}
 	writeJSON(w, statusOf(e, http.StatusInternalServerError), struct {
 		Error errorObject `json:"error"`
 	}{newErrorObject(e)})

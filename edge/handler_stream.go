@@ -106,6 +106,10 @@ type eventDialect interface {
 	cut(out *sseWriter, e *wire.Error)
 }
 
+// pinger is a dialect with a keepalive event of its own (Anthropic's
+// ping, messages_events.go); the others get an SSE comment.
+type pinger interface{ ping(out *sseWriter) }
+
 // sseStream is one SSE response being served: the stream's id, the
 // dialect it is rendered in, its follower and what is written to it.
 type sseStream struct {
@@ -149,7 +153,11 @@ func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool)
 		st.s.log.Warn("stream interrupted", "stream_id", st.id, "err", err)
 		st.d.cut(&st.out, interruptedError(err))
 	case len(entries) == 0:
-		st.out.keepalive()
+		if p, ok := st.d.(pinger); ok {
+			p.ping(&st.out)
+		} else {
+			st.out.keepalive()
+		}
 	}
 	return st.flush(err)
 }

@@ -159,7 +159,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.obs = obs
 	// CORS answers preflights, which carry no credentials, before
 	// authentication; routes see the principal in the request context.
-	s.handler = s.withBodyDeadline(s.instrument(s.traced(s.withAllowedHosts(s.withCORS(s.withAuthentication(s.routes()))))))
+	// withDialect marks the Messages API's responses, whose errors have
+	// Anthropic's shape (messages_errors.go).
+	s.handler = withDialect(s.withBodyDeadline(s.instrument(s.traced(s.withAllowedHosts(s.withCORS(s.withAuthentication(s.routes())))))))
 	return s, nil
 }
 

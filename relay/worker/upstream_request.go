@@ -66,7 +66,7 @@ func upstreamBody(clientBody json.RawMessage, model string, cont continuation) (
 		if err := json.Unmarshal(body["messages"], &messages); err != nil {
 			return nil, badBody("messages is not an array")
 		}
-		messages = append(messages, mustJSON(map[string]string{"role": "assistant", "content": cont.text}))
+		messages = continued(messages, cont.text)
 		if cont.mode == provider.Prompt {
 			messages = append(messages, mustJSON(map[string]string{"role": "user", "content": cont.prompt}))
 		}
@@ -79,6 +79,26 @@ func upstreamBody(clientBody json.RawMessage, model string, cont continuation) (
 		}
 	}
 	return mustJSON(body), nil
+}
+
+// continued adds the text an attempt continues to the messages: as a new
+// assistant message, or, when the client's own request ends with an
+// assistant message of text (a prefill, which Anthropic's Messages API
+// offers its clients: the answer continues it), appended to that one, so
+// that the provider is asked to continue the prefill and the text as one
+// answer; two assistant messages in a row are no prefill to every
+// provider.
+func continued(messages []json.RawMessage, text string) []json.RawMessage {
+	if n := len(messages); n > 0 {
+		var last map[string]json.RawMessage
+		var role, content string
+		if json.Unmarshal(messages[n-1], &last) == nil && json.Unmarshal(last["role"], &role) == nil && role == "assistant" &&
+			json.Unmarshal(last["content"], &content) == nil && len(last["tool_calls"]) == 0 {
+			last["content"] = mustJSON(content + text)
+			return append(messages[:n-1:n-1], mustJSON(last))
+		}
+	}
+	return append(messages, mustJSON(map[string]string{"role": "assistant", "content": text}))
 }
 
 // tokenLimitFields are the request fields that bound the tokens of an

@@ -46,6 +46,37 @@ func TestUpstreamBody(t *testing.T) {
 	}
 }
 
+// TestUpstreamBodyContinuesAPrefill: a request that ends with an
+// assistant message of text (a prefill) is continued in that message; one
+// that ends with tool calls, or with a user message, gets a new one.
+func TestUpstreamBodyContinuesAPrefill(t *testing.T) {
+	for _, tc := range []struct{ name, messages, want string }{
+		{"a prefill", `[{"role":"user","content":"count"},{"role":"assistant","content":"1, 2,","name":"x"}]`,
+			`[{"role":"user","content":"count"},{"role":"assistant","content":"1, 2, 3,","name":"x"}]`},
+		{"tool calls", `[{"role":"assistant","content":null,"tool_calls":[]},{"role":"tool","content":"r"},{"role":"assistant","content":"a","tool_calls":[{"id":"c"}]}]`,
+			`[{"role":"assistant","content":null,"tool_calls":[]},{"role":"tool","content":"r"},{"role":"assistant","content":"a","tool_calls":[{"id":"c"}]},{"role":"assistant","content":" 3,"}]`},
+		{"no prefill", `[{"role":"user","content":"count"}]`, `[{"role":"user","content":"count"},{"role":"assistant","content":" 3,"}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := upstreamBody(json.RawMessage(`{"messages":`+tc.messages+`}`), "m", continuation{text: " 3,", mode: provider.Prefill})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct{ Messages any }
+			var want any
+			if err := json.Unmarshal(got, &body); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(tc.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(body.Messages, want) {
+				t.Fatalf("messages = %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestUpstreamBodyAddsStreamOptions(t *testing.T) {
 	got, err := upstreamBody(json.RawMessage(`{"messages":[],"stream_options":null}`), "m", continuation{})
 	if err != nil {

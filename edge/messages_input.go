@@ -1,0 +1,223 @@
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// # Anthropic messages as chat messages
+//
+//	system (string or text blocks)   a system message, first
+//	user: text, image blocks         a user message (a string when it is text only;
+//	                                 images as image_url parts, base64 as data: URLs)
+//	user: tool_result blocks         a tool message each, before the user's other
+//	                                 content (chat wants them right after the calls)
+//	assistant: text, tool_use        an assistant message with its text and tool_calls;
+//	                                 thinking blocks are left out (a chat-completions
+//	                                 provider takes no reasoning back)
+//
+// A final assistant message is a prefill: Anthropic's model continues it,
+// and its answer does not repeat it. It stays the last chat message, which
+// is how the relay's own continuations ask a provider to go on (prefill
+// mode): a provider that extends a final assistant message answers with
+// the rest only. One that does not (OpenAI's own API) answers afresh.
+
+// messagesMessage is a message of a Messages request.
+type messagesMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// messagesBlock is a content block of a message, any type.
+type messagesBlock struct {
+	Type   string          `json:"type"`
+	Text   string          `json:"text"`
+	Source *imageSource    `json:"source"`
+	ID     string          `json:"id"`
+	Name   string          `json:"name"`
+	Input  json.RawMessage `json:"input"`
+	// ToolUseID and Content are a tool_result's.
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+}
+
+// imageSource is where an image block's image is: inline (base64) or at a
+// URL.
+type imageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+	URL       string `json:"url"`
+}
+
+// translateMessages turns system and messages into chat messages.
+func translateMessages(system, raw json.RawMessage) ([]chatMessage, *wire.Error) {
+	var out []chatMessage
+	if system != nil && !isNull(system) {
+		text, e := blocksText(system, "system")
+		if e != nil {
+			return nil, e
+		}
+		out = append(out, chatMessage{Role: "system", Content: marshal(text)})
+	}
+	if raw == nil || isNull(raw) {
+		return nil, invalid("messages", CodeInvalidValue, "messages: field required")
+	}
+	var messages []messagesMessage
+	if json.Unmarshal(raw, &messages) != nil || len(messages) == 0 {
+		return nil, invalid("messages", CodeInvalidValue, "messages: must be a non-empty array of messages")
+	}
+	for i, m := range messages {
+		param := fmt.Sprintf("messages.%d.content", i)
+		if m.Content == nil || isNull(m.Content) {
+			return nil, invalid(param, CodeInvalidValue, "%s: field required", param)
+		}
+		var e *wire.Error
+		switch m.Role {
+		case "user":
+			out, e = appendUser(out, m.Content, param)
+		case "assistant":
+			out, e = appendAssistant(out, m.Content, param)
+		default:
+			e = invalid(fmt.Sprintf("messages.%d.role", i), CodeInvalidValue, "messages.%d.role: must be user or assistant, not %q", i, m.Role)
+		}
+		if e != nil {
+			return nil, e
+		}
+	}
+	return out, nil
+}
+
+// blocks parses content: a string is one text block.
+func blocks(raw json.RawMessage, param string) ([]messagesBlock, *wire.Error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []messagesBlock{{Type: "text", Text: s}}, nil
+	}
+	var bs []messagesBlock
+	if json.Unmarshal(raw, &bs) != nil {
+		return nil, invalid(param, CodeInvalidValue, "%s: must be a string or an array of content blocks", param)
+	}
+	return bs, nil
+}
+
+// blocksText is the text of content that may hold text blocks only.
+func blocksText(raw json.RawMessage, param string) (string, *wire.Error) {
+	bs, e := blocks(raw, param)
+	if e != nil {
+		return "", e
+	}
+	var text strings.Builder
+	for j, b := range bs {
+		if b.Type != "text" {
+			return "", invalid(fmt.Sprintf("%s.%d.type", param, j), CodeUnsupportedParameter,
+				"%s.%d: only text blocks are supported here, not %q", param, j, b.Type)
+		}
+		text.WriteString(b.Text)
+	}
+	return text.String(), nil
+}
+
+// appendUser appends a user message's tool results, then its text and
+// images.
+func appendUser(out []chatMessage, raw json.RawMessage, param string) ([]chatMessage, *wire.Error) {
+	bs, e := blocks(raw, param)
+	if e != nil {
+		return nil, e
+	}
+	var parts []chatPart
+	textOnly := true
+	for j, b := range bs {
+		at := fmt.Sprintf("%s.%d", param, j)
+		switch b.Type {
+		case "text":
+			parts = append(parts, chatPart{Type: "text", Text: b.Text})
+		case "image":
+			url, e := imageURL(b.Source, at)
+			if e != nil {
+				return nil, e
+			}
+			parts = append(parts, chatPart{Type: "image_url", ImageURL: &chatImage{URL: url}})
+			textOnly = false
+		case "tool_result":
+			if b.ToolUseID == "" {
+				return nil, invalid(at+".tool_use_id", CodeInvalidValue, "%s.tool_use_id: field required", at)
+			}
+			text := ""
+			if b.Content != nil && !isNull(b.Content) {
+				if text, e = blocksText(b.Content, at+".content"); e != nil {
+					return nil, e
+				}
+			}
+			out = append(out, chatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: marshal(text)})
+		default:
+			return nil, invalid(at+".type", CodeUnsupportedParameter, "%s: content blocks of type %q are not supported in a user message", at, b.Type)
+		}
+	}
+	switch {
+	case len(parts) == 0:
+		return out, nil
+	case textOnly:
+		var text strings.Builder
+		for _, p := range parts {
+			text.WriteString(p.Text)
+		}
+		return append(out, chatMessage{Role: "user", Content: marshal(text.String())}), nil
+	}
+	return append(out, chatMessage{Role: "user", Content: marshal(parts)}), nil
+}
+
+// imageURL is an image source as a chat image_url: base64 data becomes a
+// data: URL.
+func imageURL(src *imageSource, at string) (string, *wire.Error) {
+	switch {
+	case src == nil:
+		return "", invalid(at+".source", CodeInvalidValue, "%s.source: field required", at)
+	case src.Type == "base64" && src.MediaType != "" && src.Data != "":
+		return "data:" + src.MediaType + ";base64," + src.Data, nil
+	case src.Type == "url" && src.URL != "":
+		return src.URL, nil
+	}
+	return "", invalid(at+".source", CodeInvalidValue, "%s.source: must be base64 (media_type, data) or url", at)
+}
+
+// appendAssistant appends an assistant message: its text and its tool
+// calls; thinking blocks are left out.
+func appendAssistant(out []chatMessage, raw json.RawMessage, param string) ([]chatMessage, *wire.Error) {
+	bs, e := blocks(raw, param)
+	if e != nil {
+		return nil, e
+	}
+	var text strings.Builder
+	var calls []toolCall
+	for j, b := range bs {
+		at := fmt.Sprintf("%s.%d", param, j)
+		switch b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "tool_use":
+			if b.ID == "" || b.Name == "" {
+				return nil, invalid(at, CodeInvalidValue, "%s: a tool_use block needs an id and a name", at)
+			}
+			args := "{}"
+			if b.Input != nil && !isNull(b.Input) {
+				if !isObject(b.Input) {
+					return nil, invalid(at+".input", CodeInvalidValue, "%s.input: must be an object", at)
+				}
+				args = string(b.Input)
+			}
+			calls = append(calls, toolCall{ID: b.ID, Type: "function", Function: toolFunction{Name: b.Name, Arguments: args}})
+		case "thinking", "redacted_thinking":
+		default:
+			return nil, invalid(at+".type", CodeUnsupportedParameter, "%s: content blocks of type %q are not supported in an assistant message", at, b.Type)
+		}
+	}
+	m := chatMessage{Role: "assistant", ToolCalls: calls, Content: json.RawMessage("null")}
+	if text.Len() > 0 || len(calls) == 0 {
+		m.Content = marshal(text.String())
+	}
+	return append(out, m), nil
+}
