@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,13 +20,15 @@ import (
 // backlog cannot fill the server's disk; a request that does not fit is
 // refused with an OpenAI error that says the relay's storage is full (507
 // storage_full, with a Retry-After), in words that name no internals,
-// instead of a raw NATS error.
+// instead of a raw NATS error. So is one whose Idempotency-Key finds the
+// idempotency bucket full.
 func TestStorageFullRequestQueueRefusesClearly(t *testing.T) {
 	sys := start(t, options{
 		// One worker slot, held by a slow answer: the queue only grows.
 		Mock: mockupstream.Config{Tokens: 2, TokenInterval: 30 * time.Second},
 		Tune: func(c *config.Config) {
 			c.Streams.Storage.Requests = 1
+			c.Streams.Storage.Idempotency = 1
 			c.Worker.MaxInflight = 1
 			quickStop(c)
 		},
@@ -40,33 +43,49 @@ func TestStorageFullRequestQueueRefusesClearly(t *testing.T) {
 	}
 	defer held.Close()
 
-	// Fill the queue behind it to within less than one large request.
 	nc, js, err := natsconn.Connect(natsconn.Config{URL: sys.NATS.ClientURL()}, t.Name(), relaytest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	filler := bytes.Repeat([]byte("q"), 64<<10)
-	for i := 0; ; i++ {
-		if _, err := js.Publish(ctx, wire.RequestSubject, filler); err != nil {
-			break
+	// fill publishes ever smaller messages until even 16 bytes do not
+	// fit, so that no request or record fits after it.
+	n := 0
+	fill := func(what string, subject func(i int) string) {
+		for _, size := range []int{64 << 10, 4 << 10, 256, 16} {
+			filler := bytes.Repeat([]byte("q"), size)
+			for ; ; n++ {
+				if _, err := js.Publish(ctx, subject(n), filler); err != nil {
+					break
+				}
+				if n > 1000 {
+					t.Fatalf("%s took 1,000 messages with a 1 MiB limit", what)
+				}
+			}
 		}
-		if i > 32 {
-			t.Fatal("RELAY_REQUESTS took 2 MiB with a 1 MiB limit")
+	}
+	refused := func(what string, body []byte, h http.Header) {
+		t.Helper()
+		h.Set("Content-Type", "application/json")
+		resp := send(t, ctx, http.MethodPost, sys.Edge+"/v1/chat/completions", body, "", h)
+		status, code, text := errorOf(t, resp)
+		if status != http.StatusInsufficientStorage || code != "storage_full" {
+			t.Fatalf("%s: %d %q, want 507 storage_full: %s", what, status, code, text)
+		}
+		if resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: storage_full without a Retry-After", what)
+		}
+		if lower := strings.ToLower(text); strings.Contains(lower, "nats") || strings.Contains(lower, "bytes exceeded") {
+			t.Fatalf("%s: the refusal names internals: %s", what, text)
 		}
 	}
 
-	msgs, _ = prompt(strings.Repeat("a long prompt ", 20_000), 2)
-	resp := send(t, ctx, http.MethodPost, sys.Edge+"/v1/chat/completions", chatBody(t, msgs, true), "",
-		http.Header{"Content-Type": {"application/json"}})
-	status, code, body := errorOf(t, resp)
-	if status != http.StatusInsufficientStorage || code != "storage_full" {
-		t.Fatalf("request into a full queue: %d %q, want 507 storage_full: %s", status, code, body)
-	}
-	if resp.Header.Get("Retry-After") == "" {
-		t.Fatal("storage_full without a Retry-After")
-	}
-	if lower := strings.ToLower(body); strings.Contains(lower, "nats") || strings.Contains(lower, "bytes exceeded") {
-		t.Fatalf("the refusal names internals: %s", body)
-	}
+	fill("relay_idempotency", func(i int) string { return fmt.Sprintf("$KV.%s.filler%d", wire.IdempotencyBucket, i) })
+	msgs, _ = prompt("Once only.", 2)
+	refused("a request whose Idempotency-Key finds the bucket full", chatBody(t, msgs, true), http.Header{"Idempotency-Key": {"once-only"}})
+
+	// Fill the queue behind the held request.
+	fill(wire.RequestStream, func(int) string { return wire.RequestSubject })
+	msgs, _ = prompt("No room left.", 2)
+	refused("a request into a full queue", chatBody(t, msgs, true), http.Header{})
 }
