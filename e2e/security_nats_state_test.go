@@ -88,6 +88,10 @@ func TestNATSPermissionsSharedStateOwnedKeys(t *testing.T) {
 			for _, k := range c.forbidden {
 				p.denyPublish(k.subject())
 			}
+			if c.role == "worker" {
+				// Who holds the lease is none of a worker's business.
+				p.denyPublish("$JS.API.DIRECT.GET.KV_" + lease.bucket + "." + lease.subject())
+			}
 			// Through JetStream too: a refused KV write is never stored.
 			p.jsPublishFails(c.forbidden[0].subject(), []byte(`{"forged":true}`))
 		})
