@@ -56,9 +56,10 @@ func startSecuredNATS(t *testing.T) *securedNATS {
 	return s
 }
 
-// creds is the connection config of a role's user.
+// creds is the connection config of a role's user, with the role's reply
+// prefix, the only one its user may subscribe to.
 func (s *securedNATS) creds(role string) natsconn.Config {
-	return natsconn.Config{URL: s.srv.ClientURL(), User: role, Password: s.password[role]}
+	return natsconn.Config{URL: s.srv.ClientURL(), User: role, Password: s.password[role]}.ForRole(role)
 }
 
 // violationLog records the log lines that report a NATS permissions
@@ -111,7 +112,7 @@ func (s *securedNATS) probe(t *testing.T, role string) *natsProbe {
 	t.Helper()
 	p := &natsProbe{t: t, user: role, errs: make(chan error, 64)}
 	creds := s.creds(role)
-	nc, err := nats.Connect(creds.URL, nats.UserInfo(creds.User, creds.Password),
+	nc, err := nats.Connect(creds.URL, nats.UserInfo(creds.User, creds.Password), nats.CustomInboxPrefix(creds.InboxPrefix),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {
 			case p.errs <- err:
@@ -180,6 +181,22 @@ func (p *natsProbe) expectViolation(what string) {
 		case <-timeout:
 			p.t.Fatalf("%s: the server allowed it: no permissions violation for %s", p.user, what)
 		}
+	}
+}
+
+// allowKVDelete writes a delete marker on key of bucket through JetStream
+// and requires the server to store it: a write the role is allowed that
+// changes no value (a marker on a key nobody uses reads as absent).
+func (p *natsProbe) allowKVDelete(bucket, key string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := p.js.KeyValue(ctx, bucket)
+	if err != nil {
+		p.t.Fatalf("%s: bucket %s: %v", p.user, bucket, err)
+	}
+	if err := kv.Delete(ctx, key); err != nil {
+		p.t.Fatalf("%s: may not write key %s of %s: %v", p.user, key, bucket, err)
 	}
 }
 

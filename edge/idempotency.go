@@ -144,7 +144,7 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 			return s.startRecorded(ctx, kv, recordKey, revision, id, tenant, req)
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return started{}, unavailable("recording the idempotency key", err)
+			return started{}, natsWriteError("recording the idempotency key", err)
 		}
 		entry, err := kv.Get(ctx, recordKey)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -185,7 +185,7 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 			return s.startRecorded(ctx, kv, recordKey, revision, id, tenant, req)
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
-			return started{}, unavailable("recording the idempotency key", err)
+			return started{}, natsWriteError("recording the idempotency key", err)
 		}
 	}
 	return started{}, unavailable("recording the idempotency key", errContended)

@@ -57,10 +57,10 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: traceHeader(ctx, id)}
 	_, queueErr := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if err := <-stored; err != nil {
-		return "", wire.Meta{}, unavailable("storing stream metadata", err)
+		return "", wire.Meta{}, natsWriteError("storing stream metadata", err)
 	}
 	if queueErr != nil {
-		return "", wire.Meta{}, unavailable("queueing the request", queueErr)
+		return "", wire.Meta{}, natsWriteError("queueing the request", queueErr)
 	}
 	return id, meta, nil
 }

@@ -255,7 +255,7 @@ func startMock(ctx context.Context, g *errgroup.Group, cfg config.MockUpstream, 
 // JetStream it returns is the region's (README "Regions"): outside the
 // home region, shared state is the home's mirror; its Run reconciles.
 func dial(cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, *region.Regional, error) {
-	nc, plain, err := natsconn.Connect(cfg.NATS, "relay-"+name, logger)
+	nc, plain, err := natsconn.Connect(cfg.NATS.ForRole(name), "relay-"+name, logger)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -326,7 +326,7 @@ func awaitSetup(ctx context.Context, b backoff.Backoff, logger *slog.Logger, set
 // slow consumer, cannot delay a heartbeat past liveness_timeout and have a
 // live worker's requests handed over.
 func connectLiveness(cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, error) {
-	nc, _, err := natsconn.Connect(cfg.NATS, "relay-"+name+"-liveness", logger.With("conn", "liveness"))
+	nc, _, err := natsconn.Connect(cfg.NATS.ForRole(name), "relay-"+name+"-liveness", logger.With("conn", "liveness"))
 	return nc, err
 }
 

@@ -31,6 +31,24 @@ type Config struct {
 	CAFile   string `koanf:"ca_file"`
 	CertFile string `koanf:"cert_file"`
 	KeyFile  string `koanf:"key_file"`
+	// InboxPrefix starts the subject of every reply this connection asks
+	// for, JetStream's included (zero: "_INBOX.<role>", ForRole). A NATS
+	// user allowed to subscribe only to its role's prefix cannot read the
+	// replies meant for another role: a worker's pulled requests, which
+	// carry the prompts, or an edge's chunk reads (configs/nats).
+	InboxPrefix string `koanf:"inbox_prefix"`
+}
+
+// DefaultInboxPrefix is the reply prefix of role's connections when none
+// is configured.
+func DefaultInboxPrefix(role string) string { return nats.InboxPrefix + role }
+
+// ForRole is c with role's default reply prefix unless one is configured.
+func (c Config) ForRole(role string) Config {
+	if c.InboxPrefix == "" {
+		c.InboxPrefix = DefaultInboxPrefix(role)
+	}
+	return c
 }
 
 // Validate names the first invalid field under prefix.
@@ -49,6 +67,23 @@ func (c Config) Validate(prefix string) error {
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		return fmt.Errorf("%s.cert_file, %s.key_file: set both or neither", prefix, prefix)
+	}
+	if err := validateInboxPrefix(c.InboxPrefix); err != nil {
+		return fmt.Errorf("%s.inbox_prefix: %w", prefix, err)
+	}
+	return nil
+}
+
+// validateInboxPrefix refuses a prefix nats.go would reject at connect, so
+// a role fails at start with the key named instead of retrying.
+func validateInboxPrefix(p string) error {
+	if p == "" {
+		return nil
+	}
+	for _, tok := range strings.Split(p, ".") {
+		if tok == "" || strings.ContainsAny(tok, "*> \t") {
+			return fmt.Errorf("%q is not a subject of non-empty tokens without wildcards", p)
+		}
 	}
 	return nil
 }
@@ -134,6 +169,9 @@ func Connect(cfg Config, name string, logger *slog.Logger) (*nats.Conn, jetstrea
 		opts = append(opts, o)
 	case cfg.CredsFile != "":
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
 	}
 	if cfg.CAFile != "" {
 		opts = append(opts, nats.RootCAs(cfg.CAFile))

@@ -32,6 +32,9 @@ type Config struct {
 	// to listen beyond loopback.
 	User     string `koanf:"user"`
 	Password string `koanf:"password"`
+	// EncryptionKey, when set, encrypts JetStream's files at rest
+	// (encryption.go). Zero: they are stored in cleartext.
+	EncryptionKey string `koanf:"encryption_key"`
 }
 
 // Validate names the first invalid field under prefix.
@@ -42,6 +45,9 @@ func (c Config) Validate(prefix string) error {
 		}
 	}
 	if err := c.validateAuth(prefix); err != nil { // auth.go
+		return err
+	}
+	if err := c.validateEncryption(prefix); err != nil {
 		return err
 	}
 	return c.validateRegion(prefix)
@@ -87,6 +93,7 @@ func Start(cfg Config) (*server.Server, error) {
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
 	opts.Username, opts.Password = cfg.User, cfg.Password
+	applyEncryption(opts, cfg)
 	if err := applyRegion(opts, cfg); err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func setupState(ctx context.Context, js jetstream.JetStream, t Topology, storage
 		{Bucket: wire.LeaseBucket, History: 1, LimitMarkerTTL: leaseMarkerTTL},
 	}
 	for _, cfg := range configs {
-		cfg.Storage, cfg.Replicas = storage, t.Replicas
+		cfg.Storage, cfg.Replicas, cfg.MaxBytes = storage, t.Replicas, mibBytes(t.Storage.State)
 		if err := ensureKV(ctx, js, cfg); err != nil {
 			return fmt.Errorf("streams: bucket %s: %w", cfg.Bucket, err)
 		}
@@ -53,6 +53,7 @@ func OpenHandovers(ctx context.Context, js jetstream.JetStream, t Topology) (jet
 		Bucket:   wire.HandoverBucket,
 		History:  1,
 		TTL:      handoverRetention,
+		MaxBytes: mibBytes(t.Storage.State),
 		Storage:  storage,
 		Replicas: t.Replicas,
 	})

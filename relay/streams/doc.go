@@ -4,5 +4,7 @@
 // stream metadata, idempotency, handovers and shared provider state, all
 // named in package wire. Setup is idempotent and leaves an asset that
 // already has the wanted settings untouched, so every role calls it at
-// start; Check only verifies, for readiness.
+// start; Check only verifies, for readiness. Every asset has a byte limit
+// (StorageLimits), and IsStorageFull tells a write refused at one from
+// other failures.
 package streams

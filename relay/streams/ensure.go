@@ -80,6 +80,8 @@ func kvStreamConfig(cfg jetstream.KeyValueConfig) jetstream.StreamConfig {
 		Subjects:               []string{"$KV." + cfg.Bucket + ".>"},
 		MaxMsgsPerSubject:      int64(max(cfg.History, 1)),
 		MaxAge:                 cfg.TTL,
+		MaxBytes:               cfg.MaxBytes,
+		Discard:                jetstream.DiscardNew,
 		Storage:                cfg.Storage,
 		Replicas:               max(cfg.Replicas, 1),
 		AllowDirect:            true,
@@ -97,12 +99,22 @@ func streamSettled(have, want jetstream.StreamConfig) bool {
 		have.Storage == want.Storage &&
 		have.Replicas == max(want.Replicas, 1) &&
 		have.MaxAge == want.MaxAge &&
+		have.MaxBytes == unlimitedIfZero(want.MaxBytes) && have.Discard == want.Discard &&
 		(want.MaxMsgsPerSubject == 0 || have.MaxMsgsPerSubject == want.MaxMsgsPerSubject) &&
 		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) &&
 		have.AllowDirect == want.AllowDirect &&
 		have.AllowMsgTTL == want.AllowMsgTTL &&
 		have.SubjectDeleteMarkerTTL == want.SubjectDeleteMarkerTTL &&
 		reflect.DeepEqual(have.RePublish, want.RePublish)
+}
+
+// unlimitedIfZero is the MaxBytes the server stores for n: -1, no limit,
+// for zero.
+func unlimitedIfZero(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // kvStream is the stream behind a KV bucket.

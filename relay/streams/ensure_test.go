@@ -79,6 +79,7 @@ func TestSetupNeedsOnlyReadRightsOnceSetUp(t *testing.T) {
 	for name, changed := range map[string]streams.Topology{
 		"retention": {Retention: time.Hour},
 		"ack wait":  {AckWait: 9 * time.Second},
+		"storage":   {Storage: streams.StorageLimits{Chunks: 2048}},
 	} {
 		if err := setup(reader, changed, true); err == nil {
 			t.Fatalf("changed %s: a reader's Setup passed, so it did not notice the change", name)

@@ -25,6 +25,8 @@ type Topology struct {
 	// reporting progress before it is handed to another (zero: 4s). Workers
 	// report progress at a quarter of it.
 	AckWait time.Duration `koanf:"ack_wait"`
+	// Storage caps each stream and bucket (storage.go).
+	Storage StorageLimits `koanf:"storage_mib"`
 }
 
 // Defaults.
@@ -44,6 +46,7 @@ func (t Topology) WithDefaults() Topology {
 	if t.AckWait == 0 {
 		t.AckWait = DefaultAckWait
 	}
+	t.Storage = t.Storage.withDefaults()
 	return t
 }
 
@@ -59,7 +62,7 @@ func (t Topology) Validate(prefix string) error {
 	case t.AckWait > 0 && t.AckWait < 100*time.Millisecond:
 		return fmt.Errorf("%s.ack_wait: %v is below 100ms", prefix, t.AckWait)
 	}
-	return nil
+	return t.Storage.validate(prefix + ".storage_mib")
 }
 
 // Setup creates or updates the streams, the worker consumer and the
@@ -78,6 +81,8 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		Storage:    storage,
 		Replicas:   t.Replicas,
 		MaxAge:     t.Retention,
+		MaxBytes:   mibBytes(t.Storage.Requests),
+		Discard:    jetstream.DiscardNew,
 		Duplicates: 2 * time.Minute,
 	})
 	if err != nil {
@@ -106,6 +111,8 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		Storage:     storage,
 		Replicas:    t.Replicas,
 		MaxAge:      t.Retention,
+		MaxBytes:    mibBytes(t.Storage.Chunks),
+		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
 		RePublish: &jetstream.RePublish{
 			Source:      wire.ChunkSubject("*"),
@@ -119,6 +126,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		Bucket:   wire.MetaBucket,
 		History:  1,
 		TTL:      t.Retention,
+		MaxBytes: mibBytes(t.Storage.Metadata),
 		Storage:  storage,
 		Replicas: t.Replicas,
 	})
@@ -128,6 +136,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:   wire.HealthBucket,
 		History:  1,
+		MaxBytes: mibBytes(t.Storage.State),
 		Storage:  storage,
 		Replicas: t.Replicas,
 	})
@@ -138,6 +147,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		Bucket:   wire.IdempotencyBucket,
 		History:  1,
 		TTL:      t.Retention,
+		MaxBytes: mibBytes(t.Storage.Idempotency),
 		Storage:  storage,
 		Replicas: t.Replicas,
 	})

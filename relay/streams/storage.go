@@ -1,0 +1,108 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StorageLimits caps what each stream and bucket may hold, in MiB, so that
+// no tenant can fill the server's disk (or memory) and with it every
+// other stream of the relay. Zero means the default; -1 means no limit.
+//
+// What happens at a limit depends on what the data is for:
+//   - RELAY_REQUESTS and the buckets refuse a new message (DiscardNew):
+//     the edge answers 507 storage_full (IsStorageFull) instead of losing
+//     a queued request or a stream's metadata.
+//   - RELAY_CHUNKS drops its oldest frames (DiscardOld): answers already
+//     finished become unresumable before their retention, and generations
+//     in flight go on.
+type StorageLimits struct {
+	// Requests caps RELAY_REQUESTS: prompts waiting for, or held by, a
+	// worker.
+	Requests int64 `koanf:"requests"`
+	// Chunks caps RELAY_CHUNKS: every answer, kept for streams.retention.
+	Chunks int64 `koanf:"chunks"`
+	// Metadata caps relay_streams (one small record per stream) and
+	// Idempotency relay_idempotency (one per Idempotency-Key).
+	Metadata    int64 `koanf:"metadata"`
+	Idempotency int64 `koanf:"idempotency"`
+	// State caps each bucket of shared provider state, and
+	// relay_handovers: a few records per provider, model and node.
+	State int64 `koanf:"state"`
+}
+
+// Default limits, in MiB: about 1.5 GiB in all, per replica, which must
+// fit under the server's max_file_store (or max_memory_store).
+const (
+	DefaultRequestsMiB    = 256
+	DefaultChunksMiB      = 1024
+	DefaultMetadataMiB    = 64
+	DefaultIdempotencyMiB = 64
+	DefaultStateMiB       = 16
+)
+
+// withDefaults fills zero fields.
+func (l StorageLimits) withDefaults() StorageLimits {
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.Requests, DefaultRequestsMiB)
+	def(&l.Chunks, DefaultChunksMiB)
+	def(&l.Metadata, DefaultMetadataMiB)
+	def(&l.Idempotency, DefaultIdempotencyMiB)
+	def(&l.State, DefaultStateMiB)
+	return l
+}
+
+// validate names the first invalid field under prefix.
+func (l StorageLimits) validate(prefix string) error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"requests", l.Requests}, {"chunks", l.Chunks}, {"metadata", l.Metadata}, {"idempotency", l.Idempotency}, {"state", l.State}} {
+		if f.v < -1 {
+			return fmt.Errorf("%s.%s: %d MiB is neither a size nor -1 (no limit)", prefix, f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// mibBytes is mib in bytes, -1 (JetStream's "no limit") for -1.
+func mibBytes(mib int64) int64 {
+	if mib < 0 {
+		return -1
+	}
+	return mib << 20
+}
+
+// JetStream error codes of a write refused for want of room: a stream or
+// bucket at its byte limit (a store failure whose cause is the limit), or
+// a server or account out of storage.
+const (
+	codeStoreFailed        = 10077
+	codeStorageExceeded    = 10047
+	codeMemoryExceeded     = 10028
+	maxBytesExceededReason = "maximum bytes exceeded"
+)
+
+// IsStorageFull reports whether err is a JetStream write refused because
+// the stream, the bucket or the server's storage is full, so the caller
+// can say so rather than pass on the server's words.
+func IsStorageFull(err error) bool {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode {
+	case codeStorageExceeded, codeMemoryExceeded:
+		return true
+	case codeStoreFailed:
+		return strings.Contains(api.Description, maxBytesExceededReason)
+	}
+	return false
+}
