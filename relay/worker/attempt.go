@@ -111,8 +111,15 @@ func (j *job) read(stream *upstream.Stream, pub *publisher, price provider.Price
 			return err
 		}
 		j.addUsage(d.Usage, price)
-		if d.Content != "" || len(d.ToolCalls) > 0 {
+		if d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(d.ToolCalls) > 0 {
 			j.received++
+		}
+		if overlap.deciding() && len(d.Logprobs) > 0 {
+			// The filter may cut or hold this delta's text: its logprobs
+			// would describe tokens the client does not get where they
+			// say. They are dropped, and the chunk says so.
+			d.Logprobs = nil
+			pub.markLogprobsGap()
 		}
 		d.Content = overlap.feed(d.Content)
 		if len(d.ToolCalls) > 0 {
@@ -138,8 +145,8 @@ func (j *job) publish(pub *publisher, d upstream.Delta) error {
 	return nil
 }
 
-// addUsage sums the usage of every attempt, each call being paid for, and
-// prices it by the model that was called.
+// addUsage sums the usage of every attempt, each call being paid for, its
+// details by name, and prices it by the model that was called.
 func (j *job) addUsage(u *upstream.Usage, price provider.Price) {
 	if u == nil {
 		return
@@ -150,5 +157,7 @@ func (j *job) addUsage(u *upstream.Usage, price provider.Price) {
 	j.usage.PromptTokens += u.PromptTokens
 	j.usage.CompletionTokens += u.CompletionTokens
 	j.usage.TotalTokens += u.TotalTokens
+	j.usage.PromptTokensDetails = j.usage.PromptTokensDetails.Add(u.PromptTokensDetails)
+	j.usage.CompletionTokensDetails = j.usage.CompletionTokensDetails.Add(u.CompletionTokensDetails)
 	j.cost += price.Cost(u.PromptTokens, u.CompletionTokens)
 }

@@ -84,6 +84,10 @@ func (f *overlapFilter) feed(s string) string {
 	return f.decide()
 }
 
+// deciding reports whether the filter may still hold or cut the text it
+// is fed.
+func (f *overlapFilter) deciding() bool { return f != nil && !f.done }
+
 // flush decides with what was held and returns it, stripped; for the end of
 // the stream, and before a tool call, which must follow its text.
 func (f *overlapFilter) flush() string {

@@ -1,8 +1,14 @@
 package worker
 
 import (
+	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestCutUTF8(t *testing.T) {
@@ -28,4 +34,130 @@ func FuzzCutUTF8(f *testing.F) {
 			t.Fatalf("cutUTF8(%q, %d) cut nothing", s, n)
 		}
 	})
+}
+
+// takeAll closes p and returns every frame it would publish.
+func takeAll(t *testing.T, p *publisher) []wire.Frame {
+	t.Helper()
+	p.close()
+	var fs []wire.Frame
+	for {
+		f, ok, _ := p.take()
+		if !ok {
+			return fs
+		}
+		fs = append(fs, f)
+	}
+}
+
+func mustAdd(t *testing.T, p *publisher, ds ...upstream.Delta) {
+	t.Helper()
+	for _, d := range ds {
+		if err := p.add(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestPublisherMergesEveryField(t *testing.T) {
+	p := newPublisher(nil, wire.Frame{Provider: "p", Model: "m", Attempt: 1}, "")
+	lp := func(tok string) json.RawMessage {
+		return json.RawMessage(`{"content":[{"token":"` + tok + `","logprob":-0.5,"bytes":null,"top_logprobs":[]}],"refusal":null}`)
+	}
+	mustAdd(t, p,
+		upstream.Delta{Reasoning: "Think", SystemFingerprint: "fp_1"},
+		upstream.Delta{Reasoning: "ing.", SystemFingerprint: "fp_1", ChoiceExtra: []upstream.Field{{Name: "stop_reason", Value: []byte("null")}}},
+		upstream.Delta{Content: "Hel", Logprobs: lp("Hel"), Annotations: []byte(`[{"type":"url_citation"}]`), SystemFingerprint: "fp_1",
+			ChoiceExtra: []upstream.Field{{Name: "stop_reason", Value: []byte("null")}}},
+		upstream.Delta{Content: "lo", Logprobs: lp("lo"), Annotations: []byte(`[{"type":"other"}]`)},
+	)
+	fs := takeAll(t, p)
+	if len(fs) != 1 {
+		t.Fatalf("got %d frames, want 1: %+v", len(fs), fs)
+	}
+	f := fs[0]
+	if f.Reasoning != "Thinking." || f.Content != "Hello" || f.Tokens != 2 || f.SystemFingerprint != "fp_1" {
+		t.Errorf("frame = %+v", f)
+	}
+	wantLP := `{"content":[{"token":"Hel","logprob":-0.5,"bytes":null,"top_logprobs":[]},{"token":"lo","logprob":-0.5,"bytes":null,"top_logprobs":[]}],"refusal":null}`
+	if string(f.Logprobs) != wantLP {
+		t.Errorf("logprobs =\n %s\nwant\n %s", f.Logprobs, wantLP)
+	}
+	if string(f.Annotations) != `[{"type":"url_citation"},{"type":"other"}]` || string(f.ChoiceExtra) != `{"stop_reason":null}` {
+		t.Errorf("annotations %s, choice extra %s", f.Annotations, f.ChoiceExtra)
+	}
+}
+
+func TestPublisherKeepsOneDeltasLogprobsAsSent(t *testing.T) {
+	p := newPublisher(nil, wire.Frame{}, "")
+	raw := json.RawMessage(`{"content": [ {"token":"a","logprob":-1,"bytes":[97],"top_logprobs":[{"token":"a","logprob":-1,"bytes":[97]}]} ], "refusal": null}`)
+	mustAdd(t, p, upstream.Delta{Content: "a", Logprobs: raw})
+	if fs := takeAll(t, p); len(fs) != 1 || string(fs[0].Logprobs) != string(raw) {
+		t.Fatalf("frames = %+v", fs)
+	}
+}
+
+func TestPublisherKeepsOrderAndUnknownValuesApart(t *testing.T) {
+	extra := func(v string) []upstream.Field { return []upstream.Field{{Name: "x_phase", Value: []byte(v)}} }
+	p := newPublisher(nil, wire.Frame{}, "")
+	mustAdd(t, p,
+		upstream.Delta{Content: "a", DeltaExtra: extra(`1`)},
+		upstream.Delta{Content: "b", DeltaExtra: extra(`1`)},
+		upstream.Delta{Content: "c", DeltaExtra: extra(`2`)},
+		upstream.Delta{Reasoning: "r"},
+		upstream.Delta{ToolCalls: []byte(`[{"index":0}]`)},
+		upstream.Delta{Content: "d", SystemFingerprint: "fp_1"},
+		upstream.Delta{SystemFingerprint: "fp_2"},
+		upstream.Delta{SystemFingerprint: "fp_3"},
+		upstream.Delta{ChunkExtra: []upstream.Field{{Name: "service_tier", Value: []byte(`"flex"`)}}},
+	)
+	fs := takeAll(t, p)
+	type got struct{ content, reasoning, tools, extra, chunkExtra, fp string }
+	var gots []got
+	for _, f := range fs {
+		gots = append(gots, got{f.Content, f.Reasoning, string(f.ToolCalls), string(f.DeltaExtra), string(f.ChunkExtra), f.SystemFingerprint})
+	}
+	want := []got{
+		{content: "ab", extra: `{"x_phase":1}`},
+		{content: "c", extra: `{"x_phase":2}`},
+		{reasoning: "r", tools: `[{"index":0}]`},
+		{content: "d", fp: "fp_1"},
+		// fp_2 alone was dropped; the unknown member without data waited
+		// for the end of the attempt.
+		{chunkExtra: `{"service_tier":"flex"}`, fp: "fp_3"},
+	}
+	if !reflect.DeepEqual(gots, want) {
+		t.Fatalf("frames =\n %+v\nwant\n %+v", gots, want)
+	}
+}
+
+func TestPublisherCutsLongTextLogprobsLast(t *testing.T) {
+	p := newPublisher(nil, wire.Frame{}, "")
+	long := strings.Repeat("x", maxChunkContent)
+	mustAdd(t, p, upstream.Delta{Reasoning: long[:maxChunkContent-10]}, upstream.Delta{Content: long, Logprobs: []byte(`{"content":[]}`)})
+	p.markLogprobsGap()
+	fs := takeAll(t, p)
+	if len(fs) != 2 {
+		t.Fatalf("got %d frames, want 2", len(fs))
+	}
+	if len(fs[0].Reasoning) != maxChunkContent-10 || len(fs[0].Content) != 10 || fs[0].Logprobs != nil || fs[0].Tokens != 1 {
+		t.Errorf("first piece: %d reasoning, %d text, logprobs %s, tokens %d", len(fs[0].Reasoning), len(fs[0].Content), fs[0].Logprobs, fs[0].Tokens)
+	}
+	if len(fs[1].Content) != maxChunkContent-10 || string(fs[1].Logprobs) != `{"content":[]}` || !fs[1].LogprobsGap {
+		t.Errorf("last piece: %d text, logprobs %s, gap %v", len(fs[1].Content), fs[1].Logprobs, fs[1].LogprobsGap)
+	}
+}
+
+func TestMergeLogprobs(t *testing.T) {
+	got := mergeLogprobs([]json.RawMessage{
+		[]byte(`{"content":null,"refusal":null}`),
+		[]byte(`{"content":[{"token":"a"}],"refusal":[],"future":1}`),
+		[]byte(`{"content":[{"token":"b"}],"future":2}`),
+	})
+	if want := `{"content":[{"token":"a"},{"token":"b"}],"refusal":[],"future":2}`; string(got) != want {
+		t.Fatalf("merged = %s, want %s", got, want)
+	}
+	if got := mergeLogprobs([]json.RawMessage{[]byte(`{"content":null}`), []byte(`{"content":null}`)}); string(got) != `{"content":null}` {
+		t.Fatalf("merged nulls = %s", got)
+	}
 }

@@ -1,0 +1,205 @@
+package worker
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// segment is what consecutive deltas of an attempt say, merged into one
+// chunk frame's worth: text concatenated, tool calls, annotations and
+// logprobs entries appended in order. A delta that cannot be merged
+// without changing what the provider said starts a new segment (accepts).
+type segment struct {
+	content, reasoning, refusal []byte
+	tokens                      int               // deltas with text in content
+	tools                       []json.RawMessage // tool-call fragments
+	annotations                 []json.RawMessage // annotation elements
+	logprobs                    []json.RawMessage // each delta's logprobs object
+	logprobsGap                 bool
+	fingerprint                 string
+	chunkExtra                  []upstream.Field
+	choiceExtra                 []upstream.Field
+	deltaExtra                  []upstream.Field
+}
+
+// hasData reports whether the segment says something a client reads as
+// part of the answer; the rest (unknown members, the fingerprint) rides
+// with such a segment.
+func (s *segment) hasData() bool {
+	return len(s.content) > 0 || len(s.reasoning) > 0 || len(s.refusal) > 0 ||
+		len(s.tools) > 0 || len(s.annotations) > 0 || len(s.logprobs) > 0
+}
+
+// hasExtras reports whether the segment holds something a frame must
+// carry even without data.
+func (s *segment) hasExtras() bool {
+	return s.logprobsGap || len(s.chunkExtra) > 0 || len(s.choiceExtra) > 0 || len(s.deltaExtra) > 0
+}
+
+// accepts reports whether d can be merged into s without reordering what
+// the provider said or merging two values the relay does not understand:
+// text after a tool call, and reasoning after answer text, stay after it;
+// a different fingerprint, or a different value of an unknown member,
+// starts a new chunk.
+func (s *segment) accepts(d upstream.Delta) bool {
+	text := d.Content != "" || d.Reasoning != "" || d.Refusal != ""
+	switch {
+	case len(s.tools) > 0 && text,
+		len(s.content) > 0 && d.Reasoning != "",
+		d.SystemFingerprint != "" && s.fingerprint != "" && d.SystemFingerprint != s.fingerprint:
+		return false
+	}
+	return !conflicts(s.chunkExtra, d.ChunkExtra) && !conflicts(s.choiceExtra, d.ChoiceExtra) && !conflicts(s.deltaExtra, d.DeltaExtra)
+}
+
+// add merges d, whose tool calls and annotations are already split into
+// their elements.
+func (s *segment) add(d upstream.Delta, tools, annotations []json.RawMessage) {
+	s.content = append(s.content, d.Content...)
+	if d.Content != "" {
+		s.tokens++
+	}
+	s.reasoning = append(s.reasoning, d.Reasoning...)
+	s.refusal = append(s.refusal, d.Refusal...)
+	s.tools = append(s.tools, tools...)
+	s.annotations = append(s.annotations, annotations...)
+	if len(d.Logprobs) > 0 {
+		s.logprobs = append(s.logprobs, d.Logprobs)
+	}
+	s.fingerprint = cmp.Or(d.SystemFingerprint, s.fingerprint)
+	s.chunkExtra = mergeFields(s.chunkExtra, d.ChunkExtra)
+	s.choiceExtra = mergeFields(s.choiceExtra, d.ChoiceExtra)
+	s.deltaExtra = mergeFields(s.deltaExtra, d.DeltaExtra)
+}
+
+// rest fills f with everything but the text, which rides with the last
+// piece of a segment cut at maxChunkContent.
+func (s *segment) rest(f *wire.Frame) {
+	f.Refusal = string(s.refusal)
+	if len(s.tools) > 0 {
+		f.ToolCalls = mustJSON(s.tools)
+	}
+	if len(s.annotations) > 0 {
+		f.Annotations = mustJSON(s.annotations)
+	}
+	f.Logprobs = mergeLogprobs(s.logprobs)
+	f.LogprobsGap = s.logprobsGap
+	f.ChunkExtra = fieldsObject(s.chunkExtra)
+	f.ChoiceExtra = fieldsObject(s.choiceExtra)
+	f.DeltaExtra = fieldsObject(s.deltaExtra)
+}
+
+// conflicts reports whether a member of add has another value in have.
+func conflicts(have, add []upstream.Field) bool {
+	for _, a := range add {
+		for _, h := range have {
+			if h.Name == a.Name && !bytes.Equal(h.Value, a.Value) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mergeFields appends the members of add that have lacks (accepts ruled
+// out different values of one member).
+func mergeFields(have, add []upstream.Field) []upstream.Field {
+	for _, a := range add {
+		if !slices.ContainsFunc(have, func(h upstream.Field) bool { return h.Name == a.Name }) {
+			have = append(have, a)
+		}
+	}
+	return have
+}
+
+// fieldsObject renders members as a JSON object in their order; nil for
+// none.
+func fieldsObject(fs []upstream.Field) json.RawMessage {
+	if len(fs) == 0 {
+		return nil
+	}
+	b := []byte{'{'}
+	for i, f := range fs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, mustJSON(f.Name)...)
+		b = append(b, ':')
+		b = append(b, f.Value...)
+	}
+	return append(b, '}')
+}
+
+// mergeLogprobs merges the logprobs objects of a segment's deltas: one is
+// kept as the provider sent it; several become one object with their
+// content and refusal arrays concatenated in order (entries unchanged)
+// and, of any other member, the last value. nil for none.
+func mergeLogprobs(objs []json.RawMessage) json.RawMessage {
+	switch len(objs) {
+	case 0:
+		return nil
+	case 1:
+		return objs[0]
+	}
+	arrays := map[string][]json.RawMessage{}
+	other := map[string]json.RawMessage{}
+	for _, o := range objs {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(o, &m) != nil {
+			// Not an object: nothing to merge by name; such a provider
+			// would not be read by any client either.
+			continue
+		}
+		for k, v := range m {
+			var entries []json.RawMessage
+			if (k == "content" || k == "refusal") && string(v) != "null" && json.Unmarshal(v, &entries) == nil {
+				if arrays[k] == nil {
+					arrays[k] = []json.RawMessage{}
+				}
+				arrays[k] = append(arrays[k], entries...)
+				continue
+			}
+			other[k] = v
+		}
+	}
+	b := []byte{'{'}
+	member := func(k string, v []byte) {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, mustJSON(k)...)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	for _, k := range []string{"content", "refusal"} {
+		if entries, ok := arrays[k]; ok {
+			member(k, mustJSON(entries))
+		} else if v, ok := other[k]; ok {
+			member(k, v)
+		}
+		delete(other, k)
+	}
+	for _, k := range slices.Sorted(maps.Keys(other)) {
+		member(k, other[k])
+	}
+	return append(b, '}')
+}
+
+// splitArray returns the elements of a raw JSON array.
+func splitArray(what string, raw json.RawMessage) ([]json.RawMessage, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, fmt.Errorf("worker: %w: %s is not an array: %v", upstream.ErrMalformed, what, err)
+	}
+	return elems, nil
+}
