@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/relaydev/relay/relay/upstream"
@@ -89,7 +88,7 @@ func (s *segment) rest(f *wire.Frame) {
 	if len(s.annotations) > 0 {
 		f.Annotations = mustJSON(s.annotations)
 	}
-	f.Logprobs = mergeLogprobs(s.logprobs)
+	f.Logprobs = wire.MergeLogprobs(s.logprobs)
 	f.LogprobsGap = s.logprobsGap
 	f.ChunkExtra = fieldsObject(s.chunkExtra)
 	f.ChoiceExtra = fieldsObject(s.choiceExtra)
@@ -133,61 +132,6 @@ func fieldsObject(fs []upstream.Field) json.RawMessage {
 		b = append(b, mustJSON(f.Name)...)
 		b = append(b, ':')
 		b = append(b, f.Value...)
-	}
-	return append(b, '}')
-}
-
-// mergeLogprobs merges the logprobs objects of a segment's deltas: one is
-// kept as the provider sent it; several become one object with their
-// content and refusal arrays concatenated in order (entries unchanged)
-// and, of any other member, the last value. nil for none.
-func mergeLogprobs(objs []json.RawMessage) json.RawMessage {
-	switch len(objs) {
-	case 0:
-		return nil
-	case 1:
-		return objs[0]
-	}
-	arrays := map[string][]json.RawMessage{}
-	other := map[string]json.RawMessage{}
-	for _, o := range objs {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(o, &m) != nil {
-			// Not an object: nothing to merge by name; such a provider
-			// would not be read by any client either.
-			continue
-		}
-		for k, v := range m {
-			var entries []json.RawMessage
-			if (k == "content" || k == "refusal") && string(v) != "null" && json.Unmarshal(v, &entries) == nil {
-				if arrays[k] == nil {
-					arrays[k] = []json.RawMessage{}
-				}
-				arrays[k] = append(arrays[k], entries...)
-				continue
-			}
-			other[k] = v
-		}
-	}
-	b := []byte{'{'}
-	member := func(k string, v []byte) {
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
-		b = append(b, mustJSON(k)...)
-		b = append(b, ':')
-		b = append(b, v...)
-	}
-	for _, k := range []string{"content", "refusal"} {
-		if entries, ok := arrays[k]; ok {
-			member(k, mustJSON(entries))
-		} else if v, ok := other[k]; ok {
-			member(k, v)
-		}
-		delete(other, k)
-	}
-	for _, k := range slices.Sorted(maps.Keys(other)) {
-		member(k, other[k])
 	}
 	return append(b, '}')
 }

@@ -147,17 +147,3 @@ func TestPublisherCutsLongTextLogprobsLast(t *testing.T) {
 		t.Errorf("last piece: %d text, logprobs %s, gap %v", len(fs[1].Content), fs[1].Logprobs, fs[1].LogprobsGap)
 	}
 }
-
-func TestMergeLogprobs(t *testing.T) {
-	got := mergeLogprobs([]json.RawMessage{
-		[]byte(`{"content":null,"refusal":null}`),
-		[]byte(`{"content":[{"token":"a"}],"refusal":[],"future":1}`),
-		[]byte(`{"content":[{"token":"b"}],"future":2}`),
-	})
-	if want := `{"content":[{"token":"a"},{"token":"b"}],"refusal":[],"future":2}`; string(got) != want {
-		t.Fatalf("merged = %s, want %s", got, want)
-	}
-	if got := mergeLogprobs([]json.RawMessage{[]byte(`{"content":null}`), []byte(`{"content":null}`)}); string(got) != `{"content":null}` {
-		t.Fatalf("merged nulls = %s", got)
-	}
-}
