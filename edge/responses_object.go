@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/relaydev/relay/relay/wire"
@@ -69,12 +70,19 @@ type outputTokenDetails struct {
 }
 
 // newResponseUsage is u in the Responses' terms; nil stays nil. The
-// frames count no cached or reasoning tokens, so those read 0.
+// details are the providers' cached_tokens and reasoning_tokens (0 when
+// they sent none); the Responses API has no place for the others.
 func newResponseUsage(u *wire.Usage) *responseUsage {
 	if u == nil {
 		return nil
 	}
-	return &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	return &responseUsage{
+		InputTokens:         u.PromptTokens,
+		InputTokensDetails:  inputTokenDetails{CachedTokens: u.PromptTokensDetails.Get("cached_tokens")},
+		OutputTokens:        u.CompletionTokens,
+		OutputTokensDetails: outputTokenDetails{ReasoningTokens: u.CompletionTokensDetails.Get("reasoning_tokens")},
+		TotalTokens:         u.TotalTokens,
+	}
 }
 
 // responseID is the Response id of stream id: the id itself, so that any
@@ -89,14 +97,18 @@ func streamOfResponse(id string) (string, bool) {
 }
 
 // outputItem is an item of a Response's output as it is being built: an
-// assistant message with one output_text part, or a function call.
+// assistant message with one output_text part, a reasoning item with one
+// reasoning_text part, or a function call.
 type outputItem struct {
-	call bool
-	id   string
+	call, reasoning bool
+	id              string
 	// status is in_progress until the item is done.
 	status string
-	// text is the message's text or the call's arguments so far.
-	text         strings.Builder
+	// text is the message's or the reasoning's text, or the call's
+	// arguments, so far.
+	text strings.Builder
+	// logprobs are the message's logprobs entries so far.
+	logprobs     []json.RawMessage
 	callID, name string
 }
 
@@ -109,17 +121,43 @@ type messageItem struct {
 	Content []outputText `json:"content"`
 }
 
-// outputText is an output_text content part. The frames carry no
-// logprobs, so its logprobs are always empty.
+// outputText is an output_text content part. Its logprobs are the
+// entries of the chunks' logprobs.content arrays, which have the shape of
+// the Responses' logprobs; empty when the provider sent none. Chat
+// annotations have another shape than the Responses' and are not carried.
 type outputText struct {
-	Type        string `json:"type"`
-	Text        string `json:"text"`
-	Annotations []any  `json:"annotations"`
-	Logprobs    []any  `json:"logprobs"`
+	Type        string            `json:"type"`
+	Text        string            `json:"text"`
+	Annotations []any             `json:"annotations"`
+	Logprobs    []json.RawMessage `json:"logprobs"`
 }
 
-func newOutputText(text string) outputText {
-	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}
+func newOutputText(text string, logprobs []json.RawMessage) outputText {
+	if logprobs == nil {
+		logprobs = []json.RawMessage{}
+	}
+	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: logprobs}
+}
+
+// reasoningItem is OpenAI's reasoning output item, with the model's raw
+// reasoning as a reasoning_text part (what OpenAI sends for models whose
+// reasoning it shows) and no summary: the providers behind the relay send
+// the reasoning itself.
+type reasoningItem struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Summary []any           `json:"summary"`
+	Content []reasoningText `json:"content"`
+	Status  string          `json:"status"`
+}
+
+type reasoningText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func newReasoningText(text string) reasoningText {
+	return reasoningText{Type: "reasoning_text", Text: text}
 }
 
 // functionCallItem is OpenAI's function tool call.
@@ -138,9 +176,16 @@ func (it *outputItem) object(withPart bool) any {
 	if it.call {
 		return functionCallItem{Type: "function_call", ID: it.id, CallID: it.callID, Name: it.name, Arguments: it.text.String(), Status: it.status}
 	}
+	if it.reasoning {
+		parts := []reasoningText{}
+		if withPart {
+			parts = append(parts, newReasoningText(it.text.String()))
+		}
+		return reasoningItem{Type: "reasoning", ID: it.id, Summary: []any{}, Content: parts, Status: it.status}
+	}
 	content := []outputText{}
 	if withPart {
-		content = append(content, newOutputText(it.text.String()))
+		content = append(content, newOutputText(it.text.String(), it.logprobs))
 	}
 	return messageItem{Type: "message", ID: it.id, Status: it.status, Role: "assistant", Content: content}
 }
