@@ -114,17 +114,18 @@ func (j *job) read(stream *upstream.Stream, pub *publisher, price provider.Price
 		if d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(d.ToolCalls) > 0 {
 			j.received++
 		}
-		if overlap.deciding() && len(d.Logprobs) > 0 {
-			// The filter may cut or hold this delta's text: its logprobs
-			// would describe tokens the client does not get where they
-			// say. They are dropped, and the chunk says so.
-			d.Logprobs = nil
-			pub.markLogprobsGap()
-		}
+		in, held := d.Content, overlap.holding()
 		d.Content = overlap.feed(d.Content)
 		if len(d.ToolCalls) > 0 {
 			// A tool call follows its text, so the text is released.
 			d.Content += overlap.flush()
+		}
+		if len(d.Logprobs) > 0 && (held || d.Content != in) {
+			// The filter cut, held or released held text with this
+			// delta: its logprobs no longer describe its text. They are
+			// dropped, and the chunk says so.
+			d.Logprobs = nil
+			pub.markLogprobsGap()
 		}
 		if err := j.publish(pub, d); err != nil {
 			return err

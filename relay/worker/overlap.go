@@ -84,9 +84,9 @@ func (f *overlapFilter) feed(s string) string {
 	return f.decide()
 }
 
-// deciding reports whether the filter may still hold or cut the text it
-// is fed.
-func (f *overlapFilter) deciding() bool { return f != nil && !f.done }
+// holding reports whether the filter holds text back, which the next
+// text it releases will include.
+func (f *overlapFilter) holding() bool { return f != nil && f.held != "" }
 
 // flush decides with what was held and returns it, stripped; for the end of
 // the stream, and before a tool call, which must follow its text.
