@@ -24,7 +24,9 @@ const maxChunkContent = 64 << 10
 // Merging keeps everything a provider said (segment.accepts): text and
 // reasoning are concatenated, tool-call fragments, annotations and
 // logprobs entries appended in order, unknown members kept; deltas that
-// cannot be merged faithfully go to separate chunks.
+// cannot be merged faithfully go to separate chunks. A publisher serves
+// one attempt, so a chunk never mixes two attempts' logprobs or
+// fingerprints: across a seam, each chunk says what its own call said.
 //
 // add and close are called by the goroutine reading the upstream; run by
 // another, the only one using the writer until run returns.
