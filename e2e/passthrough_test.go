@@ -91,8 +91,8 @@ func mockDirect(t *testing.T, sys *system, body map[string]any) []byte {
 }
 
 // TestPassthroughReasoningAndLogprobs sends a thinking model's answer with
-// logprobs through a real worker and edge, to openai-go: streamed across a
-// cut and its continuation, and whole. The reasoning arrives once, before
+// logprobs through a real worker and edge, to openai-go (streamed across a
+// cut and its continuation, and whole) and to a Responses client. The reasoning arrives once, before
 // the answer and never inside it; every token's logprobs entry arrives
 // exactly as the provider wrote it; usage details and the fingerprint are
 // the provider's.
@@ -202,14 +202,14 @@ func TestPassthroughReasoningAndLogprobs(t *testing.T) {
 	t.Run("responses", func(t *testing.T) {
 		content := "[[mock: reasoning=3]] passthrough responses"
 		msgs, want := prompt(content, passthroughTokens)
-		body, _ := json.Marshal(map[string]any{"model": "mock-1", "input": content, "stream": true})
+		body, _ := json.Marshal(map[string]any{"model": "mock-1", "input": content, "stream": true, "top_logprobs": 1})
 		res, err := http.Post(sys.Edge+"/v1/responses", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
 		raw, _ := io.ReadAll(res.Body)
-		var reasoning, text strings.Builder
+		var reasoning, text, tokens strings.Builder
 		var completed []byte
 		for line := range strings.SplitSeq(string(raw), "\n") {
 			data, ok := strings.CutPrefix(line, "data: ")
@@ -217,8 +217,11 @@ func TestPassthroughReasoningAndLogprobs(t *testing.T) {
 				continue
 			}
 			var ev struct {
-				Type  string `json:"type"`
-				Delta string `json:"delta"`
+				Type     string `json:"type"`
+				Delta    string `json:"delta"`
+				Logprobs []struct {
+					Token string `json:"token"`
+				} `json:"logprobs"`
 			}
 			if err := json.Unmarshal([]byte(data), &ev); err != nil {
 				t.Fatalf("event %s: %v", data, err)
@@ -231,12 +234,15 @@ func TestPassthroughReasoningAndLogprobs(t *testing.T) {
 				reasoning.WriteString(ev.Delta)
 			case "response.output_text.delta":
 				text.WriteString(ev.Delta)
+				for _, lp := range ev.Logprobs {
+					tokens.WriteString(lp.Token)
+				}
 			case "response.completed":
 				completed = []byte(data)
 			}
 		}
-		if r := strings.Join(mockupstream.Reasoning(msgs, 3), ""); reasoning.String() != r || text.String() != want {
-			t.Fatalf("reasoning %q, text %q; want %q, %q", reasoning.String(), text.String(), r, want)
+		if r := strings.Join(mockupstream.Reasoning(msgs, 3), ""); reasoning.String() != r || text.String() != want || tokens.String() != want {
+			t.Fatalf("reasoning %q, text %q, logprobs tokens %q; want %q, %q", reasoning.String(), text.String(), tokens.String(), r, want)
 		}
 		if got := rawAt(t, completed, "response", "usage", "output_tokens_details", "reasoning_tokens"); got != "3" {
 			t.Fatalf("reasoning_tokens %s in %s", got, completed)
