@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,17 +50,17 @@ func members(t *testing.T, raw []byte) map[string]json.RawMessage {
 	return m
 }
 
-// path follows member names through nested objects (and "0" into the
-// first element of an array) and returns the raw value found.
+// path follows member names through nested objects (and indexes, such
+// as "0", into arrays) and returns the raw value found.
 func path(t *testing.T, raw []byte, names ...string) string {
 	t.Helper()
 	for _, n := range names {
-		if n == "0" {
+		if i, err := strconv.Atoi(n); err == nil {
 			var a []json.RawMessage
-			if err := json.Unmarshal(raw, &a); err != nil || len(a) == 0 {
-				t.Fatalf("%s is not a non-empty array", raw)
+			if err := json.Unmarshal(raw, &a); err != nil || len(a) <= i {
+				t.Fatalf("%s is not an array with an element %d", raw, i)
 			}
-			raw = a[0]
+			raw = a[i]
 			continue
 		}
 		raw = members(t, raw)[n]
@@ -151,7 +152,8 @@ func TestResponsesCarryReasoningAndLogprobs(t *testing.T) {
 		"response.created", "response.in_progress",
 		"response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
 		"response.reasoning_text.done", "response.content_part.done", "response.output_item.done",
-		"response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.output_text.delta",
+		"response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.output_text.annotation.added",
+		"response.output_text.delta",
 		"response.output_text.done", "response.content_part.done", "response.output_item.done",
 		"response.completed",
 	}
@@ -174,7 +176,12 @@ func TestResponsesCarryReasoningAndLogprobs(t *testing.T) {
 	if got := path(t, []byte(raw[10].Data), "logprobs"); got != "["+entry1+"]" {
 		t.Errorf("output_text.delta logprobs = %s, want [%s]", got, entry1)
 	}
-	if got := path(t, []byte(raw[12].Data), "logprobs"); got != "["+entry1+","+entry2+"]" {
+	// The chat url_citation in the Responses' shape: its fields beside type.
+	wantAnnotation := `{"end_index":3,"start_index":0,"title":"T","type":"url_citation","url":"https://example.com/"}`
+	if got := path(t, []byte(raw[11].Data), "annotation"); got != wantAnnotation {
+		t.Errorf("annotation = %s, want %s", got, wantAnnotation)
+	}
+	if got := path(t, []byte(raw[13].Data), "logprobs"); got != "["+entry1+","+entry2+"]" {
 		t.Errorf("output_text.done logprobs = %s", got)
 	}
 
@@ -187,6 +194,7 @@ func TestResponsesCarryReasoningAndLogprobs(t *testing.T) {
 		{[]string{"output", "0", "content", "0", "text"}, `"Think."`},
 		{[]string{"output", "0", "summary"}, `[]`},
 		{[]string{"usage", "input_tokens_details", "cached_tokens"}, `2`},
+		{[]string{"output", "1", "content", "0", "annotations"}, "[" + wantAnnotation + "]"},
 		{[]string{"usage", "output_tokens_details", "reasoning_tokens"}, `4`},
 	} {
 		if got := path(t, obj, c.path...); got != c.want {
@@ -203,5 +211,36 @@ func TestResponsesCarryReasoningAndLogprobs(t *testing.T) {
 	if err := json.Unmarshal(obj, &resp); err != nil || len(resp.Output) != 2 ||
 		!bytes.Equal(resp.Output[1].Content[0].Logprobs, []byte("["+entry1+","+entry2+"]")) {
 		t.Errorf("message logprobs in %s (%v)", obj, err)
+	}
+}
+
+func TestResponsesRefusalIsARefusalPart(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{})
+	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000}, []wire.Frame{
+		{Kind: wire.KindChunk, Seq: 1, Role: "assistant", Refusal: "I can't ", Provider: "alpha", Model: testModel, Attempt: 1},
+		{Kind: wire.KindChunk, Seq: 2, Refusal: "help with that.", Provider: "alpha", Model: testModel, Attempt: 1},
+		{Kind: wire.KindEnd, Seq: 3, Status: wire.StatusDone, FinishReason: "stop", Attempts: 1},
+	})
+	body := readAll(t, do(t, "GET", edge.url+"/v1/responses/"+responseID(fixedID)+"?stream=true", "", nil))
+	var types []string
+	var done string
+	for _, ev := range parseSSE(t, body) {
+		if ev.Event == "" {
+			continue
+		}
+		types = append(types, ev.Event)
+		if ev.Event == "response.refusal.done" {
+			done = path(t, []byte(ev.Data), "refusal")
+		}
+	}
+	want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+		"response.refusal.delta", "response.refusal.delta", "response.refusal.done", "response.content_part.done", "response.output_item.done", "response.completed"}
+	if strings.Join(types, " ") != strings.Join(want, " ") || done != `"I can't help with that."` {
+		t.Fatalf("events %v (refusal.done %s), want %v", types, done, want)
+	}
+	obj := []byte(readAll(t, do(t, "GET", edge.url+"/v1/responses/"+responseID(fixedID), "", nil)))
+	if got := path(t, obj, "output", "0", "content"); got != `[{"type":"refusal","refusal":"I can't help with that."}]` {
+		t.Fatalf("message content = %s", got)
 	}
 }

@@ -19,7 +19,9 @@ import (
 //	                   reasoning_text.delta
 //	text               output_item.added (a message) and content_part.added
 //	                   at the message's first text, then output_text.delta
-//	                   with the chunk's logprobs entries
+//	                   with the chunk's logprobs entries, and
+//	                   output_text.annotation.added per annotation
+//	a refusal          a refusal part of the message, refusal.delta
 //	a tool call        output_item.added (a function_call) at its first delta,
 //	                   then function_call_arguments.delta per fragment
 //	the end frame      the done events of every open item, in output order,
@@ -27,8 +29,9 @@ import (
 //	                   error and response.failed
 //
 // Text after a tool call or reasoning, and reasoning after text or a tool
-// call, open a new item: items keep the order of what the model said. So any edge that
-// renders a stream from its first frame numbers every event the same, and
+// call, open a new item: items keep the order of what the model said. So
+// any edge that renders a stream from its first frame numbers every event
+// the same, and
 // GET /v1/responses/{id}?stream=true&starting_after=N renders the stream
 // from its start and writes only the events after N: no sequence number
 // is stored anywhere. A takeover or a continuation is invisible here too:
@@ -205,13 +208,9 @@ func (r *responseEvents) chunk(out *sseWriter, f wire.Frame) {
 		it.text.WriteString(f.Reasoning)
 		r.emit(out, "response.reasoning_text.delta", &reasoningDeltaEvent{ItemID: it.id, OutputIndex: r.rs, Delta: f.Reasoning})
 	}
-	if f.Content != "" {
+	if f.Content != "" || f.Refusal != "" || len(f.Annotations) > 0 {
 		r.closeOpen(out, &r.rs)
-		it := r.message(out)
-		it.text.WriteString(f.Content)
-		entries := logprobsContent(f.Logprobs)
-		it.logprobs = append(it.logprobs, entries...)
-		r.emit(out, "response.output_text.delta", &textDeltaEvent{ItemID: it.id, OutputIndex: r.msg, Delta: f.Content, Logprobs: entries})
+		r.messageChunk(out, f) // responses_message.go
 	}
 	if len(f.ToolCalls) == 0 {
 		return
@@ -246,20 +245,6 @@ func (r *responseEvents) chunk(out *sseWriter, f wire.Frame) {
 	}
 }
 
-// logprobsContent is the content array of a chunk's logprobs object, whose
-// entries are what output_text logprobs hold; empty, not nil, for none.
-func logprobsContent(raw json.RawMessage) []json.RawMessage {
-	var lp struct {
-		Content []json.RawMessage `json:"content"`
-	}
-	if len(raw) == 0 || json.Unmarshal(raw, &lp) != nil || lp.Content == nil {
-		// A logprobs object of another shape is left out the same way
-		// on every edge.
-		return []json.RawMessage{}
-	}
-	return lp.Content
-}
-
 // closeOpen completes the open item at *oi, if any, and marks none open.
 func (r *responseEvents) closeOpen(out *sseWriter, oi *int) {
 	if *oi >= 0 {
@@ -282,20 +267,6 @@ func (r *responseEvents) reasoning(out *sseWriter) *outputItem {
 	return it
 }
 
-// message is the open message item, opened (with its output_text part)
-// if there is none.
-func (r *responseEvents) message(out *sseWriter) *outputItem {
-	if r.msg >= 0 {
-		return r.items[r.msg]
-	}
-	r.msg = len(r.items)
-	it := &outputItem{id: fmt.Sprintf("msg_%s_%d", r.v.id, r.msg), status: responseInProgress}
-	r.items = append(r.items, it)
-	r.emit(out, "response.output_item.added", &itemEvent{OutputIndex: r.msg, Item: it.object(false)})
-	r.emit(out, "response.content_part.added", &partEvent{ItemID: it.id, OutputIndex: r.msg, Part: newOutputText("", nil)})
-	return it
-}
-
 // close renders the done events of item oi, unless it is done.
 func (r *responseEvents) close(out *sseWriter, oi int, status string) {
 	it := r.items[oi]
@@ -311,9 +282,7 @@ func (r *responseEvents) close(out *sseWriter, oi int, status string) {
 		r.emit(out, "response.reasoning_text.done", &reasoningDoneEvent{ItemID: it.id, OutputIndex: oi, Text: text})
 		r.emit(out, "response.content_part.done", &partEvent{ItemID: it.id, OutputIndex: oi, Part: newReasoningText(text)})
 	default:
-		part := newOutputText(text, it.logprobs)
-		r.emit(out, "response.output_text.done", &textDoneEvent{ItemID: it.id, OutputIndex: oi, Text: text, Logprobs: part.Logprobs})
-		r.emit(out, "response.content_part.done", &partEvent{ItemID: it.id, OutputIndex: oi, Part: part})
+		r.closeParts(out, oi, it)
 	}
 	r.emit(out, "response.output_item.done", &itemEvent{OutputIndex: oi, Item: it.object(true)})
 }

@@ -107,36 +107,47 @@ type outputItem struct {
 	// text is the message's or the reasoning's text, or the call's
 	// arguments, so far.
 	text strings.Builder
-	// logprobs are the message's logprobs entries so far.
+	// parts are the kinds of the message's content parts, in order
+	// (responses_message.go); refusal is its refusal text, annotations
+	// and logprobs those of its output_text so far.
+	parts        []string
+	refusal      strings.Builder
+	annotations  []json.RawMessage
 	logprobs     []json.RawMessage
 	callID, name string
 }
 
 // messageItem is OpenAI's output message.
 type messageItem struct {
-	Type    string       `json:"type"`
-	ID      string       `json:"id"`
-	Status  string       `json:"status"`
-	Role    string       `json:"role"`
-	Content []outputText `json:"content"`
+	Type    string `json:"type"`
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Role    string `json:"role"`
+	Content []any  `json:"content"`
 }
 
 // outputText is an output_text content part. Its logprobs are the
 // entries of the chunks' logprobs.content arrays, which have the shape of
-// the Responses' logprobs; empty when the provider sent none. Chat
-// annotations have another shape than the Responses' and are not carried.
+// the Responses' logprobs, and its annotations the chunks' in the
+// Responses' shape (responsesAnnotation); both empty when the provider
+// sent none.
 type outputText struct {
 	Type        string            `json:"type"`
 	Text        string            `json:"text"`
-	Annotations []any             `json:"annotations"`
+	Annotations []json.RawMessage `json:"annotations"`
 	Logprobs    []json.RawMessage `json:"logprobs"`
 }
 
-func newOutputText(text string, logprobs []json.RawMessage) outputText {
-	if logprobs == nil {
-		logprobs = []json.RawMessage{}
+func newOutputText(text string, annotations, logprobs []json.RawMessage) outputText {
+	return outputText{Type: "output_text", Text: text, Annotations: nonNil(annotations), Logprobs: nonNil(logprobs)}
+}
+
+// nonNil renders a missing list as [], as OpenAI sends it.
+func nonNil(l []json.RawMessage) []json.RawMessage {
+	if l == nil {
+		return []json.RawMessage{}
 	}
-	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: logprobs}
+	return l
 }
 
 // reasoningItem is OpenAI's reasoning output item, with the model's raw
@@ -183,9 +194,11 @@ func (it *outputItem) object(withPart bool) any {
 		}
 		return reasoningItem{Type: "reasoning", ID: it.id, Summary: []any{}, Content: parts, Status: it.status}
 	}
-	content := []outputText{}
+	content := []any{}
 	if withPart {
-		content = append(content, newOutputText(it.text.String(), it.logprobs))
+		for _, kind := range it.parts {
+			content = append(content, it.partObject(kind, true))
+		}
 	}
 	return messageItem{Type: "message", ID: it.id, Status: it.status, Role: "assistant", Content: content}
 }
