@@ -41,7 +41,10 @@ type publisher struct {
 	mu sync.Mutex
 	// queue holds what is not yet published, oldest first; deltas are
 	// merged into the last segment.
-	queue   []*segment
+	queue []*segment
+	// sent holds the unknown members of the chunks published, by level
+	// and name, with their latest value (see news).
+	sent    map[string]string
 	model   string        // the upstream's model, from the latest delta
 	closed  bool          // no more deltas will come
 	wake    chan struct{} // capacity 1: data or close is waiting
@@ -158,16 +161,16 @@ func (p *publisher) run(ctx context.Context) error {
 
 // take removes the next chunk's worth of queued data. ok is false when
 // nothing is ready; closed reports that nothing more will be. A segment
-// with only unknown members is published once it is followed by another
-// or the attempt ended; one with nothing to say (a fingerprint alone) is
-// dropped.
+// without data is published once it is followed by another or the
+// attempt ended, and only if it has news; else (the fingerprint or the
+// service_tier every chunk of a provider repeats) it is dropped.
 func (p *publisher) take() (f wire.Frame, ok, closed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.queue) > 0 {
 		seg, final := p.queue[0], len(p.queue) == 1
 		switch {
-		case seg.hasData(), seg.hasExtras() && (!final || p.closed):
+		case seg.hasData(), (!final || p.closed) && p.news(seg):
 			return p.cut(seg), true, p.closed
 		case final && !p.closed:
 			return f, false, false
@@ -198,8 +201,32 @@ func (p *publisher) cut(seg *segment) wire.Frame {
 		// the text before them.
 		seg.rest(&f)
 		p.queue = p.queue[1:]
+		if p.sent == nil {
+			p.sent = map[string]string{}
+		}
+		for _, l := range seg.extras() {
+			for _, m := range l.fields {
+				p.sent[l.level+m.Name] = string(m.Value)
+			}
+		}
 	}
 	return f
+}
+
+// news reports whether seg says something no published chunk said: a
+// logprobs gap, or an unknown member with a new value.
+func (p *publisher) news(seg *segment) bool {
+	if seg.logprobsGap {
+		return true
+	}
+	for _, l := range seg.extras() {
+		for _, m := range l.fields {
+			if p.sent[l.level+m.Name] != string(m.Value) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // cutUTF8 returns the length of the longest prefix of b of at most n bytes

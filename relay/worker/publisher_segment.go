@@ -36,10 +36,16 @@ func (s *segment) hasData() bool {
 		len(s.tools) > 0 || len(s.annotations) > 0 || len(s.logprobs) > 0
 }
 
-// hasExtras reports whether the segment holds something a frame must
-// carry even without data.
-func (s *segment) hasExtras() bool {
-	return s.logprobsGap || len(s.chunkExtra) > 0 || len(s.choiceExtra) > 0 || len(s.deltaExtra) > 0
+// levelFields are the unknown members of one level of a chunk; level is a
+// prefix that cannot start a member's name.
+type levelFields struct {
+	level  string
+	fields []upstream.Field
+}
+
+// extras are the segment's unknown members by level.
+func (s *segment) extras() [3]levelFields {
+	return [3]levelFields{{"chunk\x00", s.chunkExtra}, {"choice\x00", s.choiceExtra}, {"delta\x00", s.deltaExtra}}
 }
 
 // accepts reports whether d can be merged into s without reordering what

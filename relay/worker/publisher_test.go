@@ -147,3 +147,25 @@ func TestPublisherCutsLongTextLogprobsLast(t *testing.T) {
 		t.Errorf("last piece: %d text, logprobs %s, gap %v", len(fs[1].Content), fs[1].Logprobs, fs[1].LogprobsGap)
 	}
 }
+
+// A member every chunk repeats (OpenAI's service_tier) makes no chunk of
+// its own at the end of an attempt; a new value (vLLM's stop_reason on
+// the last chunk) does.
+func TestPublisherPublishesOnlyNewsWithoutData(t *testing.T) {
+	tier := []upstream.Field{{Name: "service_tier", Value: []byte(`"default"`)}}
+	stop := func(v string) []upstream.Field { return []upstream.Field{{Name: "stop_reason", Value: []byte(v)}} }
+	p := newPublisher(nil, wire.Frame{}, "")
+	mustAdd(t, p, upstream.Delta{Content: "a", ChunkExtra: tier, ChoiceExtra: stop("null")})
+	if f, ok, _ := p.take(); !ok || f.Content != "a" {
+		t.Fatalf("first chunk = %+v, %v", f, ok)
+	}
+	mustAdd(t, p,
+		upstream.Delta{Content: "b", ChunkExtra: tier, ChoiceExtra: stop("null")},
+		upstream.Delta{FinishReason: "stop", ChunkExtra: tier, ChoiceExtra: stop(`"</s>"`)},
+		upstream.Delta{ChunkExtra: tier, SystemFingerprint: "fp"},
+	)
+	fs := takeAll(t, p)
+	if len(fs) != 2 || fs[0].Content != "b" || string(fs[1].ChoiceExtra) != `{"stop_reason":"</s>"}` {
+		t.Fatalf("frames = %+v, want b and the new stop_reason alone", fs)
+	}
+}
