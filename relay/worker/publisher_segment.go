@@ -11,6 +11,13 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
+// maxChunkAttached bounds the bytes a chunk carries besides its text (tool
+// calls, logprobs, annotations, unknown members) when it merges several
+// deltas: with top_logprobs, a token's entry is a few kilobytes, and the
+// deltas that pile up behind a slow publish must not make a frame larger
+// than NATS takes (1 MiB by default).
+const maxChunkAttached = 256 << 10
+
 // segment is what consecutive deltas of an attempt say, merged into one
 // chunk frame's worth: text concatenated, tool calls, annotations and
 // logprobs entries appended in order. A delta that cannot be merged
@@ -23,6 +30,7 @@ type segment struct {
 	logprobs                    []json.RawMessage // each delta's logprobs object
 	logprobsGap                 bool
 	fingerprint                 string
+	attached                    int // bytes of what rides with the text (maxChunkAttached)
 	chunkExtra                  []upstream.Field
 	choiceExtra                 []upstream.Field
 	deltaExtra                  []upstream.Field
@@ -49,14 +57,15 @@ func (s *segment) extras() [3]levelFields {
 }
 
 // accepts reports whether d can be merged into s without reordering what
-// the provider said or merging two values the relay does not understand:
-// text after a tool call, and reasoning after answer text, stay after it;
-// a different fingerprint, or a different value of an unknown member,
-// starts a new chunk.
+// the provider said, merging two values the relay does not understand or
+// growing the chunk beyond maxChunkAttached: text after a tool call, and
+// reasoning after answer text, stay after it; a different fingerprint, or
+// a different value of an unknown member, starts a new chunk.
 func (s *segment) accepts(d upstream.Delta) bool {
 	text := d.Content != "" || d.Reasoning != "" || d.Refusal != ""
 	switch {
-	case len(s.tools) > 0 && text,
+	case s.attached > 0 && s.attached+attachedSize(d) > maxChunkAttached,
+		len(s.tools) > 0 && text,
 		len(s.content) > 0 && d.Reasoning != "",
 		d.SystemFingerprint != "" && s.fingerprint != "" && d.SystemFingerprint != s.fingerprint:
 		return false
@@ -64,9 +73,21 @@ func (s *segment) accepts(d upstream.Delta) bool {
 	return !conflicts(s.chunkExtra, d.ChunkExtra) && !conflicts(s.choiceExtra, d.ChoiceExtra) && !conflicts(s.deltaExtra, d.DeltaExtra)
 }
 
+// attachedSize is what d adds to a chunk besides its text.
+func attachedSize(d upstream.Delta) int {
+	n := len(d.ToolCalls) + len(d.Annotations) + len(d.Logprobs)
+	for _, fs := range [...][]upstream.Field{d.ChunkExtra, d.ChoiceExtra, d.DeltaExtra} {
+		for _, f := range fs {
+			n += len(f.Name) + len(f.Value)
+		}
+	}
+	return n
+}
+
 // add merges d, whose tool calls and annotations are already split into
 // their elements.
 func (s *segment) add(d upstream.Delta, tools, annotations []json.RawMessage) {
+	s.attached += attachedSize(d)
 	s.content = append(s.content, d.Content...)
 	if d.Content != "" {
 		s.tokens++

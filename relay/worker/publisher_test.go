@@ -169,3 +169,28 @@ func TestPublisherPublishesOnlyNewsWithoutData(t *testing.T) {
 		t.Fatalf("frames = %+v, want b and the new stop_reason alone", fs)
 	}
 }
+
+// Logprobs that pile up behind a slow publish are spread over chunks of at
+// most maxChunkAttached bytes besides their text.
+func TestPublisherBoundsWhatRidesWithTheText(t *testing.T) {
+	p := newPublisher(nil, wire.Frame{}, "")
+	entry := json.RawMessage(`{"content":[{"token":"t","logprob":-1,"bytes":[116],"top_logprobs":[` + strings.Repeat(`{"token":"x","logprob":-2},`, 200) + `{}]}]}`)
+	n := 3 * maxChunkAttached / len(entry)
+	for range n {
+		mustAdd(t, p, upstream.Delta{Content: "t", Logprobs: entry})
+	}
+	fs := takeAll(t, p)
+	var text strings.Builder
+	for _, f := range fs {
+		if len(f.Logprobs) > maxChunkAttached+len(entry) {
+			t.Fatalf("a chunk carries %d bytes of logprobs", len(f.Logprobs))
+		}
+		if logprobTokens(t, f.Logprobs) != f.Content {
+			t.Fatalf("chunk logprobs do not describe its text %q", f.Content)
+		}
+		text.WriteString(f.Content)
+	}
+	if len(fs) < 3 || text.Len() != n {
+		t.Fatalf("%d chunks with %d bytes of text, want at least 3 with %d", len(fs), text.Len(), n)
+	}
+}
