@@ -15,9 +15,9 @@ import (
 // preamble) or an empty delta next to a finish_reason.
 //
 // Every member of the chunk reaches the Delta, except the ones the relay
-// writes itself (id, created) and obfuscation, the padding OpenAI adds
-// against length side channels, which means nothing once the relay cuts
-// its own chunks. Members it does not know are kept raw in the Extra
+// writes itself (id, created, and relay, the extension of a relay called
+// as a provider) and obfuscation, the padding OpenAI adds against length
+// side channels, which means nothing once the relay cuts its own chunks. Members it does not know are kept raw in the Extra
 // fields, to be re-emitted unchanged.
 type Delta struct {
 	// Role is set on the first chunk of a message, usually "assistant".
@@ -104,7 +104,7 @@ func ParseChunk(data []byte) (Delta, error) {
 			}
 		case `"error"`:
 			errRaw = value
-		case `"id"`, `"created"`, `"obfuscation"`:
+		case `"id"`, `"created"`, `"obfuscation"`, `"relay"`:
 		default:
 			var f Field
 			f, err = field(name, value)

@@ -66,6 +66,11 @@ func TestParseChunk(t *testing.T) {
 		},
 		{name: "empty object", in: ` {} `, want: Delta{}},
 		{
+			name: "members the relay writes itself",
+			in:   `{"id":"x","created":1,"obfuscation":"pad","relay":{"seq":3},"choices":[{"index":0,"delta":{"content":"a"}}]}`,
+			want: Delta{Content: "a"},
+		},
+		{
 			name: "reasoning_content",
 			in:   `{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":"think"}}]}`,
 			want: Delta{Reasoning: "think"},
