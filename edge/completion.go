@@ -81,23 +81,33 @@ func (s *Server) followToEnd(w http.ResponseWriter, r *http.Request, o origin, a
 	return end, false, true
 }
 
-// completion accumulates a stream's chunks into one message.
+// completion accumulates a stream's chunks into one message: text,
+// reasoning and refusal concatenated, annotations and logprobs entries in
+// order, the fingerprint of the last attempt. The chunks' unknown members
+// are not kept: they are parts of deltas, with no defined meaning for a
+// whole message.
 type completion struct {
-	content strings.Builder
+	content, reasoning, refusal strings.Builder
 	// toolCalls by their index in the deltas.
-	toolCalls map[int]*toolCall
+	toolCalls   map[int]*toolCall
+	annotations []json.RawMessage
+	logprobs    []json.RawMessage
+	logprobsGap bool
+	fingerprint string
 	// provider and model generated the last chunk.
 	provider, model string
 }
 
 // completionObject is OpenAI's chat.completion.
 type completionObject struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *wire.Usage        `json:"usage,omitempty"`
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	// SystemFingerprint is the one of the attempt that ended the answer.
+	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
+	Choices           []completionChoice `json:"choices"`
+	Usage             *wire.Usage        `json:"usage,omitempty"`
 	// Error says what cut an answer that ended incomplete or cancelled.
 	Error *errorObject    `json:"error,omitempty"`
 	Relay completionRelay `json:"relay"`
@@ -106,6 +116,8 @@ type completionObject struct {
 type completionChoice struct {
 	Index   int               `json:"index"`
 	Message completionMessage `json:"message"`
+	// Logprobs has the entries of every chunk, in order (wire.MergeLogprobs).
+	Logprobs json.RawMessage `json:"logprobs,omitempty"`
 	// FinishReason is null for a cut answer: none of OpenAI's reasons
 	// (stop, length, ...) would be true of it.
 	FinishReason *string `json:"finish_reason"`
@@ -114,14 +126,20 @@ type completionChoice struct {
 type completionMessage struct {
 	Role string `json:"role"`
 	// Content is null when the answer is only tool calls, as OpenAI sends it.
-	Content   *string    `json:"content"`
-	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+	Content     *string           `json:"content"`
+	Reasoning   string            `json:"reasoning_content,omitempty"`
+	Refusal     *string           `json:"refusal,omitempty"`
+	ToolCalls   []toolCall        `json:"tool_calls,omitempty"`
+	Annotations []json.RawMessage `json:"annotations,omitempty"`
 }
 
 type completionRelay struct {
 	endRelay
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`
+	// LogprobsGap says that some chunk's logprobs were dropped
+	// (wire.Frame.LogprobsGap).
+	LogprobsGap bool `json:"logprobs_gap,omitempty"`
 }
 
 // toolCall is a complete tool call, as in a chat.completion message.
@@ -147,8 +165,22 @@ type toolCallDelta struct {
 
 func (c *completion) add(f wire.Frame) error {
 	c.content.WriteString(f.Content)
+	c.reasoning.WriteString(f.Reasoning)
+	c.refusal.WriteString(f.Refusal)
 	if f.Provider != "" {
 		c.provider, c.model = f.Provider, f.Model
+	}
+	if len(f.Logprobs) > 0 {
+		c.logprobs = append(c.logprobs, f.Logprobs)
+	}
+	c.logprobsGap = c.logprobsGap || f.LogprobsGap
+	c.fingerprint = cmp.Or(f.SystemFingerprint, c.fingerprint)
+	if len(f.Annotations) > 0 {
+		var as []json.RawMessage
+		if err := json.Unmarshal(f.Annotations, &as); err != nil {
+			return fmt.Errorf("edge: chunk %d: annotations: %w", f.Seq, err)
+		}
+		c.annotations = append(c.annotations, as...)
 	}
 	if len(f.ToolCalls) == 0 {
 		return nil
@@ -175,7 +207,10 @@ func (c *completion) add(f wire.Frame) error {
 }
 
 func (c *completion) object(v view, end chunklog.Entry) completionObject {
-	msg := completionMessage{Role: "assistant"}
+	msg := completionMessage{Role: "assistant", Reasoning: c.reasoning.String(), Annotations: c.annotations}
+	if refusal := c.refusal.String(); refusal != "" {
+		msg.Refusal = &refusal
+	}
 	for _, i := range slices.Sorted(maps.Keys(c.toolCalls)) {
 		msg.ToolCalls = append(msg.ToolCalls, *c.toolCalls[i])
 	}
@@ -183,13 +218,14 @@ func (c *completion) object(v view, end chunklog.Entry) completionObject {
 		msg.Content = &content
 	}
 	obj := completionObject{
-		ID:      v.completionID(),
-		Object:  "chat.completion",
-		Created: v.meta.Created,
-		Model:   v.meta.Model,
-		Choices: []completionChoice{{Message: msg}},
-		Usage:   end.Frame.Usage,
-		Relay:   completionRelay{endRelay: v.endRelay(end), Provider: c.provider, Model: c.model},
+		ID:                v.completionID(),
+		Object:            "chat.completion",
+		Created:           v.meta.Created,
+		Model:             v.meta.Model,
+		SystemFingerprint: c.fingerprint,
+		Choices:           []completionChoice{{Message: msg, Logprobs: wire.MergeLogprobs(c.logprobs)}},
+		Usage:             end.Frame.Usage,
+		Relay:             completionRelay{endRelay: v.endRelay(end), Provider: c.provider, Model: c.model, LogprobsGap: c.logprobsGap},
 	}
 	if end.Frame.Status == wire.StatusDone {
 		reason := finishReason(end.Frame)

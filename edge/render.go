@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 
@@ -40,27 +41,71 @@ func (c *chatEvents) cut(out *sseWriter, e *wire.Error) {
 	}{newErrorObject(e)}))
 }
 
-// chunkObject is OpenAI's chat.completion.chunk.
+// chunkObject is OpenAI's chat.completion.chunk. Every field of the
+// provider's chunks the relay does not rewrite is here: the known ones by
+// name, the others (extra, at each level) as the provider sent them.
 type chunkObject struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Choices []chunkChoice `json:"choices"`
-	Usage   *wire.Usage   `json:"usage,omitempty"`
-	Relay   any           `json:"relay"`
+	ID                string        `json:"id"`
+	Object            string        `json:"object"`
+	Created           int64         `json:"created"`
+	Model             string        `json:"model"`
+	SystemFingerprint string        `json:"system_fingerprint,omitempty"`
+	Choices           []chunkChoice `json:"choices"`
+	Usage             *wire.Usage   `json:"usage,omitempty"`
+	Relay             any           `json:"relay"`
+	extra             json.RawMessage
+}
+
+func (c chunkObject) MarshalJSON() ([]byte, error) {
+	type plain chunkObject
+	b, err := json.Marshal(plain(c))
+	return withMembers(b, c.extra), err
 }
 
 type chunkChoice struct {
-	Index        int        `json:"index"`
-	Delta        chunkDelta `json:"delta"`
-	FinishReason *string    `json:"finish_reason"`
+	Index        int             `json:"index"`
+	Delta        chunkDelta      `json:"delta"`
+	Logprobs     json.RawMessage `json:"logprobs,omitempty"`
+	FinishReason *string         `json:"finish_reason"`
+	extra        json.RawMessage
 }
 
+func (c chunkChoice) MarshalJSON() ([]byte, error) {
+	type plain chunkChoice
+	b, err := json.Marshal(plain(c))
+	return withMembers(b, c.extra), err
+}
+
+// chunkDelta carries reasoning as reasoning_content, the name DeepSeek and
+// vLLM use and clients read, whatever name the provider gave it.
 type chunkDelta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+	Role        string          `json:"role,omitempty"`
+	Content     *string         `json:"content,omitempty"`
+	Reasoning   string          `json:"reasoning_content,omitempty"`
+	Refusal     string          `json:"refusal,omitempty"`
+	ToolCalls   json.RawMessage `json:"tool_calls,omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+	extra       json.RawMessage
+}
+
+func (d chunkDelta) MarshalJSON() ([]byte, error) {
+	type plain chunkDelta
+	b, err := json.Marshal(plain(d))
+	return withMembers(b, d.extra), err
+}
+
+// withMembers appends the members of the JSON object extra (a frame's
+// unknown members of a level) to the JSON object obj.
+func withMembers(obj []byte, extra json.RawMessage) []byte {
+	inner := bytes.TrimSpace(extra)
+	if len(obj) < 2 || len(inner) <= 2 || inner[0] != '{' {
+		return obj
+	}
+	out := obj[: len(obj)-1 : len(obj)-1]
+	if len(bytes.TrimSpace(out)) > 1 {
+		out = append(out, ',')
+	}
+	return append(out, inner[1:]...)
 }
 
 // chunkRelay says where a chunk is in the stream and who generated it.
@@ -72,6 +117,9 @@ type chunkRelay struct {
 	Model    string    `json:"model"`
 	Attempt  int       `json:"attempt"`
 	Seam     wire.Seam `json:"seam,omitempty"`
+	// LogprobsGap says that logprobs are missing before or in this chunk
+	// (wire.Frame.LogprobsGap).
+	LogprobsGap bool `json:"logprobs_gap,omitempty"`
 	// ResumeToken is in the first event of a stream a POST started.
 	ResumeToken string `json:"resume_token,omitempty"`
 }
@@ -129,20 +177,25 @@ func (v view) failure(e chunklog.Entry) failureObject {
 func (v view) chunk(e chunklog.Entry) chunkObject {
 	f := e.Frame
 	content := f.Content
+	delta := chunkDelta{Role: f.Role, Content: &content, Reasoning: f.Reasoning, Refusal: f.Refusal,
+		ToolCalls: f.ToolCalls, Annotations: f.Annotations, extra: f.DeltaExtra}
 	return chunkObject{
-		ID:      v.completionID(),
-		Object:  "chat.completion.chunk",
-		Created: v.meta.Created,
-		Model:   v.meta.Model,
-		Choices: []chunkChoice{{Delta: chunkDelta{Role: f.Role, Content: &content, ToolCalls: f.ToolCalls}}},
+		ID:                v.completionID(),
+		Object:            "chat.completion.chunk",
+		Created:           v.meta.Created,
+		Model:             v.meta.Model,
+		SystemFingerprint: f.SystemFingerprint,
+		Choices:           []chunkChoice{{Delta: delta, Logprobs: f.Logprobs, extra: f.ChoiceExtra}},
+		extra:             f.ChunkExtra,
 		Relay: chunkRelay{
-			StreamID: v.id,
-			Seq:      f.Seq,
-			Cursor:   cursorOf(e).String(),
-			Provider: f.Provider,
-			Model:    f.Model,
-			Attempt:  f.Attempt,
-			Seam:     f.Seam,
+			StreamID:    v.id,
+			Seq:         f.Seq,
+			Cursor:      cursorOf(e).String(),
+			Provider:    f.Provider,
+			Model:       f.Model,
+			Attempt:     f.Attempt,
+			Seam:        f.Seam,
+			LogprobsGap: f.LogprobsGap,
 
 			ResumeToken: v.resumeToken,
 		},

@@ -14,16 +14,24 @@ import (
 // from 0 without a gap in the order they are rendered:
 //
 //	before any frame   response.created, response.in_progress
+//	reasoning          output_item.added (a reasoning item) and
+//	                   content_part.added at its first text, then
+//	                   reasoning_text.delta
 //	text               output_item.added (a message) and content_part.added
 //	                   at the message's first text, then output_text.delta
+//	                   with the chunk's logprobs entries, and
+//	                   output_text.annotation.added per annotation
+//	a refusal          a refusal part of the message, refusal.delta
 //	a tool call        output_item.added (a function_call) at its first delta,
 //	                   then function_call_arguments.delta per fragment
 //	the end frame      the done events of every open item, in output order,
 //	                   then response.completed, response.incomplete, or
 //	                   error and response.failed
 //
-// Text after a tool call began opens a new message item. So any edge that
-// renders a stream from its first frame numbers every event the same, and
+// Text after a tool call or reasoning, and reasoning after text or a tool
+// call, open a new item: items keep the order of what the model said. So
+// any edge that renders a stream from its first frame numbers every event
+// the same, and
 // GET /v1/responses/{id}?stream=true&starting_after=N renders the stream
 // from its start and writes only the events after N: no sequence number
 // is stored anywhere. A takeover or a continuation is invisible here too:
@@ -38,8 +46,9 @@ type responseEvents struct {
 	// to after are rendered but not written: a resume after them.
 	next, after int
 	items       []*outputItem
-	// msg is the output index of the open message item; -1 for none.
-	msg int
+	// msg and rs are the output indexes of the open message and
+	// reasoning items; -1 for none.
+	msg, rs int
 	// calls maps a chat tool call's index to its item's output index.
 	calls map[int]int
 	// started is set by the first frame, a worker's claim included;
@@ -51,7 +60,7 @@ type responseEvents struct {
 // newResponseEvents renders stream v, writing the events after sequence
 // number after (-1: all).
 func newResponseEvents(v view, after int) *responseEvents {
-	return &responseEvents{v: v, after: after, msg: -1, calls: map[int]int{}}
+	return &responseEvents{v: v, after: after, msg: -1, rs: -1, calls: map[int]int{}}
 }
 
 // eventHead is what every Responses event has.
@@ -75,30 +84,49 @@ type itemEvent struct {
 	Item        any `json:"item"`
 }
 
+// partEvent's Part is an outputText or a reasoningText.
 type partEvent struct {
 	eventHead
-	ItemID       string     `json:"item_id"`
-	OutputIndex  int        `json:"output_index"`
-	ContentIndex int        `json:"content_index"`
-	Part         outputText `json:"part"`
+	ItemID       string `json:"item_id"`
+	OutputIndex  int    `json:"output_index"`
+	ContentIndex int    `json:"content_index"`
+	Part         any    `json:"part"`
 }
 
 type textDeltaEvent struct {
+	eventHead
+	ItemID       string            `json:"item_id"`
+	OutputIndex  int               `json:"output_index"`
+	ContentIndex int               `json:"content_index"`
+	Delta        string            `json:"delta"`
+	Logprobs     []json.RawMessage `json:"logprobs"`
+}
+
+type textDoneEvent struct {
+	eventHead
+	ItemID       string            `json:"item_id"`
+	OutputIndex  int               `json:"output_index"`
+	ContentIndex int               `json:"content_index"`
+	Text         string            `json:"text"`
+	Logprobs     []json.RawMessage `json:"logprobs"`
+}
+
+// reasoningDeltaEvent is a response.reasoning_text.delta; reasoningDoneEvent
+// a response.reasoning_text.done.
+type reasoningDeltaEvent struct {
 	eventHead
 	ItemID       string `json:"item_id"`
 	OutputIndex  int    `json:"output_index"`
 	ContentIndex int    `json:"content_index"`
 	Delta        string `json:"delta"`
-	Logprobs     []any  `json:"logprobs"`
 }
 
-type textDoneEvent struct {
+type reasoningDoneEvent struct {
 	eventHead
 	ItemID       string `json:"item_id"`
 	OutputIndex  int    `json:"output_index"`
 	ContentIndex int    `json:"content_index"`
 	Text         string `json:"text"`
-	Logprobs     []any  `json:"logprobs"`
 }
 
 type argumentsDeltaEvent struct {
@@ -174,10 +202,15 @@ func (r *responseEvents) cut(out *sseWriter, e *wire.Error) {
 }
 
 func (r *responseEvents) chunk(out *sseWriter, f wire.Frame) {
-	if f.Content != "" {
-		it := r.message(out)
-		it.text.WriteString(f.Content)
-		r.emit(out, "response.output_text.delta", &textDeltaEvent{ItemID: it.id, OutputIndex: r.msg, Delta: f.Content, Logprobs: []any{}})
+	if f.Reasoning != "" {
+		r.closeOpen(out, &r.msg)
+		it := r.reasoning(out)
+		it.text.WriteString(f.Reasoning)
+		r.emit(out, "response.reasoning_text.delta", &reasoningDeltaEvent{ItemID: it.id, OutputIndex: r.rs, Delta: f.Reasoning})
+	}
+	if f.Content != "" || f.Refusal != "" || len(f.Annotations) > 0 {
+		r.closeOpen(out, &r.rs)
+		r.messageChunk(out, f) // responses_message.go
 	}
 	if len(f.ToolCalls) == 0 {
 		return
@@ -188,10 +221,8 @@ func (r *responseEvents) chunk(out *sseWriter, f wire.Frame) {
 		// left out the same way on every edge.
 		return
 	}
-	if r.msg >= 0 {
-		r.close(out, r.msg, responseCompleted)
-		r.msg = -1
-	}
+	r.closeOpen(out, &r.msg)
+	r.closeOpen(out, &r.rs)
 	for _, d := range deltas {
 		oi, ok := r.calls[d.Index]
 		if !ok {
@@ -214,17 +245,25 @@ func (r *responseEvents) chunk(out *sseWriter, f wire.Frame) {
 	}
 }
 
-// message is the open message item, opened (with its output_text part)
-// if there is none.
-func (r *responseEvents) message(out *sseWriter) *outputItem {
-	if r.msg >= 0 {
-		return r.items[r.msg]
+// closeOpen completes the open item at *oi, if any, and marks none open.
+func (r *responseEvents) closeOpen(out *sseWriter, oi *int) {
+	if *oi >= 0 {
+		r.close(out, *oi, responseCompleted)
+		*oi = -1
 	}
-	r.msg = len(r.items)
-	it := &outputItem{id: fmt.Sprintf("msg_%s_%d", r.v.id, r.msg), status: responseInProgress}
+}
+
+// reasoning is the open reasoning item, opened (with its reasoning_text
+// part) if there is none.
+func (r *responseEvents) reasoning(out *sseWriter) *outputItem {
+	if r.rs >= 0 {
+		return r.items[r.rs]
+	}
+	r.rs = len(r.items)
+	it := &outputItem{reasoning: true, id: fmt.Sprintf("rs_%s_%d", r.v.id, r.rs), status: responseInProgress}
 	r.items = append(r.items, it)
-	r.emit(out, "response.output_item.added", &itemEvent{OutputIndex: r.msg, Item: it.object(false)})
-	r.emit(out, "response.content_part.added", &partEvent{ItemID: it.id, OutputIndex: r.msg, Part: newOutputText("")})
+	r.emit(out, "response.output_item.added", &itemEvent{OutputIndex: r.rs, Item: it.object(false)})
+	r.emit(out, "response.content_part.added", &partEvent{ItemID: it.id, OutputIndex: r.rs, Part: newReasoningText("")})
 	return it
 }
 
@@ -235,12 +274,15 @@ func (r *responseEvents) close(out *sseWriter, oi int, status string) {
 		return
 	}
 	it.status = status
-	if it.call {
-		r.emit(out, "response.function_call_arguments.done", &argumentsDoneEvent{ItemID: it.id, OutputIndex: oi, Name: it.name, Arguments: it.text.String()})
-	} else {
-		text := it.text.String()
-		r.emit(out, "response.output_text.done", &textDoneEvent{ItemID: it.id, OutputIndex: oi, Text: text, Logprobs: []any{}})
-		r.emit(out, "response.content_part.done", &partEvent{ItemID: it.id, OutputIndex: oi, Part: newOutputText(text)})
+	text := it.text.String()
+	switch {
+	case it.call:
+		r.emit(out, "response.function_call_arguments.done", &argumentsDoneEvent{ItemID: it.id, OutputIndex: oi, Name: it.name, Arguments: text})
+	case it.reasoning:
+		r.emit(out, "response.reasoning_text.done", &reasoningDoneEvent{ItemID: it.id, OutputIndex: oi, Text: text})
+		r.emit(out, "response.content_part.done", &partEvent{ItemID: it.id, OutputIndex: oi, Part: newReasoningText(text)})
+	default:
+		r.closeParts(out, oi, it)
 	}
 	r.emit(out, "response.output_item.done", &itemEvent{OutputIndex: oi, Item: it.object(true)})
 }
@@ -256,7 +298,7 @@ func (r *responseEvents) finish(out *sseWriter, f wire.Frame) {
 	for oi := range r.items {
 		r.close(out, oi, status)
 	}
-	r.msg = -1
+	r.msg, r.rs = -1, -1
 	resp := r.response()
 	switch resp.Status {
 	case responseCompleted:

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/relaydev/relay/relay/wire"
@@ -69,12 +70,19 @@ type outputTokenDetails struct {
 }
 
 // newResponseUsage is u in the Responses' terms; nil stays nil. The
-// frames count no cached or reasoning tokens, so those read 0.
+// details are the providers' cached_tokens and reasoning_tokens (0 when
+// they sent none); the Responses API has no place for the others.
 func newResponseUsage(u *wire.Usage) *responseUsage {
 	if u == nil {
 		return nil
 	}
-	return &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	return &responseUsage{
+		InputTokens:         u.PromptTokens,
+		InputTokensDetails:  inputTokenDetails{CachedTokens: u.PromptTokensDetails.Get("cached_tokens")},
+		OutputTokens:        u.CompletionTokens,
+		OutputTokensDetails: outputTokenDetails{ReasoningTokens: u.CompletionTokensDetails.Get("reasoning_tokens")},
+		TotalTokens:         u.TotalTokens,
+	}
 }
 
 // responseID is the Response id of stream id: the id itself, so that any
@@ -89,37 +97,78 @@ func streamOfResponse(id string) (string, bool) {
 }
 
 // outputItem is an item of a Response's output as it is being built: an
-// assistant message with one output_text part, or a function call.
+// assistant message with one output_text part, a reasoning item with one
+// reasoning_text part, or a function call.
 type outputItem struct {
-	call bool
-	id   string
+	call, reasoning bool
+	id              string
 	// status is in_progress until the item is done.
 	status string
-	// text is the message's text or the call's arguments so far.
-	text         strings.Builder
+	// text is the message's or the reasoning's text, or the call's
+	// arguments, so far.
+	text strings.Builder
+	// parts are the kinds of the message's content parts, in order
+	// (responses_message.go); refusal is its refusal text, annotations
+	// and logprobs those of its output_text so far.
+	parts        []string
+	refusal      strings.Builder
+	annotations  []json.RawMessage
+	logprobs     []json.RawMessage
 	callID, name string
 }
 
 // messageItem is OpenAI's output message.
 type messageItem struct {
-	Type    string       `json:"type"`
-	ID      string       `json:"id"`
-	Status  string       `json:"status"`
-	Role    string       `json:"role"`
-	Content []outputText `json:"content"`
+	Type    string `json:"type"`
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Role    string `json:"role"`
+	Content []any  `json:"content"`
 }
 
-// outputText is an output_text content part. The frames carry no
-// logprobs, so its logprobs are always empty.
+// outputText is an output_text content part. Its logprobs are the
+// entries of the chunks' logprobs.content arrays, which have the shape of
+// the Responses' logprobs, and its annotations the chunks' in the
+// Responses' shape (responsesAnnotation); both empty when the provider
+// sent none.
 type outputText struct {
-	Type        string `json:"type"`
-	Text        string `json:"text"`
-	Annotations []any  `json:"annotations"`
-	Logprobs    []any  `json:"logprobs"`
+	Type        string            `json:"type"`
+	Text        string            `json:"text"`
+	Annotations []json.RawMessage `json:"annotations"`
+	Logprobs    []json.RawMessage `json:"logprobs"`
 }
 
-func newOutputText(text string) outputText {
-	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}
+func newOutputText(text string, annotations, logprobs []json.RawMessage) outputText {
+	return outputText{Type: "output_text", Text: text, Annotations: nonNil(annotations), Logprobs: nonNil(logprobs)}
+}
+
+// nonNil renders a missing list as [], as OpenAI sends it.
+func nonNil(l []json.RawMessage) []json.RawMessage {
+	if l == nil {
+		return []json.RawMessage{}
+	}
+	return l
+}
+
+// reasoningItem is OpenAI's reasoning output item, with the model's raw
+// reasoning as a reasoning_text part (what OpenAI sends for models whose
+// reasoning it shows) and no summary: the providers behind the relay send
+// the reasoning itself.
+type reasoningItem struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Summary []any           `json:"summary"`
+	Content []reasoningText `json:"content"`
+	Status  string          `json:"status"`
+}
+
+type reasoningText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func newReasoningText(text string) reasoningText {
+	return reasoningText{Type: "reasoning_text", Text: text}
 }
 
 // functionCallItem is OpenAI's function tool call.
@@ -138,9 +187,18 @@ func (it *outputItem) object(withPart bool) any {
 	if it.call {
 		return functionCallItem{Type: "function_call", ID: it.id, CallID: it.callID, Name: it.name, Arguments: it.text.String(), Status: it.status}
 	}
-	content := []outputText{}
+	if it.reasoning {
+		parts := []reasoningText{}
+		if withPart {
+			parts = append(parts, newReasoningText(it.text.String()))
+		}
+		return reasoningItem{Type: "reasoning", ID: it.id, Summary: []any{}, Content: parts, Status: it.status}
+	}
+	content := []any{}
 	if withPart {
-		content = append(content, newOutputText(it.text.String()))
+		for _, kind := range it.parts {
+			content = append(content, it.partObject(kind, true))
+		}
 	}
 	return messageItem{Type: "message", ID: it.id, Status: it.status, Role: "assistant", Content: content}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/relaydev/relay/relay/wire"
@@ -38,6 +39,8 @@ func readResponsesRequest(w http.ResponseWriter, r *http.Request, max int64, lim
 // OpenAI's own storage, caching, tracing and tiers, which a
 // chat-completions upstream does not have. "store" among them: every
 // response is stored in the durable log for the retention anyway.
+// "include" is read for one value only: message.output_text.logprobs asks
+// for logprobs, as top_logprobs does.
 var responsesIgnored = []string{"store", "metadata", "truncation", "include", "service_tier",
 	"prompt_cache_key", "prompt_cache_retention", "safety_identifier", "stream_options", "reasoning", "max_tool_calls"}
 
@@ -113,7 +116,11 @@ func translateFields(fields, chat map[string]json.RawMessage) *wire.Error {
 			"previous_response_id is not supported: the relay does not keep conversations; send the whole conversation as input")
 	}
 	if raw, ok := fields["top_logprobs"]; ok && !isNull(raw) && string(raw) != "0" {
-		return invalid("top_logprobs", CodeUnsupportedParameter, "logprobs are not available through the relay")
+		chat["logprobs"], chat["top_logprobs"] = json.RawMessage("true"), raw
+	}
+	var include []string
+	if json.Unmarshal(fields["include"], &include) == nil && slices.Contains(include, "message.output_text.logprobs") {
+		chat["logprobs"] = json.RawMessage("true")
 	}
 	if raw, ok := fields["max_output_tokens"]; ok && !isNull(raw) {
 		chat["max_tokens"] = raw

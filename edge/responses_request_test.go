@@ -28,6 +28,10 @@ func TestResponsesRequestTranslation(t *testing.T) {
 				`{"id":"c1","type":"function","function":{"name":"get","arguments":"{}"}},{"id":"c2","type":"function","function":{"name":"put","arguments":"{}"}}]},` +
 				`{"role":"tool","content":"sunny","tool_call_id":"c1"},{"role":"tool","content":"ok","tool_call_id":"c2"}],"model":"m","parallel_tool_calls":false,` +
 				`"tool_choice":{"function":{"name":"get"},"type":"function"},"tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object"},"strict":true}}]}`},
+		{"logprobs", `{"model":"m","input":"hi","top_logprobs":2,"include":["message.output_text.logprobs","reasoning.encrypted_content"]}`,
+			`{"logprobs":true,"messages":[{"role":"user","content":"hi"}],"model":"m","top_logprobs":2}`},
+		{"logprobs by include alone", `{"model":"m","input":"hi","include":["message.output_text.logprobs"]}`,
+			`{"logprobs":true,"messages":[{"role":"user","content":"hi"}],"model":"m"}`},
 		{"json schema output", `{"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"},"strict":true}}}`,
 			`{"messages":[{"role":"user","content":"hi"}],"model":"m","response_format":{"json_schema":{"name":"x","schema":{"type":"object"},"strict":true},"type":"json_schema"}}`},
 	} {

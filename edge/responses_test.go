@@ -363,7 +363,6 @@ func TestResponsesRequestErrors(t *testing.T) {
 		{"previous response", responsesBody(`,"previous_response_id":"resp_x"`), "previous_response_id", CodeUnsupportedParameter, http.StatusBadRequest},
 		{"built-in tool", responsesBody(`,"tools":[{"type":"web_search"}]`), "tools[0].type", CodeUnsupportedParameter, http.StatusBadRequest},
 		{"unknown parameter", responsesBody(`,"frobnicate":1`), "frobnicate", CodeUnsupportedParameter, http.StatusBadRequest},
-		{"logprobs", responsesBody(`,"top_logprobs":2`), "top_logprobs", CodeUnsupportedParameter, http.StatusBadRequest},
 		{"over the token cap", responsesBody(`,"max_output_tokens":101`), "max_output_tokens", CodeLimitExceeded, http.StatusBadRequest},
 		{"temperature", responsesBody(`,"temperature":3`), "temperature", CodeInvalidValue, http.StatusBadRequest},
 		{"bad role", fmt.Sprintf(`{"model":%q,"input":[{"role":"tool","content":"x"}]}`, testModel), "input[0].role", CodeInvalidValue, http.StatusBadRequest},

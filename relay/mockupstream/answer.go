@@ -45,6 +45,41 @@ func ConversationKey(messages []Message) string {
 	return conversationKey(digest(messages))
 }
 
+// Reasoning returns the reasoning the mock sends before the answer to a
+// conversation with the directive reasoning=N: N tokens drawn like an
+// answer's, but from a seed of their own, so that reasoning text is never
+// a part of the answer.
+func Reasoning(messages []Message, tokens int) []string {
+	return reasoningFor(ConversationKey(messages), tokens)
+}
+
+func reasoningFor(key string, tokens int) []string {
+	return answerFor(sha256.Sum256([]byte("reasoning:"+key)), tokens)
+}
+
+// tokenLogprobs is the logprobs entry of a token: a logprob that depends
+// only on the token, and top alternatives drawn from the first script,
+// each less likely than the one before.
+func tokenLogprobs(token string, top int) tokenLogprob {
+	lp := func(s string, rank int) tokenLogprob {
+		b := make([]int, len(s))
+		for i := range len(s) {
+			b[i] = int(s[i])
+		}
+		return tokenLogprob{Token: s, Logprob: -float64(len(s)%5+1)/8 - float64(rank), Bytes: b}
+	}
+	t := lp(token, 0)
+	t.TopLogprobs = []tokenLogprob{}
+	for rank := range top {
+		alt := token
+		if rank > 0 {
+			alt = vocabulary[0][rank%len(vocabulary[0])]
+		}
+		t.TopLogprobs = append(t.TopLogprobs, lp(alt, rank))
+	}
+	return t
+}
+
 // digest hashes the messages that decide the answer. Each field is
 // length-prefixed so that moving text from one message to the next changes
 // the hash.

@@ -27,6 +27,11 @@ type reply struct {
 	tokens  []string // content chunks, after continuation, overlap and max_tokens
 	finish  string   // "stop", or "length" when max_tokens cut the answer
 	usage   usage
+	// reasoning is sent as reasoning_content before the first token.
+	reasoning []string
+	// logprobs and topLogprobs are what the request asked for.
+	logprobs    bool
+	topLogprobs int
 }
 
 // handleChat answers POST /v1/chat/completions. Checks come in the real
@@ -168,14 +173,43 @@ func (s *Server) plan(req chatRequest, conv conversation, f faults) reply {
 		tokens, finish = tokens[:*limit], "length"
 	}
 	prompt := promptTokens(req.Messages)
-	return reply{
-		id:      fmt.Sprintf("chatcmpl-mock-%d", s.ids.Add(1)),
-		created: s.now().Unix(),
-		model:   req.Model,
-		tokens:  tokens,
-		finish:  finish,
-		usage:   usage{PromptTokens: prompt, CompletionTokens: len(tokens), TotalTokens: prompt + len(tokens)},
+	rep := reply{
+		id:          fmt.Sprintf("chatcmpl-mock-%d", s.ids.Add(1)),
+		created:     s.now().Unix(),
+		model:       req.Model,
+		tokens:      tokens,
+		finish:      finish,
+		usage:       usage{PromptTokens: prompt, CompletionTokens: len(tokens), TotalTokens: prompt + len(tokens)},
+		logprobs:    req.Logprobs,
+		topLogprobs: req.TopLogprobs,
 	}
+	if f.reasoning > 0 {
+		rep.reasoning = reasoningFor(conv.key, f.reasoning)
+		rep.usage.CompletionTokens += f.reasoning
+		rep.usage.TotalTokens += f.reasoning
+		// A continuation repeats the prompt of the request it continues,
+		// which a provider with a prompt cache has cached.
+		cached := 0
+		if conv.prefix != "" {
+			cached = promptTokens(req.Messages[:len(req.Messages)-1])
+		}
+		rep.usage.PromptTokensDetails = &promptDetails{CachedTokens: cached}
+		rep.usage.CompletionTokensDetails = &completionDetails{ReasoningTokens: f.reasoning}
+	}
+	return rep
+}
+
+// logprobsOf is the logprobs object of tokens, nil unless the request
+// asked for logprobs.
+func (rep reply) logprobsOf(tokens ...string) any {
+	if !rep.logprobs {
+		return nil
+	}
+	lp := &logprobs{Content: []tokenLogprob{}}
+	for _, t := range tokens {
+		lp.Content = append(lp.Content, tokenLogprobs(t, rep.topLogprobs))
+	}
+	return lp
 }
 
 // promptTokens estimates the prompt size roughly as a real tokenizer would:
@@ -202,7 +236,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, rep reply) {
 		Model:             rep.model,
 		SystemFingerprint: systemFingerprint,
 		Choices: []completionChoice{{
-			Message:      Message{Role: roleAssistant, Content: strings.Join(rep.tokens, "")},
+			Message: completionMessage{Role: roleAssistant, Content: strings.Join(rep.tokens, ""),
+				ReasoningContent: strings.Join(rep.reasoning, "")},
+			Logprobs:     rep.logprobsOf(rep.tokens...),
 			FinishReason: rep.finish,
 		}},
 		Usage: rep.usage,

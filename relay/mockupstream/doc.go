@@ -15,7 +15,10 @@
 //     "stream_options": {"include_usage": true}, a chunk with empty choices
 //     and usage, and finally "data: [DONE]". With "stream": false, one
 //     "chat.completion" object, sent after the time the stream would have
-//     taken.
+//     taken. Every chunk has system_fingerprint "fp_mock". With "logprobs":
+//     true, each content chunk's choice has logprobs {"content": [one
+//     entry], "refusal": null} with "top_logprobs" alternatives (the
+//     token itself first); otherwise logprobs is null.
 //   - POST /v1/messages: Anthropic's Messages API (key in x-api-key or as
 //     a bearer token). Streamed: message_start, content_block_start, ping,
 //     a text_delta per token, content_block_stop, message_delta with the
@@ -130,6 +133,14 @@
 //   - overlap=N: on a continuation, first re-send the last N runes of the
 //     prefix as a chunk of their own, like a model that repeats itself.
 //     [[mock: overlap=4, times=0]]
+//   - reasoning=N: before the answer, send N reasoning tokens (Reasoning)
+//     as delta.reasoning_content chunks, as DeepSeek and vLLM do; non-stream
+//     answers have message.reasoning_content. Usage then counts them in
+//     completion_tokens and has prompt_tokens_details (cached_tokens: the
+//     prompt of the request a continuation continues) and
+//     completion_tokens_details (reasoning_tokens: N). Not a fault, but a
+//     directive like them, so times=0 makes every request think.
+//     [[mock: reasoning=5, times=0]]
 //   - times=K: the directive's faults apply to the first K requests of the
 //     conversation (counted as in Stats.ByConversation, so retries and
 //     continuations count) and later requests are answered normally.
@@ -142,9 +153,9 @@
 // ends count the text deltas as content tokens.
 //
 // Only status, retry_after, retry_after_ms, stall_before, reject_prefill,
-// overlap and times apply to non-streaming requests. Stalls end as soon as
-// the client goes away. cut_after, eof_after, malformed_after and
-// error_after exclude each other.
+// overlap, reasoning and times apply to non-streaming requests. Stalls end
+// as soon as the client goes away. cut_after, eof_after, malformed_after
+// and error_after exclude each other.
 //
 // # Speed
 //

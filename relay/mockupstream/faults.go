@@ -38,6 +38,8 @@ type faults struct {
 	noDone        bool
 	rejectPrefill bool
 	overlap       int
+	// reasoning is how many reasoning tokens precede the answer.
+	reasoning int
 
 	// times is how many of a conversation's first requests the faults apply
 	// to; 0 means all of them.
@@ -107,11 +109,13 @@ func (f *faults) set(key, value string, hasValue bool) error {
 		f.rejectPrefill, err = boolean(value, hasValue)
 	case "overlap":
 		f.overlap, err = count(value)
+	case "reasoning":
+		f.reasoning, err = count(value)
 	case "times":
 		f.times, err = count(value)
 	default:
 		return fmt.Errorf("unknown key %q (known: status, retry_after, retry_after_ms, cut_after, eof_after, malformed_after, error_after, "+
-			"stall_before, stall_after, stall_for, split_utf8, no_done, reject_prefill, overlap, times)", key)
+			"stall_before, stall_after, stall_for, split_utf8, no_done, reject_prefill, overlap, reasoning, times)", key)
 	}
 	return err
 }

@@ -87,18 +87,23 @@ type wireChunk struct {
 	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
-			Role    *string `json:"role"`
-			Content *string `json:"content"`
+			Role      *string `json:"role"`
+			Content   *string `json:"content"`
+			Reasoning *string `json:"reasoning_content"`
 		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
+		Logprobs     json.RawMessage `json:"logprobs"`
+		FinishReason *string         `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *wireUsage `json:"usage"`
+	SystemFingerprint string     `json:"system_fingerprint"`
+	Usage             *wireUsage `json:"usage"`
 }
 
 type wireUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens            int             `json:"prompt_tokens"`
+	CompletionTokens        int             `json:"completion_tokens"`
+	TotalTokens             int             `json:"total_tokens"`
+	PromptTokensDetails     json.RawMessage `json:"prompt_tokens_details"`
+	CompletionTokensDetails json.RawMessage `json:"completion_tokens_details"`
 }
 
 // streamResult is a streamed response as a client saw it.

@@ -18,6 +18,8 @@ type chatRequest struct {
 	} `json:"stream_options"`
 	MaxTokens           *int `json:"max_tokens"`
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	Logprobs            bool `json:"logprobs"`
+	TopLogprobs         int  `json:"top_logprobs"`
 }
 
 // chunk is one streamed "chat.completion.chunk" event.
@@ -39,8 +41,23 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role             string  `json:"role,omitempty"`
+	Content          *string `json:"content,omitempty"`
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
+}
+
+// logprobs is a choice's logprobs object, as OpenAI sends it when the
+// request asks for logprobs.
+type logprobs struct {
+	Content []tokenLogprob `json:"content"`
+	Refusal []tokenLogprob `json:"refusal"`
+}
+
+type tokenLogprob struct {
+	Token       string         `json:"token"`
+	Logprob     float64        `json:"logprob"`
+	Bytes       []int          `json:"bytes"`
+	TopLogprobs []tokenLogprob `json:"top_logprobs,omitempty"`
 }
 
 // completion is the "chat.completion" answer to a non-streaming request.
@@ -55,16 +72,38 @@ type completion struct {
 }
 
 type completionChoice struct {
-	Index        int     `json:"index"`
-	Message      Message `json:"message"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason string  `json:"finish_reason"`
+	Index        int               `json:"index"`
+	Message      completionMessage `json:"message"`
+	Logprobs     any               `json:"logprobs"`
+	FinishReason string            `json:"finish_reason"`
 }
 
+type completionMessage struct {
+	Role             string `json:"role"`
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+}
+
+// usage has its details only when the answer has reasoning, so that the
+// mock's usage is unchanged otherwise.
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens            int                `json:"prompt_tokens"`
+	CompletionTokens        int                `json:"completion_tokens"`
+	TotalTokens             int                `json:"total_tokens"`
+	PromptTokensDetails     *promptDetails     `json:"prompt_tokens_details,omitempty"`
+	CompletionTokensDetails *completionDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+	AudioTokens  int `json:"audio_tokens"`
+}
+
+type completionDetails struct {
+	ReasoningTokens          int `json:"reasoning_tokens"`
+	AudioTokens              int `json:"audio_tokens"`
+	AcceptedPredictionTokens int `json:"accepted_prediction_tokens"`
+	RejectedPredictionTokens int `json:"rejected_prediction_tokens"`
 }
 
 // modelList is the answer to GET /v1/models.

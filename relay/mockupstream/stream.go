@@ -33,6 +33,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rep reply, f fau
 	if out.chunk(rep.chunk(delta{Role: roleAssistant, Content: ptr("")}, nil)) != nil {
 		return
 	}
+	for i := range rep.reasoning {
+		if out.pause(ctx, s.cfg.TokenInterval) != nil || out.chunk(rep.chunk(delta{ReasoningContent: &rep.reasoning[i]}, nil)) != nil {
+			return
+		}
+	}
 	for sent := 0; ; sent++ {
 		if f.stallFor > 0 && sent == f.stallAfter {
 			if out.pause(ctx, f.stallFor) != nil {
@@ -46,7 +51,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rep reply, f fau
 		if sent == len(rep.tokens) {
 			break
 		}
-		if out.pause(ctx, s.cfg.TokenInterval) != nil || out.chunk(rep.chunk(delta{Content: &rep.tokens[sent]}, nil)) != nil {
+		c := rep.chunk(delta{Content: &rep.tokens[sent]}, nil)
+		c.Choices[0].Logprobs = rep.logprobsOf(rep.tokens[sent])
+		if out.pause(ctx, s.cfg.TokenInterval) != nil || out.chunk(c) != nil {
 			return
 		}
 	}

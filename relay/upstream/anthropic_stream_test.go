@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func TestAnthropicStreamEvents(t *testing.T) {
 	if strings.Join(c.toolCalls, "\n") != strings.Join(wantTools, "\n") {
 		t.Errorf("tool_calls fragments:\n%s\nwant\n%s", strings.Join(c.toolCalls, "\n"), strings.Join(wantTools, "\n"))
 	}
-	if want := (Usage{PromptTokens: 35, CompletionTokens: 42, TotalTokens: 77}); c.usage == nil || *c.usage != want {
+	if want := (Usage{PromptTokens: 35, CompletionTokens: 42, TotalTokens: 77}); c.usage == nil || !reflect.DeepEqual(*c.usage, want) {
 		t.Errorf("usage = %+v, want %+v (cached input counts as prompt)", c.usage, want)
 	}
 }

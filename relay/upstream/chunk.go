@@ -4,12 +4,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Delta is what one chat.completion.chunk says about choice 0. A Delta may be
 // empty: providers send chunks with no choices (Azure's content-filter
 // preamble) or an empty delta next to a finish_reason.
+//
+// Every member of the chunk reaches the Delta, except the ones the relay
+// writes itself (id, created, and relay, the extension of a relay called
+// as a provider) and obfuscation, the padding OpenAI adds against length
+// side channels, which means nothing once the relay cuts its own chunks. Members it does not know are kept raw in the Extra
+// fields, to be re-emitted unchanged.
 type Delta struct {
 	// Role is set on the first chunk of a message, usually "assistant".
 	Role string
@@ -17,12 +26,21 @@ type Delta struct {
 	// (Mistral) is flattened to the concatenation of its "text" parts.
 	Content string
 	// Reasoning is a fragment of the model's reasoning, not of its answer:
-	// reasoning_content (DeepSeek, vLLM), reasoning (OpenRouter), or
-	// Anthropic's thinking. A continuation never replays it as text.
+	// reasoning_content (DeepSeek, vLLM), reasoning (OpenRouter; used
+	// when reasoning_content is absent), or Anthropic's thinking. A
+	// continuation never replays it as text.
 	Reasoning string
+	// Refusal is a fragment of the model's refusal (delta.refusal).
+	Refusal string
 	// ToolCalls is the raw tool_calls fragment array, nil when absent, null
 	// or empty. Fragments must be merged by index by the consumer.
 	ToolCalls json.RawMessage
+	// Annotations is the raw delta.annotations array, nil when absent,
+	// null or empty.
+	Annotations json.RawMessage
+	// Logprobs is the raw choice.logprobs object ({"content": [...],
+	// "refusal": [...]}), nil when absent or null.
+	Logprobs json.RawMessage
 	// FinishReason is set on the chunk that ends the choice ("stop",
 	// "length", "tool_calls", "content_filter", ...).
 	FinishReason string
@@ -31,80 +49,170 @@ type Delta struct {
 	Usage *Usage
 	// Model is the model the provider says served the chunk.
 	Model string
+	// SystemFingerprint is the chunk's system_fingerprint.
+	SystemFingerprint string
+	// ChunkExtra, ChoiceExtra and DeltaExtra are the unknown members of
+	// the chunk, of choice 0 and of its delta, in the order they came.
+	ChunkExtra, ChoiceExtra, DeltaExtra []Field
 }
 
 // Usage is the token accounting of a completion, as OpenAI reports it.
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
-
-// chunk is the subset of chat.completion.chunk that Delta needs, plus the
-// fields by which providers signal an error in the middle of a stream.
-type chunk struct {
-	Model   string `json:"model"`
-	Object  string `json:"object"`
-	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Role      string          `json:"role"`
-			Content   json.RawMessage `json:"content"`
-			ToolCalls json.RawMessage `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *Usage       `json:"usage"`
-	Error *OpenAIError `json:"error"`
+	PromptTokens            int              `json:"prompt_tokens"`
+	CompletionTokens        int              `json:"completion_tokens"`
+	TotalTokens             int              `json:"total_tokens"`
+	PromptTokensDetails     wire.TokenCounts `json:"prompt_tokens_details"`
+	CompletionTokensDetails wire.TokenCounts `json:"completion_tokens_details"`
 }
 
 // ParseChunk decodes the data of one SSE event of a streaming chat
 // completion. Data that is not a JSON object of the chunk's shape yields an
 // error wrapping ErrMalformed. An error payload ({"error": ...}, or vLLM's
 // {"object": "error", ...}) yields an error wrapping *OpenAIError.
+//
+// The data is validated once and then walked member by member (members),
+// rather than decoded into structs level by level: a chunk's members the
+// relay does not know are kept, and the common chunk of one token costs
+// no more than before they were.
 func ParseChunk(data []byte) (Delta, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return Delta{}, fmt.Errorf("%w: chunk is not a JSON object", ErrMalformed)
 	}
-	var c chunk
-	if err := json.Unmarshal(trimmed, &c); err != nil {
+	if !json.Valid(trimmed) {
+		return Delta{}, fmt.Errorf("%w: chunk is not valid JSON", ErrMalformed)
+	}
+	var (
+		d               Delta
+		object          string
+		choices, errRaw []byte
+	)
+	err := members(trimmed, func(name, value []byte) (err error) {
+		switch string(name) {
+		case `"model"`:
+			d.Model, err = decodeString(value)
+		case `"object"`:
+			object, err = decodeString(value)
+		case `"system_fingerprint"`:
+			d.SystemFingerprint, err = decodeString(value)
+		case `"choices"`:
+			choices = value
+		case `"usage"`:
+			if !isNull(value) {
+				d.Usage = &Usage{}
+				err = json.Unmarshal(value, d.Usage)
+			}
+		case `"error"`:
+			errRaw = value
+		case `"id"`, `"created"`, `"obfuscation"`, `"relay"`:
+		default:
+			var f Field
+			f, err = field(name, value)
+			d.ChunkExtra = append(d.ChunkExtra, f)
+		}
+		return err
+	})
+	if err != nil {
 		return Delta{}, fmt.Errorf("%w: chunk: %w", ErrMalformed, err)
 	}
-	if c.Error != nil {
-		return Delta{}, fmt.Errorf("error in stream: %w", c.Error)
+	if !isNull(errRaw) {
+		var e OpenAIError
+		if err := json.Unmarshal(errRaw, &e); err != nil {
+			return Delta{}, fmt.Errorf("%w: chunk error: %w", ErrMalformed, err)
+		}
+		return Delta{}, fmt.Errorf("error in stream: %w", &e)
 	}
-	if c.Object == "error" {
+	if object == "error" {
 		e, _ := parseErrorBody(trimmed)
 		return Delta{}, fmt.Errorf("error in stream: %w", &e)
 	}
-	d := Delta{Usage: c.Usage, Model: c.Model}
-	for _, ch := range c.Choices {
-		if ch.Index != 0 {
-			continue
+	if !isNull(choices) {
+		if err := arrayElements(choices, func(c []byte) error { return d.choice(c) }); err != nil {
+			return Delta{}, fmt.Errorf("%w: chunk choices: %w", ErrMalformed, err)
 		}
-		content, err := decodeContent(ch.Delta.Content)
-		if err != nil {
-			return Delta{}, fmt.Errorf("%w: chunk content: %w", ErrMalformed, err)
-		}
-		d.Role = ch.Delta.Role
-		d.Content = content
-		d.ToolCalls = nonEmptyArray(ch.Delta.ToolCalls)
-		d.FinishReason = ch.FinishReason
-		break
 	}
 	return d, nil
+}
+
+// choice fills d from the choice c if it is choice 0.
+func (d *Delta) choice(c []byte) error {
+	var (
+		index         int
+		delta, finish []byte
+		logprobs      json.RawMessage
+		extra         []Field
+	)
+	err := members(c, func(name, value []byte) (err error) {
+		switch string(name) {
+		case `"index"`:
+			index, err = strconv.Atoi(string(value))
+		case `"delta"`:
+			delta = value
+		case `"finish_reason"`:
+			finish = value
+		case `"logprobs"`:
+			if !isNull(value) {
+				logprobs = bytes.Clone(value)
+			}
+		default:
+			var f Field
+			f, err = field(name, value)
+			extra = append(extra, f)
+		}
+		return err
+	})
+	if err != nil || index != 0 {
+		return err
+	}
+	if d.FinishReason, err = decodeString(finish); err != nil {
+		return err
+	}
+	d.Logprobs, d.ChoiceExtra = logprobs, extra
+	if isNull(delta) {
+		return nil
+	}
+	return members(delta, d.deltaMember)
+}
+
+// deltaMember fills d from one member of choice 0's delta.
+func (d *Delta) deltaMember(name, value []byte) (err error) {
+	switch string(name) {
+	case `"role"`:
+		d.Role, err = decodeString(value)
+	case `"content"`:
+		d.Content, err = decodeContent(value)
+	case `"tool_calls"`:
+		d.ToolCalls = bytes.Clone(nonEmptyArray(value))
+	case `"annotations"`:
+		d.Annotations = bytes.Clone(nonEmptyArray(value))
+	case `"refusal"`:
+		d.Refusal, err = decodeString(value)
+	case `"reasoning_content"`, `"reasoning"`:
+		r, rerr := decodeString(value)
+		if rerr != nil {
+			// Not text: some other use of the name, kept as it came.
+			return d.deltaExtra(name, value)
+		}
+		if d.Reasoning == "" || string(name) == `"reasoning_content"` {
+			d.Reasoning = r
+		}
+	default:
+		return d.deltaExtra(name, value)
+	}
+	return err
+}
+
+func (d *Delta) deltaExtra(name, value []byte) error {
+	f, err := field(name, value)
+	d.DeltaExtra = append(d.DeltaExtra, f)
+	return err
 }
 
 // decodeContent accepts content as a string, null, or an array of typed
 // parts of which only "text" parts are kept.
 func decodeContent(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
+	if isNull(raw) || raw[0] == '"' {
+		return decodeString(raw)
 	}
 	var parts []struct {
 		Type string `json:"type"`
@@ -122,8 +230,8 @@ func decodeContent(raw json.RawMessage) (string, error) {
 	return b.String(), nil
 }
 
-// nonEmptyArray returns nil for an absent, null or empty tool_calls field,
-// so callers can test len(d.ToolCalls) == 0.
+// nonEmptyArray returns nil for an absent, null or empty array, so callers
+// can test len(d.ToolCalls) == 0.
 func nonEmptyArray(raw json.RawMessage) json.RawMessage {
 	switch string(bytes.TrimSpace(raw)) {
 	case "", "null", "[]":

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestParseChunk(t *testing.T) {
@@ -63,6 +65,48 @@ func TestParseChunk(t *testing.T) {
 			want: Delta{Content: "x"},
 		},
 		{name: "empty object", in: ` {} `, want: Delta{}},
+		{
+			name: "members the relay writes itself",
+			in:   `{"id":"x","created":1,"obfuscation":"pad","relay":{"seq":3},"choices":[{"index":0,"delta":{"content":"a"}}]}`,
+			want: Delta{Content: "a"},
+		},
+		{
+			name: "reasoning_content",
+			in:   `{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":"think"}}]}`,
+			want: Delta{Reasoning: "think"},
+		},
+		{
+			name: "openrouter reasoning",
+			in:   `{"choices":[{"index":0,"delta":{"content":"","reasoning":"hm","reasoning_details":[{"type":"reasoning.text","text":"hm"}]}}]}`,
+			want: Delta{Reasoning: "hm", DeltaExtra: []Field{{"reasoning_details", []byte(`[{"type":"reasoning.text","text":"hm"}]`)}}},
+		},
+		{
+			name: "reasoning_content wins over reasoning",
+			in:   `{"choices":[{"index":0,"delta":{"reasoning_content":"a","reasoning":"b"}}]}`,
+			want: Delta{Reasoning: "a"},
+		},
+		{
+			name: "reasoning that is not text is kept raw",
+			in:   `{"choices":[{"index":0,"delta":{"reasoning":{"effort":"low"}}}]}`,
+			want: Delta{DeltaExtra: []Field{{"reasoning", []byte(`{"effort":"low"}`)}}},
+		},
+		{
+			name: "refusal and logprobs",
+			in:   `{"choices":[{"index":0,"delta":{"refusal":"No."},"logprobs":{"content":null,"refusal":[{"token":"No","logprob":-1,"bytes":[78,111],"top_logprobs":[]}]}}]}`,
+			want: Delta{Refusal: "No.", Logprobs: []byte(`{"content":null,"refusal":[{"token":"No","logprob":-1,"bytes":[78,111],"top_logprobs":[]}]}`)},
+		},
+		{
+			name: "escapes, invalid UTF-8 and an escaped unknown name",
+			in:   "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\\\"b\\u00e9\xff\"}}],\"x\\u0079\":[1, {\"z\":\",\"}]}",
+			want: Delta{Content: "a\"b\u00e9\ufffd", ChunkExtra: []Field{{"xy", []byte(`[1, {"z":","}]`)}}},
+		},
+		{
+			name: "usage details",
+			in:   `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":4,"new_tokens":1,"note":"x"}}}`,
+			want: Delta{Usage: &Usage{PromptTokens: 3, CompletionTokens: 5, TotalTokens: 8,
+				PromptTokensDetails:     wire.TokenCounts{{Name: "cached_tokens", N: 2}},
+				CompletionTokensDetails: wire.TokenCounts{{Name: "reasoning_tokens", N: 4}, {Name: "new_tokens", N: 1}}}},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -128,7 +129,7 @@ func TestResponsesStreamEvents(t *testing.T) {
 	if strings.Join(c.toolCalls, "\n") != strings.Join(wantTools, "\n") {
 		t.Errorf("tool_calls fragments:\n%s\nwant\n%s", strings.Join(c.toolCalls, "\n"), strings.Join(wantTools, "\n"))
 	}
-	if want := (Usage{PromptTokens: 9, CompletionTokens: 12, TotalTokens: 21}); c.usage == nil || *c.usage != want {
+	if want := (Usage{PromptTokens: 9, CompletionTokens: 12, TotalTokens: 21}); c.usage == nil || !reflect.DeepEqual(*c.usage, want) {
 		t.Errorf("usage = %+v, want %+v", c.usage, want)
 	}
 }

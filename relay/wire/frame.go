@@ -60,6 +60,35 @@ type Frame struct {
 	// upstream.Delta.Reasoning); clients see it where their dialect has a
 	// place for it (reasoning_content, a thinking block, a reasoning item).
 	Reasoning string `json:"reasoning,omitempty"`
+	// Refusal is the model's refusal text in this chunk (delta.refusal).
+	Refusal string `json:"refusal,omitempty"`
+	// Logprobs is choice.logprobs for the chunk's tokens: the provider's
+	// object when the chunk holds one delta, else one with the content
+	// and refusal arrays of its deltas concatenated in order. Each entry
+	// is stored as the provider sent it. Logprobs belong to the attempt
+	// that produced them; see LogprobsGap for where some are missing.
+	Logprobs json.RawMessage `json:"logprobs,omitempty"`
+	// LogprobsGap says that logprobs of text in this chunk or between the
+	// previous chunk and this one were dropped: at a prompt-mode
+	// continuation, the deltas the overlap filter held back while it
+	// decided whether they repeated the answer have text that was cut or
+	// moved, so their logprobs no longer match it.
+	LogprobsGap bool `json:"logprobs_gap,omitempty"`
+	// Annotations are the delta.annotations elements (url citations) of
+	// the chunk's deltas, in order, as the provider sent them.
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+	// SystemFingerprint is the provider's system_fingerprint for the
+	// attempt that produced the chunk.
+	SystemFingerprint string `json:"system_fingerprint,omitempty"`
+	// ChunkExtra, ChoiceExtra and DeltaExtra are the members of the
+	// provider's chunk, of its choice and of its delta that the relay
+	// does not know (a field added after this code was written), each a
+	// JSON object of the raw members in the order they came. A chunk
+	// never merges two different values of one such member: the
+	// publisher starts a new chunk instead.
+	ChunkExtra  json.RawMessage `json:"chunk_extra,omitempty"`
+	ChoiceExtra json.RawMessage `json:"choice_extra,omitempty"`
+	DeltaExtra  json.RawMessage `json:"delta_extra,omitempty"`
 
 	// Provider and Model say who generated a chunk; Attempt counts upstream
 	// calls within the stream (1 for the first); Seam is set on the first
@@ -93,13 +122,6 @@ type Frame struct {
 	// stream, when the request was traced: an edge serving a resume links
 	// its own span to the request's trace with it (README "Tracing").
 	TraceParent string `json:"traceparent,omitempty"`
-}
-
-// Usage counts tokens over every upstream attempt of a stream.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
 }
 
 // Encode renders the frame for publishing.

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -44,9 +45,10 @@ func TestStreamIDs(t *testing.T) {
 }
 
 func TestFrameRoundTrip(t *testing.T) {
-	in := Frame{Kind: KindEnd, Status: StatusIncomplete, Error: &Error{Message: "gave up", Type: TypeIncomplete}, Usage: &Usage{PromptTokens: 3, CompletionTokens: 5, TotalTokens: 8}}
+	in := Frame{Kind: KindEnd, Status: StatusIncomplete, Error: &Error{Message: "gave up", Type: TypeIncomplete}, Usage: &Usage{PromptTokens: 3, CompletionTokens: 5, TotalTokens: 8,
+		CompletionTokensDetails: TokenCounts{{Name: "reasoning_tokens", N: 2}}}}
 	out, err := DecodeFrame(in.Encode())
-	if err != nil || out.Status != in.Status || out.Error.Message != "gave up" || *out.Usage != *in.Usage {
+	if err != nil || out.Status != in.Status || out.Error.Message != "gave up" || !reflect.DeepEqual(out.Usage, in.Usage) {
 		t.Fatalf("round trip = %+v, %v", out, err)
 	}
 	if _, err := DecodeFrame([]byte(`{"kind":"bogus"}`)); err == nil {

@@ -112,13 +112,21 @@ func (j *job) read(stream *upstream.Stream, pub *publisher, price provider.Price
 			return err
 		}
 		j.addUsage(d.Usage, price)
-		if d.Content != "" || len(d.ToolCalls) > 0 {
+		if d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(d.ToolCalls) > 0 {
 			j.received++
 		}
+		in, held := d.Content, overlap.holding()
 		d.Content = overlap.feed(d.Content)
 		if len(d.ToolCalls) > 0 {
 			// A tool call follows its text, so the text is released.
 			d.Content += overlap.flush()
+		}
+		if len(d.Logprobs) > 0 && (held || d.Content != in) {
+			// The filter cut, held or released held text with this
+			// delta: its logprobs no longer describe its text. They are
+			// dropped, and the chunk says so.
+			d.Logprobs = nil
+			pub.markLogprobsGap()
 		}
 		if err := j.publish(pub, d); err != nil {
 			return err
@@ -139,8 +147,8 @@ func (j *job) publish(pub *publisher, d upstream.Delta) error {
 	return nil
 }
 
-// addUsage sums the usage of every attempt, each call being paid for, and
-// prices it by the model that was called.
+// addUsage sums the usage of every attempt, each call being paid for, its
+// details by name, and prices it by the model that was called.
 func (j *job) addUsage(u *upstream.Usage, price provider.Price) {
 	if u == nil {
 		return
@@ -151,5 +159,7 @@ func (j *job) addUsage(u *upstream.Usage, price provider.Price) {
 	j.usage.PromptTokens += u.PromptTokens
 	j.usage.CompletionTokens += u.CompletionTokens
 	j.usage.TotalTokens += u.TotalTokens
+	j.usage.PromptTokensDetails = j.usage.PromptTokensDetails.Add(u.PromptTokensDetails)
+	j.usage.CompletionTokensDetails = j.usage.CompletionTokensDetails.Add(u.CompletionTokensDetails)
 	j.cost += price.Cost(u.PromptTokens, u.CompletionTokens)
 }

@@ -53,9 +53,10 @@ type job struct {
 	// toolCalls reports that some chunk carried tool calls; such an answer
 	// is never continued.
 	toolCalls bool
-	// received counts the deltas with content (text or tool calls) this
-	// job's calls received, before any filtering: a call that got one was
-	// answered by a working provider (fleet.Report.Streamed).
+	// received counts the deltas with content (text, reasoning, refusal or
+	// tool calls) this job's calls received, before any filtering: a call
+	// that got one was answered by a working provider
+	// (fleet.Report.Streamed).
 	received int
 	// promptMode is set once a provider refused a prefill: the rest of the
 	// request continues in prompt mode.

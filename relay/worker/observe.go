@@ -85,8 +85,8 @@ func (ob *attemptObs) done(pub *publisher) {
 	m.Usage(p, model, j.req.Tenant, now.PromptTokens-ob.usage.PromptTokens, now.CompletionTokens-ob.usage.CompletionTokens, j.cost-ob.cost)
 }
 
-// firstContent is when the publisher was handed its first text or tool
-// call; zero if never.
+// firstContent is when the publisher was handed its first text,
+// reasoning, refusal or tool call; zero if never.
 func (p *publisher) firstContent() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()

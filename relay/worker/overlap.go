@@ -84,6 +84,10 @@ func (f *overlapFilter) feed(s string) string {
 	return f.decide()
 }
 
+// holding reports whether the filter holds text back, which the next
+// text it releases will include.
+func (f *overlapFilter) holding() bool { return f != nil && f.held != "" }
+
 // flush decides with what was held and returns it, stripped; for the end of
 // the stream, and before a tool call, which must follow its text.
 func (f *overlapFilter) flush() string {

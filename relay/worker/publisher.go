@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
 
@@ -18,10 +16,17 @@ const maxChunkContent = 64 << 10
 
 // publisher appends one attempt's deltas to the stream as chunk frames,
 // with one publish in flight: the deltas that arrive while a chunk is being
-// stored are concatenated into the next one. A stream then costs a publish
+// stored are merged into the next one. A stream then costs a publish
 // round trip per chunk rather than per token and keeps up with any token
 // rate (one stream took ~13.8k chunks/s on R1, ~5.1k/s on R3), and a slow
 // NATS never slows the reading of the upstream.
+//
+// Merging keeps everything a provider said (segment.accepts): text and
+// reasoning are concatenated, tool-call fragments, annotations and
+// logprobs entries appended in order, unknown members kept; deltas that
+// cannot be merged faithfully go to separate chunks. A publisher serves
+// one attempt, so a chunk never mixes two attempts' logprobs or
+// fingerprints: across a seam, each chunk says what its own call said.
 //
 // add and close are called by the goroutine reading the upstream; run by
 // another, the only one using the writer until run returns.
@@ -33,14 +38,17 @@ type publisher struct {
 	// stream.
 	seam wire.Seam
 
-	mu      sync.Mutex
-	content []byte            // text not yet published
-	tokens  int               // deltas with text in content
-	tools   []json.RawMessage // tool-call fragments not yet published
-	model   string            // the upstream's model, from the latest delta
-	closed  bool              // no more deltas will come
-	wake    chan struct{}     // capacity 1: data or close is waiting
-	firstAt time.Time         // when the first text or tool call came (observe.go)
+	mu sync.Mutex
+	// queue holds what is not yet published, oldest first; deltas are
+	// merged into the last segment.
+	queue []*segment
+	// sent holds the unknown members of the chunks published, by level
+	// and name, with their latest value (see news).
+	sent    map[string]string
+	model   string        // the upstream's model, from the latest delta
+	closed  bool          // no more deltas will come
+	wake    chan struct{} // capacity 1: data or close is waiting
+	firstAt time.Time     // when the first text, reasoning or tool call came (observe.go)
 
 	// callStart is when the upstream call started (set before run).
 	callStart time.Time
@@ -54,33 +62,53 @@ func newPublisher(w *streamWriter, template wire.Frame, seam wire.Seam) *publish
 	return &publisher{writer: w, template: template, seam: seam, model: template.Model, wake: make(chan struct{}, 1)}
 }
 
-// add queues a delta's text and tool calls. It never waits for NATS.
-// Tool-call fragments are kept as they came, in order: several in one chunk
-// are merged by index by the client, as within any provider's stream.
+// add queues what a delta says. It never waits for NATS. Tool-call
+// fragments are kept as they came, in order: several in one chunk are
+// merged by index by the client, as within any provider's stream.
 func (p *publisher) add(d upstream.Delta) error {
-	var tools []json.RawMessage
-	if len(d.ToolCalls) > 0 {
-		if err := json.Unmarshal(d.ToolCalls, &tools); err != nil {
-			return fmt.Errorf("worker: %w: tool_calls is not an array: %v", upstream.ErrMalformed, err)
-		}
+	tools, err := splitArray("tool_calls", d.ToolCalls)
+	if err != nil {
+		return err
+	}
+	annotations, err := splitArray("annotations", d.Annotations)
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
-	p.content = append(p.content, d.Content...)
-	if d.Content != "" {
-		p.tokens++
-	}
-	p.tools = append(p.tools, tools...)
-	if p.firstAt.IsZero() && (d.Content != "" || len(tools) > 0) {
+	seg, opened := p.last(d)
+	seg.add(d, tools, annotations)
+	data := seg.hasData()
+	if p.firstAt.IsZero() && (d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(tools) > 0) {
 		p.firstAt = time.Now()
 	}
 	if d.Model != "" {
 		p.model = d.Model
 	}
 	p.mu.Unlock()
-	if d.Content != "" || len(tools) > 0 {
+	if data || opened {
 		p.signal()
 	}
 	return nil
+}
+
+// markLogprobsGap records that the logprobs of a delta were dropped
+// (wire.Frame.LogprobsGap); the next chunk says so.
+func (p *publisher) markLogprobsGap() {
+	p.mu.Lock()
+	seg, _ := p.last(upstream.Delta{})
+	seg.logprobsGap = true
+	p.mu.Unlock()
+}
+
+// last returns the segment d is to be merged into, opened if the last one
+// does not accept it.
+func (p *publisher) last(d upstream.Delta) (seg *segment, opened bool) {
+	if n := len(p.queue); n > 0 && p.queue[n-1].accepts(d) {
+		return p.queue[n-1], false
+	}
+	seg = &segment{}
+	p.queue = append(p.queue, seg)
+	return seg, len(p.queue) > 1
 }
 
 // close says no more deltas will come; run publishes what is queued and
@@ -132,23 +160,71 @@ func (p *publisher) run(ctx context.Context) error {
 }
 
 // take removes the next chunk's worth of queued data. ok is false when
-// nothing is queued; closed reports that nothing more will be.
+// nothing is ready; closed reports that nothing more will be. A segment
+// without data is published once it is followed by another or the
+// attempt ended, and only if it has news; else (the fingerprint or the
+// service_tier every chunk of a provider repeats) it is dropped.
 func (p *publisher) take() (f wire.Frame, ok, closed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.content) == 0 && len(p.tools) == 0 {
-		return f, false, p.closed
+	for len(p.queue) > 0 {
+		seg, final := p.queue[0], len(p.queue) == 1
+		switch {
+		case seg.hasData(), (!final || p.closed) && p.news(seg):
+			return p.cut(seg), true, p.closed
+		case final && !p.closed:
+			return f, false, false
+		}
+		p.queue = p.queue[1:]
 	}
-	f = p.template
+	return f, false, p.closed
+}
+
+// cut makes a frame of the front of seg, the first segment: its reasoning
+// then its text, at most maxChunkContent bytes of them, and with the last
+// piece everything else. seg leaves the queue once it is all taken.
+func (p *publisher) cut(seg *segment) wire.Frame {
+	f := p.template
 	f.Model = p.model
-	n := runecut.Len(p.content, maxChunkContent) // a chunk of valid text is valid text
-	f.Content = string(p.content[:n])
-	f.Tokens, p.tokens = p.tokens, 0 // a chunk cut at maxChunkContent counts them all
-	p.content = p.content[:copy(p.content, p.content[n:])]
-	if len(p.content) == 0 && len(p.tools) > 0 {
-		// Tool calls ride with the last piece of the text before them.
-		f.ToolCalls = mustJSON(p.tools)
-		p.tools = nil
+	f.SystemFingerprint = seg.fingerprint
+	f.Tokens, seg.tokens = seg.tokens, 0 // a chunk cut at maxChunkContent counts them all
+	n := runecut.Len(seg.reasoning, maxChunkContent)
+	f.Reasoning = string(seg.reasoning[:n])
+	seg.reasoning = seg.reasoning[:copy(seg.reasoning, seg.reasoning[n:])]
+	if len(seg.reasoning) == 0 {
+		n = runecut.Len(seg.content, maxChunkContent-len(f.Reasoning))
+		f.Content = string(seg.content[:n])
+		seg.content = seg.content[:copy(seg.content, seg.content[n:])]
 	}
-	return f, true, p.closed
+	if len(seg.reasoning) == 0 && len(seg.content) == 0 {
+		// Tool calls, logprobs and the rest ride with the last piece of
+		// the text before them.
+		seg.rest(&f)
+		p.queue = p.queue[1:]
+		if p.sent == nil {
+			p.sent = map[string]string{}
+		}
+		for _, l := range seg.extras() {
+			for _, m := range l.fields {
+				p.sent[l.level+m.Name] = string(m.Value)
+			}
+		}
+	}
+	return f
+}
+
+// news reports whether seg says something no published chunk said: a
+// logprobs gap, or an unknown member with a new value.
+func (p *publisher) news(seg *segment) bool {
+	if seg.logprobsGap {
+		return true
+	}
+	for _, l := range seg.extras() {
+		for _, m := range l.fields {
+			if p.sent[l.level+m.Name] != string(m.Value) {
+				return true
+			}
+		}
+	}
+	return false
 }
