@@ -112,7 +112,10 @@ const (
 // after room for the headers.
 func ForwardPieceSize(maxPayload int64) int {
 	const headroom = 4 << 10
-	return int(max(maxPayload-headroom, headroom))
+	if maxPayload <= 2*headroom {
+		return int(max(maxPayload/2, 1))
+	}
+	return int(maxPayload - headroom)
 }
 
 // MaxForwardBody bounds a non-streamed answer the relay forwards: it is
