@@ -72,7 +72,9 @@ func (e *env) fakeForwarder(script func(n int, req wire.ForwardRequest) []forwar
 	return f
 }
 
-func step(kind wire.ForwardKind, data any) forwardStep { return forwardStep{kind: kind, data: data, seq: -1} }
+func step(kind wire.ForwardKind, data any) forwardStep {
+	return forwardStep{kind: kind, data: data, seq: -1}
+}
 
 // answered is a whole non-streamed answer: body in two pieces.
 func answered(body string) []forwardStep {
