@@ -92,10 +92,25 @@ func (f *forwards) take(msg *nats.Msg) {
 	}
 	f.wg.Go(func() {
 		defer func() { <-f.slots }()
+		log := f.w.logger.With("forward", req.ID, "endpoint", req.Endpoint, "model", req.Model)
+		// A call nobody waits for any more is not worth paying for.
+		ctx, cancel := context.WithCancel(f.ctx)
+		defer cancel()
+		var gone sync.Once
+		if unwatch, err := out.watch(func() {
+			gone.Do(func() {
+				log.Info("the edge stopped listening; ending the forwarded request")
+				cancel()
+			})
+		}); err == nil {
+			defer unwatch()
+		} else {
+			log.Warn("not watching the edge of a forwarded request", "err", err)
+		}
 		out.send(wire.ForwardAccepted, nil)
 		stop := out.beat()
 		defer stop()
-		fj := &forwardJob{w: f.w, req: req, out: out, log: f.w.logger.With("forward", req.ID, "endpoint", req.Endpoint, "model", req.Model)}
-		out.end(fj.serve(f.ctx))
+		fj := &forwardJob{w: f.w, req: req, out: out, log: log}
+		out.end(fj.serve(ctx))
 	})
 }

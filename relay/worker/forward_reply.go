@@ -17,6 +17,9 @@ import (
 type forwardReply struct {
 	nc      *nats.Conn
 	subject string
+	// inbox, once watch set it, is the reply subject of every message:
+	// see watch.
+	inbox string
 
 	mu   sync.Mutex
 	seq  int
@@ -37,7 +40,7 @@ func (r *forwardReply) send(kind wire.ForwardKind, data []byte) error {
 	if r.err != nil {
 		return r.err
 	}
-	msg := &nats.Msg{Subject: r.subject, Data: data, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: r.subject, Reply: r.inbox, Data: data, Header: nats.Header{}}
 	msg.Header.Set(wire.HeaderForwardKind, string(kind))
 	msg.Header.Set(wire.HeaderForwardSeq, strconv.Itoa(r.seq))
 	if err := r.nc.PublishMsg(msg); err != nil {
@@ -64,6 +67,27 @@ func (r *forwardReply) sent() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.seq
+}
+
+// watch calls gone once the edge stopped listening (its client left, or
+// it took this worker for lost): every later message is published with a
+// reply subject of the worker's, so NATS answers one that nobody receives
+// with a no-responders status there. Heartbeats keep that within one
+// ForwardHeartbeat. The watch ends with stop.
+func (r *forwardReply) watch(gone func()) (stop func(), err error) {
+	inbox := r.nc.NewInbox()
+	sub, err := r.nc.Subscribe(inbox, func(msg *nats.Msg) {
+		if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
+			gone()
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.inbox = inbox
+	r.mu.Unlock()
+	return func() { _ = sub.Unsubscribe() }, nil
 }
 
 // beat sends wire.ForwardAlive whenever nothing else was sent for a

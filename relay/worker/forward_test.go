@@ -279,3 +279,21 @@ func TestForwardUnknownModelIs404(t *testing.T) {
 		t.Fatalf("end %+v, want a 404", a.end)
 	}
 }
+
+func TestForwardStopsTheCallWhenTheEdgeLeaves(t *testing.T) {
+	gate := &recordingGate{}
+	h := start(t, setup{gate: gate})
+	r := h.forward(completionsRequest(t, "[[mock: stall_before=30s]] nobody waits", false))
+	if err := r.sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	// The stall outlasts the test: a report means the call was ended.
+	relaytest.Eventually(t, waitFor, 10*time.Millisecond, func() bool {
+		gate.mu.Lock()
+		defer gate.mu.Unlock()
+		return len(gate.reports) == 1
+	})
+	if got := gate.verdicts(); !slices.Equal(got, []string{"mock/mock-1:neutral"}) {
+		t.Fatalf("verdicts %v: a call ended for want of a listener says nothing of the provider", got)
+	}
+}
