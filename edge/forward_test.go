@@ -94,9 +94,9 @@ func TestForwardJoinsThePiecesOfAnAnswer(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
 	const body = `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5,0.25]}]}`
-	var got wire.ForwardRequest
+	reqs := make(chan wire.ForwardRequest, 1)
 	e.fakeForwarder(func(_ int, req wire.ForwardRequest) []forwardStep {
-		got = req
+		reqs <- req
 		return answered(body)
 	})
 	res := do(t, http.MethodPost, edge.url+"/v1/embeddings", embeddingsBody, http.Header{HeaderFailFast: {"true"}})
@@ -106,7 +106,7 @@ func TestForwardJoinsThePiecesOfAnAnswer(t *testing.T) {
 	if b := readAll(t, res); b != body {
 		t.Fatalf("body %q, want %q", b, body)
 	}
-	if got.Endpoint != wire.EndpointEmbeddings || got.Model != testModel || !got.FailFast || string(got.Body) != embeddingsBody || got.ID == "" {
+	if got := <-reqs; got.Endpoint != wire.EndpointEmbeddings || got.Model != testModel || !got.FailFast || string(got.Body) != embeddingsBody || got.ID == "" {
 		t.Fatalf("forwarded %+v", got)
 	}
 }
@@ -262,5 +262,26 @@ func TestForwardChecksTheRequest(t *testing.T) {
 		if res.StatusCode != c.status || c.param != "" && !strings.Contains(b, `"param":"`+c.param+`"`) {
 			t.Errorf("%s %s: status %d, body %s; want %d on %q", c.path, c.body, res.StatusCode, b, c.status, c.param)
 		}
+	}
+}
+
+func TestForwardChecksTheKeyAsChatDoes(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{APIKeys: []APIKey{{Tenant: "acme", KeySHA256: keyHash("k1"), Models: []string{otherModel}, FailFast: true}}})
+	reqs := make(chan wire.ForwardRequest, 1)
+	e.fakeForwarder(func(_ int, req wire.ForwardRequest) []forwardStep {
+		reqs <- req
+		return answered(`{}`)
+	})
+	if res := do(t, http.MethodPost, edge.url+"/v1/embeddings", embeddingsBody, nil); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without a key: status %d, want 401", res.StatusCode)
+	}
+	auth := http.Header{"Authorization": {"Bearer k1"}}
+	if res := do(t, http.MethodPost, edge.url+"/v1/embeddings", embeddingsBody, auth); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("a model the key may not use: status %d, want 404", res.StatusCode)
+	}
+	res := do(t, http.MethodPost, edge.url+"/v1/embeddings", `{"model":"gpt-other","input":"x"}`, auth)
+	if b, got := readAll(t, res), <-reqs; res.StatusCode != http.StatusOK || got.Tenant != "acme" || !got.FailFast {
+		t.Fatalf("status %d (%s), forwarded %+v: want the key's tenant and fail_fast", res.StatusCode, b, got)
 	}
 }

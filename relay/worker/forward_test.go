@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
@@ -295,5 +296,16 @@ func TestForwardStopsTheCallWhenTheEdgeLeaves(t *testing.T) {
 	})
 	if got := gate.verdicts(); !slices.Equal(got, []string{"mock/mock-1:neutral"}) {
 		t.Fatalf("verdicts %v: a call ended for want of a listener says nothing of the provider", got)
+	}
+}
+
+func TestForwardFailsFastWhenEveryProviderIsUnavailable(t *testing.T) {
+	gate := &recordingGate{refuse: map[string]bool{"mock": true}, cause: fleet.ErrProviderOpen}
+	h := start(t, setup{gate: gate})
+	req := embeddingsRequest(t, []string{"x"}, 8)
+	req.FailFast = true
+	a := h.forward(req).all()
+	if a.end.Error == nil || a.end.Error.Status != http.StatusServiceUnavailable || a.end.Error.Code != wire.CodeBreakerOpen || a.end.Retryable {
+		t.Fatalf("end %+v, want a 503 circuit_breaker_open", a.end)
 	}
 }
