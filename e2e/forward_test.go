@@ -227,3 +227,42 @@ func expectStatus(t *testing.T, err error, status int, typ string) {
 		t.Fatalf("error = %v, want a %d %s", err, status, typ)
 	}
 }
+
+// A worker killed while it holds a forwarded request, before any of the
+// answer reached the client: the edge hears nothing from it for
+// wire.ForwardSilence and sends the request to another worker, and the
+// client gets the whole answer.
+func TestForwardSurvivesAWorkerKilledMidRequest(t *testing.T) {
+	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: forwardTokens, TokenInterval: 5 * time.Millisecond}})
+	ctx := forwardCtx(t)
+	client := forwardClient(t, s)
+	// The first call stalls; the retry is answered at once.
+	const p = "[[mock: stall_before=20s, times=1]] forward: the worker dies"
+	key := mockupstream.ConversationKey([]mockupstream.Message{{Role: "user", Content: p}})
+	type result struct {
+		c   *openai.Completion
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := client.Completions.New(ctx, openai.CompletionNewParams{Model: "mock-1", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(p)}})
+		done <- result{c, err}
+	}()
+	waitFor(t, 20*time.Second, "the first call to reach the provider", func() bool { return s.mockStats().ByConversation[key] == 1 })
+	s.workerProcs = append(s.workerProcs, s.startWorker(ctx, nil))
+	killed := time.Now()
+	if err := s.workerProcs[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.c.Choices[0].Text != answerText(p, forwardTokens) {
+		t.Fatalf("text %q, want %q", r.c.Choices[0].Text, answerText(p, forwardTokens))
+	}
+	if n := s.mockStats().ByConversation[key]; n != 2 {
+		t.Fatalf("the provider was called %d times, want 2 (the killed worker's call, then the retry)", n)
+	}
+	t.Logf("answered %v after the kill", time.Since(killed).Round(time.Millisecond))
+}

@@ -101,9 +101,10 @@ type ForwardEnd struct {
 const (
 	// ForwardHeartbeat is how often a worker sends ForwardAlive while it
 	// has nothing else to send.
-	ForwardHeartbeat = time.Second
+	ForwardHeartbeat = 500 * time.Millisecond
 	// ForwardSilence is how long an edge waits for the next reply message
-	// before it takes the worker for gone: a few heartbeats.
+	// before it takes the worker for gone: five heartbeats, about the
+	// liveness timeout after which a generation is handed over.
 	ForwardSilence = 5 * ForwardHeartbeat
 )
 
