@@ -47,23 +47,18 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, req wire.Forwar
 		})
 		return
 	}
-	last := &wire.Error{
-		Message: "No relay worker took the request.",
-		Type:    wire.TypeServer,
-		Code:    wire.CodeNoWorker,
-		Status:  http.StatusServiceUnavailable,
-	}
+	var last *wire.Error
 	for try := range forwardTries {
 		x := &exchange{s: s, w: w, stream: req.Stream}
 		again, e := x.run(r.Context(), data)
 		if !again {
 			return
 		}
-		if e != nil {
-			last = e
+		last = e
+		if try+1 < forwardTries {
+			s.log.Info("forwarded request passed to another worker", "id", req.ID, "try", try+1, "why", e.Message)
 		}
-		s.log.Info("forwarded request passed to another worker", "id", req.ID, "try", try+1, "why", last.Message)
-		if errors.Is(e, errNoWorker) {
+		if e == errNoWorker {
 			t := time.NewTimer(forwardRetryDelay * time.Duration(try+1))
 			select {
 			case <-r.Context().Done():
@@ -101,7 +96,7 @@ type exchange struct {
 
 // run publishes the request and serves its reply. It reports whether the
 // request should go to another worker (nothing was written to the client),
-// with the reason.
+// with the reason, never nil then.
 func (x *exchange) run(ctx context.Context, data []byte) (bool, *wire.Error) {
 	subject := wire.ForwardReplySubject(replyToken())
 	sub, err := x.s.nc.SubscribeSync(subject)

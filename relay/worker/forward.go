@@ -78,7 +78,7 @@ func (f *forwards) take(msg *nats.Msg) {
 	}
 	out := newForwardReply(f.w.nc, msg.Reply)
 	var req wire.ForwardRequest
-	if err := json.Unmarshal(msg.Data, &req); err != nil || req.Model == "" || len(req.Body) == 0 {
+	if err := json.Unmarshal(msg.Data, &req); err != nil || req.Model == "" || len(req.Body) == 0 || !forwardable(req) {
 		out.end(wire.ForwardEnd{Error: badBody("the forwarded request is malformed")})
 		return
 	}
@@ -113,4 +113,16 @@ func (f *forwards) take(msg *nats.Msg) {
 		fj := &forwardJob{w: f.w, req: req, out: out, log: log}
 		out.end(fj.serve(ctx))
 	})
+}
+
+// forwardable reports whether req names an endpoint the relay forwards,
+// streamed only where the API streams: nothing else reaches a provider.
+func forwardable(req wire.ForwardRequest) bool {
+	switch req.Endpoint {
+	case wire.EndpointEmbeddings:
+		return !req.Stream
+	case wire.EndpointCompletions:
+		return true
+	}
+	return false
 }

@@ -23,10 +23,12 @@ import (
 type forwardReplies struct {
 	t   *testing.T
 	sub *nats.Subscription
+	// first is the first message, read when the request was sent.
+	first *nats.Msg
 }
 
-// forward publishes req as an edge does, once a worker took it, and
-// returns its reply's reader, past the accepted message.
+// forward publishes req as an edge does, until a worker takes it, and
+// returns its reply's reader.
 func (h *harness) forward(req wire.ForwardRequest) *forwardReplies {
 	h.t.Helper()
 	if req.ID == "" {
@@ -48,10 +50,10 @@ func (h *harness) forward(req wire.ForwardRequest) *forwardReplies {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return false
 		}
-		if err != nil || msg.Header.Get(wire.HeaderForwardKind) != string(wire.ForwardAccepted) {
-			h.t.Fatalf("first reply message: %v %v, want accepted", msg, err)
+		if err != nil {
+			h.t.Fatalf("first reply message: %v", err)
 		}
-		r = &forwardReplies{t: h.t, sub: sub}
+		r = &forwardReplies{t: h.t, sub: sub, first: msg}
 		return true
 	})
 	return r
@@ -60,7 +62,11 @@ func (h *harness) forward(req wire.ForwardRequest) *forwardReplies {
 // next returns the next message, checking that it is numbered in order.
 func (r *forwardReplies) next(seq int) (wire.ForwardKind, []byte) {
 	r.t.Helper()
-	msg, err := r.sub.NextMsg(waitFor)
+	msg, err := r.first, error(nil)
+	if r.first == nil {
+		msg, err = r.sub.NextMsg(waitFor)
+	}
+	r.first = nil
 	if err != nil {
 		r.t.Fatalf("reply message %d: %v", seq, err)
 	}
@@ -84,8 +90,7 @@ type forwardAnswer struct {
 func (r *forwardReplies) all() forwardAnswer {
 	r.t.Helper()
 	var a forwardAnswer
-	a.kinds = []wire.ForwardKind{wire.ForwardAccepted}
-	for seq := 1; ; seq++ {
+	for seq := 0; ; seq++ {
 		kind, data := r.next(seq)
 		if kind != wire.ForwardAlive {
 			a.kinds = append(a.kinds, kind)
@@ -255,9 +260,12 @@ func TestForwardOfAStoppingWorkerIsRetryable(t *testing.T) {
 	h := start(t, setup{noWorker: true})
 	w := h.startWorker(Config{}, nil)
 	r := h.forward(completionsRequest(t, "[[mock: stall_before=30s]] slow", false))
+	if kind := wire.ForwardKind(r.first.Header.Get(wire.HeaderForwardKind)); kind != wire.ForwardAccepted {
+		t.Fatalf("first message %q, want accepted", kind)
+	}
 	w.stop()
 	var end wire.ForwardEnd
-	for seq := 1; ; seq++ {
+	for seq := 0; ; seq++ {
 		kind, data := r.next(seq)
 		if kind == wire.ForwardEndKind {
 			if err := json.Unmarshal(data, &end); err != nil {
@@ -307,5 +315,15 @@ func TestForwardFailsFastWhenEveryProviderIsUnavailable(t *testing.T) {
 	a := h.forward(req).all()
 	if a.end.Error == nil || a.end.Error.Status != http.StatusServiceUnavailable || a.end.Error.Code != wire.CodeBreakerOpen || a.end.Retryable {
 		t.Fatalf("end %+v, want a 503 circuit_breaker_open", a.end)
+	}
+}
+
+func TestForwardRefusesAnEndpointItDoesNotForward(t *testing.T) {
+	h := start(t, setup{})
+	req := embeddingsRequest(t, []string{"x"}, 8)
+	req.Endpoint = "files"
+	a := h.forward(req).all()
+	if a.end.Error == nil || a.end.Error.Status != http.StatusBadRequest || len(h.mock.Stats().ByStatus) != 0 {
+		t.Fatalf("end %+v, mock %+v: want a 400 and no call", a.end, h.mock.Stats())
 	}
 }
