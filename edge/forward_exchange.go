@@ -55,9 +55,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, req wire.Forwar
 			return
 		}
 		last = e
-		if try+1 < forwardTries {
-			s.log.Info("forwarded request passed to another worker", "id", req.ID, "try", try+1, "why", e.Message)
+		if try+1 == forwardTries {
+			break
 		}
+		s.log.Info("forwarded request passed to another worker", "id", req.ID, "try", try+1, "why", e.Message)
 		if e == errNoWorker {
 			t := time.NewTimer(forwardRetryDelay * time.Duration(try+1))
 			select {
