@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/fleet/breaker"
@@ -41,13 +43,13 @@ func (fj *forwardJob) serve(ctx context.Context) wire.ForwardEnd {
 	for i := 0; ; {
 		c := route[i]
 		out := fj.call(fleet.WithCallInfo(ctx, fj.callInfo(state, i)), c)
-		if out.err == nil {
+		if out.err == nil && out.logErr == nil {
 			return wire.ForwardEnd{}
 		}
 		if ctx.Err() != nil || out.class == upstream.Canceled {
 			return fj.stopped()
 		}
-		if out.class == upstream.RequestFault || fj.events > 0 || out.logErr != nil {
+		if out.class == upstream.RequestFault || fj.events > 0 || out.logErr != nil || errors.Is(out.err, upstream.ErrTooLarge) {
 			return fj.failed(c, out)
 		}
 		switch {
@@ -117,9 +119,17 @@ func (fj *forwardJob) stopped() wire.ForwardEnd {
 // failed is the end of a request that failed on candidate c, with the
 // error a generation that failed before its first chunk gets.
 func (fj *forwardJob) failed(c provider.Candidate, out outcome) wire.ForwardEnd {
+	if errors.Is(out.logErr, nats.ErrMaxPayload) {
+		return wire.ForwardEnd{Error: &wire.Error{
+			Message: "A part of the provider's answer is larger than the relay can carry between its nodes (NATS max_payload).",
+			Type:    wire.TypeUpstream,
+			Code:    wire.CodeForwardTooLarge,
+			Status:  http.StatusBadGateway,
+		}}
+	}
 	if out.logErr != nil {
 		return wire.ForwardEnd{Error: &wire.Error{
-			Message: "The relay could not pass the answer on: " + out.logErr.Error(),
+			Message: "The relay worker could not pass the answer on to the edge.",
 			Type:    wire.TypeServer,
 			Status:  http.StatusBadGateway,
 		}}
@@ -195,6 +205,11 @@ func (fj *forwardJob) attempt(ctx context.Context, c provider.Candidate, key str
 		return fj.relayEvents(resp, head)
 	}
 	b, err := resp.ReadAll(wire.MaxForwardBody)
+	if errors.Is(err, upstream.ErrTooLarge) {
+		// The relay's limit, not the provider's fault: no retry, and
+		// nothing for its breaker.
+		return outcome{err: err, class: upstream.RequestFault}, 0
+	}
 	if err != nil {
 		return failed(err), 0
 	}
@@ -211,7 +226,9 @@ func (fj *forwardJob) attempt(ctx context.Context, c provider.Candidate, key str
 }
 
 // relayEvents passes a streamed answer's events on, the head with the
-// first: until then, a failed call can still be retried.
+// first: until then, a failed call can still be retried. An event larger
+// than a NATS message fails to publish (nats.ErrMaxPayload), which ends
+// the request with an error that says so.
 func (fj *forwardJob) relayEvents(resp *upstream.Response, head wire.ForwardHead) (outcome, int) {
 	tokens := 0
 	for {
@@ -226,9 +243,6 @@ func (fj *forwardJob) relayEvents(resp *upstream.Response, head wire.ForwardHead
 		}
 		if err != nil {
 			return failed(err), tokens
-		}
-		if len(data) > wire.ForwardPieceSize(fj.w.nc.MaxPayload()) {
-			return failed(fmt.Errorf("worker: %w: an event of %d bytes", upstream.ErrTooLarge, len(data))), tokens
 		}
 		if fj.events == 0 {
 			if err := fj.out.sendJSON(wire.ForwardHeadKind, head); err != nil {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"strconv"
 	"sync"
 	"time"
@@ -32,19 +33,19 @@ func newForwardReply(nc *nats.Conn, subject string) *forwardReply {
 }
 
 // send publishes one message of kind, and reports the first publish error
-// of the reply (every later message is then dropped: the edge would see a
-// gap anyway).
+// of the reply: every later message but the end is then dropped, and the
+// end takes the failed message's number, so the edge learns why.
 func (r *forwardReply) send(kind wire.ForwardKind, data []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.err != nil {
+	if r.err != nil && kind != wire.ForwardEndKind {
 		return r.err
 	}
 	msg := &nats.Msg{Subject: r.subject, Reply: r.inbox, Data: data, Header: nats.Header{}}
 	msg.Header.Set(wire.HeaderForwardKind, string(kind))
 	msg.Header.Set(wire.HeaderForwardSeq, strconv.Itoa(r.seq))
 	if err := r.nc.PublishMsg(msg); err != nil {
-		r.err = err
+		r.err = cmp.Or(r.err, err)
 		return err
 	}
 	r.seq++

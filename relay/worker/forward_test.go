@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -325,5 +326,29 @@ func TestForwardRefusesAnEndpointItDoesNotForward(t *testing.T) {
 	a := h.forward(req).all()
 	if a.end.Error == nil || a.end.Error.Status != http.StatusBadRequest || len(h.mock.Stats().ByStatus) != 0 {
 		t.Fatalf("end %+v, mock %+v: want a 400 and no call", a.end, h.mock.Stats())
+	}
+}
+
+func TestForwardEndsAnEventLargerThanAMessageClearly(t *testing.T) {
+	// Within what the relay reads of an event (upstream.DefaultMaxEventSize),
+	// too large for a message with its headers.
+	const frame = len(`{"choices":[{"text":""}]}`)
+	huge := `{"choices":[{"text":"` + strings.Repeat("x", 1<<20-16-frame) + `"}]}`
+	h := start(t, setup{wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/completions" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", huge)
+		})
+	}})
+	a := h.forward(completionsRequest(t, "huge", true)).all()
+	if a.end.Error == nil || a.end.Error.Status != http.StatusBadGateway || a.end.Error.Code != wire.CodeForwardTooLarge {
+		t.Fatalf("end %+v, want a 502 forward_too_large", a.end)
+	}
+	if strings.Contains(a.end.Error.Message, "nats:") {
+		t.Fatalf("message %q quotes the NATS client", a.end.Error.Message)
 	}
 }
