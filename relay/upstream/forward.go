@@ -8,8 +8,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/relaydev/relay/relay/tracing"
 )
 
 // Response is a provider's 2xx answer to a forwarded request (Client.Post):
@@ -28,8 +29,10 @@ type Response struct {
 	reader io.Reader
 }
 
-// Post sends body to t.BaseURL + path (such as "/embeddings") and returns
-// the provider's answer once its headers are in. As Stream does, it returns
+// Post sends body, untranslated, to t.BaseURL + path (such as
+// "/embeddings") and returns the provider's answer once its headers are
+// in: the endpoints the relay forwards as they are, which only OpenAI's
+// dialect has. As Stream does, it returns
 // a *StatusError for a non-2xx answer; a streamed request (stream) that is
 // answered with a JSON body gets the provider's error (wrapping
 // *OpenAIError) or ErrMalformed. ctx governs the whole answer.
@@ -41,8 +44,7 @@ func (c *Client) Post(ctx context.Context, t Target, path string, body []byte, s
 		cancel(nil)
 		return nil, err
 	}
-	url := strings.TrimRight(t.BaseURL, "/") + path
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, t.URL(path), bytes.NewReader(body))
 	if err != nil {
 		return fail(fmt.Errorf("upstream: %s: %w", t.Provider, err))
 	}
@@ -50,9 +52,8 @@ func (c *Client) Post(ctx context.Context, t Target, path string, body []byte, s
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}
-	if t.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+t.APIKey)
-	}
+	t.Authorize(req.Header)
+	tracing.InjectHTTP(ctx, req.Header) // the provider continues the caller's trace
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return fail(fmt.Errorf("upstream: %s: %w", t.Provider, requestErr(reqCtx, err)))

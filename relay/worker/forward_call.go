@@ -35,9 +35,19 @@ type forwardJob struct {
 
 // serve runs the request and returns its end.
 func (fj *forwardJob) serve(ctx context.Context) wire.ForwardEnd {
-	route := fj.w.route(wire.Request{StreamID: fj.req.ID, Model: fj.req.Model})
-	if len(route) == 0 {
+	all := fj.w.route(wire.Request{StreamID: fj.req.ID, Model: fj.req.Model})
+	if len(all) == 0 {
 		return wire.ForwardEnd{Error: modelNotServed(fj.req.Model)}
+	}
+	route := forwardRoute(all)
+	if len(route) == 0 {
+		return wire.ForwardEnd{Error: &wire.Error{
+			Message: fmt.Sprintf("No provider of the model `%s` serves /v1/%s: only providers of type openai do.", fj.req.Model, fj.req.Endpoint),
+			Type:    wire.TypeInvalidRequest,
+			Code:    "model_not_supported",
+			Param:   "model",
+			Status:  http.StatusBadRequest,
+		}}
 	}
 	state := newRouteState(route)
 	for i := 0; ; {
@@ -193,7 +203,7 @@ func (fj *forwardJob) attempt(ctx context.Context, c provider.Candidate, key str
 	}
 	client := *fj.w.upstream
 	client.FirstByteTimeout, client.StallTimeout = c.Provider.FirstTokenBound(), c.Provider.StallBound()
-	target := upstream.Target{Provider: c.Provider.Name, BaseURL: c.Provider.BaseURL, APIKey: key}
+	target := c.Provider.Target(key)
 	resp, err := client.Post(ctx, target, "/"+string(fj.req.Endpoint), body, fj.req.Stream)
 	if err != nil {
 		return failed(err), 0
@@ -255,6 +265,20 @@ func (fj *forwardJob) relayEvents(resp *upstream.Response, head wire.ForwardHead
 		fj.events++
 		tokens = max(tokens, usageTokens(data))
 	}
+}
+
+// forwardRoute is the part of route a forwarded request may take: the
+// candidates on providers of OpenAI's chat dialect, which have the
+// forwarded endpoints next to /chat/completions. An Anthropic provider has
+// none, and one of type openai_responses is not known to have them.
+func forwardRoute(route []provider.Candidate) []provider.Candidate {
+	var out []provider.Candidate
+	for _, c := range route {
+		if c.Provider.Type == "" || c.Provider.Type == provider.TypeOpenAI {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // forwardBody is the client's request with the candidate's model.

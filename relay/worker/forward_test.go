@@ -352,3 +352,21 @@ func TestForwardEndsAnEventLargerThanAMessageClearly(t *testing.T) {
 		t.Fatalf("message %q quotes the NATS client", a.end.Error.Message)
 	}
 }
+
+func TestForwardSkipsProvidersOfAnotherDialect(t *testing.T) {
+	h := start(t, setup{providers: func(url string) []provider.Config {
+		return []provider.Config{
+			{Name: "claude", Type: provider.TypeAnthropic, BaseURL: "http://127.0.0.1:1/v1", Models: []string{"mock-1"}, BackupProviders: []string{"mock"}, Retry: fastRetry},
+			{Name: "mock", BaseURL: url, Models: []string{"mock-1"}, Retry: fastRetry},
+			{Name: "claude-only", Type: provider.TypeAnthropic, BaseURL: "http://127.0.0.1:1/v1", Models: []string{"mock-2"}, Retry: fastRetry},
+		}
+	}})
+	if a := h.forward(embeddingsRequest(t, []string{"x"}, 8)).all(); a.end.Error != nil || a.head.Provider != "mock" {
+		t.Fatalf("end %+v, head %+v: want the answer of the OpenAI-compatible provider", a.end, a.head)
+	}
+	req := embeddingsRequest(t, []string{"x"}, 8)
+	req.Model = "mock-2"
+	if a := h.forward(req).all(); a.end.Error == nil || a.end.Error.Status != http.StatusBadRequest || a.end.Error.Code != "model_not_supported" {
+		t.Fatalf("end %+v, want a 400 model_not_supported", a.end)
+	}
+}
