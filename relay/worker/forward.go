@@ -29,6 +29,10 @@ type forwards struct {
 	slots  chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
+	// mu orders take's start of a request before stop's wait; stopped
+	// says stop began, after which nothing starts.
+	mu      sync.Mutex
+	stopped bool
 }
 
 // followForwards subscribes to forwarded requests; they run under ctx.
@@ -57,6 +61,10 @@ func (f *forwards) unsubscribe() {
 // ends the rest (their edges retry them elsewhere if they can) and waits.
 func (f *forwards) stop(grace time.Duration) {
 	f.unsubscribe()
+	// A message being handed to take as the subscription ends still is.
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
 	done := make(chan struct{})
 	go func() { f.wg.Wait(); close(done) }()
 	t := time.NewTimer(max(grace, 0))
@@ -82,11 +90,20 @@ func (f *forwards) take(msg *nats.Msg) {
 		out.end(wire.ForwardEnd{Error: badBody("the forwarded request is malformed")})
 		return
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	select {
 	case f.slots <- struct{}{}:
 	default:
 		out.end(wire.ForwardEnd{Retryable: true, Error: &wire.Error{
 			Message: "The worker is busy.", Type: wire.TypeServer, Status: http.StatusServiceUnavailable,
+		}})
+		return
+	}
+	if f.stopped {
+		<-f.slots
+		out.end(wire.ForwardEnd{Retryable: true, Error: &wire.Error{
+			Message: "The worker is stopping.", Type: wire.TypeServer, Code: wire.CodeWorkerLost, Status: http.StatusServiceUnavailable,
 		}})
 		return
 	}

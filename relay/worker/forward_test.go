@@ -370,3 +370,12 @@ func TestForwardSkipsProvidersOfAnotherDialect(t *testing.T) {
 		t.Fatalf("end %+v, want a 400 model_not_supported", a.end)
 	}
 }
+
+func TestForwardBeyondMaxInflightIsRetryable(t *testing.T) {
+	h := start(t, setup{worker: Config{MaxInflight: 1}})
+	h.forward(completionsRequest(t, "[[mock: stall_before=30s]] holds the slot", false))
+	a := h.forward(embeddingsRequest(t, []string{"no room"}, 8)).all()
+	if !a.end.Retryable || a.end.Error == nil || a.end.Error.Status != http.StatusServiceUnavailable {
+		t.Fatalf("end %+v, want a retryable 503: another worker may have room", a.end)
+	}
+}
