@@ -31,6 +31,13 @@
 //     with sequence_number from response.created to response.completed
 //     (response.incomplete when max_output_tokens cut the answer), a
 //     response.output_text.delta per token.
+//   - POST /v1/embeddings: one deterministic unit vector per input
+//     (Embedding; "dimensions", default 1536; "encoding_format" float or
+//     base64). POST /v1/completions: the legacy text completions, with the
+//     answer chat gives to one user message holding the prompt, streamed
+//     ("text_completion" chunks, then [DONE]) or not. Fault directives in
+//     the inputs or the prompt apply as for chat, and both count under
+//     their conversation in Stats.ByConversation.
 //   - GET /v1/models: the configured models, in OpenAI's list shape.
 //   - GET /mock/stats: the Stats counters as JSON (no API key needed).
 //   - PUT /mock/weather: the provider's ordinary misbehaviour from now on
