@@ -1,6 +1,7 @@
 // The Vercel AI SDK's default provider model, openai(model), which calls
-// the Responses API, as a client of the relay. Usage:
-//   node e2e/node/aisdk_test.mjs <baseURL> <input>
+// the Responses API, or with "chat" its chat completions model,
+// openai.chat(model), as a client of the relay. Usage:
+//   node e2e/node/aisdk_test.mjs <baseURL> <input> [chat]
 // It asks for the whole answer to <input> (generateText), then streams it
 // (streamText); after ten text parts it prints {"parts":10} as a line (the
 // test kills the worker then) and reads on. Last it prints one JSON object
@@ -9,13 +10,14 @@
 import { generateText, streamText } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
 
-const [baseURL, input] = process.argv.slice(2);
+const [baseURL, input, api] = process.argv.slice(2);
 if (!input) {
-  console.error("usage: node aisdk_test.mjs <baseURL> <input>");
+  console.error("usage: node aisdk_test.mjs <baseURL> <input> [chat]");
   process.exit(2);
 }
 // The edges of the test have no keys and ignore the Authorization header.
-const openai = createOpenAI({ baseURL, apiKey: "relay-dev" });
+const provider = createOpenAI({ baseURL, apiKey: "relay-dev" });
+const openai = api === "chat" ? provider.chat : provider;
 const out = {};
 
 const whole = await generateText({ model: openai("mock-1"), prompt: input + " (whole)", maxRetries: 0 });
