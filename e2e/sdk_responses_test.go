@@ -223,7 +223,8 @@ func TestSDKNodeResponses(t *testing.T) {
 // last: the whole answer and the streamed one, each with how its client
 // says it ended.
 type nodeStreamResult struct {
-	Whole, Stream struct {
+	// FollowUp is aisdk_test.mjs's second turn on the whole answer.
+	Whole, Stream, FollowUp struct {
 		Text   string   `json:"text"`
 		End    string   `json:"end"`
 		Errors []string `json:"errors"`
@@ -233,8 +234,10 @@ type nodeStreamResult struct {
 // TestSDKNodeClientsThroughAKilledWorker runs the Vercel AI SDK's default
 // openai(model) and LangChain's ChatOpenAI with useResponsesApi, both
 // speaking the Responses API, and the AI SDK's openai.chat(model), against
-// an edge and two worker processes: a whole answer, then a streamed one
-// whose worker is SIGKILLed after ten text parts. The stream goes on
+// an edge and two worker processes: a whole answer (with the AI SDK, and a
+// follow-up turn on it, which its Responses model sends as an
+// item_reference), then a streamed one whose worker is SIGKILLed after ten
+// text parts. The stream goes on
 // through the takeover and ends with the one exact answer, finished as the
 // client expects.
 func TestSDKNodeClientsThroughAKilledWorker(t *testing.T) {
@@ -262,6 +265,12 @@ func TestSDKNodeClientsThroughAKilledWorker(t *testing.T) {
 			}, &r)
 			if want := mockupstream.AnswerText([]mockupstream.Message{{Role: "user", Content: input + " (whole)"}}, tokens); r.Whole.Text != want || r.Whole.End != tc.end {
 				t.Errorf("whole answer %q (%s), want %q", r.Whole.Text, r.Whole.End, want)
+			}
+			if tc.script == "node/aisdk_test.mjs" {
+				turns := []mockupstream.Message{{Role: "user", Content: input + " (whole)"}, {Role: "assistant", Content: r.Whole.Text}, {Role: "user", Content: "and then?"}}
+				if want := mockupstream.AnswerText(turns, tokens); r.FollowUp.Text != want || r.FollowUp.End != tc.end {
+					t.Errorf("follow-up answer %q (%s), want %q", r.FollowUp.Text, r.FollowUp.End, want)
+				}
 			}
 			if _, want := prompt(input, tokens); r.Stream.Text != want || r.Stream.End != tc.end || len(r.Stream.Errors) > 0 {
 				t.Errorf("streamed answer %q (%s, errors %v), want %q", r.Stream.Text, r.Stream.End, r.Stream.Errors, want)
