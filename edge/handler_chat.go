@@ -22,12 +22,46 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, policy := opts.p, opts.policy
-	req, e := readChatRequest(w, r, s.cfg.MaxBodyBytes, s.limits(p))
+	req, e := readChatRequest(w, r, s.cfg.MaxBodyBytes, s.limits(opts.p))
 	if e != nil {
 		writeError(w, e)
 		return
 	}
+	b, ok := s.begin(w, r, opts, req)
+	if !ok {
+		return
+	}
+	o, left := b.o, s.leaving(b, opts)
+	if !req.Stream {
+		if s.serveCompletion(w, r, o) {
+			left()
+		}
+		return
+	}
+	o.view.resumeToken = b.token
+	o, answered, gone := s.awaitFirstFrame(w, r, o, chatHold)
+	switch {
+	case gone:
+		left()
+	case !answered:
+		s.serveSSE(w, r, o, left)
+	}
+}
+
+// begun is a generation a POST started, or found again (a replay): the
+// stream its handler serves.
+type begun struct {
+	started
+	// token is the stream's resume token; o serves the stream.
+	token string
+	o     origin
+}
+
+// begin starts the generation of req for the client of opts (startFor)
+// and names its stream in the response's headers: X-Relay-Stream-Id, the
+// resume token, and Idempotent-Replayed for a replay. On failure it
+// answers the error itself and reports false.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, opts startOptions, req chatRequest) (begun, bool) {
 	req.FailFast = opts.failFast
 	st, e := s.startFor(r.Context(), opts, req)
 	if e != nil {
@@ -35,35 +69,26 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("submit failed", "err", e.Message)
 		}
 		writeError(w, e)
-		return
+		return begun{}, false
 	}
-	token := s.tokens.issue(st.id, p.tenant)
+	b := begun{started: st, token: s.tokens.issue(st.id, opts.p.tenant)}
 	w.Header().Set("X-Relay-Stream-Id", st.id)
-	w.Header().Set(HeaderResumeToken, token)
+	w.Header().Set(HeaderResumeToken, b.token)
 	if st.replay {
 		w.Header().Set(HeaderIdempotentReplayed, "true")
 	}
-	o := origin{view: view{id: st.id, meta: st.meta}, f: st.f}
-	// A replay did not start the generation: the first request's policy
-	// applies to it.
-	left := func() {
-		if !st.replay {
-			s.orphans.watch(p.tenant, st.id, policy)
+	b.o = origin{view: view{id: st.id, meta: st.meta}, f: st.f}
+	return b, true
+}
+
+// leaving is what becomes of b's generation when its client leaves before
+// the end: the disconnect policy of opts. A replay did not start the
+// generation: the first request's policy applies to it.
+func (s *Server) leaving(b begun, opts startOptions) func() {
+	return func() {
+		if !b.replay {
+			s.orphans.watch(opts.p.tenant, b.id, opts.policy)
 		}
-	}
-	if !req.Stream {
-		if s.serveCompletion(w, r, o) {
-			left()
-		}
-		return
-	}
-	o.view.resumeToken = token
-	o, answered, gone := s.awaitFirstFrame(w, r, o, chatHold)
-	switch {
-	case gone:
-		left()
-	case !answered:
-		s.serveSSE(w, r, o, left)
 	}
 }
 

@@ -34,32 +34,16 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, policy := opts.p, opts.policy
-	req, e := readMessagesRequest(w, r, s.cfg.MaxBodyBytes, s.limits(p))
+	req, e := readMessagesRequest(w, r, s.cfg.MaxBodyBytes, s.limits(opts.p))
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	req.chat.FailFast = opts.failFast
-	st, e := s.startFor(r.Context(), opts, req.chat)
-	if e != nil {
-		if e.Status >= 500 {
-			s.log.Warn("submit failed", "err", e.Message)
-		}
-		writeError(w, e)
+	b, ok := s.begin(w, r, opts, req.chat)
+	if !ok {
 		return
 	}
-	w.Header().Set("X-Relay-Stream-Id", st.id)
-	w.Header().Set(HeaderResumeToken, s.tokens.issue(st.id, p.tenant))
-	if st.replay {
-		w.Header().Set(HeaderIdempotentReplayed, "true")
-	}
-	o := origin{view: view{id: st.id, meta: st.meta}, f: st.f}
-	left := func() {
-		if !st.replay {
-			s.orphans.watch(p.tenant, st.id, policy)
-		}
-	}
+	o, left := b.o, s.leaving(b, opts)
 	if !req.stream {
 		if s.serveMessage(w, r, o) {
 			left()

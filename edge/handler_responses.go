@@ -22,38 +22,25 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, policy := opts.p, opts.policy
 	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
 	if e == nil {
-		body, e = s.expandReferences(r.Context(), p.tenant, body)
+		body, e = s.expandReferences(r.Context(), opts.p.tenant, body)
 	}
 	var req responsesRequest
 	if e == nil {
-		req, e = parseResponsesRequest(body, s.limits(p))
+		req, e = parseResponsesRequest(body, s.limits(opts.p))
 	}
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	req.chat.FailFast = opts.failFast
-	st, e := s.startFor(r.Context(), opts, req.chat)
-	if e != nil {
-		if e.Status >= 500 {
-			s.log.Warn("submit failed", "err", e.Message)
-		}
-		writeError(w, e)
+	b, ok := s.begin(w, r, opts, req.chat)
+	if !ok {
 		return
 	}
-	w.Header().Set("X-Relay-Stream-Id", st.id)
-	w.Header().Set(HeaderResumeToken, s.tokens.issue(st.id, p.tenant))
-	if st.replay {
-		w.Header().Set(HeaderIdempotentReplayed, "true")
-	}
-	o := origin{view: view{id: st.id, meta: st.meta}, f: st.f}
-	left := func() {
-		if !st.replay && !req.background {
-			s.orphans.watch(p.tenant, st.id, policy)
-		}
+	o, left := b.o, s.leaving(b, opts)
+	if req.background {
+		left = func() {}
 	}
 	switch {
 	case req.stream:
@@ -65,11 +52,11 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 			s.serveEvents(w, r, o, left, newResponseEvents(o.view, -1))
 		}
 	case req.background:
-		if st.f != nil {
-			st.f.close()
+		if b.f != nil {
+			b.f.close()
 		}
 		// A replay finds the response as far as it got.
-		resp, e := s.snapshot(r.Context(), p.tenant, st.id)
+		resp, e := s.snapshot(r.Context(), opts.p.tenant, b.id)
 		if e != nil {
 			writeError(w, e)
 			return
