@@ -162,15 +162,9 @@ func (fj *forwardJob) call(ctx context.Context, c provider.Candidate) outcome {
 	key := keys.Key()
 	rekeyed := false
 	for {
-		ticket, err := fj.w.gate.Admit(ctx, c.Provider.Name, c.Model)
-		if err != nil {
-			if ctx.Err() != nil {
-				return outcome{err: ctx.Err(), class: upstream.Canceled}
-			}
-			if !errors.Is(err, fleet.ErrProviderUnavailable) {
-				err = chain(fleet.ErrProviderUnavailable, err)
-			}
-			return outcome{err: err, class: upstream.Transient}
+		ticket, refused := fj.w.admit(ctx, c)
+		if refused != nil {
+			return *refused
 		}
 		fj.calls++
 		events := fj.events

@@ -2,9 +2,11 @@ package worker
 
 import (
 	"context"
+	"errors"
 
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -32,6 +34,22 @@ func routerOf(g Gate) (fleet.Router, bool) {
 		g = m.Gate
 	}
 	return nil, false
+}
+
+// admit asks the gate for a call of candidate c. A refusal is the call's
+// outcome: cancelled with ctx, else the provider unavailable (transient),
+// whatever the gate said why.
+func (w *Worker) admit(ctx context.Context, c provider.Candidate) (fleet.Ticket, *outcome) {
+	ticket, err := w.gate.Admit(ctx, c.Provider.Name, c.Model)
+	switch {
+	case err == nil:
+		return ticket, nil
+	case ctx.Err() != nil:
+		return ticket, &outcome{err: ctx.Err(), class: upstream.Canceled}
+	case !errors.Is(err, fleet.ErrProviderUnavailable):
+		err = chain(fleet.ErrProviderUnavailable, err)
+	}
+	return ticket, &outcome{err: err, class: upstream.Transient}
 }
 
 // callInfo describes the call of candidate i for the gate.

@@ -121,15 +121,9 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) ou
 	key := keys.Key()
 	rekeyed := false
 	for {
-		ticket, err := j.w.gate.Admit(ctx, c.Provider.Name, c.Model)
-		if err != nil {
-			if ctx.Err() != nil {
-				return outcome{err: ctx.Err(), class: upstream.Canceled}
-			}
-			if !errors.Is(err, fleet.ErrProviderUnavailable) {
-				err = chain(fleet.ErrProviderUnavailable, err)
-			}
-			return outcome{err: err, class: upstream.Transient}
+		ticket, refused := j.w.admit(ctx, c)
+		if refused != nil {
+			return *refused
 		}
 		tokens, received := j.tokens(), j.received
 		out := j.attempt(withTicket(ctx, ticket), c, key, seam)
