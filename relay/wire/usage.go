@@ -108,3 +108,9 @@ func (c *TokenCounts) UnmarshalJSON(data []byte) error {
 	}
 	return nil
 }
+
+// CacheCreationTokens names, in PromptTokensDetails, the prompt tokens a
+// provider wrote to its prompt cache (Anthropic's
+// cache_creation_input_tokens, under its own name as chat has none); the
+// tokens read from it are OpenAI's cached_tokens.
+const CacheCreationTokens = "cache_creation_input_tokens"

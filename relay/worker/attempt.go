@@ -74,7 +74,7 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	case readErr != nil:
 		return failed(readErr)
 	}
-	return outcome{finishReason: stream.FinishReason()}
+	return outcome{finishReason: stream.FinishReason(), stopSequence: stream.StopSequence()}
 }
 
 // continuation says what attempts on c continue: the stream's text, in c's
