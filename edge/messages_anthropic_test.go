@@ -1,0 +1,130 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// anthropicFrames are the frames the worker makes of the Anthropic fixture
+// (relay/worker's TestAnthropicStreamFrames keeps them current).
+func anthropicFrames(t *testing.T) []wire.Frame {
+	t.Helper()
+	raw, err := os.ReadFile("../relay/worker/testdata/anthropic_messages_full.frames.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []wire.Frame
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		f, err := wire.DecodeFrame(sc.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, f)
+	}
+	return frames
+}
+
+// textMembers are the members holding a content_block_delta's text, by
+// delta type.
+var textMembers = map[string]string{"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
+
+// comparableEvents are the events of a Messages stream without pings,
+// each data decoded, less what the relay writes itself: the message id,
+// message_start's usage, which the edge sends before the provider
+// answered (message_delta has it all), and the cut of text into deltas
+// (the worker merges the deltas that arrive while it stores a chunk), so
+// consecutive text deltas of a block are joined. An input_json_delta
+// without text says nothing and is not kept either.
+func comparableEvents(t *testing.T, body string) (names []string, data []map[string]any) {
+	t.Helper()
+	for _, ev := range parseSSE(t, body) {
+		if ev.Event == "" || ev.Event == "ping" {
+			continue
+		}
+		var d map[string]any
+		if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+			t.Fatalf("%s: %v", ev.Data, err)
+		}
+		if delta, _ := d["delta"].(map[string]any); delta["type"] == "input_json_delta" && delta["partial_json"] == "" {
+			continue
+		}
+		if msg, ok := d["message"].(map[string]any); ok {
+			delete(msg, "id")
+			delete(msg, "usage")
+		}
+		if n := len(data) - 1; n >= 0 && joinText(data[n], d) {
+			continue
+		}
+		names, data = append(names, ev.Event), append(data, d)
+	}
+	return names, data
+}
+
+// joinText appends the text of d to prev when both are text deltas of one
+// type on one block.
+func joinText(prev, d map[string]any) bool {
+	pd, _ := prev["delta"].(map[string]any)
+	dd, _ := d["delta"].(map[string]any)
+	member := textMembers[fmt.Sprint(dd["type"])]
+	if member == "" || prev["type"] != "content_block_delta" || d["type"] != "content_block_delta" || prev["index"] != d["index"] || pd["type"] != dd["type"] {
+		return false
+	}
+	pd[member] = fmt.Sprint(pd[member]) + fmt.Sprint(dd[member])
+	return true
+}
+
+// TestMessagesFromAnthropicProvider is the edge's step of the Anthropic
+// pass-through golden test: the frames the worker made of the fixture
+// render, for a Messages client, as the fixture's events, member by
+// member: thinking with its signature, redacted thinking, text blocks
+// with their citations, the tool call, the stop sequence and the cache
+// counts.
+func TestMessagesFromAnthropicProvider(t *testing.T) {
+	fixture, err := os.ReadFile("../relay/upstream/testdata/anthropic_messages_full.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	edge := e.startEdge(Config{})
+	e.writeStream(fixedID, wire.Meta{Model: "claude-sonnet-4-5", Created: 1700000000}, anthropicFrames(t))
+	url := edge.url + "/v1/messages/" + messageID(fixedID)
+
+	gotNames, got := comparableEvents(t, readAll(t, do(t, "GET", url, "", http.Header{"Accept": {"text/event-stream"}})))
+	wantNames, want := comparableEvents(t, string(fixture))
+	if !reflect.DeepEqual(gotNames, wantNames) {
+		t.Fatalf("events\n %v\nwant\n %v", gotNames, wantNames)
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			g, _ := json.Marshal(got[i])
+			w, _ := json.Marshal(want[i])
+			t.Errorf("event %d (%s):\n %s\nwant\n %s", i, gotNames[i], g, w)
+		}
+	}
+
+	res := do(t, "GET", url, "", nil)
+	var msg struct {
+		Content      []map[string]any `json:"content"`
+		StopReason   string           `json:"stop_reason"`
+		StopSequence string           `json:"stop_sequence"`
+		Usage        messageUsage     `json:"usage"`
+	}
+	if err := jsonDecode(res, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 6 || msg.Content[0]["signature"] == "" || msg.Content[1]["data"] == nil || msg.Content[3]["citations"] == nil || msg.Content[3]["text"] != "the grass is green" {
+		t.Errorf("content = %v", msg.Content)
+	}
+	if want := (messageUsage{InputTokens: 25, CacheCreationInputTokens: 1200, CacheReadInputTokens: 800, OutputTokens: 89}); msg.StopReason != "stop_sequence" || msg.StopSequence != "\n\nHuman:" || msg.Usage != want {
+		t.Errorf("stop %q %q, usage %+v, want stop_sequence and %+v", msg.StopReason, msg.StopSequence, msg.Usage, want)
+	}
+}
