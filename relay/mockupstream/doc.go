@@ -138,7 +138,12 @@
 //     answers have message.reasoning_content. Usage then counts them in
 //     completion_tokens and has prompt_tokens_details (cached_tokens: the
 //     prompt of the request a continuation continues) and
-//     completion_tokens_details (reasoning_tokens: N). Not a fault, but a
+//     completion_tokens_details (reasoning_tokens: N). On the Messages
+//     endpoint the reasoning is a thinking block closed by a signature_delta
+//     (non-stream: with its signature), and usage has the prompt cache's
+//     counts: cache_creation_input_tokens (the messages before the last, on
+//     a request that is no continuation) or cache_read_input_tokens (a
+//     continuation), left out of input_tokens. Not a fault, but a
 //     directive like them, so times=0 makes every request think.
 //     [[mock: reasoning=5, times=0]]
 //   - times=K: the directive's faults apply to the first K requests of the
@@ -150,7 +155,9 @@
 // The Messages and Responses endpoints give the same answers to the same
 // conversation (system prompt or instructions, then the messages' text)
 // and obey the same directives, weather and stats; cuts, stalls and early
-// ends count the text deltas as content tokens.
+// ends count the text deltas as content tokens. A Messages request's
+// stop_sequences end the answer before the first of them it holds, with
+// stop_reason stop_sequence and the sequence in stop_sequence.
 //
 // Only status, retry_after, retry_after_ms, stall_before, reject_prefill,
 // overlap, reasoning and times apply to non-streaming requests. Stalls end
