@@ -174,7 +174,9 @@ func TestPublisherBoundsWhatRidesWithTheText(t *testing.T) {
 // signature, a citation or a block boundary across what it belongs to.
 func TestPublisherKeepsAnthropicBlocksApart(t *testing.T) {
 	p := newPublisher(nil, wire.Frame{}, "")
-	cite := func(n string) json.RawMessage { return json.RawMessage(`[{"type":"char_location","document_index":` + n + `}]`) }
+	cite := func(n string) json.RawMessage {
+		return json.RawMessage(`[{"type":"char_location","document_index":` + n + `}]`)
+	}
 	mustAdd(t, p,
 		upstream.Delta{Reasoning: "One."},
 		upstream.Delta{ReasoningSignature: "sig1"},
