@@ -153,3 +153,70 @@ func TestMessagesThinkingCutAtASeam(t *testing.T) {
 		t.Errorf("content\n %s\nwant\n %s", got, want)
 	}
 }
+
+// TestChatFromAnthropicProvider: a chat client gets, of the Anthropic
+// fixture, what chat has a place for: the thinking as reasoning_content,
+// a web citation as a url_citation annotation spanning its block, the
+// cache counts in prompt_tokens_details, and finish_reason stop for the
+// stop sequence.
+func TestChatFromAnthropicProvider(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{})
+	e.writeStream(fixedID, wire.Meta{Model: "claude-sonnet-4-5", Created: 1700000000}, anthropicFrames(t))
+	var (
+		reasoning, content string
+		annotations        []json.RawMessage
+		last               []byte
+	)
+	for _, ev := range parseSSE(t, readAll(t, do(t, "GET", edge.url+"/v1/streams/"+fixedID, "", nil))) {
+		if ev.ID == "" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content          string            `json:"content"`
+					ReasoningContent string            `json:"reasoning_content"`
+					Annotations      []json.RawMessage `json:"annotations"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range c.Choices {
+			reasoning += ch.Delta.ReasoningContent
+			content += ch.Delta.Content
+			annotations = append(annotations, ch.Delta.Annotations...)
+		}
+		last = []byte(ev.Data)
+	}
+	if reasoning != "The document says the grass is green." {
+		t.Errorf("reasoning_content %q", reasoning)
+	}
+	if len(annotations) != 1 {
+		t.Fatalf("annotations %s, want the web citation", annotations)
+	}
+	var a struct {
+		Type        string `json:"type"`
+		URLCitation struct {
+			StartIndex int    `json:"start_index"`
+			EndIndex   int    `json:"end_index"`
+			URL        string `json:"url"`
+		} `json:"url_citation"`
+	}
+	if err := json.Unmarshal(annotations[0], &a); err != nil {
+		t.Fatal(err)
+	}
+	runes := []rune(content)
+	if a.Type != "url_citation" || a.URLCitation.URL != "https://example.com/grass" || a.URLCitation.EndIndex > len(runes) ||
+		string(runes[a.URLCitation.StartIndex:a.URLCitation.EndIndex]) != "the grass is green" {
+		t.Errorf("annotation %s on %q, want the cited block", annotations[0], content)
+	}
+	if got := path(t, last, "usage", "prompt_tokens_details"); got != `{"cached_tokens":800,"cache_creation_input_tokens":1200}` {
+		t.Errorf("prompt_tokens_details = %s", got)
+	}
+	if got := path(t, last, "choices", "0", "finish_reason"); got != `"stop"` {
+		t.Errorf("finish_reason = %s", got)
+	}
+}

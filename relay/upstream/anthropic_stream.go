@@ -67,7 +67,8 @@ func (u anthropicUsage) prompt() int {
 
 // anthropicDecoder turns Messages stream events into chat Deltas: text
 // deltas into content (a text block after a text block marked NewBlock),
-// citations into Citations, thinking into Reasoning and its signature
+// citations into Citations (web ones also into url_citation Annotations
+// at the end of their block), thinking into Reasoning and its signature
 // into ReasoningSignature, redacted thinking into RedactedReasoning,
 // tool_use blocks into tool_calls fragments indexed in order of
 // appearance, the stop reason into a finish reason (and the stop
@@ -83,6 +84,10 @@ type anthropicDecoder struct {
 	start anthropicUsage
 	// last is the type of the latest content block.
 	last string
+	// runes counts the characters of the call's answer text so far.
+	runes int
+	// cited is the open text block's web citations.
+	cited citedBlock
 }
 
 type toolBlock struct {
@@ -116,6 +121,10 @@ func (d *anthropicDecoder) decode(ev Event) (Delta, error) {
 			// the arguments as JSON, so they get an empty object.
 			return Delta{ToolCalls: toolFragment(t.index, "", "", "{}")}, nil
 		}
+		if a := d.cited.annotations(d.runes); a != nil {
+			d.cited = citedBlock{}
+			return Delta{Annotations: a}, nil
+		}
 		return Delta{}, errSkip
 	case "message_delta":
 		return d.messageDelta(e), nil
@@ -139,8 +148,14 @@ func (d *anthropicDecoder) blockStart(e anthropicEvent) (Delta, error) {
 	d.last = e.ContentBlock.Type
 	switch e.ContentBlock.Type {
 	case "text":
+		d.cited = citedBlock{start: d.runes}
 		out, err := d.textDelta(e.ContentBlock.Text)
 		out.Citations = nonEmptyArray(e.ContentBlock.Citations)
+		if len(out.Citations) > 0 {
+			if err := arrayElements(out.Citations, d.cited.add); err != nil {
+				return Delta{}, fmt.Errorf("%w: content block citations: %w", ErrMalformed, err)
+			}
+		}
 		if !newBlock && len(out.Citations) == 0 {
 			return out, err
 		}
@@ -186,6 +201,9 @@ func (d *anthropicDecoder) blockDelta(e anthropicEvent) (Delta, error) {
 		if isNull(e.Delta.Citation) {
 			return Delta{}, errSkip
 		}
+		if err := d.cited.add(e.Delta.Citation); err != nil {
+			return Delta{}, fmt.Errorf("%w: citations_delta: %w", ErrMalformed, err)
+		}
 		return Delta{Citations: append(append(json.RawMessage{'['}, e.Delta.Citation...), ']')}, nil
 	}
 	return Delta{}, errSkip
@@ -195,6 +213,7 @@ func (d *anthropicDecoder) textDelta(s string) (Delta, error) {
 	if s = d.text(s); s == "" {
 		return Delta{}, errSkip
 	}
+	d.runes += utf8.RuneCountInString(s)
 	return Delta{Content: s}, nil
 }
 

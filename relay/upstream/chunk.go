@@ -48,8 +48,8 @@ type Delta struct {
 	// null or empty.
 	Annotations json.RawMessage
 	// Citations is an array of Anthropic citation objects (citations_delta)
-	// for the text of the block they arrive in, nil when none. They have
-	// no character offsets, so they are not chat annotations.
+	// for the text of the block they arrive in, nil when none. Those with
+	// a URL also come as url_citation Annotations at the block's end.
 	Citations json.RawMessage
 	// NewBlock says that the delta's text starts a new text block of an
 	// Anthropic answer right after another text block: a citation covers
