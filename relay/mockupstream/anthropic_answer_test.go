@@ -59,3 +59,33 @@ func TestAnthropicThinkingCacheAndStopSequence(t *testing.T) {
 		t.Errorf("usage = %+v, want %d prompt tokens of which %d written to the cache", usage, promptTokens(msgs), created)
 	}
 }
+
+// TestAnthropicWholeAnswerThinksAndStops: the non-streamed Message has the
+// signed thinking block, the answer cut before the stop sequence, and the
+// cache counts.
+func TestAnthropicWholeAnswerThinksAndStops(t *testing.T) {
+	_, ts := newTestServer(t, fullSpeed(12))
+	msgs := conv("whole and signed [[mock: reasoning=2]]")
+	answer := AnswerText(msgs, 12)
+	runes := []rune(answer)
+	stop := string(runes[len(runes)/2 : len(runes)/2+3])
+	resp := post(t, ts, "/v1/messages", "", map[string]any{"model": "mock-1", "max_tokens": 100, "system": msgs[0].Content, "stop_sequences": []string{stop},
+		"messages": []map[string]any{{"role": "user", "content": msgs[1].Content}}})
+	var m struct {
+		Content      []struct{ Type, Text, Thinking, Signature string } `json:"content"`
+		StopReason   string                                             `json:"stop_reason"`
+		StopSequence string                                             `json:"stop_sequence"`
+		Usage        claudeUsage                                        `json:"usage"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d: %v", resp.StatusCode, err)
+	}
+	thinking := strings.Join(Reasoning(msgs, 2), "")
+	if len(m.Content) != 2 || m.Content[0].Type != "thinking" || m.Content[0].Thinking != thinking || m.Content[0].Signature != signature(thinking) ||
+		m.Content[1].Text != answer[:strings.Index(answer, stop)] || m.StopReason != "stop_sequence" || m.StopSequence != stop {
+		t.Errorf("message %+v, want signed thinking, then the answer stopped by %q", m, stop)
+	}
+	if created := promptTokens(msgs[:1]); m.Usage.CacheCreationInputTokens != created || m.Usage.InputTokens != promptTokens(msgs)-created {
+		t.Errorf("usage %+v, want %d tokens written to the cache", m.Usage, created)
+	}
+}
