@@ -124,7 +124,8 @@ func TestMessagesFromAnthropicProvider(t *testing.T) {
 	if len(msg.Content) != 6 || msg.Content[0]["signature"] == "" || msg.Content[1]["data"] == nil || msg.Content[3]["citations"] == nil || msg.Content[3]["text"] != "the grass is green" {
 		t.Errorf("content = %v", msg.Content)
 	}
-	if want := (messageUsage{InputTokens: 25, CacheCreationInputTokens: 1200, CacheReadInputTokens: 800, OutputTokens: 89}); msg.StopReason != "stop_sequence" || msg.StopSequence != "\n\nHuman:" || msg.Usage != want {
+	if want := (messageUsage{InputTokens: 25, CacheCreationInputTokens: 1200, CacheReadInputTokens: 800, OutputTokens: 89,
+		ServerToolUse: wire.TokenCounts{{Name: "web_search_requests", N: 1}}}); msg.StopReason != "stop_sequence" || msg.StopSequence != "\n\nHuman:" || !reflect.DeepEqual(msg.Usage, want) {
 		t.Errorf("stop %q %q, usage %+v, want stop_sequence and %+v", msg.StopReason, msg.StopSequence, msg.Usage, want)
 	}
 }

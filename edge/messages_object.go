@@ -43,6 +43,9 @@ type messageUsage struct {
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
 	OutputTokens             int `json:"output_tokens"`
+	// ServerToolUse is the provider's server tools' calls, as Anthropic
+	// counts them; absent when none were counted.
+	ServerToolUse wire.TokenCounts `json:"server_tool_use,omitempty"`
 }
 
 // newMessageUsage is the usage of u: the cache counts are the prompt
@@ -59,6 +62,7 @@ func newMessageUsage(u *wire.Usage) messageUsage {
 		CacheCreationInputTokens: created,
 		CacheReadInputTokens:     read,
 		OutputTokens:             u.CompletionTokens,
+		ServerToolUse:            u.ServerToolUse,
 	}
 }
 

@@ -46,6 +46,8 @@ type anthropicUsage struct {
 	OutputTokens             int `json:"output_tokens"`
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	// ServerToolUse counts the server tools' calls (web_search_requests).
+	ServerToolUse wire.TokenCounts `json:"server_tool_use"`
 }
 
 // details are the prompt_tokens_details of the cache counts: cached_tokens
@@ -248,9 +250,13 @@ func (d *anthropicDecoder) messageDelta(e anthropicEvent) Delta {
 			CacheCreationInputTokens: max(e.Usage.CacheCreationInputTokens, d.start.CacheCreationInputTokens),
 			CacheReadInputTokens:     max(e.Usage.CacheReadInputTokens, d.start.CacheReadInputTokens),
 		}
+		tools := e.Usage.ServerToolUse
+		if len(tools) == 0 {
+			tools = d.start.ServerToolUse
+		}
 		prompt := u.prompt()
 		out.Usage = &Usage{PromptTokens: prompt, CompletionTokens: e.Usage.OutputTokens, TotalTokens: prompt + e.Usage.OutputTokens,
-			PromptTokensDetails: u.details()}
+			PromptTokensDetails: u.details(), ServerToolUse: tools}
 	}
 	return out
 }

@@ -84,6 +84,8 @@ type Usage struct {
 	TotalTokens             int              `json:"total_tokens"`
 	PromptTokensDetails     wire.TokenCounts `json:"prompt_tokens_details"`
 	CompletionTokensDetails wire.TokenCounts `json:"completion_tokens_details"`
+	// ServerToolUse is wire.Usage.ServerToolUse.
+	ServerToolUse wire.TokenCounts `json:"server_tool_use"`
 }
 
 // ParseChunk decodes the data of one SSE event of a streaming chat

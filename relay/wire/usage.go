@@ -16,6 +16,10 @@ type Usage struct {
 	TotalTokens             int         `json:"total_tokens"`
 	PromptTokensDetails     TokenCounts `json:"prompt_tokens_details,omitempty"`
 	CompletionTokensDetails TokenCounts `json:"completion_tokens_details,omitempty"`
+	// ServerToolUse counts the provider's own tool calls by kind
+	// (Anthropic's server_tool_use: web_search_requests, ...), summed
+	// like the details; chat clients see it under the same name.
+	ServerToolUse TokenCounts `json:"server_tool_use,omitempty"`
 }
 
 // TokenCounts is a usage details object: integer counts by name, in the

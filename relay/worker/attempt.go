@@ -161,5 +161,6 @@ func (j *job) addUsage(u *upstream.Usage, price provider.Price) {
 	j.usage.TotalTokens += u.TotalTokens
 	j.usage.PromptTokensDetails = j.usage.PromptTokensDetails.Add(u.PromptTokensDetails)
 	j.usage.CompletionTokensDetails = j.usage.CompletionTokensDetails.Add(u.CompletionTokensDetails)
+	j.usage.ServerToolUse = j.usage.ServerToolUse.Add(u.ServerToolUse)
 	j.cost += price.Cost(u.PromptTokens, u.CompletionTokens)
 }
