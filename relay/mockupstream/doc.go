@@ -20,10 +20,12 @@
 //     entry], "refusal": null} with "top_logprobs" alternatives (the
 //     token itself first); otherwise logprobs is null.
 //   - POST /v1/messages: Anthropic's Messages API (key in x-api-key or as
-//     a bearer token). Streamed: message_start, content_block_start, ping,
-//     a text_delta per token, content_block_stop, message_delta with the
-//     stop reason (end_turn, or max_tokens) and usage, message_stop (left
-//     out with no_done). Errors have Anthropic's shape
+//     a bearer token). Streamed: message_start, ping, a thinking block
+//     (with the reasoning directive: a thinking_delta per token, then a
+//     signature_delta), a text block (content_block_start, a text_delta
+//     per token, content_block_stop), message_delta with the stop reason
+//     (end_turn, max_tokens, or stop_sequence with the sequence) and
+//     usage, message_stop (left out with no_done). Errors have Anthropic's shape
 //     {"type":"error","error":{"type":"rate_limit_error","message":...}},
 //     and a final assistant message that ends in whitespace gets 400, as
 //     from Anthropic.
