@@ -223,23 +223,31 @@ func TestSDKNodeResponses(t *testing.T) {
 // last: the whole answer and the streamed one, each with how its client
 // says it ended.
 type nodeStreamResult struct {
-	Whole, Stream struct {
+	// FollowUp is aisdk_test.mjs's second turn on the whole answer.
+	Whole, Stream, FollowUp struct {
 		Text   string   `json:"text"`
 		End    string   `json:"end"`
 		Errors []string `json:"errors"`
 	}
 }
 
-// TestSDKResponsesClientsThroughAKilledWorker runs the Vercel AI SDK's
-// default openai(model) and LangChain's ChatOpenAI with useResponsesApi,
-// both speaking the Responses API, against an edge and two worker
-// processes: a whole answer, then a streamed one whose worker is SIGKILLed
-// after ten text parts. The stream goes on through the takeover and ends
-// with the one exact answer, finished as the client expects.
-func TestSDKResponsesClientsThroughAKilledWorker(t *testing.T) {
-	for _, tc := range []struct{ name, script, end string }{
-		{"ai sdk", "node/aisdk_test.mjs", "stop"},
-		{"langchain", "node/langchain_test.mjs", "completed"},
+// TestSDKNodeClientsThroughAKilledWorker runs the Vercel AI SDK's default
+// openai(model) and LangChain's ChatOpenAI with useResponsesApi, both
+// speaking the Responses API, and the AI SDK's openai.chat(model), against
+// an edge and two worker processes: a whole answer (with the AI SDK, and a
+// follow-up turn on it, which its Responses model sends as an
+// item_reference), then a streamed one whose worker is SIGKILLed after ten
+// text parts. The stream goes on
+// through the takeover and ends with the one exact answer, finished as the
+// client expects.
+func TestSDKNodeClientsThroughAKilledWorker(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, end string
+		args              []string
+	}{
+		{"ai sdk", "node/aisdk_test.mjs", "stop", nil},
+		{"ai sdk chat", "node/aisdk_test.mjs", "stop", []string{"chat"}},
+		{"langchain", "node/langchain_test.mjs", "completed", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const tokens = 80
@@ -247,7 +255,7 @@ func TestSDKResponsesClientsThroughAKilledWorker(t *testing.T) {
 			input := tc.name + ": the worker is killed mid-answer"
 			var r nodeStreamResult
 			var id, owner string
-			runNodeCut(t, tc.script, []string{s.edgeProcs[0].URL + "/v1", input}, func([]byte) {
+			runNodeCut(t, tc.script, append([]string{s.edgeProcs[0].URL + "/v1", input}, tc.args...), func([]byte) {
 				open := s.frames.open()
 				if len(open) != 1 {
 					t.Fatalf("streams open at the cut: %v; want the streamed one", open)
@@ -258,12 +266,56 @@ func TestSDKResponsesClientsThroughAKilledWorker(t *testing.T) {
 			if want := mockupstream.AnswerText([]mockupstream.Message{{Role: "user", Content: input + " (whole)"}}, tokens); r.Whole.Text != want || r.Whole.End != tc.end {
 				t.Errorf("whole answer %q (%s), want %q", r.Whole.Text, r.Whole.End, want)
 			}
+			if tc.script == "node/aisdk_test.mjs" {
+				turns := []mockupstream.Message{{Role: "user", Content: input + " (whole)"}, {Role: "assistant", Content: r.Whole.Text}, {Role: "user", Content: "and then?"}}
+				if want := mockupstream.AnswerText(turns, tokens); r.FollowUp.Text != want || r.FollowUp.End != tc.end {
+					t.Errorf("follow-up answer %q (%s), want %q", r.FollowUp.Text, r.FollowUp.End, want)
+				}
+			}
 			if _, want := prompt(input, tokens); r.Stream.Text != want || r.Stream.End != tc.end || len(r.Stream.Errors) > 0 {
 				t.Errorf("streamed answer %q (%s, errors %v), want %q", r.Stream.Text, r.Stream.End, r.Stream.Errors, want)
 			}
 			s.expectTakeover(id, owner)
 		})
 	}
+}
+
+// TestSDKGoResponsesThroughAKilledWorker streams a Responses answer with
+// openai-go from an edge and two worker processes, and SIGKILLs the worker
+// after ten text deltas: the same stream goes on through the takeover,
+// numbered without a gap, and ends completed with the one exact answer.
+func TestSDKGoResponsesThroughAKilledWorker(t *testing.T) {
+	const tokens = 80
+	s := start(t, options{Processes: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const input = "go responses: the worker is killed mid-answer"
+	stream := responsesClient(s.edgeProcs[0].URL).NewStreaming(ctx, inputOf(input))
+	defer stream.Close()
+	var id, owner string
+	var text strings.Builder
+	var seqs []int64
+	var last responses.ResponseStreamEventUnion
+	deltas := 0
+	for stream.Next() {
+		ev := stream.Current()
+		seqs = append(seqs, ev.SequenceNumber)
+		last = ev
+		if ev.Type == "response.created" {
+			id = strings.TrimPrefix(ev.Response.ID, "resp_")
+		}
+		if ev.Type == "response.output_text.delta" {
+			text.WriteString(ev.Delta)
+			if deltas++; deltas == 10 {
+				owner = s.killOwner(id)
+			}
+		}
+	}
+	must(t, stream.Err())
+	if _, want := prompt(input, tokens); text.String() != want || last.Type != "response.completed" || last.Response.OutputText() != want || !numberedFrom(seqs, 0) {
+		t.Fatalf("text %q, last %s %q, numbers %v; want %q", text.String(), last.Type, last.Response.OutputText(), seqs, want)
+	}
+	s.expectTakeover(id, owner)
 }
 
 // runNodeCut runs a node script of e2e/node that prints a line at its cut

@@ -27,6 +27,8 @@
 //	POST /v1/messages/count_tokens  an estimate (messages_count.go)
 //	GET  /v1/ws                 WebSocket: several streams per connection (handler_ws.go)
 //	GET  /v1/models             the Catalog's models as an OpenAI list
+//	POST /v1/embeddings, /v1/completions  forwarded to a worker over core NATS, not
+//	                            durable streams (handler_forward.go, forward_exchange.go)
 //	GET  /healthz, /readyz      liveness; readiness = NATS connected and assets set up
 //
 // Every error body has OpenAI's shape {"error":{"message","type","param","code"}},

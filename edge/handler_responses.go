@@ -6,8 +6,9 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// handleResponses serves POST /v1/responses: the request is translated
-// into a chat completion (responses_request.go) and queued like one, with
+// handleResponses serves POST /v1/responses: the request, its item
+// references resolved (responses_refs.go), is translated into a chat
+// completion (responses_request.go) and queued like one, with
 // an idempotency key too. The stream it starts is rendered as the
 // Responses API's events ("stream": true), answered once its first frame
 // is stored so that a provider's refusal is an HTTP error
@@ -22,7 +23,14 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, policy := opts.p, opts.policy
-	req, e := readResponsesRequest(w, r, s.cfg.MaxBodyBytes, s.limits(p))
+	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e == nil {
+		body, e = s.expandReferences(r.Context(), p.tenant, body)
+	}
+	var req responsesRequest
+	if e == nil {
+		req, e = parseResponsesRequest(body, s.limits(p))
+	}
 	if e != nil {
 		writeError(w, e)
 		return

@@ -3,7 +3,6 @@ package edge
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -24,16 +23,6 @@ type responsesRequest struct {
 // CodeUnsupportedParameter refuses a Responses parameter the relay cannot
 // honour over a chat-completions upstream.
 const CodeUnsupportedParameter = "unsupported_parameter"
-
-// readResponsesRequest reads and translates a request body of at most max
-// bytes.
-func readResponsesRequest(w http.ResponseWriter, r *http.Request, max int64, lim limits) (responsesRequest, *wire.Error) {
-	body, e := readBody(w, r, max)
-	if e != nil {
-		return responsesRequest{}, e
-	}
-	return parseResponsesRequest(body, lim)
-}
 
 // responsesIgnored are parameters accepted and left unused: they tune
 // OpenAI's own storage, caching, tracing and tiers, which a

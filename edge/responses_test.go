@@ -32,6 +32,7 @@ type responseResult struct {
 	IncompleteDetails *incompleteDetails `json:"incomplete_details"`
 	Error             *responseError     `json:"error"`
 	Output            []struct {
+		ID        string `json:"id"`
 		Type      string `json:"type"`
 		Status    string `json:"status"`
 		Name      string `json:"name"`

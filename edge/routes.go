@@ -12,6 +12,8 @@ import (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/chat/completions", methods{http.MethodPost: s.handleChat})
+	mux.Handle("/v1/embeddings", methods{http.MethodPost: s.handleEmbeddings})   // handler_forward.go
+	mux.Handle("/v1/completions", methods{http.MethodPost: s.handleCompletions}) // handler_forward.go
 	mux.Handle("/v1/responses", methods{http.MethodPost: s.handleResponses})
 	mux.Handle("/v1/responses/{id}", methods{http.MethodGet: s.handleResponse})
 	mux.Handle("/v1/responses/{id}/cancel", methods{http.MethodPost: s.handleResponseCancel})

@@ -74,6 +74,9 @@ type Server struct {
 	// cancelWait is how long a cancellation waits for the end frame: the
 	// constant cancelWait, which tests shorten.
 	cancelWait time.Duration
+	// forwardSilence is how long a forwarded request waits for its
+	// worker's next message: wire.ForwardSilence, which tests shorten.
+	forwardSilence time.Duration
 }
 
 // Timeouts of the HTTP server. Streaming responses have no overall write
@@ -133,7 +136,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		denials: watchDenials(deps.JS.Conn()),
 		now:     time.Now,
 
-		cancelWait: cancelWait,
+		cancelWait:     cancelWait,
+		forwardSilence: wire.ForwardSilence,
 	}
 	s.orphans = newOrphans(
 		func(ctx context.Context, id string) (bool, error) { return followed(ctx, deps.NC, id) },

@@ -25,7 +25,8 @@
 //     signature_delta), a text block (content_block_start, a text_delta
 //     per token, content_block_stop), message_delta with the stop reason
 //     (end_turn, max_tokens, or stop_sequence with the sequence) and
-//     usage, message_stop (left out with no_done). Errors have Anthropic's shape
+//     usage, message_stop (left out with no_done). Errors have
+//     Anthropic's shape
 //     {"type":"error","error":{"type":"rate_limit_error","message":...}},
 //     and a final assistant message that ends in whitespace gets 400, as
 //     from Anthropic.
@@ -33,6 +34,13 @@
 //     with sequence_number from response.created to response.completed
 //     (response.incomplete when max_output_tokens cut the answer), a
 //     response.output_text.delta per token.
+//   - POST /v1/embeddings: one deterministic unit vector per input
+//     (Embedding; "dimensions", default 1536; "encoding_format" float or
+//     base64). POST /v1/completions: the legacy text completions, with the
+//     answer chat gives to one user message holding the prompt, streamed
+//     ("text_completion" chunks, then [DONE]) or not. Fault directives in
+//     the inputs or the prompt apply as for chat, and both count under
+//     their conversation in Stats.ByConversation.
 //   - GET /v1/models: the configured models, in OpenAI's list shape.
 //   - GET /mock/stats: the Stats counters as JSON (no API key needed).
 //   - PUT /mock/weather: the provider's ordinary misbehaviour from now on

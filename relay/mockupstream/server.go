@@ -60,6 +60,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("POST /v1/messages", s.handleMessages)
 	s.mux.HandleFunc("POST /v1/responses", s.handleResponses)
+	s.mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)   // embeddings.go
+	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions) // completions.go
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /mock/stats", s.handleStats)
 	s.mux.HandleFunc("PUT /mock/weather", s.handleWeather)

@@ -194,13 +194,11 @@ func ConnectRegion(t testing.TB, s *server.Server, top streams.Topology, r regio
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := streams.Setup(ctx, g, top); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	if err := region.SetupRegion(ctx, g, top, r); err != nil {
-		t.Fatalf("setup region: %v", err)
-	}
+	setUp(t, func(ctx context.Context) error {
+		if err := streams.Setup(ctx, g, top); err != nil {
+			return err
+		}
+		return region.SetupRegion(ctx, g, top, r)
+	})
 	return nc, g
 }

@@ -44,12 +44,26 @@ func Connect(t testing.TB, s *server.Server, top streams.Topology) (*nats.Conn, 
 		t.Fatalf("connect: %v", err)
 	}
 	t.Cleanup(nc.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := streams.Setup(ctx, js, top); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
+	setUp(t, func(ctx context.Context) error { return streams.Setup(ctx, js, top) })
 	return nc, js
+}
+
+// setUp runs setup until it succeeds, for up to 20 s, as the roles retry
+// theirs (relay/app): a cluster that just formed may still refuse to
+// place a replicated stream ("no suitable peers for placement, peer
+// offline") until its leader has heard every peer's JetStream stats, which
+// a loaded machine delays.
+func setUp(t testing.TB, setup func(context.Context) error) {
+	t.Helper()
+	var err error
+	Eventually(t, 20*time.Second, 100*time.Millisecond, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err = setup(ctx); err != nil {
+			t.Logf("setup: %v (retrying)", err)
+		}
+		return err == nil
+	})
 }
 
 // Logger logs through t, so a failing test shows what the roles did. Lines

@@ -79,7 +79,7 @@ func TestSetupNeedsOnlyReadRightsOnceSetUp(t *testing.T) {
 	for name, changed := range map[string]streams.Topology{
 		"retention": {Retention: time.Hour},
 		"ack wait":  {AckWait: 9 * time.Second},
-		"storage":   {Storage: streams.StorageLimits{Chunks: 2048}},
+		"storage":   {Storage: streams.StorageLimits{Chunks: 4096}},
 	} {
 		if err := setup(reader, changed, true); err == nil {
 			t.Fatalf("changed %s: a reader's Setup passed, so it did not notice the change", name)

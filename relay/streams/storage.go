@@ -34,13 +34,22 @@ type StorageLimits struct {
 	State int64 `koanf:"state"`
 }
 
-// Default limits, in MiB: about 1.5 GiB in all, per replica, which must
-// fit under the server's max_file_store (or max_memory_store).
+// Default limits, in MiB: about 3 GiB in all, per replica, which must
+// fit under the server's max_file_store (or max_memory_store); JetStream
+// reserves each stream's limit when it creates the stream. The buckets
+// refuse new writes when full, and a full relay_streams refuses every new
+// request (507), so its default is sized for the retention at a sustained
+// rate far above one machine's: a stream's record takes about 150 bytes,
+// so 512 MiB holds about 3.5 million streams, 24 h at 40 requests a second.
+// RELAY_CHUNKS drops its oldest frames instead; 2 GiB hold about 8 million
+// frames, 24 h at 100 chunks a second. More would ask more of the disk
+// than a developer's machine may have free (the server refuses a stream
+// whose reservation does not fit).
 const (
 	DefaultRequestsMiB    = 256
-	DefaultChunksMiB      = 1024
-	DefaultMetadataMiB    = 64
-	DefaultIdempotencyMiB = 64
+	DefaultChunksMiB      = 2048
+	DefaultMetadataMiB    = 512
+	DefaultIdempotencyMiB = 128
 	DefaultStateMiB       = 16
 )
 

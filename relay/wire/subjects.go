@@ -23,6 +23,19 @@ const (
 	// relay.presence.>.
 	presencePrefix = "relay.presence."
 
+	// ForwardSubject carries the requests the relay forwards without a
+	// durable stream (/v1/embeddings, /v1/completions): an edge publishes
+	// one ForwardRequest with a reply subject made by ForwardReplySubject,
+	// and one worker of the queue group ForwardQueue takes it. NATS
+	// permissions must let an edge publish it and subscribe to
+	// relay.forward.reply.>, and a worker subscribe to it (queue
+	// ForwardQueue) and publish to relay.forward.reply.>.
+	ForwardSubject = "relay.forward"
+	// ForwardQueue is the queue group of every worker on ForwardSubject.
+	ForwardQueue = "relay-forward"
+	// forwardReplyPrefix is followed by one token per forwarded request.
+	forwardReplyPrefix = "relay.forward.reply."
+
 	// MetaBucket is the KV bucket of stream metadata, keyed by stream id.
 	MetaBucket = "relay_streams"
 	// HealthBucket holds the coordinator's last probe of each provider,
@@ -49,6 +62,18 @@ func CancelSubject(streamID string) string { return cancelPrefix + streamID }
 // A request that nobody answers gets NATS's no-responders status at once,
 // so "nobody follows" is a definite answer and not a timeout.
 func PresenceSubject(streamID string) string { return presencePrefix + streamID }
+
+// ForwardReplySubject is the core subject where the worker that took a
+// forwarded request answers it (see ForwardKind), token being unique to the
+// request's attempt.
+func ForwardReplySubject(token string) string { return forwardReplyPrefix + token }
+
+// IsForwardReplySubject reports whether subject is one ForwardReplySubject
+// makes: a worker answers nowhere else, whatever reply a message names.
+func IsForwardReplySubject(subject string) bool {
+	token, ok := strings.CutPrefix(subject, forwardReplyPrefix)
+	return ok && token != "" && !strings.ContainsAny(token, ".*> \t\r\n")
+}
 
 // StreamIDFromPresence returns the stream id of a presence subject.
 func StreamIDFromPresence(subject string) (string, bool) {

@@ -58,6 +58,14 @@
 // was published) or cancelled (by the client), with the usage of every
 // call, its cost and the number of calls.
 //
+// Besides generations, a worker serves the requests edges forward without
+// a durable stream (/v1/embeddings, /v1/completions; forward.go): one of
+// the queue group on wire.ForwardSubject takes each, up to max_inflight at
+// once, walks the same route with the same gate and keys, and answers on
+// the edge's reply subject. Nothing of them is stored or handed over: a
+// stopping worker ends them, and the edge retries those whose client has
+// nothing yet on another worker.
+//
 // A job that loses its stream to another writer (chunklog.ErrFenced) stops
 // without a terminal frame, without acknowledging and without a NAK: acks
 // are matched by sequence only, and the request is another worker's now.

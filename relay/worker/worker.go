@@ -239,6 +239,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer cancels.Unsubscribe()
+	fwd, err := w.followForwards(ctx) // forward.go
+	if err != nil {
+		return err
+	}
+	defer fwd.stop(w.drainTimeout)
 	w.logger.Info("worker started", "max_inflight", w.maxInflight, "instance", w.instance,
 		"heartbeat_interval", w.heartbeatEvery, "liveness_timeout", w.livenessTimeout, "watch_peers", w.watchPeers)
 
@@ -255,6 +260,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-w.draining:
 		}
 		stopPulling()
+		fwd.unsubscribe()
 		// A drain hands the streams over when its time is up (Drain); the
 		// end of ctx, also during a drain, does at once.
 		select {

@@ -1,0 +1,87 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// handleEmbeddings serves POST /v1/embeddings and handleCompletions POST
+// /v1/completions (the legacy text completions): the edge checks the
+// caller as it does for a chat completion (key, model, tenant limit, fail
+// fast) and forwards the request to a worker, which calls the providers
+// with the generations' routing, keys, breakers and retries
+// (forward_exchange.go). Neither is a durable stream: nothing is stored,
+// there is no stream id to resume, and an answer cut mid-stream ends with
+// an error event.
+func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
+	s.handleForward(w, r, wire.EndpointEmbeddings)
+}
+
+// handleCompletions: see handleEmbeddings.
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	s.handleForward(w, r, wire.EndpointCompletions)
+}
+
+func (s *Server) handleForward(w http.ResponseWriter, r *http.Request, endpoint wire.ForwardEndpoint) {
+	opts, ok := s.startOptionsOf(w, r)
+	if !ok {
+		return
+	}
+	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	req, e := parseForwardRequest(body, endpoint, s.limits(opts.p))
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	req.ID, req.Tenant, req.FailFast = wire.NewStreamID(), opts.p.tenant, opts.failFast
+	if e := s.admitGeneration(r.Context(), opts.p.tenant, chatRequest{Model: req.Model, FailFast: req.FailFast}); e != nil { // admission.go
+		writeError(w, e)
+		return
+	}
+	s.forward(w, r, req)
+}
+
+// inputField is the field that holds what a forwarded endpoint works on.
+var inputField = map[wire.ForwardEndpoint]string{
+	wire.EndpointEmbeddings:  "input",
+	wire.EndpointCompletions: "prompt",
+}
+
+// parseForwardRequest checks what the relay relies on (the model, served
+// and allowed; stream a boolean, and only for completions) and what it
+// caps (max_tokens); the provider checks the rest, and its 400 reaches the
+// client as it sent it.
+func parseForwardRequest(body []byte, endpoint wire.ForwardEndpoint, lim limits) (wire.ForwardRequest, *wire.Error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return wire.ForwardRequest{}, invalid("", CodeInvalidJSON, "request body must be a JSON object")
+	}
+	req := wire.ForwardRequest{Endpoint: endpoint, Body: body}
+	if json.Unmarshal(fields["model"], &req.Model) != nil || req.Model == "" {
+		return req, invalid("model", CodeInvalidValue, "'model' must be a non-empty string")
+	}
+	if !lim.served(req.Model) || lim.allowed != nil && !lim.allowed(req.Model) {
+		return req, modelNotFound(req.Model)
+	}
+	if field := inputField[endpoint]; fields[field] == nil || isNull(fields[field]) {
+		return req, invalid(field, CodeInvalidValue, "missing required parameter: '%s'", field)
+	}
+	if raw, ok := fields["stream"]; ok && !isNull(raw) {
+		if json.Unmarshal(raw, &req.Stream) != nil {
+			return req, invalid("stream", CodeInvalidValue, "'stream' must be a boolean")
+		}
+		if req.Stream && endpoint == wire.EndpointEmbeddings {
+			return req, invalid("stream", CodeInvalidValue, "embeddings are not streamed")
+		}
+	}
+	if e := checkMaxTokens(fields, "max_tokens", lim.maxTokens); e != nil {
+		return req, e
+	}
+	return req, nil
+}
