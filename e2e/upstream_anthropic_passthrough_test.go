@@ -42,8 +42,9 @@ type anthropicUsage struct {
 	OutputTokens             int `json:"output_tokens"`
 }
 
-// postMessages sends a Messages request to the edge with the dev key, as
-// Anthropic's SDK sends it.
+// postMessages sends a request to the edge with the dev key: in
+// x-api-key, as Anthropic's SDK sends it, and as a bearer token, which
+// the chat endpoints read.
 func postMessages(ctx context.Context, t *testing.T, method, url string, body any) []byte {
 	t.Helper()
 	var in io.Reader
@@ -55,6 +56,7 @@ func postMessages(ctx context.Context, t *testing.T, method, url string, body an
 	req, err := http.NewRequestWithContext(ctx, method, url, in)
 	must(t, err)
 	req.Header.Set("x-api-key", "relay-dev")
+	req.Header.Set("Authorization", "Bearer relay-dev")
 	req.Header.Set("anthropic-version", "2023-06-01")
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
@@ -151,5 +153,28 @@ func TestUpstreamAnthropicPassThrough(t *testing.T) {
 	if len(msg.Content) != 2 || msg.Content[0].Signature != signature || msg.Content[0].Thinking != thinking || msg.Content[1].Text != want ||
 		msg.StopReason != "stop_sequence" || msg.StopSequence != stop || msg.Usage != end.Usage {
 		t.Errorf("the Message %+v differs from its stream", msg)
+	}
+
+	// A chat client of the same relay gets what chat has a place for:
+	// the thinking as reasoning_content, the cache write among the prompt
+	// details.
+	chatUser := "Think for chat. [[mock: reasoning=2]]"
+	var chat struct {
+		Choices []struct {
+			Message struct {
+				ReasoningContent string `json:"reasoning_content"`
+			} `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokensDetails map[string]int `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	must(t, json.Unmarshal(postMessages(ctx, t, http.MethodPost, s.Edge+"/v1/chat/completions", map[string]any{
+		"model": "mock-1", "messages": []map[string]string{{"role": "system", "content": system}, {"role": "user", "content": chatUser}},
+	}), &chat))
+	chatMsgs := []mockupstream.Message{{Role: "system", Content: system}, {Role: "user", Content: chatUser}}
+	if d := chat.Usage.PromptTokensDetails; len(chat.Choices) != 1 || chat.Choices[0].Message.ReasoningContent != strings.Join(mockupstream.Reasoning(chatMsgs, 2), "") ||
+		d["cache_creation_input_tokens"] == 0 || d["cached_tokens"] != 0 {
+		t.Errorf("chat completion %+v, want the reasoning and the cache write", chat)
 	}
 }
