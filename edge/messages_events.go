@@ -18,7 +18,12 @@ import (
 //	before any frame   message_start (the message, empty)
 //	reasoning          content_block_start (thinking) at its first text, then
 //	                   content_block_delta (thinking_delta)
-//	text               content_block_start (text), then text_delta
+//	its signature      signature_delta, which closes the thinking block: the
+//	                   reasoning after it is a new block
+//	redacted thinking  content_block_start (redacted_thinking, with its data)
+//	citations          citations_delta on the text block, before its text
+//	text               content_block_start (text), then text_delta; a chunk
+//	                   marked new_block starts a new text block
 //	a tool call        content_block_start (tool_use) at its first delta, then
 //	                   input_json_delta per fragment of its arguments
 //	the end frame      done: content_block_stop of the open block, message_delta
@@ -27,7 +32,10 @@ import (
 //	                   cut answer for a finished one
 //
 // A block of another type closes the open one (content_block_stop), as
-// Anthropic sends them one after the other. So any edge that renders a
+// Anthropic sends them one after the other. A seam closes an open
+// thinking block: the next attempt thinks anew, and the signature it
+// sends signs its own thinking only, so the block cut at the seam stays
+// unsigned (signature ""). So any edge that renders a
 // stream from its first frame numbers every event the same, and a resume
 // (GET /v1/messages/{id} with Last-Event-ID: N) renders the stream from
 // its start and writes only the events after N. A takeover or a
@@ -84,6 +92,16 @@ type textDelta struct {
 type thinkingDelta struct {
 	Type     string `json:"type"`
 	Thinking string `json:"thinking"`
+}
+
+type signatureDelta struct {
+	Type      string `json:"type"`
+	Signature string `json:"signature"`
+}
+
+type citationsDelta struct {
+	Type     string          `json:"type"`
+	Citation json.RawMessage `json:"citation"`
 }
 
 type inputJSONDelta struct {
@@ -164,11 +182,28 @@ func (m *messageEvents) ping(out *sseWriter) {
 }
 
 func (m *messageEvents) chunk(out *sseWriter, f wire.Frame) {
+	if f.Seam != "" && m.open >= 0 && m.blocks[m.open].typ == "thinking" {
+		m.stop(out)
+	}
 	if f.Reasoning != "" {
 		i := m.block(out, "thinking")
 		m.blocks[i].text.WriteString(f.Reasoning)
 		m.emit(out, "content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: i, Delta: thinkingDelta{Type: "thinking_delta", Thinking: f.Reasoning}})
 	}
+	if f.ReasoningSignature != "" {
+		i := m.block(out, "thinking")
+		m.blocks[i].signature = f.ReasoningSignature
+		m.emit(out, "content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: i, Delta: signatureDelta{Type: "signature_delta", Signature: f.ReasoningSignature}})
+	}
+	if f.RedactedReasoning != "" {
+		b := &contentBlock{typ: "redacted_thinking"}
+		b.text.WriteString(f.RedactedReasoning)
+		m.start(out, b)
+	}
+	if f.NewBlock && m.open >= 0 && m.blocks[m.open].typ == "text" {
+		m.stop(out)
+	}
+	m.citations(out, f.Citations)
 	if f.Content != "" {
 		i := m.block(out, "text")
 		m.blocks[i].text.WriteString(f.Content)
@@ -202,10 +237,26 @@ func (m *messageEvents) chunk(out *sseWriter, f wire.Frame) {
 	}
 }
 
-// block is the index of the open block if it is of type typ, or of a new
-// one that replaces it.
+// citations renders a chunk's citations on the text block they open or
+// continue.
+func (m *messageEvents) citations(out *sseWriter, raw json.RawMessage) {
+	var cs []json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &cs) != nil || len(cs) == 0 {
+		// The worker stores the array a provider sent; anything else is
+		// left out the same way on every edge.
+		return
+	}
+	i := m.block(out, "text")
+	for _, c := range cs {
+		m.blocks[i].citations = append(m.blocks[i].citations, c)
+		m.emit(out, "content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: i, Delta: citationsDelta{Type: "citations_delta", Citation: c}})
+	}
+}
+
+// block is the index of the open block if it is of type typ (and not a
+// signed, so finished, thinking block), or of a new one that replaces it.
 func (m *messageEvents) block(out *sseWriter, typ string) int {
-	if m.open >= 0 && m.blocks[m.open].typ == typ {
+	if m.open >= 0 && m.blocks[m.open].typ == typ && m.blocks[m.open].signature == "" {
 		return m.open
 	}
 	return m.start(out, &contentBlock{typ: typ})
@@ -239,7 +290,7 @@ func (m *messageEvents) finish(out *sseWriter, f wire.Frame) {
 		return
 	}
 	m.stop(out)
-	m.emit(out, "message_delta", messageDeltaEvent{Type: "message_delta", Delta: messageDelta{StopReason: stopReason(f)}, Usage: newMessageUsage(f.Usage)})
+	m.emit(out, "message_delta", messageDeltaEvent{Type: "message_delta", Delta: messageDelta{StopReason: stopReason(f), StopSequence: stopSequence(f)}, Usage: newMessageUsage(f.Usage)})
 	m.emit(out, "message_stop", typeOnly{Type: "message_stop"})
 }
 
@@ -264,7 +315,7 @@ func (m *messageEvents) message() messageObject {
 	msg.Usage = newMessageUsage(f.Usage)
 	if f.Status == wire.StatusDone {
 		reason := stopReason(f)
-		msg.StopReason = &reason
+		msg.StopReason, msg.StopSequence = &reason, stopSequence(f)
 	} else {
 		e := newAnthropicError(endError(f)).Error
 		msg.Error = &e

@@ -36,22 +36,53 @@ type messageObject struct {
 	Error *anthropicErrorInner `json:"error,omitempty"`
 }
 
+// messageUsage is Anthropic's usage, whose input_tokens leaves out the
+// prompt tokens written to or read from the prompt cache.
 type messageUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
+	InputTokens              int `json:"input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	// ServerToolUse is the provider's server tools' calls, as Anthropic
+	// counts them; absent when none were counted.
+	ServerToolUse wire.TokenCounts `json:"server_tool_use,omitempty"`
 }
 
+// newMessageUsage is the usage of u: the cache counts are the prompt
+// details' cached_tokens (any provider's cache reads) and
+// wire.CacheCreationTokens (an Anthropic provider's cache writes).
 func newMessageUsage(u *wire.Usage) messageUsage {
 	if u == nil {
 		return messageUsage{}
 	}
-	return messageUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	read := u.PromptTokensDetails.Get("cached_tokens")
+	created := u.PromptTokensDetails.Get(wire.CacheCreationTokens)
+	return messageUsage{
+		InputTokens:              max(u.PromptTokens-read-created, 0),
+		CacheCreationInputTokens: created,
+		CacheReadInputTokens:     read,
+		OutputTokens:             u.CompletionTokens,
+		ServerToolUse:            u.ServerToolUse,
+	}
 }
 
-// stopReason is Anthropic's stop reason of a done stream's finish reason.
-// Chat says "stop" both for the end of a turn and for a stop sequence, so
-// a stop sequence reads end_turn too.
+// stopSequence is the stop sequence that ended a done stream, nil when
+// none did or the provider did not say which (chat providers say "stop"
+// both for the end of a turn and for a stop sequence).
+func stopSequence(f wire.Frame) *string {
+	if f.StopSequence == "" || finishReason(f) != "stop" {
+		return nil
+	}
+	return &f.StopSequence
+}
+
+// stopReason is Anthropic's stop reason of a done stream's finish reason:
+// stop_sequence when the provider said which sequence stopped it, else a
+// "stop" reads end_turn.
 func stopReason(f wire.Frame) string {
+	if stopSequence(f) != nil {
+		return "stop_sequence"
+	}
 	switch finishReason(f) {
 	case "length":
 		return "max_tokens"
@@ -65,24 +96,37 @@ func stopReason(f wire.Frame) string {
 
 // contentBlock is a content block of the answer as it is being built.
 type contentBlock struct {
-	// typ is text, thinking or tool_use.
-	typ  string
+	// typ is text, thinking, redacted_thinking or tool_use.
+	typ string
+	// text is the text, the thinking, the redacted data or the tool
+	// input.
 	text strings.Builder
 	// id and name are a tool_use's.
 	id, name string
+	// signature is a thinking block's, once it came: it closes the block.
+	signature string
+	// citations are a text block's.
+	citations []json.RawMessage
 }
 
 type textBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type      string            `json:"type"`
+	Text      string            `json:"text"`
+	Citations []json.RawMessage `json:"citations,omitempty"`
 }
 
 type thinkingBlock struct {
 	Type     string `json:"type"`
 	Thinking string `json:"thinking"`
-	// Signature is empty: the reasoning did not come from Anthropic,
-	// which alone signs it.
+	// Signature is empty in content_block_start, as Anthropic sends it,
+	// and stays empty when the reasoning did not come from Anthropic,
+	// which alone signs it, or its block was cut before the signature.
 	Signature string `json:"signature"`
+}
+
+type redactedThinkingBlock struct {
+	Type string `json:"type"`
+	Data string `json:"data"`
 }
 
 type toolUseBlock struct {
@@ -101,7 +145,13 @@ func (b *contentBlock) object(whole bool) any {
 	}
 	switch b.typ {
 	case "thinking":
-		return thinkingBlock{Type: b.typ, Thinking: text}
+		if whole {
+			return thinkingBlock{Type: b.typ, Thinking: text, Signature: b.signature}
+		}
+		return thinkingBlock{Type: b.typ}
+	case "redacted_thinking":
+		// Its data comes whole, in content_block_start.
+		return redactedThinkingBlock{Type: b.typ, Data: b.text.String()}
 	case "tool_use":
 		input := json.RawMessage("{}")
 		// Arguments that are not a JSON object (cut, or a model's
@@ -111,5 +161,8 @@ func (b *contentBlock) object(whole bool) any {
 		}
 		return toolUseBlock{Type: b.typ, ID: b.id, Name: b.name, Input: input}
 	}
-	return textBlock{Type: b.typ, Text: text}
+	if !whole {
+		return textBlock{Type: b.typ}
+	}
+	return textBlock{Type: b.typ, Text: text, Citations: b.citations}
 }

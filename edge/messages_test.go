@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -164,7 +165,7 @@ func TestMessagesWireFormat(t *testing.T) {
 	m := decodeMessage(t, res)
 	if res.StatusCode != http.StatusOK || m.ID != "msg_"+fixedID || deref(m.StopReason) != "tool_use" || len(m.Content) != 3 ||
 		m.Content[0].Thinking != "Think." || m.Content[1].Text != "Hello" || m.Content[2].Type != "tool_use" ||
-		m.Content[2].ID != "call_1" || m.Content[2].Input["a"] != 1.0 || m.Usage != (messageUsage{InputTokens: 4, OutputTokens: 3}) {
+		m.Content[2].ID != "call_1" || m.Content[2].Input["a"] != 1.0 || !reflect.DeepEqual(m.Usage, messageUsage{InputTokens: 4, OutputTokens: 3}) {
 		t.Fatalf("Message %d %+v", res.StatusCode, m)
 	}
 

@@ -22,6 +22,8 @@ type messagesRequest struct {
 	Messages  []claudeMessage `json:"messages"`
 	MaxTokens *int            `json:"max_tokens"`
 	Stream    bool            `json:"stream"`
+	// StopSequences end the answer before the first of them it holds.
+	StopSequences []string `json:"stop_sequences"`
 }
 
 // claudeMessage is a message whose content is a string or content blocks;
@@ -120,27 +122,36 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep.id = fmt.Sprintf("msg_mock_%d", s.ids.Add(1))
+	a := newClaudeAnswer(rep, msgs, req.StopSequences)
 	if req.Stream {
-		s.streamClaude(w, r, rep, f)
+		s.streamClaude(w, r, a, f)
 		return
 	}
-	if wait(r.Context(), time.Duration(len(rep.tokens))*s.cfg.TokenInterval, 0, nil) != nil {
+	if wait(r.Context(), time.Duration(len(a.tokens))*s.cfg.TokenInterval, 0, nil) != nil {
 		return
 	}
-	writeJSON(w, http.StatusOK, claudeMessageOf(rep, strings.Join(rep.tokens, ""), claudeStop(rep.finish), rep.usage.CompletionTokens))
+	m := claudeMessageOf(a, a.usage)
+	m.StopReason, m.StopSequence = a.stopReason(), a.stopSeq()
+	if len(a.reasoning) > 0 {
+		m.Content = append(m.Content, claudeThinking{Type: "thinking", Thinking: strings.Join(a.reasoning, ""), Signature: a.signature})
+	}
+	if len(a.tokens) > 0 {
+		m.Content = append(m.Content, claudeBlock{Type: "text", Text: strings.Join(a.tokens, "")})
+	}
+	writeJSON(w, http.StatusOK, m)
 }
 
 // claudeResponse is a Message object: the non-streamed answer, and the
 // message of message_start with empty content.
 type claudeResponse struct {
-	ID           string        `json:"id"`
-	Type         string        `json:"type"`
-	Role         string        `json:"role"`
-	Model        string        `json:"model"`
-	Content      []claudeBlock `json:"content"`
-	StopReason   *string       `json:"stop_reason"`
-	StopSequence *string       `json:"stop_sequence"`
-	Usage        claudeUsage   `json:"usage"`
+	ID           string      `json:"id"`
+	Type         string      `json:"type"`
+	Role         string      `json:"role"`
+	Model        string      `json:"model"`
+	Content      []any       `json:"content"`
+	StopReason   *string     `json:"stop_reason"`
+	StopSequence *string     `json:"stop_sequence"`
+	Usage        claudeUsage `json:"usage"`
 }
 
 type claudeBlock struct {
@@ -148,20 +159,24 @@ type claudeBlock struct {
 	Text string `json:"text"`
 }
 
-type claudeUsage struct {
-	InputTokens  int `json:"input_tokens,omitempty"`
-	OutputTokens int `json:"output_tokens"`
+type claudeThinking struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
 }
 
-func claudeMessageOf(rep reply, text string, stop *string, outputTokens int) claudeResponse {
-	m := claudeResponse{
-		ID: rep.id, Type: "message", Role: roleAssistant, Model: rep.model, Content: []claudeBlock{},
-		StopReason: stop, Usage: claudeUsage{InputTokens: rep.usage.PromptTokens, OutputTokens: outputTokens},
-	}
-	if text != "" {
-		m.Content = append(m.Content, claudeBlock{Type: "text", Text: text})
-	}
-	return m
+// claudeUsage is Anthropic's usage; the cache counts are sent with the
+// reasoning directive only, so that other answers stay as they were.
+type claudeUsage struct {
+	InputTokens              int `json:"input_tokens,omitempty"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens,omitempty"`
+	OutputTokens             int `json:"output_tokens"`
+}
+
+// claudeMessageOf is the Message of a, empty, with usage u.
+func claudeMessageOf(a claudeAnswer, u claudeUsage) claudeResponse {
+	return claudeResponse{ID: a.id, Type: "message", Role: roleAssistant, Model: a.model, Content: []any{}, Usage: u}
 }
 
 // claudeStop is the stop reason of a chat finish reason.
@@ -172,21 +187,30 @@ func claudeStop(finish string) *string {
 	return ptr("end_turn")
 }
 
-// streamClaude sends rep as Anthropic's events: message_start, a ping, one
-// text block with a delta per token, message_delta with the stop reason and
-// usage, message_stop (left out with no_done).
-func (s *Server) streamClaude(w http.ResponseWriter, r *http.Request, rep reply, f faults) {
+// streamClaude sends a as Anthropic's events: message_start (with the
+// input and cache counts), a ping, the thinking block if any (a delta per
+// token, then its signature), one text block with a delta per token,
+// message_delta with the stop reason, stop sequence and output tokens,
+// message_stop (left out with no_done).
+func (s *Server) streamClaude(w http.ResponseWriter, r *http.Request, a claudeAnswer, f faults) {
 	out := s.openStream(w, f)
 	defer out.clearDeadline()
 	type obj = map[string]any
-	start := claudeMessageOf(rep, "", nil, 1)
-	if out.named("message_start", obj{"type": "message_start", "message": start}) != nil ||
-		out.named("content_block_start", obj{"type": "content_block_start", "index": 0, "content_block": claudeBlock{Type: "text"}}) != nil ||
-		out.named("ping", obj{"type": "ping"}) != nil {
+	startUsage := a.usage
+	startUsage.OutputTokens = 1
+	if out.named("message_start", obj{"type": "message_start", "message": claudeMessageOf(a, startUsage)}) != nil ||
+		out.named("ping", obj{"type": "ping"}) != nil || !s.streamThinking(r, out, a) {
+		return
+	}
+	text := 0
+	if len(a.reasoning) > 0 {
+		text = 1
+	}
+	if out.named("content_block_start", obj{"type": "content_block_start", "index": text, "content_block": claudeBlock{Type: "text"}}) != nil {
 		return
 	}
 	send := func(tok string) error {
-		return out.named("content_block_delta", obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "text_delta", "text": tok}})
+		return out.named("content_block_delta", obj{"type": "content_block_delta", "index": text, "delta": obj{"type": "text_delta", "text": tok}})
 	}
 	endEarly := func(end ending) {
 		switch end {
@@ -198,17 +222,39 @@ func (s *Server) streamClaude(w http.ResponseWriter, r *http.Request, rep reply,
 			_ = out.named("error", obj{"type": "error", "error": obj{"type": "overloaded_error", "message": overloaded}})
 		}
 	}
-	if !s.tokens(r, out, rep, f, send, endEarly) {
+	if !s.tokens(r, out, a.reply, f, send, endEarly) {
 		return
 	}
-	if out.named("content_block_stop", obj{"type": "content_block_stop", "index": 0}) != nil ||
-		out.named("message_delta", obj{"type": "message_delta", "delta": obj{"stop_reason": claudeStop(rep.finish), "stop_sequence": nil},
-			"usage": claudeUsage{OutputTokens: rep.usage.CompletionTokens}}) != nil {
+	if out.named("content_block_stop", obj{"type": "content_block_stop", "index": text}) != nil ||
+		out.named("message_delta", obj{"type": "message_delta", "delta": obj{"stop_reason": a.stopReason(), "stop_sequence": a.stopSeq()},
+			"usage": claudeUsage{OutputTokens: a.usage.OutputTokens}}) != nil {
 		return
 	}
 	if !f.noDone {
 		_ = out.named("message_stop", obj{"type": "message_stop"})
 	}
+}
+
+// streamThinking sends a's thinking as block 0, a delta per token, then
+// its signature; false when the client went away.
+func (s *Server) streamThinking(r *http.Request, out *eventWriter, a claudeAnswer) bool {
+	if len(a.reasoning) == 0 {
+		return true
+	}
+	type obj = map[string]any
+	delta := func(d obj) error {
+		return out.named("content_block_delta", obj{"type": "content_block_delta", "index": 0, "delta": d})
+	}
+	if out.named("content_block_start", obj{"type": "content_block_start", "index": 0, "content_block": claudeThinking{Type: "thinking"}}) != nil {
+		return false
+	}
+	for _, tok := range a.reasoning {
+		if out.pause(r.Context(), s.cfg.TokenInterval) != nil || delta(obj{"type": "thinking_delta", "thinking": tok}) != nil {
+			return false
+		}
+	}
+	return delta(obj{"type": "signature_delta", "signature": a.signature}) == nil &&
+		out.named("content_block_stop", obj{"type": "content_block_stop", "index": 0}) == nil
 }
 
 // authorizedAnthropic checks the key, sent as x-api-key or, as the

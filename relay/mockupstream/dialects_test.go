@@ -165,7 +165,10 @@ func TestDialectsNonStreaming(t *testing.T) {
 
 	resp := post(t, ts, "/v1/messages", "", map[string]any{"model": "mock-1", "max_tokens": 100, "system": "You are a mock.",
 		"messages": []map[string]any{{"role": "user", "content": []map[string]string{{"type": "text", "text": "whole"}}}}})
-	var m claudeResponse
+	var m struct {
+		Content    []claudeBlock `json:"content"`
+		StopReason *string       `json:"stop_reason"`
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != 200 || len(m.Content) != 1 || m.Content[0].Text != want || *m.StopReason != "end_turn" {
 		t.Errorf("messages: status %d, %+v (%v); want the answer %q", resp.StatusCode, m, err, want)
 	}

@@ -20,10 +20,13 @@
 //     entry], "refusal": null} with "top_logprobs" alternatives (the
 //     token itself first); otherwise logprobs is null.
 //   - POST /v1/messages: Anthropic's Messages API (key in x-api-key or as
-//     a bearer token). Streamed: message_start, content_block_start, ping,
-//     a text_delta per token, content_block_stop, message_delta with the
-//     stop reason (end_turn, or max_tokens) and usage, message_stop (left
-//     out with no_done). Errors have Anthropic's shape
+//     a bearer token). Streamed: message_start, ping, a thinking block
+//     (with the reasoning directive: a thinking_delta per token, then a
+//     signature_delta), a text block (content_block_start, a text_delta
+//     per token, content_block_stop), message_delta with the stop reason
+//     (end_turn, max_tokens, or stop_sequence with the sequence) and
+//     usage, message_stop (left out with no_done). Errors have
+//     Anthropic's shape
 //     {"type":"error","error":{"type":"rate_limit_error","message":...}},
 //     and a final assistant message that ends in whitespace gets 400, as
 //     from Anthropic.
@@ -145,7 +148,12 @@
 //     answers have message.reasoning_content. Usage then counts them in
 //     completion_tokens and has prompt_tokens_details (cached_tokens: the
 //     prompt of the request a continuation continues) and
-//     completion_tokens_details (reasoning_tokens: N). Not a fault, but a
+//     completion_tokens_details (reasoning_tokens: N). On the Messages
+//     endpoint the reasoning is a thinking block closed by a signature_delta
+//     (non-stream: with its signature), and usage has the prompt cache's
+//     counts: cache_creation_input_tokens (the messages before the last, on
+//     a request that is no continuation) or cache_read_input_tokens (a
+//     continuation), left out of input_tokens. Not a fault, but a
 //     directive like them, so times=0 makes every request think.
 //     [[mock: reasoning=5, times=0]]
 //   - times=K: the directive's faults apply to the first K requests of the
@@ -157,7 +165,9 @@
 // The Messages and Responses endpoints give the same answers to the same
 // conversation (system prompt or instructions, then the messages' text)
 // and obey the same directives, weather and stats; cuts, stalls and early
-// ends count the text deltas as content tokens.
+// ends count the text deltas as content tokens. A Messages request's
+// stop_sequences end the answer before the first of them it holds, with
+// stop_reason stop_sequence and the sequence in stop_sequence.
 //
 // Only status, retry_after, retry_after_ms, stall_before, reject_prefill,
 // overlap, reasoning and times apply to non-streaming requests. Stalls end

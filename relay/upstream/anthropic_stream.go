@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // anthropicEvent is the data of a Messages stream event, every type's
@@ -18,17 +20,22 @@ type anthropicEvent struct {
 	} `json:"message"`
 	Index        int `json:"index"`
 	ContentBlock *struct {
-		Type string `json:"type"`
-		ID   string `json:"id"`
-		Name string `json:"name"`
-		Text string `json:"text"`
+		Type      string          `json:"type"`
+		ID        string          `json:"id"`
+		Name      string          `json:"name"`
+		Text      string          `json:"text"`
+		Data      string          `json:"data"`
+		Citations json.RawMessage `json:"citations"`
 	} `json:"content_block"`
 	Delta struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		PartialJSON string `json:"partial_json"`
-		Thinking    string `json:"thinking"`
-		StopReason  string `json:"stop_reason"`
+		Type         string          `json:"type"`
+		Text         string          `json:"text"`
+		PartialJSON  string          `json:"partial_json"`
+		Thinking     string          `json:"thinking"`
+		Signature    string          `json:"signature"`
+		Citation     json.RawMessage `json:"citation"`
+		StopReason   string          `json:"stop_reason"`
+		StopSequence string          `json:"stop_sequence"`
 	} `json:"delta"`
 	Usage *anthropicUsage `json:"usage"`
 	Error *OpenAIError    `json:"error"`
@@ -39,6 +46,19 @@ type anthropicUsage struct {
 	OutputTokens             int `json:"output_tokens"`
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	// ServerToolUse counts the server tools' calls (web_search_requests).
+	ServerToolUse wire.TokenCounts `json:"server_tool_use"`
+}
+
+// details are the prompt_tokens_details of the cache counts: cached_tokens
+// (what OpenAI-shaped clients read) for the tokens read from the cache,
+// and Anthropic's own name for the tokens written to it, which chat has
+// no name for; a Messages edge reads both back.
+func (u anthropicUsage) details() wire.TokenCounts {
+	if u.CacheReadInputTokens == 0 && u.CacheCreationInputTokens == 0 {
+		return nil
+	}
+	return wire.TokenCounts{{Name: "cached_tokens", N: u.CacheReadInputTokens}, {Name: wire.CacheCreationTokens, N: u.CacheCreationInputTokens}}
 }
 
 // prompt is every input token, cached or not: what chat usage calls
@@ -48,9 +68,13 @@ func (u anthropicUsage) prompt() int {
 }
 
 // anthropicDecoder turns Messages stream events into chat Deltas: text
-// deltas into content, thinking into Reasoning, tool_use blocks into
-// tool_calls fragments indexed in order of appearance, the stop reason
-// into a finish reason and the usage into chat usage.
+// deltas into content (a text block after a text block marked NewBlock),
+// citations into Citations (web ones also into url_citation Annotations
+// at the end of their block), thinking into Reasoning and its signature
+// into ReasoningSignature, redacted thinking into RedactedReasoning,
+// tool_use blocks into tool_calls fragments indexed in order of
+// appearance, the stop reason into a finish reason (and the stop
+// sequence) and the usage, cache counts included, into chat usage.
 type anthropicDecoder struct {
 	// trimmed is the whitespace cut from the end of the prefill that the
 	// continuation has not yet restated.
@@ -58,8 +82,14 @@ type anthropicDecoder struct {
 	// tools maps the index of a tool_use content block to its tool call
 	// index and whether any argument text was sent for it.
 	tools map[int]*toolBlock
-	// prompt is the input tokens message_start reported.
-	prompt int
+	// start is the usage message_start reported.
+	start anthropicUsage
+	// last is the type of the latest content block.
+	last string
+	// runes counts the characters of the call's answer text so far.
+	runes int
+	// cited is the open text block's web citations.
+	cited citedBlock
 }
 
 type toolBlock struct {
@@ -81,7 +111,7 @@ func (d *anthropicDecoder) decode(ev Event) (Delta, error) {
 		if e.Message == nil {
 			return Delta{}, fmt.Errorf("%w: message_start without a message", ErrMalformed)
 		}
-		d.prompt = e.Message.Usage.prompt()
+		d.start = e.Message.Usage
 		return Delta{Role: "assistant", Model: e.Message.Model}, nil
 	case "content_block_start":
 		return d.blockStart(e)
@@ -92,6 +122,10 @@ func (d *anthropicDecoder) decode(ev Event) (Delta, error) {
 			// A tool without input sends no delta; chat clients parse
 			// the arguments as JSON, so they get an empty object.
 			return Delta{ToolCalls: toolFragment(t.index, "", "", "{}")}, nil
+		}
+		if a := d.cited.annotations(d.runes); a != nil {
+			d.cited = citedBlock{}
+			return Delta{Annotations: a}, nil
 		}
 		return Delta{}, errSkip
 	case "message_delta":
@@ -112,16 +146,32 @@ func (d *anthropicDecoder) blockStart(e anthropicEvent) (Delta, error) {
 	if e.ContentBlock == nil {
 		return Delta{}, fmt.Errorf("%w: content_block_start without a block", ErrMalformed)
 	}
+	newBlock := d.last == "text"
+	d.last = e.ContentBlock.Type
 	switch e.ContentBlock.Type {
 	case "text":
-		return d.textDelta(e.ContentBlock.Text)
+		d.cited = citedBlock{start: d.runes}
+		out, err := d.textDelta(e.ContentBlock.Text)
+		out.Citations = nonEmptyArray(e.ContentBlock.Citations)
+		if len(out.Citations) > 0 {
+			if err := arrayElements(out.Citations, d.cited.add); err != nil {
+				return Delta{}, fmt.Errorf("%w: content block citations: %w", ErrMalformed, err)
+			}
+		}
+		if !newBlock && len(out.Citations) == 0 {
+			return out, err
+		}
+		out.NewBlock = newBlock
+		return out, nil
+	case "redacted_thinking":
+		return Delta{RedactedReasoning: e.ContentBlock.Data}, nil
 	case "tool_use":
 		d.trimmed = ""
 		t := &toolBlock{index: len(d.tools)}
 		d.tools[e.Index] = t
 		return Delta{ToolCalls: toolFragment(t.index, e.ContentBlock.ID, e.ContentBlock.Name, "")}, nil
 	}
-	// thinking, redacted_thinking: their text comes in deltas, if at all.
+	// thinking: its text comes in deltas.
 	return Delta{}, errSkip
 }
 
@@ -144,8 +194,20 @@ func (d *anthropicDecoder) blockDelta(e anthropicEvent) (Delta, error) {
 		}
 		t.hasArgs = true
 		return Delta{ToolCalls: toolFragment(t.index, "", "", e.Delta.PartialJSON)}, nil
+	case "signature_delta":
+		if e.Delta.Signature == "" {
+			return Delta{}, errSkip
+		}
+		return Delta{ReasoningSignature: e.Delta.Signature}, nil
+	case "citations_delta":
+		if isNull(e.Delta.Citation) {
+			return Delta{}, errSkip
+		}
+		if err := d.cited.add(e.Delta.Citation); err != nil {
+			return Delta{}, fmt.Errorf("%w: citations_delta: %w", ErrMalformed, err)
+		}
+		return Delta{Citations: append(append(json.RawMessage{'['}, e.Delta.Citation...), ']')}, nil
 	}
-	// signature_delta, citations_delta: nothing a chat client reads.
 	return Delta{}, errSkip
 }
 
@@ -153,6 +215,7 @@ func (d *anthropicDecoder) textDelta(s string) (Delta, error) {
 	if s = d.text(s); s == "" {
 		return Delta{}, errSkip
 	}
+	d.runes += utf8.RuneCountInString(s)
 	return Delta{Content: s}, nil
 }
 
@@ -176,14 +239,24 @@ func (d *anthropicDecoder) text(s string) string {
 	return s
 }
 
-// messageDelta carries the stop reason and the final usage, whose
-// output_tokens is cumulative; input_tokens, when the event repeats it, is
-// the same as message_start's.
+// messageDelta carries the stop reason, the stop sequence and the final
+// usage, whose output_tokens is cumulative; the input and cache counts,
+// when the event repeats them, are the same as message_start's.
 func (d *anthropicDecoder) messageDelta(e anthropicEvent) Delta {
-	out := Delta{FinishReason: anthropicFinish(e.Delta.StopReason)}
+	out := Delta{FinishReason: anthropicFinish(e.Delta.StopReason), StopSequence: e.Delta.StopSequence}
 	if e.Usage != nil {
-		prompt := max(e.Usage.prompt(), d.prompt)
-		out.Usage = &Usage{PromptTokens: prompt, CompletionTokens: e.Usage.OutputTokens, TotalTokens: prompt + e.Usage.OutputTokens}
+		u := anthropicUsage{
+			InputTokens:              max(e.Usage.InputTokens, d.start.InputTokens),
+			CacheCreationInputTokens: max(e.Usage.CacheCreationInputTokens, d.start.CacheCreationInputTokens),
+			CacheReadInputTokens:     max(e.Usage.CacheReadInputTokens, d.start.CacheReadInputTokens),
+		}
+		tools := e.Usage.ServerToolUse
+		if len(tools) == 0 {
+			tools = d.start.ServerToolUse
+		}
+		prompt := u.prompt()
+		out.Usage = &Usage{PromptTokens: prompt, CompletionTokens: e.Usage.OutputTokens, TotalTokens: prompt + e.Usage.OutputTokens,
+			PromptTokensDetails: u.details(), ServerToolUse: tools}
 	}
 	return out
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // anthropicEvents renders Messages stream events as Anthropic sends them:
@@ -133,8 +135,10 @@ func TestAnthropicStreamEvents(t *testing.T) {
 	if strings.Join(c.toolCalls, "\n") != strings.Join(wantTools, "\n") {
 		t.Errorf("tool_calls fragments:\n%s\nwant\n%s", strings.Join(c.toolCalls, "\n"), strings.Join(wantTools, "\n"))
 	}
-	if want := (Usage{PromptTokens: 35, CompletionTokens: 42, TotalTokens: 77}); c.usage == nil || !reflect.DeepEqual(*c.usage, want) {
-		t.Errorf("usage = %+v, want %+v (cached input counts as prompt)", c.usage, want)
+	want := Usage{PromptTokens: 35, CompletionTokens: 42, TotalTokens: 77,
+		PromptTokensDetails: wire.TokenCounts{{Name: "cached_tokens", N: 20}, {Name: wire.CacheCreationTokens, N: 5}}}
+	if c.usage == nil || !reflect.DeepEqual(*c.usage, want) {
+		t.Errorf("usage = %+v, want %+v (cached input counts as prompt, its parts as details)", c.usage, want)
 	}
 }
 

@@ -30,6 +30,15 @@ type Delta struct {
 	// when reasoning_content is absent), or Anthropic's thinking. A
 	// continuation never replays it as text.
 	Reasoning string
+	// ReasoningSignature is Anthropic's signature of the thinking block
+	// whose text Reasoning carried (signature_delta): it closes the block,
+	// and a client sends it back with the block (Anthropic requires it
+	// when thinking precedes tool use).
+	ReasoningSignature string
+	// RedactedReasoning is the opaque data of an Anthropic
+	// redacted_thinking block: reasoning encrypted by the provider, which
+	// a client must send back as it came.
+	RedactedReasoning string
 	// Refusal is a fragment of the model's refusal (delta.refusal).
 	Refusal string
 	// ToolCalls is the raw tool_calls fragment array, nil when absent, null
@@ -38,12 +47,24 @@ type Delta struct {
 	// Annotations is the raw delta.annotations array, nil when absent,
 	// null or empty.
 	Annotations json.RawMessage
+	// Citations is an array of Anthropic citation objects (citations_delta)
+	// for the text of the block they arrive in, nil when none. Those with
+	// a URL also come as url_citation Annotations at the block's end.
+	Citations json.RawMessage
+	// NewBlock says that the delta's text starts a new text block of an
+	// Anthropic answer right after another text block: a citation covers
+	// its whole block, so the boundary is kept.
+	NewBlock bool
 	// Logprobs is the raw choice.logprobs object ({"content": [...],
 	// "refusal": [...]}), nil when absent or null.
 	Logprobs json.RawMessage
 	// FinishReason is set on the chunk that ends the choice ("stop",
 	// "length", "tool_calls", "content_filter", ...).
 	FinishReason string
+	// StopSequence is the stop sequence that ended the answer, when the
+	// provider says which (Anthropic's stop_sequence); FinishReason is
+	// "stop" then.
+	StopSequence string
 	// Usage is set on the usage chunk, typically the last one with empty
 	// choices when stream_options.include_usage was requested.
 	Usage *Usage
@@ -63,6 +84,8 @@ type Usage struct {
 	TotalTokens             int              `json:"total_tokens"`
 	PromptTokensDetails     wire.TokenCounts `json:"prompt_tokens_details"`
 	CompletionTokensDetails wire.TokenCounts `json:"completion_tokens_details"`
+	// ServerToolUse is wire.Usage.ServerToolUse.
+	ServerToolUse wire.TokenCounts `json:"server_tool_use"`
 }
 
 // ParseChunk decodes the data of one SSE event of a streaming chat

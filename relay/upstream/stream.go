@@ -28,6 +28,7 @@ type Stream struct {
 	closeErr  error
 
 	finish  string
+	stopSeq string // the stop sequence that ended the answer, if said
 	sawDone bool
 	err     error // sticky result of Next
 }
@@ -104,7 +105,7 @@ func (s *Stream) decode(ev Event) (Delta, error) {
 		return Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, err))
 	}
 	if d.FinishReason != "" {
-		s.finish = d.FinishReason
+		s.finish, s.stopSeq = d.FinishReason, d.StopSequence
 	}
 	return d, nil
 }
@@ -141,6 +142,10 @@ func (s *Stream) SawDone() bool { return s.sawDone }
 
 // FinishReason returns the last finish_reason seen, "" if none.
 func (s *Stream) FinishReason() string { return s.finish }
+
+// StopSequence is the stop sequence that ended the answer, when the
+// provider said which (Anthropic does); "" otherwise.
+func (s *Stream) StopSequence() string { return s.stopSeq }
 
 // Close aborts the request if it is still running and releases the
 // connection. It is idempotent and returns the first Close's result.

@@ -60,6 +60,15 @@ type Frame struct {
 	// upstream.Delta.Reasoning); clients see it where their dialect has a
 	// place for it (reasoning_content, a thinking block, a reasoning item).
 	Reasoning string `json:"reasoning,omitempty"`
+	// ReasoningSignature is Anthropic's signature of the thinking block
+	// the reasoning so far belongs to (upstream.Delta.ReasoningSignature):
+	// it closes that block; reasoning after it is a new block. Only
+	// Messages clients have a place for it.
+	ReasoningSignature string `json:"reasoning_signature,omitempty"`
+	// RedactedReasoning is the data of an Anthropic redacted_thinking
+	// block, alone in its chunk; only Messages clients have a place for
+	// it.
+	RedactedReasoning string `json:"redacted_reasoning,omitempty"`
 	// Refusal is the model's refusal text in this chunk (delta.refusal).
 	Refusal string `json:"refusal,omitempty"`
 	// Logprobs is choice.logprobs for the chunk's tokens: the provider's
@@ -77,6 +86,13 @@ type Frame struct {
 	// Annotations are the delta.annotations elements (url citations) of
 	// the chunk's deltas, in order, as the provider sent them.
 	Annotations json.RawMessage `json:"annotations,omitempty"`
+	// Citations are Anthropic citation objects (citations_delta) for the
+	// chunk's text, which follows them, as the provider sent them.
+	Citations json.RawMessage `json:"citations,omitempty"`
+	// NewBlock says that the chunk's text starts a new text block of the
+	// provider's answer (upstream.Delta.NewBlock), which Messages clients
+	// see as a content block of its own.
+	NewBlock bool `json:"new_block,omitempty"`
 	// SystemFingerprint is the provider's system_fingerprint for the
 	// attempt that produced the chunk.
 	SystemFingerprint string `json:"system_fingerprint,omitempty"`
@@ -112,8 +128,11 @@ type Frame struct {
 	Worker string `json:"worker,omitempty"`
 
 	// End frames only.
-	Status       Status  `json:"status,omitempty"`
-	FinishReason string  `json:"finish_reason,omitempty"`
+	Status       Status `json:"status,omitempty"`
+	FinishReason string `json:"finish_reason,omitempty"`
+	// StopSequence is the stop sequence that ended a done answer, when
+	// the provider said which (upstream.Stream.StopSequence).
+	StopSequence string  `json:"stop_sequence,omitempty"`
 	Error        *Error  `json:"error,omitempty"`
 	Usage        *Usage  `json:"usage,omitempty"`
 	Cost         float64 `json:"cost,omitempty"`

@@ -16,6 +16,10 @@ type Usage struct {
 	TotalTokens             int         `json:"total_tokens"`
 	PromptTokensDetails     TokenCounts `json:"prompt_tokens_details,omitempty"`
 	CompletionTokensDetails TokenCounts `json:"completion_tokens_details,omitempty"`
+	// ServerToolUse counts the provider's own tool calls by kind
+	// (Anthropic's server_tool_use: web_search_requests, ...), summed
+	// like the details; chat clients see it under the same name.
+	ServerToolUse TokenCounts `json:"server_tool_use,omitempty"`
 }
 
 // TokenCounts is a usage details object: integer counts by name, in the
@@ -108,3 +112,9 @@ func (c *TokenCounts) UnmarshalJSON(data []byte) error {
 	}
 	return nil
 }
+
+// CacheCreationTokens names, in PromptTokensDetails, the prompt tokens a
+// provider wrote to its prompt cache (Anthropic's
+// cache_creation_input_tokens, under its own name as chat has none); the
+// tokens read from it are OpenAI's cached_tokens.
+const CacheCreationTokens = "cache_creation_input_tokens"

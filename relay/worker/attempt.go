@@ -74,7 +74,7 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	case readErr != nil:
 		return failed(readErr)
 	}
-	return outcome{finishReason: stream.FinishReason()}
+	return outcome{finishReason: stream.FinishReason(), stopSequence: stream.StopSequence()}
 }
 
 // continuation says what attempts on c continue: the stream's text, in c's
@@ -161,5 +161,6 @@ func (j *job) addUsage(u *upstream.Usage, price provider.Price) {
 	j.usage.TotalTokens += u.TotalTokens
 	j.usage.PromptTokensDetails = j.usage.PromptTokensDetails.Add(u.PromptTokensDetails)
 	j.usage.CompletionTokensDetails = j.usage.CompletionTokensDetails.Add(u.CompletionTokensDetails)
+	j.usage.ServerToolUse = j.usage.ServerToolUse.Add(u.ServerToolUse)
 	j.cost += price.Cost(u.PromptTokens, u.CompletionTokens)
 }

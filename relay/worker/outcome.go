@@ -19,6 +19,7 @@ import (
 //   - otherwise the provider finished the answer with finishReason.
 type outcome struct {
 	finishReason string
+	stopSequence string
 	err          error
 	class        upstream.Class
 	logErr       error
@@ -79,7 +80,7 @@ func (j *job) endFrame(out outcome) wire.Frame {
 	f := wire.Frame{Kind: wire.KindEnd, Usage: j.usage, Cost: j.cost, Attempts: j.attempts}
 	switch {
 	case out.err == nil:
-		f.Status, f.FinishReason = wire.StatusDone, out.finishReason
+		f.Status, f.FinishReason, f.StopSequence = wire.StatusDone, out.finishReason, out.stopSequence
 	case errors.Is(out.err, errCancelled):
 		f.Status = wire.StatusCancelled
 		f.Error = &wire.Error{

@@ -74,11 +74,15 @@ func (p *publisher) add(d upstream.Delta) error {
 	if err != nil {
 		return err
 	}
+	citations, err := splitArray("citations", d.Citations)
+	if err != nil {
+		return err
+	}
 	p.mu.Lock()
 	seg, opened := p.last(d)
-	seg.add(d, tools, annotations)
+	seg.add(d, tools, annotations, citations)
 	data := seg.hasData()
-	if p.firstAt.IsZero() && (d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(tools) > 0) {
+	if p.firstAt.IsZero() && (d.Content != "" || d.Reasoning != "" || d.Refusal != "" || d.RedactedReasoning != "" || len(tools) > 0) {
 		p.firstAt = time.Now()
 	}
 	if d.Model != "" {
@@ -188,6 +192,7 @@ func (p *publisher) cut(seg *segment) wire.Frame {
 	f.Model = p.model
 	f.SystemFingerprint = seg.fingerprint
 	f.Tokens, seg.tokens = seg.tokens, 0 // a chunk cut at maxChunkContent counts them all
+	f.NewBlock, seg.newBlock = seg.newBlock, false
 	n := runecut.Len(seg.reasoning, maxChunkContent)
 	f.Reasoning = string(seg.reasoning[:n])
 	seg.reasoning = seg.reasoning[:copy(seg.reasoning, seg.reasoning[n:])]

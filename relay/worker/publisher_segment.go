@@ -24,6 +24,10 @@ const maxChunkAttached = 256 << 10
 // without changing what the provider said starts a new segment (accepts).
 type segment struct {
 	content, reasoning, refusal []byte
+	signature                   string            // closes the reasoning before it
+	redacted                    string            // a redacted thinking block, alone in its segment
+	citations                   []json.RawMessage // citation objects, before the text they come with
+	newBlock                    bool              // the text starts a new block
 	tokens                      int               // deltas with text in content
 	tools                       []json.RawMessage // tool-call fragments
 	annotations                 []json.RawMessage // annotation elements
@@ -41,7 +45,8 @@ type segment struct {
 // with such a segment.
 func (s *segment) hasData() bool {
 	return len(s.content) > 0 || len(s.reasoning) > 0 || len(s.refusal) > 0 ||
-		len(s.tools) > 0 || len(s.annotations) > 0 || len(s.logprobs) > 0
+		len(s.tools) > 0 || len(s.annotations) > 0 || len(s.logprobs) > 0 ||
+		s.signature != "" || s.redacted != "" || len(s.citations) > 0
 }
 
 // levelFields are the unknown members of one level of a chunk; level is a
@@ -60,13 +65,23 @@ func (s *segment) extras() [3]levelFields {
 // the provider said, merging two values the relay does not understand or
 // growing the chunk beyond maxChunkAttached: text after a tool call, and
 // reasoning after answer text, stay after it; a different fingerprint, or
-// a different value of an unknown member, starts a new chunk.
+// a different value of an unknown member, starts a new chunk. So do
+// Anthropic's block boundaries, which a chunk renders in one order
+// (reasoning, its signature, citations, text): a signature after
+// anything but reasoning, reasoning after a signature (the next thinking
+// block), citations after text, a new text block, and a redacted thinking
+// block, which has a chunk of its own.
 func (s *segment) accepts(d upstream.Delta) bool {
 	text := d.Content != "" || d.Reasoning != "" || d.Refusal != ""
 	switch {
 	case s.attached > 0 && s.attached+attachedSize(d) > maxChunkAttached,
 		len(s.tools) > 0 && text,
 		len(s.content) > 0 && d.Reasoning != "",
+		s.redacted != "",
+		(d.RedactedReasoning != "" || d.NewBlock) && s.hasData(),
+		d.ReasoningSignature != "" && (s.signature != "" || len(s.content) > 0 || len(s.refusal) > 0 || len(s.tools) > 0 || len(s.citations) > 0),
+		s.signature != "" && d.Reasoning != "",
+		len(d.Citations) > 0 && (len(s.content) > 0 || len(s.tools) > 0),
 		d.SystemFingerprint != "" && s.fingerprint != "" && d.SystemFingerprint != s.fingerprint:
 		return false
 	}
@@ -75,7 +90,7 @@ func (s *segment) accepts(d upstream.Delta) bool {
 
 // attachedSize is what d adds to a chunk besides its text.
 func attachedSize(d upstream.Delta) int {
-	n := len(d.ToolCalls) + len(d.Annotations) + len(d.Logprobs)
+	n := len(d.ToolCalls) + len(d.Annotations) + len(d.Logprobs) + len(d.Citations) + len(d.ReasoningSignature) + len(d.RedactedReasoning)
 	for _, fs := range [...][]upstream.Field{d.ChunkExtra, d.ChoiceExtra, d.DeltaExtra} {
 		for _, f := range fs {
 			n += len(f.Name) + len(f.Value)
@@ -84,9 +99,9 @@ func attachedSize(d upstream.Delta) int {
 	return n
 }
 
-// add merges d, whose tool calls and annotations are already split into
-// their elements.
-func (s *segment) add(d upstream.Delta, tools, annotations []json.RawMessage) {
+// add merges d, whose tool calls, annotations and citations are already
+// split into their elements.
+func (s *segment) add(d upstream.Delta, tools, annotations, citations []json.RawMessage) {
 	s.attached += attachedSize(d)
 	s.content = append(s.content, d.Content...)
 	if d.Content != "" {
@@ -94,6 +109,10 @@ func (s *segment) add(d upstream.Delta, tools, annotations []json.RawMessage) {
 	}
 	s.reasoning = append(s.reasoning, d.Reasoning...)
 	s.refusal = append(s.refusal, d.Refusal...)
+	s.signature = cmp.Or(d.ReasoningSignature, s.signature)
+	s.redacted = cmp.Or(d.RedactedReasoning, s.redacted)
+	s.citations = append(s.citations, citations...)
+	s.newBlock = s.newBlock || d.NewBlock
 	s.tools = append(s.tools, tools...)
 	s.annotations = append(s.annotations, annotations...)
 	if len(d.Logprobs) > 0 {
@@ -109,6 +128,10 @@ func (s *segment) add(d upstream.Delta, tools, annotations []json.RawMessage) {
 // piece of a segment cut at maxChunkContent.
 func (s *segment) rest(f *wire.Frame) {
 	f.Refusal = string(s.refusal)
+	f.ReasoningSignature, f.RedactedReasoning = s.signature, s.redacted
+	if len(s.citations) > 0 {
+		f.Citations = mustJSON(s.citations)
+	}
 	if len(s.tools) > 0 {
 		f.ToolCalls = mustJSON(s.tools)
 	}

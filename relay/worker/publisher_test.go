@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -166,5 +167,42 @@ func TestPublisherBoundsWhatRidesWithTheText(t *testing.T) {
 	}
 	if len(fs) < 3 || text.Len() != n {
 		t.Fatalf("%d chunks with %d bytes of text, want at least 3 with %d", len(fs), text.Len(), n)
+	}
+}
+
+// TestPublisherKeepsAnthropicBlocksApart: merging never moves a
+// signature, a citation or a block boundary across what it belongs to.
+func TestPublisherKeepsAnthropicBlocksApart(t *testing.T) {
+	p := newPublisher(nil, wire.Frame{}, "")
+	cite := func(n string) json.RawMessage {
+		return json.RawMessage(`[{"type":"char_location","document_index":` + n + `}]`)
+	}
+	mustAdd(t, p,
+		upstream.Delta{Reasoning: "One."},
+		upstream.Delta{ReasoningSignature: "sig1"},
+		upstream.Delta{Reasoning: "Two."}, // the next thinking block
+		upstream.Delta{ReasoningSignature: "sig2"},
+		upstream.Delta{RedactedReasoning: "opaque"},
+		upstream.Delta{Content: "Plain "},
+		upstream.Delta{NewBlock: true},
+		upstream.Delta{Citations: cite("0")},
+		upstream.Delta{Content: "cited"},
+		upstream.Delta{Citations: cite("1")}, // after the text: its own chunk
+		upstream.Delta{Content: " more"},
+	)
+	var got []string
+	for _, f := range takeAll(t, p) {
+		got = append(got, fmt.Sprintf("%q %q %q %q %s %v", f.Reasoning, f.ReasoningSignature, f.RedactedReasoning, f.Content, f.Citations, f.NewBlock))
+	}
+	want := []string{
+		`"One." "sig1" "" ""  false`,
+		`"Two." "sig2" "" ""  false`,
+		`"" "" "opaque" ""  false`,
+		`"" "" "" "Plain "  false`,
+		`"" "" "" "cited" [{"type":"char_location","document_index":0}] true`,
+		`"" "" "" " more" [{"type":"char_location","document_index":1}] false`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("frames:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
