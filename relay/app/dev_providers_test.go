@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,10 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/relaydev/relay/relay/app"
-	"github.com/relaydev/relay/relay/config"
-	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // `relay dev` with providers configured serves them and not the fake
@@ -32,33 +27,7 @@ func TestDevWithProvidersServesThemOnly(t *testing.T) {
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(config.Sources{File: file, Set: []string{
-		"embedded_nats.store_dir=" + t.TempDir(), "streams.memory_storage=true",
-		"edge.listen=127.0.0.1:0", "worker.listen=127.0.0.1:0", "coordinator.listen=127.0.0.1:0",
-	}}, config.RoleDev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan app.Addrs, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, config.RoleDev, cfg, relaytest.Logger(t), func(a app.Addrs) { ready <- a })
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	var addrs app.Addrs
-	select {
-	case addrs = <-ready:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("dev not ready after 30s")
-	}
+	addrs := startDev(t, file)
 	if addrs.MockUpstream != "" || addrs.Model != "house-model" {
 		t.Fatalf("dev serves fake upstream %q and names model %q; want none and house-model", addrs.MockUpstream, addrs.Model)
 	}
