@@ -62,7 +62,7 @@ type begun struct {
 // resume token, and Idempotent-Replayed for a replay. On failure it
 // answers the error itself and reports false.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, opts startOptions, req chatRequest) (begun, bool) {
-	req.FailFast = opts.failFast
+	req.FailFast, req.RequestID = opts.failFast, opts.requestID
 	st, e := s.startFor(r.Context(), opts, req)
 	if e != nil {
 		if e.Status >= 500 {
@@ -102,6 +102,10 @@ type startOptions struct {
 	key        string
 	failFast   bool
 	sdkAttempt int
+	// requestID is the client's X-Request-Id, which the provider's calls
+	// carry (provider request_headers); empty if it sent none, or one
+	// that is not a valid key (then an Idempotency-Key was the key).
+	requestID string
 }
 
 // startOptionsOf reads the start options of r. On a draining edge, or
@@ -112,6 +116,9 @@ func (s *Server) startOptionsOf(w http.ResponseWriter, r *http.Request) (startOp
 		return startOptions{}, false
 	}
 	o := startOptions{p: principalOf(r), sdkAttempt: sdkAttempt(r)}
+	if id := r.Header.Get(HeaderRequestID); checkIdempotencyKey(id, HeaderRequestID) == nil {
+		o.requestID = id
+	}
 	var e *wire.Error
 	if o.policy, e = s.disconnectPolicy(r); e == nil {
 		if o.key, e = idempotencyKeyOf(r); e == nil {

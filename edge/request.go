@@ -21,6 +21,9 @@ type chatRequest struct {
 	// FailFast: fail at once rather than wait for a provider that cannot
 	// take the request now (HeaderFailFast). Not part of the body.
 	FailFast bool
+	// RequestID is the client's X-Request-Id (startOptions), which the
+	// provider's calls carry. Not part of the body.
+	RequestID string
 }
 
 // limits are what a request is checked against, besides its shape.

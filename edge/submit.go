@@ -33,12 +33,13 @@ const natsTimeout = 5 * time.Second
 func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, wire.Meta, *wire.Error) {
 	meta := wire.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
 	data, err := json.Marshal(wire.Request{
-		StreamID: id,
-		Tenant:   tenant,
-		Model:    req.Model,
-		Body:     req.Body,
-		Created:  meta.Created,
-		FailFast: req.FailFast,
+		StreamID:  id,
+		Tenant:    tenant,
+		Model:     req.Model,
+		Body:      req.Body,
+		Created:   meta.Created,
+		FailFast:  req.FailFast,
+		RequestID: req.RequestID,
 	})
 	if err != nil {
 		// Body is JSON the edge parsed, so marshalling cannot fail.

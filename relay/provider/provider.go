@@ -53,6 +53,10 @@ type Config struct {
 	// the models they serve too, before any other provider of the model
 	// (see Catalog.Route).
 	BackupProviders []string `koanf:"backup_providers"`
+	// RequestHeaders are headers sent with every call, whose values may
+	// name {stream_id}, {request_id} and {tenant} (headers.go). Nil:
+	// DefaultRequestHeaders (X-Relay-Stream-Id and X-Request-Id).
+	RequestHeaders map[string]string `koanf:"request_headers"`
 	// Retry is the backoff between calls to this provider and the number
 	// of retries a request may spend on it.
 	Retry backoff.Config `koanf:"retry"`
@@ -102,6 +106,9 @@ func (c Config) Validate(key string) error {
 		return fmt.Errorf("%s.name: %q must be 1-64 letters, digits, '-' or '_'", key, c.Name)
 	}
 	if err := c.Type.validate(key + ".type"); err != nil {
+		return err
+	}
+	if err := validateRequestHeaders(key, c.RequestHeaders); err != nil {
 		return err
 	}
 	u, err := url.Parse(c.BaseURL)

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/relaydev/relay/relay/upstream"
@@ -18,7 +19,7 @@ func TestTypeTarget(t *testing.T) {
 			t.Errorf("type %q: %v", typ, err)
 		}
 		got := c.Target("k")
-		if got != (upstream.Target{Provider: "p", BaseURL: "http://p/v1", APIKey: "k", Dialect: want}) {
+		if !reflect.DeepEqual(got, upstream.Target{Provider: "p", BaseURL: "http://p/v1", APIKey: "k", Dialect: want}) {
 			t.Errorf("type %q: Target = %+v, want dialect %q", typ, got, want)
 		}
 	}

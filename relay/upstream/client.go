@@ -41,6 +41,10 @@ type Target struct {
 	APIKey string
 	// Dialect is the API the provider speaks; zero means DialectChat.
 	Dialect Dialect
+	// Headers are sent with the call besides those of the dialect and the
+	// key, which they never replace: the request's ids (provider
+	// request_headers).
+	Headers http.Header
 }
 
 // Client calls providers' streaming chat completions. The zero value is
@@ -105,7 +109,7 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	t.Authorize(req.Header)
+	t.setHeaders(req.Header)
 	tracing.InjectHTTP(ctx, req.Header) // the provider continues the caller's trace
 
 	resp, err := c.httpClient().Do(req)

@@ -47,6 +47,15 @@ func (t Target) URL(path string) string {
 	return strings.TrimRight(t.BaseURL, "/") + path
 }
 
+// setHeaders sets t's Headers, then those of its key (Authorize), which
+// win.
+func (t Target) setHeaders(h http.Header) {
+	for k, v := range t.Headers {
+		h[k] = v
+	}
+	t.Authorize(h)
+}
+
 // Authorize sets the headers by which t's dialect takes its key: a bearer
 // token, or for Anthropic x-api-key and the API version. An empty key sends
 // no credential, for local servers that need none.

@@ -52,7 +52,7 @@ func (c *Client) Post(ctx context.Context, t Target, path string, body []byte, s
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}
-	t.Authorize(req.Header)
+	t.setHeaders(req.Header)
 	tracing.InjectHTTP(ctx, req.Header) // the provider continues the caller's trace
 	resp, err := c.httpClient().Do(req)
 	if err != nil {

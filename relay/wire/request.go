@@ -20,6 +20,9 @@ type Request struct {
 	// fail_fast). By default a request waits for the provider, up to a
 	// bound.
 	FailFast bool `json:"fail_fast,omitempty"`
+	// RequestID is the client's X-Request-Id, which calls to the
+	// provider carry (provider request_headers); empty if it sent none.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Meta is the metadata an edge stores in MetaBucket when it accepts a

@@ -29,7 +29,7 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	}
 	client := *j.w.upstream
 	client.FirstByteTimeout, client.StallTimeout = c.Provider.FirstTokenBound(), c.Provider.StallBound()
-	stream, err := client.Stream(ctx, c.Provider.Target(key), body)
+	stream, err := client.Stream(ctx, j.target(c, key), body)
 	if err != nil {
 		return failed(err)
 	}

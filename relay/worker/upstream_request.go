@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -134,4 +135,13 @@ func mustJSON(v any) json.RawMessage {
 		panic(fmt.Sprintf("worker: marshal %T: %v", v, err))
 	}
 	return b
+}
+
+// target is the provider of candidate c called with key for the job's
+// request, with the request's ids in the headers it names
+// (provider.RequestHeadersFor): the same on every call of the stream.
+func (j *job) target(c provider.Candidate, key string) upstream.Target {
+	t := c.Provider.Target(key)
+	t.Headers = c.Provider.RequestHeadersFor(provider.CallIDs{StreamID: j.req.StreamID, RequestID: j.req.RequestID, Tenant: j.req.Tenant})
+	return t
 }
