@@ -49,7 +49,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := resolveConversation(req.Messages, s.cfg.Tokens)
-	n := s.stats.conversation(conv.key, r.Header.Get("traceparent"))
+	n := s.stats.conversation(conv.key, r.Header)
 	f, err := s.faultsFor(req.Messages, n)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, badRequest(err.Error(), "messages"))

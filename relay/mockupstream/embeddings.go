@@ -195,7 +195,7 @@ func (s *Server) decodeForwarded(w http.ResponseWriter, r *http.Request, v any, 
 // stall_before), as handleChat does. It returns the faults, and whether
 // the answer goes out.
 func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request, messages []Message) (faults, bool) {
-	n := s.stats.conversation(ConversationKey(messages), r.Header.Get("traceparent"))
+	n := s.stats.conversation(ConversationKey(messages), r.Header)
 	f, err := s.faultsFor(messages, n)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, badRequest(err.Error(), ""))

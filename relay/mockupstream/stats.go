@@ -32,6 +32,9 @@ type Stats struct {
 	// those requests that sent one, in order: a test sees which trace
 	// every call belonged to.
 	TraceParents map[string][]string `json:"traceparents,omitempty"`
+	// RequestIDs holds, by conversation key, the X-Request-Id headers of
+	// those requests that sent one, in order.
+	RequestIDs map[string][]string `json:"request_ids,omitempty"`
 	// Weather counts the faults the weather drew, by kind: rate_limited,
 	// cut, stall.
 	Weather map[string]int `json:"weather,omitempty"`
@@ -44,6 +47,7 @@ type stats struct {
 	byStatus       map[int]int
 	byConversation map[string]int
 	traceParents   map[string][]string
+	requestIDs     map[string][]string
 	drawn          map[string]int // by weather
 
 	// The other dialects' requests, counted as chatRequests is.
@@ -51,7 +55,7 @@ type stats struct {
 }
 
 func newStats() *stats {
-	return &stats{byStatus: make(map[int]int), byConversation: make(map[string]int), traceParents: make(map[string][]string), drawn: make(map[string]int)}
+	return &stats{byStatus: make(map[int]int), byConversation: make(map[string]int), traceParents: make(map[string][]string), requestIDs: make(map[string][]string), drawn: make(map[string]int)}
 }
 
 func (s *stats) weather(kind string) {
@@ -67,13 +71,16 @@ func (s *stats) chatRequest() {
 }
 
 // conversation counts a request of the conversation, with its
-// traceparent, and returns its 1-based number within it, which times=K
-// compares against.
-func (s *stats) conversation(key, traceParent string) int {
+// traceparent and X-Request-Id headers (h), and returns its 1-based number
+// within it, which times=K compares against.
+func (s *stats) conversation(key string, h http.Header) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if traceParent != "" {
-		s.traceParents[key] = append(s.traceParents[key], traceParent)
+	if v := h.Get("traceparent"); v != "" {
+		s.traceParents[key] = append(s.traceParents[key], v)
+	}
+	if v := h.Get("X-Request-Id"); v != "" {
+		s.requestIDs[key] = append(s.requestIDs[key], v)
 	}
 	s.byConversation[key]++
 	return s.byConversation[key]
@@ -95,12 +102,8 @@ func (s *stats) snapshot() Stats {
 		ByStatus:          maps.Clone(s.byStatus),
 		ByConversation:    maps.Clone(s.byConversation),
 	}
-	if len(s.traceParents) > 0 {
-		st.TraceParents = make(map[string][]string, len(s.traceParents))
-		for k, v := range s.traceParents {
-			st.TraceParents[k] = slices.Clone(v)
-		}
-	}
+	st.TraceParents = cloneLists(s.traceParents)
+	st.RequestIDs = cloneLists(s.requestIDs)
 	if len(s.drawn) > 0 {
 		st.Weather = maps.Clone(s.drawn)
 	}
@@ -153,4 +156,16 @@ func (s *stats) responsesRequest() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.responsesRequests++
+}
+
+// cloneLists copies m deeply; nil if it is empty.
+func cloneLists(m map[string][]string) map[string][]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(m))
+	for k, v := range m {
+		out[k] = slices.Clone(v)
+	}
+	return out
 }

@@ -39,7 +39,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, t turn, fail di
 		return reply{}, faults{}, false
 	}
 	conv := resolveConversation(t.messages, s.cfg.Tokens)
-	n := s.stats.conversation(conv.key, r.Header.Get("traceparent"))
+	n := s.stats.conversation(conv.key, r.Header)
 	f, err := s.faultsFor(t.messages, n)
 	if err != nil {
 		fail(w, http.StatusBadRequest, err.Error(), "messages")
