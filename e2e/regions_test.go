@@ -262,7 +262,8 @@ func TestRegionPartitionAndHeal(t *testing.T) {
 	})
 	t.Logf("b's trip reached a %v after the heal; b's overlay let go of it %v after", healed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return refused(t, a, "a after the heal") })
-	if !refused(t, b, "b after the heal") {
-		t.Fatal("region b no longer enforces the breaker after the heal")
-	}
+	// b's workers follow the overlay's release and the mirror's record as
+	// two watches: for a moment after the release they may not see the
+	// open breaker yet.
+	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return refused(t, b, "b after the heal") })
 }
