@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -37,7 +36,6 @@ type tenantGate struct {
 	// caps are the tenants' concurrency caps (coordinator.
 	// tenant_max_concurrent); nil: none.
 	caps func() quota.Limits
-	log  *slog.Logger
 
 	mu   sync.Mutex
 	load slots.Load
@@ -67,8 +65,8 @@ type gateWaiter struct {
 // hold a tenant back for long.
 const takenWithin = 30 * time.Second
 
-func newTenantGate(caps func() quota.Limits, log *slog.Logger) *tenantGate {
-	return &tenantGate{caps: caps, log: log, started: map[string]startedGen{}, lines: map[string][]*gateWaiter{}}
+func newTenantGate(caps func() quota.Limits) *tenantGate {
+	return &tenantGate{caps: caps, started: map[string]startedGen{}, lines: map[string][]*gateWaiter{}}
 }
 
 // follow feeds the gate with the workers' heartbeats until ctx ends.
