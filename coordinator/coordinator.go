@@ -75,6 +75,18 @@ type Config struct {
 	TenantRPM int `koanf:"tenant_rpm"`
 	// TenantLimits are per-tenant requests per minute, by tenant.
 	TenantLimits map[string]int `koanf:"tenant_limits"`
+	// TenantTPM is every tenant's tokens per minute over all edges (the
+	// usage of its generations), unless TenantTPMLimits names it. Zero:
+	// no limit.
+	TenantTPM       int            `koanf:"tenant_tpm"`
+	TenantTPMLimits map[string]int `koanf:"tenant_tpm_limits"`
+	// TenantMaxConcurrent caps every tenant's generations at once over the
+	// whole fleet, unless TenantConcurrency names it; a request over the
+	// cap waits at its edge for one of the tenant's own to end. Zero: no
+	// cap (the edges still share the workers' slots fairly between
+	// tenants: edge/tenant_gate.go).
+	TenantMaxConcurrent int            `koanf:"tenant_max_concurrent"`
+	TenantConcurrency   map[string]int `koanf:"tenant_concurrency"`
 }
 
 // Defaults.
@@ -139,10 +151,18 @@ func (c Config) Validate(prefix string) error {
 		return fmt.Errorf("%s.canary_interval: %v is below 10ms", prefix, c.CanaryInterval)
 	case c.TenantRPM < 0:
 		return fmt.Errorf("%s.tenant_rpm: must not be negative (0: no limit)", prefix)
+	case c.TenantTPM < 0:
+		return fmt.Errorf("%s.tenant_tpm: must not be negative (0: no limit)", prefix)
+	case c.TenantMaxConcurrent < 0:
+		return fmt.Errorf("%s.tenant_max_concurrent: must not be negative (0: no cap)", prefix)
 	}
-	for tenant, rpm := range c.TenantLimits {
-		if rpm < 0 {
-			return fmt.Errorf("%s.tenant_limits.%s: must not be negative", prefix, tenant)
+	for name, limits := range map[string]map[string]int{
+		"tenant_limits": c.TenantLimits, "tenant_tpm_limits": c.TenantTPMLimits, "tenant_concurrency": c.TenantConcurrency,
+	} {
+		for tenant, n := range limits {
+			if n < 0 {
+				return fmt.Errorf("%s.%s.%s: must not be negative", prefix, name, tenant)
+			}
 		}
 	}
 	return nil

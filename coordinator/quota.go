@@ -30,14 +30,28 @@ func (c *Coordinator) runQuotas(ctx context.Context, s *state) {
 
 // tenantLimits is the configured tenant limits record.
 func (c *Coordinator) tenantLimits(edges int) quota.Limits {
-	l := quota.Limits{TenantRPM: float64(c.cfg.TenantRPM), Edges: edges}
-	if len(c.cfg.TenantLimits) > 0 {
-		l.Tenants = map[string]float64{}
-		for t, rpm := range c.cfg.TenantLimits {
-			l.Tenants[t] = float64(rpm)
-		}
+	l := quota.Limits{
+		TenantRPM:     float64(c.cfg.TenantRPM),
+		TenantTPM:     float64(c.cfg.TenantTPM),
+		MaxConcurrent: c.cfg.TenantMaxConcurrent,
+		Concurrent:    c.cfg.TenantConcurrency,
+		Edges:         edges,
 	}
+	l.Tenants = perMinute(c.cfg.TenantLimits)
+	l.TPM = perMinute(c.cfg.TenantTPMLimits)
 	return l
+}
+
+// perMinute converts configured per-tenant limits; none: nil.
+func perMinute(limits map[string]int) map[string]float64 {
+	if len(limits) == 0 {
+		return nil
+	}
+	out := make(map[string]float64, len(limits))
+	for t, n := range limits {
+		out[t] = float64(n)
+	}
+	return out
 }
 
 // limitOf is the cluster-wide value of a limit key: the coordinator's own
@@ -48,7 +62,7 @@ func (c *Coordinator) limitOf(key string, reported float64, tenants quota.Limits
 		if err != nil {
 			return 0
 		}
-		return tenants.Tenant(name)
+		return tenants.OfKey(key, name)
 	}
 	for _, p := range c.deps.Catalog.Providers() {
 		tok := wire.KeyToken(p.Name)

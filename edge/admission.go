@@ -15,7 +15,9 @@ import (
 )
 
 // The edge's part of the cluster-wide provider state: the per-tenant
-// requests-per-minute limit (shared by every edge, fleet.TenantLimiter)
+// requests- and tokens-per-minute limits (shared by every edge,
+// fleet.TenantLimiter), the tenants' fair share of the workers' slots
+// (tenant_gate.go)
 // and, for a request that asked to fail fast, a 503 at once for a model
 // whose every provider's breaker is open (the others are queued, and wait
 // at the worker for the breakers' probes). Both
@@ -78,9 +80,51 @@ func setRetryAfter(w http.ResponseWriter, e *wire.Error) {
 // own: NATS calls that failed, /readyz, a provider's 503 passed on.
 const unavailableRetry = time.Second
 
+// admitStart is asked once generation id of tenant passed
+// admitGeneration, just before it is queued: its tenant's tokens per
+// minute, then its turn among the tenants (tenant_gate.go), which it may
+// wait for. Once it returned nil, call undo if the generation is not
+// queued after all.
+func (s *Server) admitStart(ctx context.Context, tenant, id string) (undo func(), e *wire.Error) {
+	cs := s.clusterState()
+	if cs == nil {
+		return func() {}, nil
+	}
+	if e := cs.tokens.reserve(tenant, id); e != nil {
+		return nil, e
+	}
+	if e := cs.gate.enter(ctx, tenant, id); e != nil {
+		cs.tokens.settle(id, nil)
+		return nil, e
+	}
+	return func() {
+		cs.gate.forget(id)
+		cs.tokens.settle(id, nil)
+	}, nil
+}
+
+// generationSeen is told when a client here is first sent frames of
+// stream id, and when it is sent its end frame: a worker took the
+// generation (tenant_gate.go), and its usage pays its tokens
+// (tenant_tokens.go).
+func (s *Server) generationSeen(id string, end *wire.Frame) {
+	s.cluster.mu.Lock()
+	cs := s.cluster.st
+	s.cluster.mu.Unlock()
+	if cs == nil {
+		return
+	}
+	cs.gate.taken(id)
+	if end != nil {
+		cs.tokens.settle(id, end.Usage)
+	}
+}
+
 // edgeCluster is one edge's cluster state.
 type edgeCluster struct {
 	limiter *fleet.TenantLimiter
+	tokens  *tokenDebts
+	gate    *tenantGate
 	view    *fleet.View // the breakers
 }
 
@@ -136,7 +180,8 @@ func (s *Server) startCluster() (*edgeCluster, func(), error) {
 	var b [4]byte
 	rand.Read(b[:])
 	node := &fleet.QuotaNode{KV: view.Quotas, ID: "edge-" + hex.EncodeToString(b[:]), Logger: s.log}
-	st := &edgeCluster{limiter: fleet.NewTenantLimiter(node), view: view}
+	limiter := fleet.NewTenantLimiter(node)
+	st := &edgeCluster{limiter: limiter, tokens: newTokenDebts(limiter), gate: newTenantGate(node.TenantLimits), view: view}
 	run, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -149,7 +194,8 @@ func (s *Server) startCluster() (*edgeCluster, func(), error) {
 			select {
 			case <-run.Done():
 				return
-			case <-t.C:
+			case now := <-t.C:
+				st.tokens.expire(now)
 			}
 			if s.nc.IsClosed() {
 				stop()
@@ -159,5 +205,10 @@ func (s *Server) startCluster() (*edgeCluster, func(), error) {
 	})
 	wg.Go(func() { view.Run(run) })
 	wg.Go(func() { node.Run(run) })
+	wg.Go(func() {
+		if err := st.gate.follow(run, s.nc); err != nil {
+			s.log.Warn("tenants' slots not shared", "err", err)
+		}
+	})
 	return st, func() { stop(); wg.Wait() }, nil
 }

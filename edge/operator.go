@@ -61,7 +61,8 @@ func (s *Server) operatorOnly(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // tenantStatus is the part of st a tenant may see: the providers' state
-// and its own rate limit, without other tenants' limits and without the
+// and its own limits (requests and tokens per minute, concurrent
+// generations), without other tenants' limits and without the
 // names of nodes (host and pid).
 func tenantStatus(st fleet.Status, tenant string) fleet.Status {
 	st.Coordinator = wire.Lease{}
@@ -69,10 +70,10 @@ func tenantStatus(st fleet.Status, tenant string) fleet.Status {
 		st.Breakers[i].ProbeBy = ""
 	}
 	q := &st.Quotas
-	own := quota.TenantRPM(wire.KeyToken(tenant))
+	tok := wire.KeyToken(tenant)
 	limits := q.Limits[:0:0]
 	for _, l := range q.Limits {
-		if !quota.IsTenant(l.Key) || l.Key == own {
+		if !quota.IsTenant(l.Key) || l.Key == quota.TenantRPM(tok) || l.Key == quota.TenantTPM(tok) {
 			l.Nodes = 0
 			limits = append(limits, l)
 		}
@@ -80,7 +81,11 @@ func tenantStatus(st fleet.Status, tenant string) fleet.Status {
 	q.Limits = limits
 	q.Nodes = nil
 	if q.Tenants != nil {
-		q.Tenants = &quota.Limits{TenantRPM: q.Tenants.Tenant(tenant)}
+		q.Tenants = &quota.Limits{
+			TenantRPM:     q.Tenants.Tenant(tenant),
+			TenantTPM:     q.Tenants.Tokens(tenant),
+			MaxConcurrent: q.Tenants.ConcurrencyOf(tenant),
+		}
 	}
 	return st
 }

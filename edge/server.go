@@ -179,6 +179,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // context.DeadlineExceeded when time ran out.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.stopCluster() // admission.go
+	// The cluster state starts now rather than with the first request, so
+	// that the tenants' sharing knows the workers' slots when a burst of
+	// requests comes (tenant_gate.go).
+	s.clusterState()
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,

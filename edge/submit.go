@@ -51,6 +51,10 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	if e := s.admitGeneration(ctx, tenant, req); e != nil { // admission.go
 		return "", wire.Meta{}, e
 	}
+	undo, e := s.admitStart(ctx, tenant, id) // admission.go
+	if e != nil {
+		return "", wire.Meta{}, e
+	}
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	stored := make(chan error, 1)
@@ -58,9 +62,11 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: traceHeader(ctx, id)}
 	_, queueErr := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if err := <-stored; err != nil {
+		undo()
 		return "", wire.Meta{}, natsWriteError("storing stream metadata", err)
 	}
 	if queueErr != nil {
+		undo()
 		return "", wire.Meta{}, natsWriteError("queueing the request", queueErr)
 	}
 	return id, meta, nil

@@ -111,8 +111,10 @@ func (c Config) tenants() []string {
 	for _, k := range c.Edge.APIKeys {
 		names = append(names, k.Tenant)
 	}
-	for t := range c.Coordinator.TenantLimits {
-		names = append(names, t)
+	for _, limits := range []map[string]int{c.Coordinator.TenantLimits, c.Coordinator.TenantTPMLimits, c.Coordinator.TenantConcurrency} {
+		for t := range limits {
+			names = append(names, t)
+		}
 	}
 	slices.Sort(names)
 	return slices.Compact(names)

@@ -15,8 +15,9 @@
 //     the nodes' demand reports (View.FollowDemand, QuotaNode).
 //
 // The policies themselves are pure and live below: breaker (the state
-// machine, no clock and no lock), quota (shares, budgets, windows) and
-// canary (ramps). A change of breaker policy touches this package and
+// machine, no clock and no lock), quota (shares, budgets, windows),
+// canary (ramps) and slots (the tenants' fair share of the workers'
+// slots, which the edges apply). A change of breaker policy touches this package and
 // those only.
 //
 // A Table is one bucket's local copy, fed by a watch and changed by

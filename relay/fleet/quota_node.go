@@ -115,7 +115,11 @@ func (q *QuotaNode) shareOf(key string, l *nodeLimit) float64 {
 		if s, ok := q.shares.PerMinute[key]; ok {
 			return min(s, l.limit)
 		}
-		if quota.IsTenant(key) && q.shares.TenantDefault > 0 {
+		switch {
+		case !quota.IsTenant(key):
+		case quota.IsTokens(key) && q.tenants.Edges > 0:
+			return l.limit / float64(q.tenants.Edges)
+		case !quota.IsTokens(key) && q.shares.TenantDefault > 0:
 			return min(q.shares.TenantDefault, l.limit)
 		}
 	}
@@ -189,21 +193,29 @@ func (q *QuotaNode) Settle(key string, reserved, actual float64) {
 	}
 }
 
-// EnsureTenant declares the limit of tenant (at key) from the tenant
-// limits record, if it has one; it reports whether the tenant is limited.
+// EnsureTenant declares the limit of tenant at key (its requests or its
+// tokens per minute) from the tenant limits record, if it has one; it
+// reports whether the tenant is limited.
 func (q *QuotaNode) EnsureTenant(key, tenant string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.init()
-	limit := q.tenants.Tenant(tenant)
+	limit := q.tenants.OfKey(key, tenant)
 	l := q.limits[key]
 	switch {
 	case limit <= 0 && l == nil:
 		return false
 	case l == nil || l.limit != limit:
-		q.declare(key, limit, quota.Limit{}, false)
+		q.declare(key, limit, quota.Limit{}, quota.IsTokens(key))
 	}
 	return limit > 0
+}
+
+// TenantLimits is the tenant limits record last read.
+func (q *QuotaNode) TenantLimits() quota.Limits {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.tenants
 }
 
 // Share is the node's current share of key per minute, and whether the
@@ -284,14 +296,15 @@ func (q *QuotaNode) Round(ctx context.Context) {
 			if err != nil {
 				name = quota.TenantToken(key)
 			}
-			l.limit = q.tenants.Tenant(name)
+			l.limit = q.tenants.OfKey(key, name)
 		}
 		share := q.shareOf(key, l)
 		l.bucket.SetRate(now, share, l.cfg.BurstOf(share))
 	}
 }
 
-// TenantName is the tenant of a tenant limit key (quota.TenantRPM).
+// TenantName is the tenant of a tenant limit key (quota.TenantRPM,
+// quota.TenantTPM).
 func TenantName(key string) (string, error) {
 	return wire.ParseKeyToken(quota.TenantToken(key))
 }

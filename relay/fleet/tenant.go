@@ -39,3 +39,25 @@ func (l *TenantLimiter) Allow(_ context.Context, tenant string) (ok bool, retryA
 	}
 	return true, 0
 }
+
+// Reserve admits a generation of tenant against its tokens per minute
+// while the edge's share has tokens left, taking the mean cost of the
+// tenant's generations at once (QuotaNode.Reserve); Settle pays the
+// actual cost when the generation's usage is known. If not ok, retryAfter
+// says when the share will have tokens again.
+func (l *TenantLimiter) Reserve(tenant string) (ok bool, retryAfter time.Duration, reserved float64) {
+	key := quota.TenantTPM(wire.KeyToken(tenant))
+	if !l.node.EnsureTenant(key, tenant) {
+		return true, 0, 0
+	}
+	ok, wait, reserved := l.node.Reserve(key, true)
+	if !ok {
+		return false, min(max(wait, time.Second), time.Hour), 0
+	}
+	return true, 0, reserved
+}
+
+// Settle pays a generation's tokens against what Reserve took.
+func (l *TenantLimiter) Settle(tenant string, reserved float64, tokens int) {
+	l.node.Settle(quota.TenantTPM(wire.KeyToken(tenant)), reserved, float64(tokens))
+}

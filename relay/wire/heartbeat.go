@@ -81,6 +81,11 @@ type Heartbeat struct {
 	// every heartbeat: a watcher checks its set against it, and a
 	// dashboard can show it without keeping the set.
 	Held int `json:"held"`
+	// Capacity is how many requests the worker runs at once
+	// (worker.max_inflight): with Held and each delivery's Tenant, an
+	// edge sees how the fleet's slots are shared between tenants
+	// (edge/tenant_gate.go).
+	Capacity int `json:"capacity,omitempty"`
 }
 
 // Timeout is the declared timeout, defaulted and bounded below.
@@ -100,6 +105,9 @@ type Delivery struct {
 	// delivery count; together they name the delivery.
 	Seq       uint64 `json:"seq"`
 	Delivered uint64 `json:"delivered"`
+	// Tenant is the request's tenant, for the edges' fair sharing of the
+	// workers' slots; the watchers that hand deliveries over ignore it.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // DeliveryRef names a delivery without its details: the request's

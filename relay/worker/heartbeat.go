@@ -129,6 +129,7 @@ func (w *Worker) heartbeat(resync <-chan struct{}) heartbeat {
 		jobs:   w.jobs,
 		resync: resync,
 		send: func(hb wire.Heartbeat) error {
+			hb.Capacity = w.maxInflight
 			data, _ := json.Marshal(hb)
 			err := w.livenessNC.Publish(wire.LivenessSubject, data)
 			if err != nil {

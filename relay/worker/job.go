@@ -85,6 +85,7 @@ func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req wire.Request,
 	if err != nil {
 		j.log.Warn("request cannot be handed over", "err", err)
 	}
+	d.Tenant = req.Tenant
 	j.delivery = d
 	if md, err := msg.Metadata(); err == nil {
 		j.queued = md.Timestamp

@@ -6,8 +6,8 @@ import (
 )
 
 // Limit keys name one shared limit: "p.<provider>.rpm", "p.<provider>.tpm"
-// (enforced by workers) and "t.<tenant>.rpm" (enforced by edges), where
-// the names are KV key tokens (wire.KeyToken).
+// (enforced by workers) and "t.<tenant>.rpm", "t.<tenant>.tpm" (enforced
+// by edges), where the names are KV key tokens (wire.KeyToken).
 const (
 	ProviderPrefix = "p."
 	TenantPrefix   = "t."
@@ -15,18 +15,25 @@ const (
 	SuffixTPM      = ".tpm"
 )
 
-// ProviderRPM, ProviderTPM and TenantRPM build limit keys from key tokens.
+// ProviderRPM, ProviderTPM, TenantRPM and TenantTPM build limit keys from
+// key tokens.
 func ProviderRPM(token string) string { return ProviderPrefix + token + SuffixRPM }
 func ProviderTPM(token string) string { return ProviderPrefix + token + SuffixTPM }
 func TenantRPM(token string) string   { return TenantPrefix + token + SuffixRPM }
+func TenantTPM(token string) string   { return TenantPrefix + token + SuffixTPM }
 
 // IsTenant reports whether key is a tenant limit.
 func IsTenant(key string) bool { return strings.HasPrefix(key, TenantPrefix) }
 
 // TenantToken is the tenant's key token in a tenant limit key.
 func TenantToken(key string) string {
-	return strings.TrimSuffix(strings.TrimPrefix(key, TenantPrefix), SuffixRPM)
+	key = strings.TrimPrefix(key, TenantPrefix)
+	return strings.TrimSuffix(strings.TrimSuffix(key, SuffixRPM), SuffixTPM)
 }
+
+// IsTokens reports whether key is a tokens-per-minute limit: paid after
+// the call (QuotaNode.Reserve, Settle) rather than taken before it.
+func IsTokens(key string) bool { return strings.HasSuffix(key, SuffixTPM) }
 
 // Calls counts one node's calls of one provider and model since it
 // started: the canary's error rate and the health's recent failures are
@@ -91,19 +98,54 @@ type Shares struct {
 
 // Limits is the tenant limits record the coordinator publishes, so that an
 // edge without a share yet (or while no coordinator runs) knows them.
+// Each limit is every tenant's unless its map names the tenant; zero: no
+// limit.
 type Limits struct {
-	// TenantRPM is every tenant's limit unless Tenants names it; zero: no
-	// limit.
+	// TenantRPM and Tenants are requests per minute.
 	TenantRPM float64            `json:"tenant_rpm,omitempty"`
 	Tenants   map[string]float64 `json:"tenants,omitempty"`
+	// TenantTPM and TPM are tokens per minute (prompt and completion),
+	// counted from the usage of the generations' end frames.
+	TenantTPM float64            `json:"tenant_tpm,omitempty"`
+	TPM       map[string]float64 `json:"tpm,omitempty"`
+	// MaxConcurrent and Concurrent cap the generations a tenant runs at
+	// once over the whole fleet, queued ones included.
+	MaxConcurrent int            `json:"max_concurrent,omitempty"`
+	Concurrent    map[string]int `json:"concurrent,omitempty"`
 	// Edges is how many edges shared the tenant limits last time.
 	Edges int `json:"edges,omitempty"`
 }
 
-// Tenant is the limit of tenant, zero for none.
+// Tenant is the requests per minute of tenant, zero for none.
 func (l Limits) Tenant(tenant string) float64 {
 	if v, ok := l.Tenants[tenant]; ok {
 		return v
 	}
 	return l.TenantRPM
+}
+
+// Tokens is the tokens per minute of tenant, zero for none.
+func (l Limits) Tokens(tenant string) float64 {
+	if v, ok := l.TPM[tenant]; ok {
+		return v
+	}
+	return l.TenantTPM
+}
+
+// ConcurrencyOf is the cap on tenant's concurrent generations, zero for
+// none.
+func (l Limits) ConcurrencyOf(tenant string) int {
+	if v, ok := l.Concurrent[tenant]; ok {
+		return v
+	}
+	return l.MaxConcurrent
+}
+
+// OfKey is the per-minute limit of a tenant limit key: its requests or
+// its tokens.
+func (l Limits) OfKey(key, tenant string) float64 {
+	if IsTokens(key) {
+		return l.Tokens(tenant)
+	}
+	return l.Tenant(tenant)
 }

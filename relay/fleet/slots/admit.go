@@ -1,0 +1,100 @@
+package slots
+
+import (
+	"maps"
+	"sort"
+)
+
+// Tenant is one tenant's part in a decision.
+type Tenant struct {
+	// Used are the tenant's generations the fleet runs, and those this
+	// edge let start that no worker listed yet.
+	Used int
+	// Waiting are its requests waiting at this edge.
+	Waiting int
+	// Cap is its cap on concurrent generations; zero: none.
+	Cap int
+}
+
+// demand is what t would run if it could.
+func (t Tenant) demand() int {
+	d := t.Used + t.Waiting
+	if t.Cap > 0 {
+		d = min(d, t.Cap)
+	}
+	return d
+}
+
+// Reserve is the part of capacity kept for tenants that run nothing: a
+// twentieth, and at least one slot.
+func Reserve(capacity int) int { return max(1, (capacity+19)/20) }
+
+// Admit reports whether tenant t may start a generation now, given the
+// fleet's capacity, the generations it runs or were let start (total,
+// every tenant's and unknown ones), and the tenants' parts:
+//
+//   - never over the tenant's cap;
+//   - always when the fleet's capacity is unknown (no heartbeat heard:
+//     the queue decides, as it would without sharing) or the tenant runs
+//     nothing: its first generation may take the reserve;
+//   - otherwise when the fleet has slots beyond the reserve and the
+//     tenant holds less than its fair share of them (Shares).
+func Admit(capacity, total int, tenants map[string]Tenant, t string) bool {
+	d := tenants[t]
+	switch {
+	case d.Cap > 0 && d.Used >= d.Cap:
+		return false
+	case capacity <= 0 || d.Used == 0:
+		return true
+	}
+	usable := capacity - Reserve(capacity)
+	if total >= usable {
+		return false
+	}
+	if d.Waiting == 0 {
+		// The request asking counts in its tenant's demand.
+		tenants = maps.Clone(tenants)
+		d.Waiting = 1
+		tenants[t] = d
+	}
+	return float64(d.Used) < Shares(usable, tenants)[t]
+}
+
+// Shares splits usable slots over tenants by max-min fairness
+// (water-filling): a tenant that wants less than an even split of what is
+// left gets what it wants, and the others split the rest evenly.
+func Shares(usable int, tenants map[string]Tenant) map[string]float64 {
+	names := make([]string, 0, len(tenants))
+	for name := range tenants {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return tenants[names[i]].demand() < tenants[names[j]].demand() })
+	out := make(map[string]float64, len(names))
+	left := float64(usable)
+	for i, name := range names {
+		give := min(float64(tenants[name].demand()), left/float64(len(names)-i))
+		out[name] = give
+		left -= give
+	}
+	return out
+}
+
+// Next picks, among the tenants with requests waiting, the one to admit
+// first: the one that holds the least of its fair share.
+func Next(usable int, tenants map[string]Tenant) []string {
+	shares := Shares(usable, tenants)
+	var waiting []string
+	for name, t := range tenants {
+		if t.Waiting > 0 {
+			waiting = append(waiting, name)
+		}
+	}
+	ratio := func(name string) float64 { return float64(tenants[name].Used) / max(shares[name], 1) }
+	sort.Slice(waiting, func(i, j int) bool {
+		if ri, rj := ratio(waiting[i]), ratio(waiting[j]); ri != rj {
+			return ri < rj
+		}
+		return waiting[i] < waiting[j]
+	})
+	return waiting
+}
