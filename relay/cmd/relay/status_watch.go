@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -115,9 +117,15 @@ func (w *watcher) refresh(ctx context.Context) error {
 // failed, and the last status read.
 func (w *watcher) render(b *bytes.Buffer, now time.Time) {
 	fmt.Fprintf(b, "%s  every %v  %s  (Ctrl-C to quit)\n", colored(w.color, bold, "relay status "+w.edge), w.interval, now.Format("15:04:05"))
-	if w.failing != nil {
+	if err := w.failing; err != nil {
+		// The title names the edge already: an HTTP client error is
+		// shown without the request's method and URL.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		fmt.Fprintln(b, colored(w.color, red, fmt.Sprintf("cannot read the status since %s (retrying every %v): %v",
-			w.failingSince.Format("15:04:05"), w.interval, w.failing)))
+			w.failingSince.Format("15:04:05"), w.interval, err)))
 		if !w.lastAt.IsZero() {
 			fmt.Fprintf(b, "below: the status as read at %s\n", w.lastAt.Format("15:04:05"))
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -61,14 +62,16 @@ func closedBreaker() (fleet.Status, error) {
 
 // On a terminal the watch draws every view over the previous one (cursor
 // home, each line cleared to its end, the rest of the screen cleared) with
-// the cursor hidden; a failed read is said in red above the last status
-// read, and the reads go on; when the watch is stopped, the terminal is
+// the cursor hidden; a failed read is said in red (without the URL the
+// title names) above the last status read, and the reads go on; when the watch is stopped, the terminal is
 // restored (cursor shown, wrapping on) and the watch succeeds.
 func TestStatusWatchRedrawsInPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out lockedBuffer
 		w := &watcher{
-			read: scriptedReads(closedBreaker, func() (fleet.Status, error) { return fleet.Status{}, errors.New("connection refused") }, openBreaker),
+			read: scriptedReads(closedBreaker, func() (fleet.Status, error) {
+				return fleet.Status{}, &url.Error{Op: "Get", URL: "http://edge/v1/relay/status", Err: errors.New("connection refused")}
+			}, openBreaker),
 			edge: "http://edge", out: &out, color: true, interval: 2 * time.Second, now: time.Now,
 			screen: &screen{out: &out, rows: func() int { return 40 }},
 		}
