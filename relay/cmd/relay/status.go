@@ -26,7 +26,8 @@ const statusHelp = `usage: relay status [flags]
 
 Prints the cluster's providers, breakers, pauses, quotas, canaries and
 reporting nodes, read from an edge's GET /v1/relay/status. With --watch the
-view is redrawn in place every --interval until Ctrl-C (or SIGTERM); while
+view is redrawn in place every --interval (not on a terminal: printed anew)
+until Ctrl-C or SIGTERM, which leave the last view on the terminal; while
 the edge cannot be read it says so in red, keeps the last view read and
 keeps trying.
 
