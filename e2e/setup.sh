@@ -6,6 +6,8 @@
 #   nginx     the reverse proxy of e2e/nginx_test.go (Debian's package)
 #   chromium  the browser e2e/browser_test.go drives headless (Debian's
 #             package, /usr/bin/chromium)
+#   tmux      the terminal e2e/status_watch_test.go runs `relay status
+#             --watch` in (Debian's package)
 #   e2e/node/node_modules
 #             the official openai npm package, the Vercel AI SDK (ai,
 #             @ai-sdk/openai) and LangChain (@langchain/openai,
@@ -24,6 +26,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 missing=()
 command -v nginx >/dev/null 2>&1 || missing+=(nginx)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 
 if [ ${#missing[@]} -gt 0 ]; then
 	if ! command -v apt-get >/dev/null 2>&1; then
@@ -43,7 +46,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 	"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 	command -v nginx >/dev/null 2>&1 || { echo "e2e/setup.sh: nginx still not on PATH after install" >&2; exit 1; }
 	[ -x /usr/bin/chromium ] || { echo "e2e/setup.sh: /usr/bin/chromium still missing after install" >&2; exit 1; }
-	echo "e2e/setup.sh: installed $(nginx -v 2>&1), $(/usr/bin/chromium --version 2>/dev/null || echo chromium)" >&2
+	command -v tmux >/dev/null 2>&1 || { echo "e2e/setup.sh: tmux still not on PATH after install" >&2; exit 1; }
+	echo "e2e/setup.sh: installed $(nginx -v 2>&1), $(/usr/bin/chromium --version 2>/dev/null || echo chromium), $(tmux -V)" >&2
 fi
 
 node_missing=()

@@ -8,7 +8,8 @@
 //	relay coordinator    cluster-wide provider state
 //	relay mock-upstream  the fake OpenAI-compatible provider
 //	relay status         the cluster's breakers, health, quotas and canaries,
-//	                     fetched from an edge (--edge URL)
+//	                     fetched from an edge (--edge URL); --watch redraws
+//	                     it in place until Ctrl-C
 //	relay version        print the version
 //
 // Every role takes --config FILE (YAML; repeated, later files override
@@ -181,7 +182,8 @@ subcommands:
   coordinator    cluster-wide provider health and state
   mock-upstream  the fake OpenAI-compatible provider (fault injection)
   status         print the cluster's breakers, health, quotas and canaries,
-                 read from an edge (--edge http://host:port)
+                 read from an edge (--edge http://host:port); --watch
+                 redraws it in place until Ctrl-C
   version        print the version
 `)
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,59 +14,128 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/wire"
 )
 
+// statusHelp heads `relay status --help`; the flags follow it.
+const statusHelp = `usage: relay status [flags]
+
+Prints the cluster's providers, breakers, pauses, quotas, canaries and
+reporting nodes, read from an edge's GET /v1/relay/status. With --watch the
+view is redrawn in place every --interval (not on a terminal: printed anew)
+until Ctrl-C or SIGTERM, which leave the last view on the terminal; while
+the edge cannot be read it says so in red, keeps the last view read and
+keeps trying.
+
+A provider's colour:
+  green   its breakers are closed and its health (the coordinator's probe)
+          is green
+  yellow  a breaker half-open (probing), a shared Retry-After pause, health
+          yellow (slow, or a call failed lately), or a canary ramping onto it
+  red     a breaker open, or health red (not answering)
+Colours are used only when stdout is a terminal, and never with --no-color
+or NO_COLOR set.
+
+flags:
+`
+
 // runStatus is `relay status`: it fetches GET /v1/relay/status from an edge
-// and prints it as tables, coloured unless --no-color (or NO_COLOR is set,
-// or --json asks for the JSON as it came).
+// and prints it as tables, once or, with --watch, redrawn until a signal.
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("relay status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// --help prints on stdout and succeeds; a bad flag prints on stderr.
+	var flagOut bytes.Buffer
+	fs.SetOutput(&flagOut)
+	fs.Usage = func() {
+		fmt.Fprint(&flagOut, statusHelp)
+		fs.PrintDefaults()
+	}
 	edgeURL := fs.String("edge", "http://127.0.0.1:8080", "base `URL` of an edge")
 	key := fs.String("key", "", "API `key` sent as a bearer token, if the edge requires one")
-	noColor := fs.Bool("no-color", os.Getenv("NO_COLOR") != "", "plain output")
+	noColor := fs.Bool("no-color", os.Getenv("NO_COLOR") != "", "plain output (default: colours on a terminal unless NO_COLOR is set)")
 	asJSON := fs.Bool("json", false, "print the JSON as the edge sent it")
-	timeout := fs.Duration("timeout", 10*time.Second, "bound of the request")
-	if err := fs.Parse(args); err != nil {
+	timeout := fs.Duration("timeout", 10*time.Second, "bound of each request")
+	watch := fs.Bool("watch", false, "redraw the view in place every --interval until Ctrl-C or SIGTERM")
+	interval := fs.Duration("interval", 2*time.Second, "time between two reads with --watch")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		_, err = flagOut.WriteTo(stdout)
+		return err
+	} else if err != nil {
+		flagOut.WriteTo(stderr)
 		return err
 	}
-	if fs.NArg() > 0 {
+	switch {
+	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case *watch && *asJSON:
+		return errors.New("--watch draws tables; it does not take --json")
+	case *interval <= 0:
+		return fmt.Errorf("--interval %v: must be positive", *interval)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(*edgeURL, "/")+"/v1/relay/status", nil)
+	src := statusSource{edge: strings.TrimSuffix(*edgeURL, "/"), key: *key, timeout: *timeout}
+	tty := isTerminal(stdout)
+	color := tty && !*noColor
+	if *watch {
+		return watchStatus(stdout, src, tty, color, *interval)
+	}
+	st, body, err := src.read(context.Background())
 	if err != nil {
 		return err
-	}
-	if *key != "" {
-		req.Header.Set("Authorization", "Bearer "+*key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /v1/relay/status: %s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
 	if *asJSON {
 		_, err := stdout.Write(body)
 		return err
 	}
+	printStatus(stdout, st, color, time.Now())
+	return nil
+}
+
+// statusSource reads the status from one edge.
+type statusSource struct {
+	edge, key string
+	timeout   time.Duration
+}
+
+// read fetches the status once, within the source's timeout; it returns
+// the body as the edge sent it too.
+func (s statusSource) read(ctx context.Context) (fleet.Status, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.edge+"/v1/relay/status", nil)
+	if err != nil {
+		return fleet.Status{}, nil, err
+	}
+	if s.key != "" {
+		req.Header.Set("Authorization", "Bearer "+s.key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fleet.Status{}, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fleet.Status{}, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fleet.Status{}, nil, fmt.Errorf("GET /v1/relay/status: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
 	var st fleet.Status
 	if err := json.Unmarshal(body, &st); err != nil {
-		return fmt.Errorf("GET /v1/relay/status: %w", err)
+		return fleet.Status{}, nil, fmt.Errorf("GET /v1/relay/status: %w", err)
 	}
-	printStatus(stdout, st, !*noColor, time.Now())
-	return nil
+	return st, body, nil
+}
+
+// isTerminal reports whether w is a terminal: colours and screen control
+// codes are for people, not for pipes and files.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // ANSI colours.
@@ -73,22 +144,31 @@ const (
 	yellow = "\x1b[33m"
 	red    = "\x1b[31m"
 	bold   = "\x1b[1m"
-	reset  = "\x1b[0m"
+	// plain is the default colour, as long as the others: see tw in
+	// printStatus.
+	plain = "\x1b[39m"
+	reset = "\x1b[0m"
 )
+
+// colored is s in colour c (no colour: plain), if on.
+func colored(on bool, c, s string) string {
+	if !on {
+		return s
+	}
+	if c == "" {
+		c = plain
+	}
+	return c + s + reset
+}
 
 // printStatus renders st as tables.
 func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
-	paint := func(c, s string) string {
-		if !color || c == "" {
-			return s
-		}
-		return c + s + reset
-	}
+	paint := func(c, s string) string { return colored(color, c, s) }
 	section := func(title string) { fmt.Fprintln(w, paint(bold, title)) }
-	// tabwriter counts the escape codes as text; padding before the
-	// colour keeps the columns straight.
+	// tabwriter counts the escape codes as text: every cell of a coloured
+	// column, its header included, is painted (plain if need be), so that
+	// each carries as many of them and the columns stay straight.
 	tw := func() *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
-	pad := func(s string, n int) string { return s + strings.Repeat(" ", max(0, n-len(s))) }
 
 	holder := st.Coordinator.Holder
 	if holder == "" {
@@ -96,23 +176,27 @@ func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 	}
 	fmt.Fprintf(w, "%s %s\n\n", paint(bold, "coordinator:"), holder)
 
-	section("HEALTH")
+	section("PROVIDERS")
 	t := tw()
-	fmt.Fprintln(t, "PROVIDER\tSTATE \tBREAKER\tLATENCY\tCHECKED\tLAST ERROR")
-	for _, h := range st.Health {
-		fmt.Fprintf(t, "%s\t%s\t%s\t%dms\t%s\t%s\n", h.Provider, paint(healthColor(h.State), pad(h.State, 6)), dash(h.Breaker), h.LatencyMS,
-			ago(now, time.Unix(h.CheckedAt, 0)), dash(h.LastError))
+	fmt.Fprintf(t, "PROVIDER\t%s\tWHY\tLATENCY\tCHECKED\tLAST ERROR\n", paint("", "STATE"))
+	for _, p := range providerVerdicts(st, now) {
+		latency, checked, lastErr := "-", "-", "-"
+		if h := p.Health; h != nil {
+			latency, checked, lastErr = fmt.Sprintf("%dms", h.LatencyMS), ago(now, time.Unix(h.CheckedAt, 0)), dash(h.LastError)
+		}
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Provider, paint(verdictColor(p.State), p.State), dash(strings.Join(p.Why, ", ")),
+			latency, checked, lastErr)
 	}
 	t.Flush()
 
 	fmt.Fprintln(w)
 	section("BREAKERS")
 	t = tw()
-	fmt.Fprintln(t, "SCOPE\tPHASE    \tTRIPS\tSINCE\tUNTIL\tPROBE\tREASON")
+	fmt.Fprintf(t, "SCOPE\t%s\tTRIPS\tSINCE\tUNTIL\tPROBE\tREASON\n", paint("", "PHASE"))
 	for _, b := range st.Breakers {
 		until := "-"
 		switch {
-		case b.Phase == breaker.Open:
+		case b.Phase == breaker.Open && !b.Until.IsZero():
 			until = "in " + b.Until.Sub(now).Round(time.Second).String()
 		case b.Phase == breaker.HalfOpen && b.ProbeBy != "":
 			until = "probe by " + b.ProbeBy
@@ -121,7 +205,7 @@ func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 		if b.ProbeBy != "" {
 			probe = b.ProbeBy
 		}
-		fmt.Fprintf(t, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", scopeName(b.Provider, b.Model), paint(phaseColor(b.Phase), pad(string(b.Phase), 9)), b.Trips,
+		fmt.Fprintf(t, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", scopeName(b.Provider, b.Model), paint(phaseColor(b.Phase), string(b.Phase)), b.Trips,
 			ago(now, b.Since), until, probe, dash(b.Reason))
 	}
 	t.Flush()
@@ -130,7 +214,7 @@ func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 		fmt.Fprintln(w)
 		section("PAUSES (shared Retry-After)")
 		t = tw()
-		fmt.Fprintln(t, "SCOPE\tUNTIL\tASKED\tBY")
+		fmt.Fprintf(t, "SCOPE\t%s\tASKED\tBY\n", paint("", "UNTIL"))
 		for _, p := range st.Pauses {
 			fmt.Fprintf(t, "%s\t%s\t%v\t%s\n", scopeName(p.Provider, p.Model), paint(yellow, "in "+p.Until.Sub(now).Round(100*time.Millisecond).String()),
 				time.Duration(p.RetryAfterMS)*time.Millisecond, p.By)
@@ -141,7 +225,7 @@ func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 	fmt.Fprintln(w)
 	section("QUOTAS (per minute, over the fleet)")
 	t = tw()
-	fmt.Fprintln(t, "LIMIT\tVALUE\tUSED\tDEMAND\tNODES")
+	fmt.Fprintf(t, "LIMIT\tVALUE\t%s\tDEMAND\tNODES\n", paint("", "USED"))
 	for _, l := range st.Quotas.Limits {
 		c := ""
 		if l.PerMinute > 0 && l.Demand > l.PerMinute {
@@ -163,7 +247,7 @@ func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 		fmt.Fprintln(w)
 		section("CANARIES")
 		t = tw()
-		fmt.Fprintln(t, "MODEL\tPROVIDER\tPHASE   \tWEIGHT\tSTEP CALLS\tSTEP ERRORS\tREASON")
+		fmt.Fprintf(t, "MODEL\tPROVIDER\t%s\tWEIGHT\tSTEP CALLS\tSTEP ERRORS\tREASON\n", paint("", "PHASE"))
 		for _, c := range st.Canaries {
 			sc := c.StepCounts()
 			col := green
@@ -173,7 +257,17 @@ func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 			case "ramping":
 				col = yellow
 			}
-			fmt.Fprintf(t, "%s\t%s\t%s\t%v%%\t%d\t%d\t%s\n", c.Model, c.Provider, paint(col, pad(string(c.Phase), 8)), c.Weight, sc.Calls, sc.Errors, dash(c.Reason))
+			fmt.Fprintf(t, "%s\t%s\t%s\t%v%%\t%d\t%d\t%s\n", c.Model, c.Provider, paint(col, string(c.Phase)), c.Weight, sc.Calls, sc.Errors, dash(c.Reason))
+		}
+		t.Flush()
+	}
+	if len(st.Quotas.Nodes) > 0 {
+		fmt.Fprintln(w)
+		section("NODES (reporting to the shared quotas)")
+		t = tw()
+		fmt.Fprintln(t, "ROLE\tNODE\tREPORTED")
+		for _, n := range st.Quotas.Nodes {
+			fmt.Fprintf(t, "%s\t%s\t%s\n", n.Role, n.Node, ago(now, n.At))
 		}
 		t.Flush()
 	}
@@ -183,7 +277,8 @@ func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 	}
 }
 
-func healthColor(state string) string {
+// verdictColor is the colour of a provider's state.
+func verdictColor(state string) string {
 	switch state {
 	case wire.HealthGreen:
 		return green

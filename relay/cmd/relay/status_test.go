@@ -21,7 +21,8 @@ func TestStatusPrintsTheEdgesJSON(t *testing.T) {
 		Health:      []wire.Health{{Provider: "openai", State: wire.HealthRed, Breaker: "open", LastError: "circuit breaker open", CheckedAt: now.Unix()}},
 		Breakers: []fleet.BreakerStatus{{Scope: "openai", Provider: "openai",
 			State: breaker.State{Phase: breaker.Open, Since: now, Trips: 2, Until: now.Add(20 * time.Second), By: "w1", Reason: "3 failures in a row"}}},
-		Quotas: fleet.QuotaStatus{Limits: []fleet.LimitStatus{{Key: "p.openai.rpm", PerMinute: 600, Used: 580, Demand: 900, Nodes: 3}}},
+		Quotas: fleet.QuotaStatus{Limits: []fleet.LimitStatus{{Key: "p.openai.rpm", PerMinute: 600, Used: 580, Demand: 900, Nodes: 3}},
+			Nodes: []fleet.NodeStatus{{Node: "w1", Role: "worker", At: now}}},
 	}
 	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/relay/status" || r.Header.Get("Authorization") != "Bearer k" {
@@ -37,17 +38,15 @@ func TestStatusPrintsTheEdgesJSON(t *testing.T) {
 		t.Fatal(err, errOut.String())
 	}
 	got := out.String()
-	for _, want := range []string{"coordinator@a", "HEALTH", "openai", "BREAKERS", "open", "p.openai.rpm", "600", "3 failures in a row", red} {
+	for _, want := range []string{"coordinator@a", "PROVIDERS", "health red, breaker open", "BREAKERS", "p.openai.rpm", "600", "3 failures in a row",
+		"NODES", "worker  w1"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
 	}
-	out.Reset()
-	if err := run([]string{"status", "--edge", edge.URL, "--key", "k", "--no-color"}, &out, &errOut); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(out.String(), "\x1b[") {
-		t.Errorf("--no-color output has escape codes:\n%s", out.String())
+	// Not a terminal: no colours.
+	if strings.Contains(got, "\x1b[") {
+		t.Errorf("output to a buffer has escape codes:\n%s", got)
 	}
 	if err := run([]string{"status", "--edge", edge.URL}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("without the key: %v", err)
