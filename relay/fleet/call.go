@@ -114,6 +114,7 @@ type Judge interface {
 
 // StreamEnd is how a stream whose route a Router ordered ended.
 type StreamEnd struct {
+	// StreamID names the stream, as it was given to Route.
 	StreamID string
 	// Model is the requested model, whose route was ordered.
 	Model string

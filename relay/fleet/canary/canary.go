@@ -1,15 +1,16 @@
 // Package canary is the pure state machine of canary routing: a model's
 // route sends a share of its requests (the weight) to a canary provider
 // first, and the weight ramps through configured steps, each held for an
-// interval, unless the canary's error rate goes over a threshold, which
-// aborts the ramp and returns the weight to 0.
+// interval, unless the canary's calls or its clients' streams fail more
+// often than a threshold, which aborts the ramp: weight 0.
 //
 // The active coordinator drives the ramp (Next) from the counts the
 // workers report: the canary's upstream calls, and the streams it was
-// given, judged by how they ended for their clients. It writes the state to KV (wire.CanaryBucket) with
-// a revision check; every worker follows it through a watch and picks by
-// weight (Pick), a pure function of the stream id, so every worker, and a
-// worker that takes a stream over, makes the same choice for a request.
+// given, by how they ended for their clients. It writes the state to KV
+// (wire.CanaryBucket) with a revision check; every worker follows it
+// through a watch and picks by weight (Pick), a pure function of the
+// stream id, so every worker, and a worker that takes a stream over, makes
+// the same choice for a request.
 package canary
 
 import (
