@@ -30,7 +30,7 @@ func (t *callTotals) add(r quota.Report) {
 	}
 	for target, c := range r.Calls {
 		p, seen := prev[target]
-		if seen && (c.Calls < p.Calls || c.Failures < p.Failures || c.Refused < p.Refused || c.Open < p.Open) {
+		if seen && wentBack(c, p) {
 			p = quota.Calls{}
 		}
 		sum := t.total[target]
@@ -38,6 +38,8 @@ func (t *callTotals) add(r quota.Report) {
 		sum.Failures += c.Failures - p.Failures
 		sum.Refused += c.Refused - p.Refused
 		sum.Open += c.Open - p.Open
+		sum.Streams += c.Streams - p.Streams
+		sum.StreamFailures += c.StreamFailures - p.StreamFailures
 		if c.LastFailure.After(sum.LastFailure) {
 			sum.LastFailure, sum.LastError = c.LastFailure, c.LastError
 		}
@@ -45,6 +47,13 @@ func (t *callTotals) add(r quota.Report) {
 		prev[target] = c
 	}
 	t.last[r.Node] = prev
+}
+
+// wentBack reports whether any of a node's counts c is below what it was
+// (p): the node started again.
+func wentBack(c, p quota.Calls) bool {
+	return c.Calls < p.Calls || c.Failures < p.Failures || c.Refused < p.Refused || c.Open < p.Open ||
+		c.Streams < p.Streams || c.StreamFailures < p.StreamFailures
 }
 
 // get returns the totals of target.

@@ -12,9 +12,10 @@ import (
 )
 
 // runCanaries moves every configured canary ramp each CanaryInterval,
-// from the fleet's call counts of the canary provider and model. A call
-// the canary's breaker refused counts as a failed call: a canary whose
-// breaker opened is failing.
+// from the fleet's counts of the canary provider and model: its calls,
+// and the streams routed to it, by how they ended for their clients. A
+// call the canary's breaker refused counts as a failed call: a canary
+// whose breaker opened is failing.
 func (c *Coordinator) runCanaries(ctx context.Context, s *state) {
 	tick := time.NewTicker(c.cfg.CanaryInterval)
 	defer tick.Stop()
@@ -45,7 +46,8 @@ func (c *Coordinator) runCanaries(ctx context.Context, s *state) {
 
 func (c *Coordinator) ramp(ctx context.Context, s *state, model string, cfg canary.Config, rebase bool) {
 	calls := s.calls.get(cfg.Provider + "/" + model)
-	total := canary.Counts{Calls: calls.Calls + calls.Open, Errors: calls.Failures + calls.Open}
+	total := canary.Counts{Calls: calls.Calls + calls.Open, Errors: calls.Failures + calls.Open,
+		Streams: calls.Streams, Failed: calls.StreamFailures}
 	var ev *canary.Event
 	_, written, err := s.Canaries.Update(ctx, wire.KeyToken(model), func(cur canary.State, _ bool) (canary.State, error) {
 		ev = nil

@@ -3,6 +3,7 @@ package e2e
 import (
 	"math"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -99,9 +100,10 @@ func TestCoordinatorCanaryRamps(t *testing.T) {
 }
 
 // The canary fails every call. Clients do not notice (the route falls back
-// to the stable provider), and once the canary's error rate over at least 5
-// calls is above 0.5%, the coordinator aborts the ramp, logs it, and the
-// weight back at 0 keeps every worker's calls off the canary.
+// to the stable provider, and the abort event counts no client-visible
+// failure), and once the canary's error rate over at least 5 calls is
+// above 0.5%, the coordinator aborts the ramp, logs it, and the weight
+// back at 0 keeps every worker's calls off the canary.
 func TestCoordinatorCanaryAbortsOnErrors(t *testing.T) {
 	c := start(t, options{
 		Fleet:   true,
@@ -144,19 +146,77 @@ func TestCoordinatorCanaryAbortsOnErrors(t *testing.T) {
 
 	_, _, last := weightsOf(ramp())
 	events := c.events.coordEvents("canary")
-	logged := false
+	abort := ""
 	for _, ev := range events {
-		logged = logged || strings.Contains(ev.Text, "aborted")
+		if strings.Contains(ev.Text, "aborted") {
+			abort = ev.Text
+		}
 	}
 	t.Logf("aborted %v: %s; canary calls %d, then %d over the next second; client statuses %v", aborted.Format("15:04:05.000"), last.Reason, before, after-before, statuses)
 	switch {
 	case last.Weight != 0 || last.Phase != canary.Aborted:
 		t.Fatalf("ramp ended %+v, want aborted at weight 0", last)
-	case !logged:
+	case abort == "":
 		t.Fatalf("no abort event logged: %v", events)
+	case !strings.Contains(abort, "client streams 0/"):
+		t.Fatalf("abort event %q: the streams the stable provider rescued ended well for their clients", abort)
 	case after != before:
 		t.Fatalf("%d calls reached the canary after the abort", after-before)
 	case statuses[http.StatusOK] == 0 || len(statuses) != 1:
 		t.Fatalf("client statuses %v: the canary's failures should fall back to the stable provider", statuses)
+	}
+}
+
+// The canary rejects a third of its calls with a 400, which no retry or
+// fallback can rescue (the request looks at fault), so those clients get
+// an error, while not one canary call counts as failed. The coordinator
+// aborts the ramp on the client-visible stream failure rate, and the
+// event it logs gives both figures with their counts.
+func TestCoordinatorCanaryAbortsOnClientVisibleFailures(t *testing.T) {
+	c := start(t, options{
+		Fleet:   true,
+		Workers: 3, Providers: []string{"stable", "canary"}, Coordinator: true,
+		Mock: mockupstream.Config{Tokens: 3, TokenInterval: -1},
+		Tune: canaryTune(canary.Config{Provider: "canary", Steps: []float64{50, 100}, Hold: time.Minute, MinSample: 5}),
+	})
+	reject := func(n int, call upstreamCall) (int, string) {
+		if call.probe || n%3 != 0 {
+			return 0, ""
+		}
+		return http.StatusBadRequest, ""
+	}
+	c.fronts["canary"].fail.Store(&reject)
+	ramp := c.watchCanary("mock-1")
+
+	stop := make(chan struct{})
+	wait := c.load(6, 10*time.Millisecond, "Canary clients", stop)
+	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool {
+		_, _, last := weightsOf(ramp())
+		return last.Phase == canary.Aborted
+	})
+	close(stop)
+	statuses := wait()
+
+	_, _, last := weightsOf(ramp())
+	var abort string
+	for _, ev := range c.events.coordEvents("canary") {
+		if strings.Contains(ev.Text, "(aborted;") {
+			abort = ev.Text
+		}
+	}
+	t.Logf("abort event: %s; client statuses %v", abort, statuses)
+	switch {
+	case last.Weight != 0:
+		t.Fatalf("ramp ended %+v, want aborted at weight 0", last)
+	case abort == "":
+		t.Fatalf("no abort event logged: %v", c.events.coordEvents("canary"))
+	case !strings.Contains(abort, "upstream calls 0/"):
+		t.Fatalf("abort event %q: no canary call failed, and the event should say so", abort)
+	case !strings.Contains(abort, "client-visible stream failure rate") || strings.Contains(abort, "upstream call failure rate"):
+		t.Fatalf("abort event %q: the ramp should abort on the client-visible rate alone", abort)
+	case !regexp.MustCompile(`client streams [1-9]\d*/\d+ \(\d+\.\d\d%\) failed or incomplete`).MatchString(abort):
+		t.Fatalf("abort event %q: want the client streams that failed, with their count and rate", abort)
+	case statuses[http.StatusBadRequest] == 0:
+		t.Fatalf("client statuses %v: the canary's rejections should have reached clients", statuses)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/fleet/breaker"
-	"github.com/relaydev/relay/relay/fleet/canary"
 	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
@@ -503,30 +502,4 @@ func (g *SharedGate) pause(scope string, until time.Time, asked time.Duration) {
 	case written:
 		g.log.Info("provider paused for the cluster", "scope", scope, "retry_after", asked, "until", until)
 	}
-}
-
-// Route puts the model's canary first for the requests its weight picks,
-// and leaves it out of the others' routes.
-func (g *SharedGate) Route(streamID, model string, route []provider.Candidate) []provider.Candidate {
-	m, ok := g.catalog.ModelSettings(model)
-	if !ok || m.Canary == nil {
-		return route
-	}
-	weight := 0.0
-	if row, ok := g.view.Canaries.Get(wire.KeyToken(model)); ok && row.Value.Provider == m.Canary.Provider {
-		weight = row.Value.Weight
-	}
-	isCanary := func(c provider.Candidate) bool { return c.Provider.Name == m.Canary.Provider && c.Model == model }
-	var first, rest []provider.Candidate
-	for _, c := range route {
-		if isCanary(c) {
-			first = append(first, c)
-		} else {
-			rest = append(rest, c)
-		}
-	}
-	if len(first) == 0 || !canary.Pick(streamID, weight) {
-		return rest
-	}
-	return append(first, rest...)
 }

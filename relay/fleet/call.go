@@ -7,6 +7,7 @@ import (
 	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // The seam between the worker's attempt loop and admission: the loop asks
@@ -100,6 +101,28 @@ func CallInfoFrom(ctx context.Context) CallInfo {
 // request's model, given the catalog's.
 type Router interface {
 	Route(streamID, model string, route []provider.Candidate) []provider.Candidate
+}
+
+// Judge is implemented by a Router that judges the routes it ordered by
+// how their streams ended for the clients: a canary is judged by what its
+// clients see, not only by its calls (canary.Counts). The worker that
+// ends a stream with its terminal frame tells it once.
+type Judge interface {
+	Router
+	StreamEnded(StreamEnd)
+}
+
+// StreamEnd is how a stream whose route a Router ordered ended.
+type StreamEnd struct {
+	// StreamID names the stream, as it was given to Route.
+	StreamID string
+	// Model is the requested model, whose route was ordered.
+	Model string
+	// First is the candidate the route put first; Last the one the stream
+	// ended on: its last call, or the last candidate the gate refused.
+	First, Last provider.Candidate
+	// Status is the stream's terminal status.
+	Status wire.Status
 }
 
 // StartedTicket is implemented by a Ticket that wants to know when its

@@ -6,7 +6,8 @@
 //
 //   - the worker asks a SharedGate to admit each upstream call and tells
 //     its Ticket how the call ended (call.go is the seam, gate.go and
-//     admit.go the policy);
+//     admit.go the policy), and how each stream whose route the gate
+//     ordered ended for its client (canary_route.go);
 //   - the edge opens a View of the breakers to refuse a model whose every
 //     provider is open (View.AllOpen), and a TenantLimiter for the
 //     per-tenant request limits;

@@ -41,17 +41,19 @@
 // call dropped, and the job reads the stream as a redelivery does.
 //
 // The job then runs the attempt loop (loop.go): it walks the request's
-// route of providers and models (provider.Catalog.Route), retries transient
-// failures with full-jitter backoff (package backoff), falls back along the
-// route when a model or provider has spent its retries, and continues after
-// every failure the text already published (earlier owners' included), in
-// prefill or prompt mode, in prompt mode stripping a repeat at the seam
-// (overlap.go), so the client sees one answer. The first chunk of every
-// attempt after the first names its seam, provider, model and attempt. A
-// Gate is asked before each call and told each outcome once: the seam for
-// cluster-wide breakers and quotas. API keys rotate: a refused key is
-// replaced by the next at once, and key files are re-read when they change
-// and on Reload (SIGHUP); the ring itself is package apikeys.
+// route of providers and models (provider.Catalog.Route), retries
+// transient failures with full-jitter backoff (package backoff), falls
+// back along the route when a model or provider has spent its retries, and
+// continues after every failure the text already published (earlier
+// owners' included), in prefill or prompt mode, in prompt mode stripping a
+// repeat at the seam (overlap.go), so the client sees one answer. The
+// first chunk of every attempt after the first names its seam, provider,
+// model and attempt. A Gate is asked before each call and told each
+// outcome once: the seam for cluster-wide breakers and quotas. A gate that
+// orders routes (canary routing) is also told how each stream ended for
+// its client (judge.go). API keys rotate: a refused key is replaced by the
+// next at once, and key files are re-read when they change and on Reload
+// (SIGHUP); the ring itself is package apikeys.
 //
 // Every stream ends with one end frame: done (the provider finished),
 // incomplete (text was published, then the loop gave up), failed (nothing

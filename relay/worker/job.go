@@ -73,6 +73,9 @@ type job struct {
 	// provider and model are those of the latest attempt; model is what the
 	// provider said it ran.
 	provider, model string
+	// routed is where the stream went, once serve walked a route
+	// (judge.go).
+	routed *routed
 	// stats feeds the metrics and the "job finished" line (observe.go).
 	stats jobStats
 	// trace is the job's span and what its attempts' spans need (tracing.go).
@@ -221,6 +224,7 @@ func (j *job) end(out outcome) {
 		return
 	}
 	j.ack()
+	j.judge(f.Status)
 	level := slog.LevelInfo
 	if out.err != nil && out.class != upstream.RequestFault && out.class != upstream.Canceled {
 		// The client's own mistakes and cancellations are not the relay's

@@ -41,7 +41,10 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 		seam = wire.SeamTakeover
 	}
 	limit, limited := tokenLimit(j.req.Body)
-	for i := 0; ; {
+	i := 0
+	// Whichever way the loop ends, the stream ended on candidate i.
+	defer func() { j.routed = &routed{first: route[0], last: route[i]} }()
+	for {
 		if limited && j.tokensOut >= limit {
 			// The answer has every token the client allowed: a provider
 			// would have stopped here with the same reason.

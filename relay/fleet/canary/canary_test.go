@@ -73,6 +73,64 @@ func TestAbortNeedsTheMinimumSample(t *testing.T) {
 	})
 }
 
+// Every call of the canary succeeds, but 3 of its 200 streams ended failed
+// or incomplete for their clients (1.5%): the ramp aborts on the
+// client-visible rate, and the event gives both figures with their counts.
+func TestAbortOnClientVisibleFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{Provider: "new", Steps: []float64{50, 100}, Hold: time.Hour, MinSample: 200}
+		s, _, _ := Next(State{}, cfg, "m", time.Now(), Counts{})
+		// Fewer streams than the minimum sample: not judged yet, even with
+		// enough calls.
+		s, ev, _ := Next(s, cfg, "m", time.Now(), Counts{Calls: 400, Streams: 199, Failed: 3})
+		if ev != nil || s.Phase != Ramping {
+			t.Fatalf("aborted on %d streams: %+v", s.StepCounts().Streams, s)
+		}
+		s, ev, _ = Next(s, cfg, "m", time.Now(), Counts{Calls: 402, Streams: 200, Failed: 3})
+		if ev == nil || s.Phase != Aborted || s.Weight != 0 {
+			t.Fatalf("not aborted at 1.5%% of 200 streams: %+v", s)
+		}
+		want := "50% -> 0% (aborted; upstream calls 0/402 (0.00%) failed, client streams 3/200 (1.50%) failed or incomplete): " +
+			"client-visible stream failure rate 1.50% over 0.50% at 50%"
+		if got := ev.String(); !strings.HasSuffix(got, want) {
+			t.Fatalf("event %q\nwant it to end in %q", got, want)
+		}
+	})
+}
+
+// A step that both rates keep under the threshold moves on, and its event
+// carries both figures too.
+func TestStepEventCarriesBothFigures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{Provider: "new", Steps: []float64{50, 100}, Hold: time.Minute, MinSample: 200}
+		s, _, _ := Next(State{}, cfg, "m", time.Now(), Counts{Calls: 10, Errors: 5, Streams: 7, Failed: 2})
+		time.Sleep(time.Minute)
+		s, ev, _ := Next(s, cfg, "m", time.Now(), Counts{Calls: 1010, Errors: 9, Streams: 1007, Failed: 6})
+		if ev == nil || s.Phase != Ramping || s.Weight != 100 {
+			t.Fatalf("did not move on at 0.4%% of calls and streams: %+v", s)
+		}
+		want := "50% -> 100% (ramping; upstream calls 4/1000 (0.40%) failed, client streams 4/1000 (0.40%) failed or incomplete): step held 1m0s"
+		if got := ev.String(); !strings.HasSuffix(got, want) {
+			t.Fatalf("event %q\nwant it to end in %q", got, want)
+		}
+		if s.StepCounts() != (Counts{}) {
+			t.Fatalf("the new step starts with counts %+v", s.StepCounts())
+		}
+	})
+}
+
+// Counts that went back (a coordinator with fresh totals) restart the
+// step's counting, streams as well as calls.
+func TestCountsThatWentBackRebase(t *testing.T) {
+	cfg := Config{Provider: "new", Steps: []float64{50, 100}, Hold: time.Hour, MinSample: 10}
+	now := time.Now()
+	s, _, _ := Next(State{}, cfg, "m", now, Counts{Calls: 100, Streams: 100, Failed: 50})
+	s, ev, _ := Next(s, cfg, "m", now, Counts{Calls: 100, Streams: 20})
+	if ev != nil || s.Phase != Ramping || s.StepCounts() != (Counts{}) {
+		t.Fatalf("after the counts went back: %+v, event %v", s, ev)
+	}
+}
+
 func TestPickFollowsTheWeight(t *testing.T) {
 	for _, w := range []float64{0, 1, 10, 50, 100} {
 		n := 0

@@ -36,7 +36,8 @@ func TenantToken(key string) string {
 func IsTokens(key string) bool { return strings.HasSuffix(key, SuffixTPM) }
 
 // Calls counts one node's calls of one provider and model since it
-// started: the canary's error rate and the health's recent failures are
+// started, and the streams it ended that the provider was the canary of:
+// the canary's failure rates and the health's recent failures are
 // computed from their differences.
 type Calls struct {
 	// Calls were admitted; Failures of them ended with a failure verdict;
@@ -46,6 +47,11 @@ type Calls struct {
 	Failures int64 `json:"failures"`
 	Refused  int64 `json:"refused"`
 	Open     int64 `json:"open,omitempty"`
+	// Streams are the streams routed to this canary first that the node
+	// ended, the cancelled ones aside; StreamFailures of them ended failed
+	// or incomplete for the client on the canary (canary.Counts).
+	Streams        int64 `json:"streams,omitempty"`
+	StreamFailures int64 `json:"stream_failures,omitempty"`
 	// LastFailure is when the last failure ended, LastError its class.
 	LastFailure time.Time `json:"last_failure,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
