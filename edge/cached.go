@@ -12,11 +12,11 @@ import (
 // A worker that finds no provider able to take a request may answer it
 // with an identical earlier request's answer, kept by the model's cache
 // (wire "Cached answers"); it marks every frame of it (wire.Frame.Cached).
-// A client always learns it: relay.status is "cached" in each chunk and in
-// the end (the answer is finished: finish_reason says how), and the
-// response carries X-Relay-Cache: hit when its head goes after the first
-// frame (every whole completion; a streamed one whose first frame came
-// within the head's hold, first_frame.go).
+// A client learns it: relay.status is "cached" in each chat chunk and in
+// the end (the answer is finished: finish_reason says how), and in every
+// dialect the response carries X-Relay-Cache: hit when its head goes
+// after the first frame (every whole answer; a streamed one whose first
+// frame came within the head's hold, first_frame.go).
 
 // HeaderCache is "hit" on a response that serves an answer from the cache.
 const HeaderCache = "X-Relay-Cache"

@@ -22,7 +22,8 @@ func cachedAnswer(n int) script {
 
 // An answer the worker replayed from the cache says so: X-Relay-Cache: hit
 // on the response, relay.status "cached" in every chunk and in the end of
-// a stream, and in a whole completion; a fresh answer has neither.
+// a stream, and in a whole completion; the Responses and Messages
+// dialects send the header. A fresh answer has neither.
 func TestCachedAnswerIsMarked(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker(&worker{script: cachedAnswer(3)})
@@ -50,6 +51,17 @@ func TestCachedAnswerIsMarked(t *testing.T) {
 	for _, ev := range events {
 		if c := decodeChunk(t, ev.Data); c.Relay.Status != statusCached {
 			t.Errorf("event %s: relay.status %q, want cached", ev.ID, c.Relay.Status)
+		}
+	}
+
+	for path, body := range map[string]string{
+		"/v1/responses": `{"model":"` + testModel + `","input":"cached"}`,
+		"/v1/messages":  `{"model":"` + testModel + `","max_tokens":100,"messages":[{"role":"user","content":"cached"}]}`,
+	} {
+		res := do(t, http.MethodPost, edge.url+path, body, http.Header{"Content-Type": {"application/json"}})
+		readAll(t, res)
+		if res.StatusCode != http.StatusOK || res.Header.Get(HeaderCache) != "hit" {
+			t.Errorf("%s: %d, %s %q, want hit", path, res.StatusCode, HeaderCache, res.Header.Get(HeaderCache))
 		}
 	}
 
