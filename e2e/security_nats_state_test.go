@@ -48,6 +48,7 @@ func TestNATSPermissionsSharedStateOwnedKeys(t *testing.T) {
 		meta        = kvKey{wire.MetaBucket, wire.NewStreamID()}
 		idempotency = kvKey{wire.IdempotencyBucket, "probe"}
 		handover    = kvKey{wire.HandoverBucket, "probe"}
+		answer      = kvKey{wire.AnswerBucket, "probe"}
 	)
 	for _, c := range []struct {
 		role      string
@@ -60,7 +61,7 @@ func TestNATSPermissionsSharedStateOwnedKeys(t *testing.T) {
 	}{
 		{
 			role:      "edge",
-			forbidden: []kvKey{breaker, modelBrk, pause, workDemand, share, limits, canary, lease, health, handover},
+			forbidden: []kvKey{breaker, modelBrk, pause, workDemand, share, limits, canary, lease, health, handover, answer},
 			owned:     []kvKey{meta, idempotency, {wire.QuotaBucket, fleet.DemandKey("edge", "edge-unused")}},
 		},
 		{
@@ -68,12 +69,12 @@ func TestNATSPermissionsSharedStateOwnedKeys(t *testing.T) {
 			forbidden: []kvKey{lease, meta, idempotency, edgeDemand, share, limits, canary, health},
 			owned: []kvKey{
 				{wire.BreakerBucket, wire.ScopeKey("unused", "")}, {wire.PauseBucket, wire.ScopeKey("unused", "m")},
-				{wire.QuotaBucket, fleet.DemandKey("worker", "worker-unused")}, handover,
+				{wire.QuotaBucket, fleet.DemandKey("worker", "worker-unused")}, handover, answer,
 			},
 		},
 		{
 			role:      "coordinator",
-			forbidden: []kvKey{pause, meta, idempotency, edgeDemand, workDemand, {wire.LeaseBucket, "other"}},
+			forbidden: []kvKey{pause, meta, idempotency, edgeDemand, workDemand, {wire.LeaseBucket, "other"}, answer},
 			owned: []kvKey{
 				{wire.BreakerBucket, wire.ScopeKey("unused", "")}, {wire.HealthBucket, "unused"},
 				{wire.QuotaBucket, fleet.ShareKey("unused")}, {wire.CanaryBucket, "unused"}, handover,

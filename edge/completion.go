@@ -34,6 +34,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origi
 		setRetryAfter(w, endError(end.Frame)) // admission.go
 		writeJSON(w, endError(end.Frame).Status, o.view.failure(end))
 	default:
+		markCached(w, []chunklog.Entry{end}) // cached.go
 		writeJSON(w, http.StatusOK, acc.object(o.view, end))
 	}
 	return false

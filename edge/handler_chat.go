@@ -44,6 +44,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	case gone:
 		left()
 	case !answered:
+		markCached(w, o.read) // cached.go
 		s.serveSSE(w, r, o, left)
 	}
 }

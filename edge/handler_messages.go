@@ -55,6 +55,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	case gone:
 		left()
 	case !answered:
+		markCached(w, o.read) // cached.go
 		s.serveEvents(w, r, o, left, newMessageEvents(o.view, -1))
 	}
 }
@@ -79,6 +80,7 @@ func (s *Server) serveMessage(w http.ResponseWriter, r *http.Request, o origin) 
 		return false
 	}
 	m.finish(nil, end.Frame)
+	markCached(w, []chunklog.Entry{end}) // cached.go
 	writeJSON(w, http.StatusOK, m.message())
 	return false
 }

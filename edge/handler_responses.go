@@ -3,6 +3,7 @@ package edge
 import (
 	"net/http"
 
+	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -49,6 +50,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		case gone:
 			left()
 		case !answered:
+			markCached(w, o.read) // cached.go
 			s.serveEvents(w, r, o, left, newResponseEvents(o.view, -1))
 		}
 	case req.background:
@@ -89,6 +91,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, o origin)
 		writeError(w, endError(end.Frame))
 		return false
 	}
+	markCached(w, []chunklog.Entry{end}) // cached.go
 	writeJSON(w, http.StatusOK, resp)
 	return false
 }

@@ -117,6 +117,9 @@ type chunkRelay struct {
 	Model    string    `json:"model"`
 	Attempt  int       `json:"attempt"`
 	Seam     wire.Seam `json:"seam,omitempty"`
+	// Status is "cached" in the chunks of an answer replayed from the
+	// cache (cached.go), and absent otherwise.
+	Status wire.Status `json:"status,omitempty"`
 	// LogprobsGap says that logprobs are missing before or in this chunk
 	// (wire.Frame.LogprobsGap).
 	LogprobsGap bool `json:"logprobs_gap,omitempty"`
@@ -195,6 +198,7 @@ func (v view) chunk(e chunklog.Entry) chunkObject {
 			Model:       f.Model,
 			Attempt:     f.Attempt,
 			Seam:        f.Seam,
+			Status:      relayStatus(f),
 			LogprobsGap: f.LogprobsGap,
 
 			ResumeToken: v.resumeToken,
@@ -222,7 +226,7 @@ func (v view) endRelay(e chunklog.Entry) endRelay {
 		StreamID: v.id,
 		Seq:      e.Frame.Seq,
 		Cursor:   cursorOf(e).String(),
-		Status:   e.Frame.Status,
+		Status:   relayStatus(e.Frame),
 		Attempts: e.Frame.Attempts,
 		Cost:     e.Frame.Cost,
 

@@ -35,6 +35,7 @@ models:
     max_retries_per_model: 2
     continuation: prefill
     price: {input_per_mtok: 2.5, output_per_mtok: 10}
+    cache: {mode: fallback, ttl: 36h, tenants: [acme]}
 worker:
   keys_poll_interval: 250ms
 `)
@@ -65,6 +66,10 @@ worker:
 	if got := strings.Join(steps, " "); got != "primary/big backup/big primary/small" {
 		t.Fatalf("route of big = %s", got)
 	}
+	if big, _ := cat.ModelSettings("big"); big.Cache.Mode != provider.CacheFallback || big.Cache.TTL != 36*time.Hour ||
+		!big.Cache.For("acme") || big.Cache.For("beta") {
+		t.Fatalf("cache of big = %+v", big.Cache)
+	}
 	big := cat.Route("big")[0]
 	if big.MaxRetries != 2 || big.Continuation != provider.Prefill || big.Price != (provider.Price{InputPerMTok: 2.5, OutputPerMTok: 10}) {
 		t.Fatalf("big on primary = %+v", big)
@@ -78,6 +83,7 @@ func TestRejectsBadModelsNamingTheKey(t *testing.T) {
 		{"unknown key in a model", providers + "models:\n  - name: m\n    prices: {}\n", "prices"},
 		{"bad retry", "providers:\n  - name: p\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n    retry: {base: 2s, cap: 1s}\n", "providers[0].retry.cap"},
 		{"unknown backup", "providers:\n  - name: p\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n    backup_providers: [q]\n", "providers[0].backup_providers[0]"},
+		{"bad cache mode", providers + "models:\n  - name: m\n    cache: {mode: always}\n", "models[0].cache.mode"},
 		{"unknown type", "providers:\n  - name: p\n    type: gemini\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n", "providers[0].type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,6 +40,9 @@ type Model struct {
 	// first, ramping the share through steps while its error rate stays
 	// low (relay/canary). Nil: none.
 	Canary *canary.Config `koanf:"canary"`
+	// Cache keeps the model's completed answers and serves them when no
+	// provider can answer (cache.go). Zero: off.
+	Cache Cache `koanf:"cache"`
 }
 
 // Fallback is one step of a model's fallback chain.
@@ -104,6 +107,9 @@ func (m Model) validate(key string, providers map[string]Config, served func(str
 		case !p.Serves(m.Name):
 			return fmt.Errorf("%s.canary.provider: %q does not serve %q", key, m.Canary.Provider, m.Name)
 		}
+	}
+	if err := m.Cache.validate(key + ".cache"); err != nil {
+		return err
 	}
 	return m.Price.validate(key + ".price")
 }

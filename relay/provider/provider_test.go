@@ -135,6 +135,9 @@ func TestCatalogRejectsBadRoutes(t *testing.T) {
 		{"fallback provider lacks model", ab, []Model{{Name: "m1", Fallbacks: []Fallback{{Model: "m2", Provider: "a"}}}}, "models[0].fallbacks[0].model: provider \"a\" does not serve"},
 		{"bad model continuation", ab, []Model{{Name: "m1", Continuation: "guess"}}, "models[0].continuation:"},
 		{"negative price", ab, []Model{{Name: "m1", Price: Price{OutputPerMTok: -1}}}, "models[0].price.output_per_mtok:"},
+		{"unknown cache mode", ab, []Model{{Name: "m1", Cache: Cache{Mode: "always"}}}, "models[0].cache.mode:"},
+		{"cache ttl past the bucket's", ab, []Model{{Name: "m1", Cache: Cache{Mode: CacheFallback, TTL: 8 * 24 * time.Hour}}}, "models[0].cache.ttl:"},
+		{"cache tenants without a mode", ab, []Model{{Name: "m1", Cache: Cache{Tenants: []string{"acme"}}}}, "models[0].cache.mode: required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewCatalog(tc.providers, tc.models...)

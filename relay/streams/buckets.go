@@ -41,6 +41,28 @@ func setupState(ctx context.Context, js jetstream.JetStream, t Topology, storage
 	return nil
 }
 
+// answerMarkerTTL is how long AnswerBucket keeps the marker of an entry
+// whose TTL ran out; per-key TTLs need markers on.
+const answerMarkerTTL = time.Minute
+
+// setupAnswers creates AnswerBucket: its entries carry their model's TTL
+// (jetstream.KeyTTL), within the bucket's age limit.
+func setupAnswers(ctx context.Context, js jetstream.JetStream, t Topology, storage jetstream.StorageType) error {
+	err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:         wire.AnswerBucket,
+		History:        1,
+		TTL:            wire.AnswerMaxTTL,
+		LimitMarkerTTL: answerMarkerTTL,
+		MaxBytes:       mibBytes(t.Storage.Answers),
+		Storage:        storage,
+		Replicas:       t.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("streams: bucket %s: %w", wire.AnswerBucket, err)
+	}
+	return nil
+}
+
 // OpenHandovers returns HandoverBucket, creating it if it is missing
 // (Setup does too). Roles that hand deliveries over call it at start.
 func OpenHandovers(ctx context.Context, js jetstream.JetStream, t Topology) (jetstream.KeyValue, error) {

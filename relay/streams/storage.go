@@ -32,6 +32,10 @@ type StorageLimits struct {
 	// State caps each bucket of shared provider state, and
 	// relay_handovers: a few records per provider, model and node.
 	State int64 `koanf:"state"`
+	// Answers caps relay_answers, the answers kept for models whose cache
+	// is on (wire.AnswerBucket); when full, no new answer is kept until
+	// entries expire.
+	Answers int64 `koanf:"answers"`
 }
 
 // Default limits, in MiB: about 3 GiB in all, per replica, which must
@@ -51,6 +55,7 @@ const (
 	DefaultMetadataMiB    = 512
 	DefaultIdempotencyMiB = 128
 	DefaultStateMiB       = 16
+	DefaultAnswersMiB     = 128
 )
 
 // withDefaults fills zero fields.
@@ -65,6 +70,7 @@ func (l StorageLimits) withDefaults() StorageLimits {
 	def(&l.Metadata, DefaultMetadataMiB)
 	def(&l.Idempotency, DefaultIdempotencyMiB)
 	def(&l.State, DefaultStateMiB)
+	def(&l.Answers, DefaultAnswersMiB)
 	return l
 }
 
@@ -73,7 +79,7 @@ func (l StorageLimits) validate(prefix string) error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"requests", l.Requests}, {"chunks", l.Chunks}, {"metadata", l.Metadata}, {"idempotency", l.Idempotency}, {"state", l.State}} {
+	}{{"requests", l.Requests}, {"chunks", l.Chunks}, {"metadata", l.Metadata}, {"idempotency", l.Idempotency}, {"state", l.State}, {"answers", l.Answers}} {
 		if f.v < -1 {
 			return fmt.Errorf("%s.%s: %d MiB is neither a size nor -1 (no limit)", prefix, f.name, f.v)
 		}

@@ -157,6 +157,9 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if _, err := OpenHandovers(ctx, js, t); err != nil {
 		return err
 	}
+	if err := setupAnswers(ctx, js, t, storage); err != nil {
+		return err
+	}
 	return setupState(ctx, js, t, storage)
 }
 

@@ -123,6 +123,10 @@ type Frame struct {
 	// that an edge can tell the part of its own time to first token that
 	// the relay added (relay_edge_relay_added_ttft_seconds).
 	UpstreamTTFTMS int64 `json:"upstream_ttft_ms,omitempty"`
+	// Cached marks the chunks and the end frame of an answer replayed from
+	// AnswerBucket rather than generated for this stream, so that no
+	// client takes a kept answer for a fresh one.
+	Cached bool `json:"cached,omitempty"`
 
 	// Worker identifies the claiming worker (claim frames).
 	Worker string `json:"worker,omitempty"`

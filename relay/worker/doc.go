@@ -60,6 +60,12 @@
 // was published) or cancelled (by the client), with the usage of every
 // call, its cost and the number of calls.
 //
+// A model whose cache is on (provider.Cache) keeps each answer that ended
+// done, per tenant, in wire.AnswerBucket; a request that would end failed
+// because no provider could take it is answered from there instead, if an
+// identical one was kept (in prefer mode, a temperature-0 request before
+// any call), every frame marked Cached (answer_cache.go).
+//
 // Besides generations, a worker serves the requests edges forward without
 // a durable stream (/v1/embeddings, /v1/completions; forward.go): one of
 // the queue group on wire.ForwardSubject takes each, up to max_inflight at

@@ -42,7 +42,7 @@ func (j *job) runFirst() bool {
 		}
 		claim.done(err)
 	}()
-	out := j.serve(ctx, false)
+	out := j.answer(ctx, false)
 	err := claim.wait()
 	j.firstClaim = nil
 	switch {

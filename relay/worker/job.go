@@ -146,7 +146,7 @@ func (j *job) run() {
 		j.end(outcome{err: errCancelled, class: upstream.Canceled})
 		return
 	}
-	j.end(j.serve(j.callCtx, h.seq > 0))
+	j.end(j.answer(j.callCtx, h.seq > 0))
 }
 
 // freshFor is how long a first delivery may have waited in the queue and
@@ -204,8 +204,11 @@ func claimFrame(worker string) wire.Frame {
 // end appends the terminal frame for out and acknowledges the request. A
 // job that lost the stream abandons it; one stopped for a handover hands
 // it over; one whose client cancelled it ends it cancelled, unless the
-// answer was finished anyway.
+// answer was finished anyway. A request no provider could take may be
+// answered from the cache first, and a finished answer is kept there
+// (answer_cache.go).
 func (j *job) end(out outcome) {
+	out = j.orKept(out)
 	cause := context.Cause(j.callCtx)
 	switch {
 	case out.logErr != nil:
@@ -232,6 +235,7 @@ func (j *job) end(out outcome) {
 		level = slog.LevelWarn
 	}
 	j.report(level, string(f.Status), out.err)
+	j.keep(f)
 }
 
 // abandon leaves the stream without a terminal frame and without acking.

@@ -16,10 +16,12 @@ import (
 //   - logErr != nil: the chunk log refused a frame; with chunklog.ErrFenced
 //     another worker owns the stream now;
 //   - err != nil: the provider or the request failed, as class says;
-//   - otherwise the provider finished the answer with finishReason.
+//   - otherwise the provider finished the answer with finishReason, or
+//     the answer was replayed from the cache (cached; answer_cache.go).
 type outcome struct {
 	finishReason string
 	stopSequence string
+	cached       bool
 	err          error
 	class        upstream.Class
 	logErr       error
@@ -80,7 +82,7 @@ func (j *job) endFrame(out outcome) wire.Frame {
 	f := wire.Frame{Kind: wire.KindEnd, Usage: j.usage, Cost: j.cost, Attempts: j.attempts}
 	switch {
 	case out.err == nil:
-		f.Status, f.FinishReason, f.StopSequence = wire.StatusDone, out.finishReason, out.stopSequence
+		f.Status, f.FinishReason, f.StopSequence, f.Cached = wire.StatusDone, out.finishReason, out.stopSequence, out.cached
 	case errors.Is(out.err, errCancelled):
 		f.Status = wire.StatusCancelled
 		f.Error = &wire.Error{

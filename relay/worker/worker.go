@@ -110,6 +110,8 @@ type Worker struct {
 	appendRetry                     time.Duration
 
 	jobs *inflight
+	// answers is the cache of answers (answer_cache.go).
+	answers *answerCache
 	// meta and handovers are set by Run: the stream metadata (read for
 	// a cancellation) and the handover records.
 	meta, handovers jetstream.KeyValue
@@ -195,6 +197,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		drainTimeout:    cfg.DrainTimeout,
 		appendRetry:     cfg.AppendRetry,
 		jobs:            newInflight(),
+		answers:         &answerCache{js: deps.JS},
 		draining:        make(chan struct{}),
 		done:            make(chan struct{}),
 	}, nil
