@@ -88,13 +88,14 @@ func (r *Ring) pending() []string {
 }
 
 // record keeps the result of a check of key, unless the key left the ring
-// meanwhile or a call verified it, and returns the key's status with its
-// state before. ok is false when nothing was recorded.
+// meanwhile or a call verified it, and returns the key's status with the
+// state of its previous check ("" for none). ok is false when nothing was
+// recorded.
 func (r *Ring) record(key string, res Result) (st KeyStatus, before State, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i := slices.Index(r.keys, key)
-	before = r.state(key)
+	before = r.checks[key].State
 	if i < 0 || before == Verified && res.State != Verified {
 		return KeyStatus{}, before, false
 	}

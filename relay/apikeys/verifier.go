@@ -36,7 +36,8 @@ type Verifier struct {
 
 // NewVerifier returns a verifier of ring's keys that checks a key with
 // check (Check, bound to the provider) and tells report every result, with
-// the key's state before it, so the owner logs and counts them.
+// the state the key's previous check found ("" for none), so the owner
+// logs and counts them.
 func NewVerifier(ring *Ring, check func(ctx context.Context, key string) Result, report func(st KeyStatus, before State)) *Verifier {
 	return &Verifier{Backoff: backoff.Backoff{Config: defaultRecheck}, ring: ring, check: check, report: report, ready: make(chan struct{})}
 }
