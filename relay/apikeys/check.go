@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/relaydev/relay/relay/provider"
@@ -48,4 +49,24 @@ func Check(ctx context.Context, hc *http.Client, p provider.Config, key string) 
 		res.State, res.Reason = Unchecked, "cannot check: GET /models answered "+status
 	}
 	return res
+}
+
+// CheckAll checks every key of provider p once, each call bounded by
+// timeout, and describes them in order, without the keys: what `relay
+// keys check` prints. The keys of an api_keys_file are read now; an error
+// says the file could not be read.
+func CheckAll(ctx context.Context, hc *http.Client, p provider.Config, timeout time.Duration) ([]KeyStatus, error) {
+	r, err := NewRing(p)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	keys := slices.Clone(r.keys)
+	r.mu.Unlock()
+	for _, k := range keys {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		r.record(k, Check(cctx, hc, p, k))
+		cancel()
+	}
+	return r.Status(), nil
 }

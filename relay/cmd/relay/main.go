@@ -9,6 +9,8 @@
 //	relay mock-upstream  the fake OpenAI-compatible provider
 //	relay status         the cluster's breakers, health, quotas and canaries,
 //	                     fetched from an edge (--edge URL)
+//	relay keys check     check the providers' API keys (--provider NAME):
+//	                     one line per key, fails if one is not verified
 //	relay version        print the version
 //
 // Every role takes --config FILE (YAML; repeated, later files override
@@ -68,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return nil
 		case "status":
 			return runStatus(args, stdout, stderr)
+		case "keys":
+			return runKeys(args, stdout, stderr) // keys.go
 		}
 		usage(stderr)
 		return fmt.Errorf("unknown subcommand %q", sub)
@@ -182,6 +186,8 @@ subcommands:
   mock-upstream  the fake OpenAI-compatible provider (fault injection)
   status         print the cluster's breakers, health, quotas and canaries,
                  read from an edge (--edge http://host:port)
+  keys check     check the providers' API keys from the configuration
+                 (--provider NAME); fails if one is not verified
   version        print the version
 `)
 }
