@@ -51,7 +51,10 @@
 // Gate is asked before each call and told each outcome once: the seam for
 // cluster-wide breakers and quotas. API keys rotate: a refused key is
 // replaced by the next at once, and key files are re-read when they change
-// and on Reload (SIGHUP); the ring itself is package apikeys.
+// and on Reload (SIGHUP); the ring itself is package apikeys. Each key is
+// checked before it takes traffic (keycheck.go): a refused key is
+// reported and set aside, an unverified one waits while a verified one
+// serves.
 //
 // Every stream ends with one end frame: done (the provider finished),
 // incomplete (text was published, then the loop gave up), failed (nothing
