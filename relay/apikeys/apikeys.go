@@ -139,9 +139,9 @@ func (r *Ring) usable() (string, bool) {
 // any case if force is set, and reports whether the keys changed. New keys
 // come with a clean slate: refusals are forgotten, as a rotation may have
 // fixed them; the keys that stay keep their checks, the new ones wait for
-// theirs (the Verifier is woken). A file that cannot be read or holds no key leaves the keys
-// as they were, so a half-written file cannot take them away (write it
-// elsewhere and rename it over the old one).
+// theirs (the Verifier is woken). A file that cannot be read or holds no
+// key leaves the keys as they were, so a half-written file cannot take
+// them away (write it elsewhere and rename it over the old one).
 func (r *Ring) Reload(force bool) (changed bool, err error) {
 	fi, err := os.Stat(r.file)
 	if err != nil {

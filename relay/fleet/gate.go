@@ -266,9 +266,9 @@ func (g *SharedGate) transition(key string, f func(cur breaker.State) (breaker.S
 // stateWriteTimeout bounds one write of shared state.
 const stateWriteTimeout = 5 * time.Second
 
-// ReportKeys makes the gate add keys' answer, the checks of the worker's
-// provider API keys, to its quota reports, which GET /v1/relay/status
-// reads. The worker calls it once, before the gate runs.
+// ReportKeys has the gate add what keys returns, the checks of the
+// worker's provider API keys, to its quota reports, which GET
+// /v1/relay/status reads. The worker calls it once, before the gate runs.
 func (g *SharedGate) ReportKeys(keys func() map[string][]quota.APIKey) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -3,8 +3,11 @@ package fleet
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/relaydev/relay/relay/fleet/quota"
+	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 func TestKeysOfShowsTheWorstAWorkerSaw(t *testing.T) {
@@ -27,4 +30,17 @@ func TestKeysOfShowsTheWorstAWorkerSaw(t *testing.T) {
 	if got := keysOf(reports); !reflect.DeepEqual(got, want) {
 		t.Fatalf("keysOf = %+v\nwant %+v", got, want)
 	}
+}
+
+// A worker's key checks reach the status through its gate's quota report.
+func TestSharedGateReportsKeysToStatus(t *testing.T) {
+	g, js := sharedGate(t, provider.Config{})
+	g.ReportKeys(func() map[string][]quota.APIKey {
+		return map[string][]quota.APIKey{"p": {{Index: 0, Fingerprint: "sha256:abc", State: "failed", Reason: "refused: HTTP 401 Unauthorized"}}}
+	})
+	relaytest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool {
+		st, err := ReadStatus(t.Context(), js)
+		return err == nil && len(st.Keys) == 1 && st.Keys[0] == KeyStatus{Provider: "p", Fingerprint: "sha256:abc", State: "failed",
+			Reason: "refused: HTTP 401 Unauthorized", Workers: 1}
+	})
 }
