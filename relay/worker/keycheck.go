@@ -24,9 +24,10 @@ type keyReporter interface {
 }
 
 // checkKeys starts a Verifier for every provider whose keys are checked
-// (verify_keys), on bg until ctx ends, and waits until each has checked
-// its keys once or keyCheckWait passed.
-func (w *Worker) checkKeys(ctx context.Context, bg *sync.WaitGroup) {
+// (verify_keys), on bg until bgCtx ends, and waits until each has checked
+// its keys once, keyCheckWait passed, or the worker stops (ctx ends or a
+// drain starts).
+func (w *Worker) checkKeys(ctx, bgCtx context.Context, bg *sync.WaitGroup) {
 	hc := w.upstream.HTTPClient
 	if hc == nil {
 		hc = http.DefaultClient
@@ -38,15 +39,19 @@ func (w *Worker) checkKeys(ctx context.Context, bg *sync.WaitGroup) {
 		if !r.Verifies() || r.Count() == 0 {
 			continue
 		}
-		check := func(ctx context.Context, key string) apikeys.Result { return apikeys.Check(ctx, hc, p, key) }
+		check := func(cctx context.Context, key string) apikeys.Result { return apikeys.Check(cctx, hc, p, key) }
 		v := apikeys.NewVerifier(r, check, w.keyChecked(p, r))
 		verifiers = append(verifiers, v)
-		bg.Go(func() { v.Run(ctx) })
+		bg.Go(func() { v.Run(bgCtx) })
 	}
 	deadline := time.After(keyCheckWait)
 	for _, v := range verifiers {
 		select {
 		case <-v.Ready():
+		case <-ctx.Done():
+			return
+		case <-w.draining:
+			return
 		case <-deadline:
 			w.logger.Info("api keys still being checked; the unverified ones serve meanwhile", "waited", keyCheckWait)
 			return

@@ -306,7 +306,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	// Keys are checked before they take traffic (keycheck.go).
-	w.checkKeys(bgCtx, &bg)
+	w.checkKeys(ctx, bgCtx, &bg)
 
 	var slots sync.WaitGroup
 	for range w.maxInflight {
