@@ -22,7 +22,12 @@ func Test401OnFirstKeyUsesSecondKey(t *testing.T) {
 	sys := start(t, options{
 		Record: true,
 		Mock:   mockupstream.Config{Tokens: 20, TokenInterval: -1, APIKeys: []string{"key-2"}},
-		Tune:   withFastRetry(func(cfg *config.Config) { cfg.Providers[0].APIKeys = []string{"key-1", "key-2"} }),
+		// A refusal at run time: key-1 is not checked first (that is
+		// resilience_keycheck_test.go).
+		Tune: withFastRetry(func(cfg *config.Config) {
+			cfg.Providers[0].APIKeys = []string{"key-1", "key-2"}
+			cfg.Providers[0].VerifyKeys = new(false)
+		}),
 	})
 	const content = "Hello"
 	a := ask(t, sys.Edge, "mock-1", content)

@@ -66,6 +66,7 @@ func (s *Server) operatorOnly(h http.HandlerFunc) http.HandlerFunc {
 // names of nodes (host and pid).
 func tenantStatus(st fleet.Status, tenant string) fleet.Status {
 	st.Coordinator = wire.Lease{}
+	st.Keys = []fleet.KeyStatus{} // the relay's own provider keys
 	for i := range st.Breakers {
 		st.Breakers[i].ProbeBy = ""
 	}

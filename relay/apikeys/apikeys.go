@@ -3,16 +3,24 @@
 // probes. Sharing one Ring type keeps both on the same key after a refusal
 // or a rotation, so a probe never judges a provider with a key the traffic
 // no longer uses.
+//
+// A worker also verifies each key before it takes traffic (Verifier, with
+// Check): a key the provider refuses is never used while another is not
+// refused, and a key not yet verified waits while a verified one serves.
+// A check that cannot tell (the provider down) leaves the key usable, so
+// an outage of the provider never makes the relay refuse its own keys.
 package apikeys
 
 import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/relaydev/relay/relay/provider"
 )
@@ -21,21 +29,28 @@ import (
 // A key the provider refuses is set aside, so later calls start with the
 // next one; the keys of an api_keys_file are replaced by Reload, which its
 // owner calls when the file may have changed. A call keeps the key it
-// started with, so a rotation never disturbs a stream in flight.
+// started with, so a rotation never disturbs a stream in flight. The
+// results of the keys' checks (check.go) decide which key a call takes
+// (Key).
 type Ring struct {
-	file string // "" when the keys come from api_keys
+	file   string // "" when the keys come from api_keys
+	verify bool   // the keys are checked (verify_keys)
+	// changed wakes the Verifier: keys were added, or a recheck asked.
+	changed chan struct{}
 
 	mu       sync.Mutex
 	keys     []string
 	rejected map[string]bool
-	read     os.FileInfo // of the file as last read; nil before
-	lastErr  string      // of the last reload, "" after a good one
+	checks   map[string]Result // by key; none yet: Pending
+	read     os.FileInfo       // of the file as last read; nil before
+	lastErr  string            // of the last reload, "" after a good one
 }
 
 // NewRing returns the ring of provider p, with the keys of its
 // api_keys_file read at once.
 func NewRing(p provider.Config) (*Ring, error) {
-	r := &Ring{file: p.APIKeysFile, keys: slices.Clone(p.APIKeys), rejected: map[string]bool{}}
+	r := &Ring{file: p.APIKeysFile, verify: p.VerifiesKeys(), changed: make(chan struct{}, 1),
+		keys: slices.Clone(p.APIKeys), rejected: map[string]bool{}, checks: map[string]Result{}}
 	if r.file != "" {
 		if _, err := r.Reload(true); err != nil {
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
@@ -44,14 +59,23 @@ func NewRing(p provider.Config) (*Ring, error) {
 	return r, nil
 }
 
-// Key returns the key a new call uses: the first one not set aside. When
-// every key was refused it returns the first anyway, as the refusals may be
-// stale and there is nothing better; "" when there are no keys.
+// Key returns the key a new call uses: the first verified key not set
+// aside, else the first one not set aside whose check did not fail. When
+// every key was refused it returns the first whose check did not fail, as
+// the refusals may be stale, and when every check failed, the first key:
+// a check can be wrong (a key the provider has not activated yet, a key
+// without the right to list models), and refusing every key would make
+// the provider unusable for sure. "" when there are no keys.
 func (r *Ring) Key() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if k, ok := r.usable(); ok {
 		return k
+	}
+	for _, k := range r.keys {
+		if r.state(k) != Failed {
+			return k
+		}
 	}
 	if len(r.keys) > 0 {
 		return r.keys[0]
@@ -79,29 +103,45 @@ func (r *Ring) Reject(key string) (next string, ok bool) {
 	return r.usable()
 }
 
-// Accept clears a refusal of key: a call with it succeeded.
+// Accept clears a refusal of key: a call with it succeeded, which also
+// verifies it.
 func (r *Ring) Accept(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.rejected, key)
+	if r.verify && slices.Contains(r.keys, key) && r.checks[key].State != Verified {
+		r.checks[key] = Result{State: Verified, Reason: "a call succeeded", At: time.Now()}
+	}
 }
 
-// usable returns the first key not set aside. r.mu must be held.
+// usable returns the first verified key not set aside, else the first key
+// not set aside whose check did not fail. r.mu must be held.
 func (r *Ring) usable() (string, bool) {
+	first := ""
 	for _, k := range r.keys {
-		if !r.rejected[k] {
+		if r.rejected[k] {
+			continue
+		}
+		switch r.state(k) {
+		case Verified:
 			return k, true
+		case Failed:
+		default:
+			if first == "" {
+				first = k
+			}
 		}
 	}
-	return "", false
+	return first, first != ""
 }
 
 // Reload re-reads the key file if it changed since it was last read, or in
 // any case if force is set, and reports whether the keys changed. New keys
 // come with a clean slate: refusals are forgotten, as a rotation may have
-// fixed them. A file that cannot be read or holds no key leaves the keys
-// as they were, so a half-written file cannot take them away (write it
-// elsewhere and rename it over the old one).
+// fixed them; the keys that stay keep their checks, the new ones wait for
+// theirs (the Verifier is woken). A file that cannot be read or holds no
+// key leaves the keys as they were, so a half-written file cannot take
+// them away (write it elsewhere and rename it over the old one).
 func (r *Ring) Reload(force bool) (changed bool, err error) {
 	fi, err := os.Stat(r.file)
 	if err != nil {
@@ -131,6 +171,8 @@ func (r *Ring) Reload(force bool) (changed bool, err error) {
 		return false, nil
 	}
 	r.keys, r.rejected = keys, map[string]bool{}
+	maps.DeleteFunc(r.checks, func(k string, _ Result) bool { return !slices.Contains(keys, k) })
+	r.wake()
 	return true, nil
 }
 

@@ -60,6 +60,8 @@ type SharedGate struct {
 	denied   map[string]int
 	calls    map[string]*quota.Calls
 	counts   map[string]int // transitions made, "from->to"
+	// keys returns the checks of the worker's API keys (ReportKeys).
+	keys func() map[string][]quota.APIKey
 }
 
 type scopeState struct {
@@ -264,10 +266,25 @@ func (g *SharedGate) transition(key string, f func(cur breaker.State) (breaker.S
 // stateWriteTimeout bounds one write of shared state.
 const stateWriteTimeout = 5 * time.Second
 
-// addToReport adds the worker's call counts and retry budgets to its quota
-// report.
+// ReportKeys has the gate add what keys returns, the checks of the
+// worker's provider API keys, to its quota reports, which GET
+// /v1/relay/status reads. The worker calls it once, before the gate runs.
+func (g *SharedGate) ReportKeys(keys func() map[string][]quota.APIKey) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.keys = keys
+}
+
+// addToReport adds the worker's call counts, retry budgets and key checks
+// to its quota report.
 func (g *SharedGate) addToReport(r *quota.Report) {
 	now := time.Now()
+	g.mu.Lock()
+	keys := g.keys
+	g.mu.Unlock()
+	if keys != nil {
+		r.Keys = keys()
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r.Calls = map[string]quota.Calls{}

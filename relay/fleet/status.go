@@ -28,6 +28,8 @@ type Status struct {
 	Health      []wire.Health   `json:"health"`
 	Quotas      QuotaStatus     `json:"quotas"`
 	Canaries    []canary.State  `json:"canaries"`
+	// Keys are the provider API keys as the workers checked them.
+	Keys []KeyStatus `json:"keys"`
 	// Errors name the parts that could not be read.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -107,7 +109,7 @@ func ParseScope(key string) (provider, model string) {
 // ReadStatus reads every shared bucket once through js, which may be a
 // region's view (reads are local).
 func ReadStatus(ctx context.Context, js jetstream.JetStream) (Status, error) {
-	st := Status{At: time.Now().UTC(), Breakers: []BreakerStatus{}, Pauses: []PauseStatus{}, Health: []wire.Health{}, Canaries: []canary.State{}}
+	st := Status{At: time.Now().UTC(), Breakers: []BreakerStatus{}, Pauses: []PauseStatus{}, Health: []wire.Health{}, Canaries: []canary.State{}, Keys: []KeyStatus{}}
 	st.Quotas = QuotaStatus{Limits: []LimitStatus{}, Retries: []RetryStatus{}, Nodes: []NodeStatus{}, Calls: []CallsStatus{}}
 	var errs []error
 	read := func(bucket string, each func(key string, value []byte) error) {
@@ -184,6 +186,7 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream) (Status, error) {
 		return nil
 	})
 	st.Quotas.fill(reports, shares)
+	st.Keys = keysOf(reports)
 	kv, err := js.KeyValue(ctx, wire.LeaseBucket)
 	if err == nil {
 		st.Coordinator, err = LeaseHolder(ctx, kv, wire.CoordinatorLeaseKey)

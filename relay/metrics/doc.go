@@ -32,6 +32,8 @@
 //	        relay_worker_fenced_total                          jobs whose write was fenced by a newer owner
 //	        relay_quota_wait_seconds{provider}                 waits at the gate (shared Retry-After, quotas)
 //	        relay_gate_refusals_total{provider}                calls the gate refused (breaker open)
+//	        relay_api_key_checks_total{provider,result}        checks of API keys before they take traffic
+//	        relay_api_keys{provider,state}                     API keys by the state of their check
 //	        relay_tokens_total{provider,model,tenant,direction} tokens in (prompt) and out (completion)
 //	        relay_cost_usd_total{provider,model,tenant}        cost, priced by the model's configured price
 //	breaker relay_breaker_state{provider,model,state}          1 for the breaker's current state, 0 for the others

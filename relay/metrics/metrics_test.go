@@ -342,3 +342,15 @@ func TestLint(t *testing.T) {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
 }
+
+func TestAPIKeys(t *testing.T) {
+	m, reg := newWorker(t)
+	moves(t, reg, "relay_api_key_checks_total", []string{"provider", "mock", "result", "failed"}, 1, func() { m.KeyChecked("mock", "failed") })
+	m.Keys("mock", map[string]int{"verified": 2, "failed": 1})
+	m.Keys("mock", map[string]int{"verified": 1})
+	for state, want := range map[string]float64{"verified": 1, "failed": 0, "pending": 0} {
+		if got := value(t, reg, "relay_api_keys", "provider", "mock", "state", state); got != want {
+			t.Errorf("relay_api_keys{state=%q} = %v, want %v", state, got, want)
+		}
+	}
+}

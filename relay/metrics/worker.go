@@ -22,6 +22,8 @@ type Worker struct {
 	refusals        *prometheus.CounterVec
 	tokens          *prometheus.CounterVec
 	cost            *prometheus.CounterVec
+	keyChecks       *prometheus.CounterVec
+	keys            *prometheus.GaugeVec
 }
 
 // NewWorker registers a worker's families with reg (nil: a private
@@ -62,6 +64,12 @@ func NewWorker(reg prometheus.Registerer, names Names) (*Worker, error) {
 		cost: counterVec(r, "relay_cost_usd_total",
 			"Cost in USD of the tokens the providers reported, by the models' configured prices.",
 			"provider", "model", "tenant"),
+		keyChecks: counterVec(r, "relay_api_key_checks_total",
+			"Checks of provider API keys before they take traffic, by result: verified, failed (refused by the provider), pending (the provider could not tell), unchecked (no model list to check with).",
+			"provider", "result"),
+		keys: gaugeVec(r, "relay_api_keys",
+			"The worker's provider API keys, by the state of their check (verified, failed, pending, unchecked).",
+			"provider", "state"),
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -75,6 +83,10 @@ func NewWorker(reg prometheus.Registerer, names Names) (*Worker, error) {
 		}
 	}
 	for p := range names.providers {
+		for _, st := range keyStates {
+			m.keyChecks.WithLabelValues(p, st)
+			m.keys.WithLabelValues(p, st)
+		}
 		m.quotaWait.WithLabelValues(p)
 		m.refusals.WithLabelValues(p)
 		for model := range names.models {
@@ -147,5 +159,22 @@ func (m *Worker) Usage(provider, model, tenant string, in, out int, cost float64
 	}
 	if cost > 0 {
 		m.cost.WithLabelValues(p, mo, t).Add(cost)
+	}
+}
+
+// keyStates are the states of a key's check (package apikeys).
+var keyStates = []string{"verified", "failed", "pending", "unchecked"}
+
+// KeyChecked counts a check of one of provider's API keys.
+func (m *Worker) KeyChecked(provider, result string) {
+	m.keyChecks.WithLabelValues(m.names.Provider(provider), result).Inc()
+}
+
+// Keys sets how many of provider's API keys are in each state; a state
+// not in byState has none.
+func (m *Worker) Keys(provider string, byState map[string]int) {
+	p := m.names.Provider(provider)
+	for _, st := range keyStates {
+		m.keys.WithLabelValues(p, st).Set(float64(byState[st]))
 	}
 }

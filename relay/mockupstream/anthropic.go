@@ -93,7 +93,7 @@ func (m messagesRequest) chatMessages() ([]Message, error) {
 
 // handleMessages answers POST /v1/messages.
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	s.stats.messagesRequest()
+	s.stats.messagesRequest(r)
 	w = &statusCounter{ResponseWriter: w, stats: s.stats}
 	if !s.authorizedAnthropic(w, r) {
 		return

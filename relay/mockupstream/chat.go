@@ -39,7 +39,7 @@ type reply struct {
 // times=K sees only requests that reached the model, and the faults decide
 // how, and whether, the answer goes out.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	s.stats.chatRequest()
+	s.stats.chatRequest(r)
 	w = &statusCounter{ResponseWriter: w, stats: s.stats}
 	if !s.authorized(w, r) {
 		return

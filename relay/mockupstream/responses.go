@@ -83,7 +83,7 @@ func responsesText(raw json.RawMessage) (string, error) {
 
 // handleResponses answers POST /v1/responses.
 func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
-	s.stats.responsesRequest()
+	s.stats.responsesRequest(r)
 	w = &statusCounter{ResponseWriter: w, stats: s.stats}
 	if !s.authorized(w, r) {
 		return

@@ -38,6 +38,13 @@ type Stats struct {
 	// Weather counts the faults the weather drew, by kind: rate_limited,
 	// cut, stall.
 	Weather map[string]int `json:"weather,omitempty"`
+	// ByKey counts the chat, messages and responses requests by the API
+	// key they sent (bearer or x-api-key; "" for none), refused ones
+	// included: a test sees which keys took traffic. These are the fake
+	// provider's keys, never real ones.
+	ByKey map[string]int `json:"by_key,omitempty"`
+	// ModelsByKey counts GET /v1/models, the relay's key check, by key.
+	ModelsByKey map[string]int `json:"models_by_key,omitempty"`
 }
 
 // stats is the live, locked version of Stats.
@@ -49,13 +56,15 @@ type stats struct {
 	traceParents   map[string][]string
 	requestIDs     map[string][]string
 	drawn          map[string]int // by weather
+	byKey, models  map[string]int // generation requests and model lists, by key
 
 	// The other dialects' requests, counted as chatRequests is.
 	messagesRequests, responsesRequests int
 }
 
 func newStats() *stats {
-	return &stats{byStatus: make(map[int]int), byConversation: make(map[string]int), traceParents: make(map[string][]string), requestIDs: make(map[string][]string), drawn: make(map[string]int)}
+	return &stats{byStatus: make(map[int]int), byConversation: make(map[string]int), traceParents: make(map[string][]string), requestIDs: make(map[string][]string), drawn: make(map[string]int),
+		byKey: make(map[string]int), models: make(map[string]int)}
 }
 
 func (s *stats) weather(kind string) {
@@ -64,10 +73,26 @@ func (s *stats) weather(kind string) {
 	s.drawn[kind]++
 }
 
-func (s *stats) chatRequest() {
+func (s *stats) chatRequest(r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.chatRequests++
+	s.byKey[presentedKey(r)]++
+}
+
+func (s *stats) modelsRequest(r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models[presentedKey(r)]++
+}
+
+// presentedKey is the API key r sent, as x-api-key or a bearer token.
+func presentedKey(r *http.Request) string {
+	if k := r.Header.Get("x-api-key"); k != "" {
+		return k
+	}
+	k, _ := bearer(r)
+	return k
 }
 
 // conversation counts a request of the conversation, with its
@@ -106,6 +131,12 @@ func (s *stats) snapshot() Stats {
 	st.RequestIDs = cloneLists(s.requestIDs)
 	if len(s.drawn) > 0 {
 		st.Weather = maps.Clone(s.drawn)
+	}
+	if len(s.byKey) > 0 {
+		st.ByKey = maps.Clone(s.byKey)
+	}
+	if len(s.models) > 0 {
+		st.ModelsByKey = maps.Clone(s.models)
 	}
 	return st
 }
@@ -146,16 +177,18 @@ func (c *statusCounter) Unwrap() http.ResponseWriter {
 	return c.ResponseWriter
 }
 
-func (s *stats) messagesRequest() {
+func (s *stats) messagesRequest(r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.messagesRequests++
+	s.byKey[presentedKey(r)]++
 }
 
-func (s *stats) responsesRequest() {
+func (s *stats) responsesRequest(r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.responsesRequests++
+	s.byKey[presentedKey(r)]++
 }
 
 // cloneLists copies m deeply; nil if it is empty.

@@ -47,6 +47,12 @@ type Config struct {
 	// re-reads it when it changes and on SIGHUP, so keys rotate without a
 	// restart. Exclusive with APIKeys.
 	APIKeysFile string `koanf:"api_keys_file"`
+	// VerifyKeys checks every key, at start and when it is added, with a
+	// call that costs no tokens (GET {base_url}/models) before it takes
+	// traffic: a key the provider refuses is reported and set aside, and a
+	// key not yet verified waits while a verified one serves (see package
+	// apikeys). Nil: true; false sends the keys unchecked.
+	VerifyKeys *bool `koanf:"verify_keys"`
 	// Models this provider serves, by the name clients use.
 	Models []string `koanf:"models"`
 	// BackupProviders are tried, in order, right after this provider for
@@ -151,6 +157,9 @@ func (c Config) Validate(key string) error {
 	}
 	return c.RetryBudget.Validate(key + ".retry_budget")
 }
+
+// VerifiesKeys is VerifyKeys with its default applied.
+func (c Config) VerifiesKeys() bool { return c.VerifyKeys == nil || *c.VerifyKeys }
 
 // Serves reports whether the provider lists model.
 func (c Config) Serves(model string) bool { return slices.Contains(c.Models, model) }

@@ -53,7 +53,9 @@
 // orders routes (canary routing) is also told how each stream ended for
 // its client (judge.go). API keys rotate: a refused key is replaced by the
 // next at once, and key files are re-read when they change and on Reload
-// (SIGHUP); the ring itself is package apikeys.
+// (SIGHUP); the ring itself is package apikeys. Each key is checked before
+// it takes traffic (keycheck.go): a refused key is reported and set
+// aside, an unverified one waits while a verified one serves.
 //
 // Every stream ends with one end frame: done (the provider finished),
 // incomplete (text was published, then the loop gave up), failed (nothing

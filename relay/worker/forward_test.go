@@ -166,7 +166,7 @@ func TestForwardRotatesARefusedKeyAndReportsToTheGate(t *testing.T) {
 		mock: mockupstream.Config{APIKeys: []string{"key-2"}},
 		gate: gate,
 		providers: func(url string) []provider.Config {
-			return []provider.Config{{Name: "mock", BaseURL: url, APIKeys: []string{"key-1", "key-2"}, Models: []string{"mock-1"}, Retry: fastRetry}}
+			return []provider.Config{{Name: "mock", BaseURL: url, APIKeys: []string{"key-1", "key-2"}, Models: []string{"mock-1"}, Retry: fastRetry, VerifyKeys: &noKeyChecks}}
 		},
 	})
 	a := h.forward(embeddingsRequest(t, []string{"rotate"}, 8)).all()

@@ -3,14 +3,17 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/relaydev/relay/relay/apikeys"
+	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/provider"
 )
 
@@ -27,6 +30,16 @@ func writeKeys(t *testing.T, path string, lines ...string) {
 	}
 }
 
+// keysWorker is a worker reduced to its keys, its logger and its metrics.
+func keysWorker(t *testing.T, rings map[string]*apikeys.Ring) *Worker {
+	t.Helper()
+	m, err := metrics.NewWorker(nil, metrics.NewNames(slices.Collect(maps.Keys(rings)), nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Worker{keys: rings, logger: slog.New(slog.DiscardHandler), metrics: m}
+}
+
 func TestWatchKeysPicksUpAChangedFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys")
 	writeKeys(t, path, "k1")
@@ -34,7 +47,7 @@ func TestWatchKeysPicksUpAChangedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Worker{keys: map[string]*apikeys.Ring{"p": r}, logger: slog.New(slog.DiscardHandler)}
+	w := keysWorker(t, map[string]*apikeys.Ring{"p": r})
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -75,7 +88,7 @@ func TestReloadRereadsEveryKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Worker{keys: map[string]*apikeys.Ring{"g": rg, "b": rb, "i": inline}, logger: slog.New(slog.DiscardHandler)}
+	w := keysWorker(t, map[string]*apikeys.Ring{"g": rg, "b": rb, "i": inline})
 	writeKeys(t, good, "g2")
 	if err := os.Remove(bad); err != nil {
 		t.Fatal(err)

@@ -196,7 +196,7 @@ func TestEveryKeyRefused(t *testing.T) {
 	h := start(t, setup{
 		mock: mockupstream.Config{TokenInterval: -1, APIKeys: []string{"good"}},
 		providers: func(url string) []provider.Config {
-			return []provider.Config{{Name: "mock", BaseURL: url, APIKeys: []string{"bad-1", "bad-2"}, Models: []string{"mock-1"}, Retry: fastRetry}}
+			return []provider.Config{{Name: "mock", BaseURL: url, APIKeys: []string{"bad-1", "bad-2"}, Models: []string{"mock-1"}, Retry: fastRetry, VerifyKeys: &noKeyChecks}}
 		},
 		gate: gate,
 	})

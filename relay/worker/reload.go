@@ -10,12 +10,14 @@ import (
 )
 
 // Reload re-reads every provider's api_keys_file now, whether or not it
-// looks changed; main calls it on SIGHUP. Calls in flight keep their key;
-// the next calls use the new ones. A file that cannot be read or holds no
-// key leaves that provider's keys as they were, and is in the error.
+// looks changed, and checks again the keys whose check failed or could
+// not tell; main calls it on SIGHUP. Calls in flight keep their key; the
+// next calls use the new ones. A file that cannot be read or holds no key
+// leaves that provider's keys as they were, and is in the error.
 func (w *Worker) Reload() error {
 	var errs []error
 	for name, r := range w.keys {
+		r.Recheck()
 		if r.File() == "" {
 			continue
 		}
@@ -60,6 +62,7 @@ func (w *Worker) reloadKeys(name string, r *apikeys.Ring, force bool) error {
 		return fmt.Errorf("worker: provider %s: %w", name, err)
 	case changed:
 		w.logger.Info("api keys reloaded", "provider", name, "keys", r.Count())
+		w.metrics.Keys(name, countStates(r.Status()))
 	}
 	return nil
 }

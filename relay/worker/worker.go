@@ -161,6 +161,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
+	reporter, _ := deps.Gate.(keyReporter)
 	deps.Gate = meteredGate{Gate: deps.Gate, m: m}
 	keys := map[string]*apikeys.Ring{}
 	for _, p := range deps.Catalog.Providers() {
@@ -170,7 +171,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		}
 		keys[p.Name] = r
 	}
-	return &Worker{
+	w := &Worker{
 		id:              cfg.ID,
 		instance:        newInstance(),
 		maxInflight:     cfg.MaxInflight,
@@ -200,7 +201,12 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		answers:         &answerCache{js: deps.JS},
 		draining:        make(chan struct{}),
 		done:            make(chan struct{}),
-	}, nil
+	}
+	if reporter != nil {
+		// The checks of the keys reach GET /v1/relay/status.
+		reporter.ReportKeys(w.keyReport)
+	}
+	return w, nil
 }
 
 // newInstance names one worker process in heartbeats.
@@ -301,6 +307,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		})
 	}
+
+	// Keys are checked before they take traffic (keycheck.go).
+	w.checkKeys(ctx, bgCtx, &bg)
 
 	var slots sync.WaitGroup
 	for range w.maxInflight {

@@ -10,6 +10,8 @@
 //	relay status         the cluster's breakers, health, quotas and canaries,
 //	                     fetched from an edge (--edge URL); --watch redraws
 //	                     it in place until Ctrl-C
+//	relay keys check     check the providers' API keys (--provider NAME):
+//	                     one line per key, fails if one is not verified
 //	relay version        print the version
 //
 // Every role takes --config FILE (YAML; repeated, later files override
@@ -69,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return nil
 		case "status":
 			return runStatus(args, stdout, stderr)
+		case "keys":
+			return runKeys(args, stdout, stderr) // keys.go
 		}
 		usage(stderr)
 		return fmt.Errorf("unknown subcommand %q", sub)
@@ -184,6 +188,8 @@ subcommands:
   status         print the cluster's breakers, health, quotas and canaries,
                  read from an edge (--edge http://host:port); --watch
                  redraws it in place until Ctrl-C
+  keys check     check the providers' API keys from the configuration
+                 (--provider NAME); fails if one is not verified
   version        print the version
 `)
 }

@@ -243,6 +243,18 @@ func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 		t.Flush()
 	}
 
+	if len(st.Keys) > 0 {
+		fmt.Fprintln(w)
+		section("API KEYS (as the workers checked them)")
+		t = tw()
+		fmt.Fprintf(t, "PROVIDER\tKEY\tFINGERPRINT\t%s\tWORKERS\tCHECKED\tREASON\n", paint("", "STATE"))
+		for _, k := range st.Keys {
+			fmt.Fprintf(t, "%s\t#%d\t%s\t%s\t%d\t%s\t%s\n", k.Provider, k.Index, k.Fingerprint, paint(keyColor(k.State), k.State), k.Workers,
+				ago(now, k.CheckedAt), dash(k.Reason))
+		}
+		t.Flush()
+	}
+
 	if len(st.Canaries) > 0 {
 		fmt.Fprintln(w)
 		section("CANARIES")
@@ -286,6 +298,17 @@ func verdictColor(state string) string {
 		return yellow
 	}
 	return red
+}
+
+// keyColor paints a refused key red and one not verified yellow.
+func keyColor(state string) string {
+	switch state {
+	case "failed":
+		return red
+	case "verified":
+		return green
+	}
+	return yellow
 }
 
 func phaseColor(p breaker.Phase) string {

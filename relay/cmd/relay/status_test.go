@@ -23,6 +23,8 @@ func TestStatusPrintsTheEdgesJSON(t *testing.T) {
 			State: breaker.State{Phase: breaker.Open, Since: now, Trips: 2, Until: now.Add(20 * time.Second), By: "w1", Reason: "3 failures in a row"}}},
 		Quotas: fleet.QuotaStatus{Limits: []fleet.LimitStatus{{Key: "p.openai.rpm", PerMinute: 600, Used: 580, Demand: 900, Nodes: 3}},
 			Nodes: []fleet.NodeStatus{{Node: "w1", Role: "worker", At: now}}},
+		Keys: []fleet.KeyStatus{{Provider: "openai", Index: 1, Fingerprint: "sha256:0123456789ab", State: "failed",
+			Reason: "refused: HTTP 401 Unauthorized", CheckedAt: now, Workers: 2}},
 	}
 	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/relay/status" || r.Header.Get("Authorization") != "Bearer k" {
@@ -39,7 +41,7 @@ func TestStatusPrintsTheEdgesJSON(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{"coordinator@a", "PROVIDERS", "health red, breaker open", "BREAKERS", "p.openai.rpm", "600", "3 failures in a row",
-		"NODES", "worker  w1"} {
+		"NODES", "worker  w1", "API KEYS", "#1", "sha256:0123456789ab", "refused: HTTP 401 Unauthorized"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}

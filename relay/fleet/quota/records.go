@@ -81,6 +81,21 @@ type Report struct {
 	// Calls by "<provider>/<model>" and Retries by provider (workers).
 	Calls   map[string]Calls   `json:"calls,omitempty"`
 	Retries map[string]Retries `json:"retries,omitempty"`
+	// Keys are the checks of the provider API keys, by provider (workers).
+	Keys map[string][]APIKey `json:"keys,omitempty"`
+}
+
+// APIKey is the check of one of a worker's provider API keys, named by
+// its fingerprint: a report never holds a key.
+type APIKey struct {
+	// Index is the key's position in api_keys or api_keys_file, from 0.
+	Index       int    `json:"index"`
+	Fingerprint string `json:"fingerprint"`
+	// State is verified, failed (the provider refused it), pending (not
+	// told yet) or unchecked (see package apikeys).
+	State     string    `json:"state"`
+	Reason    string    `json:"reason,omitempty"`
+	CheckedAt time.Time `json:"checked_at,omitzero"`
 }
 
 // Fresh reports whether the report is recent enough to count: written
