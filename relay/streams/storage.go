@@ -32,6 +32,9 @@ type StorageLimits struct {
 	// State caps each bucket of shared provider state, and
 	// relay_handovers: a few records per provider, model and node.
 	State int64 `koanf:"state"`
+	// Usage caps relay_usage, the ledger of tenants' usage: one record
+	// (about 200 bytes) per stream that used tokens, kept for a month.
+	Usage int64 `koanf:"usage"`
 }
 
 // Default limits, in MiB: about 3 GiB in all, per replica, which must
@@ -51,6 +54,7 @@ const (
 	DefaultMetadataMiB    = 512
 	DefaultIdempotencyMiB = 128
 	DefaultStateMiB       = 16
+	DefaultUsageMiB       = 256
 )
 
 // withDefaults fills zero fields.
@@ -65,6 +69,7 @@ func (l StorageLimits) withDefaults() StorageLimits {
 	def(&l.Metadata, DefaultMetadataMiB)
 	def(&l.Idempotency, DefaultIdempotencyMiB)
 	def(&l.State, DefaultStateMiB)
+	def(&l.Usage, DefaultUsageMiB)
 	return l
 }
 
@@ -73,7 +78,7 @@ func (l StorageLimits) validate(prefix string) error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"requests", l.Requests}, {"chunks", l.Chunks}, {"metadata", l.Metadata}, {"idempotency", l.Idempotency}, {"state", l.State}} {
+	}{{"requests", l.Requests}, {"chunks", l.Chunks}, {"metadata", l.Metadata}, {"idempotency", l.Idempotency}, {"state", l.State}, {"usage", l.Usage}} {
 		if f.v < -1 {
 			return fmt.Errorf("%s.%s: %d MiB is neither a size nor -1 (no limit)", prefix, f.name, f.v)
 		}

@@ -132,7 +132,9 @@ func (j *job) run() {
 		return
 	}
 	if h.ended {
-		// A duplicate, or a redelivery whose ack was lost: nothing to do.
+		// A duplicate, or a redelivery whose ack was lost: nothing to do
+		// but count the usage, in case the job that ended it could not.
+		j.recordUsage(h.end)
 		j.ack()
 		j.report(slog.LevelInfo, "already_ended", nil)
 		return
@@ -219,6 +221,7 @@ func (j *job) end(out outcome) {
 		j.abandon(err)
 		return
 	}
+	j.recordUsage(f)
 	j.ack()
 	level := slog.LevelInfo
 	if out.err != nil && out.class != upstream.RequestFault && out.class != upstream.Canceled {
