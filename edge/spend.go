@@ -176,7 +176,7 @@ func (s *Server) checkBudget(u spend.Usage, lim spend.Limits, scope, whose, id s
 	s.obs.m.SpendRefusal(string(lv.Budget), scope)
 	reset := lv.Budget.ResetAt(now)
 	return &wire.Error{
-		Message: fmt.Sprintf("You exceeded the %s budget of %s: %s used of %s. It resets at %s.",
+		Message: fmt.Sprintf("The %s budget of %s is used up (%s of %s); it resets at %s.",
 			budgetWords(lv.Budget), whose, amount(lv.Budget, lv.Used), amount(lv.Budget, lv.Limit), reset.Format(time.RFC3339)),
 		Type:         CodeInsufficientQuota,
 		Code:         CodeInsufficientQuota,
@@ -244,7 +244,8 @@ func (s *Server) downgradeForSpend(ctx context.Context, tenant string, req chatR
 	return req
 }
 
-// principalIn is the principal of the request ctx serves.
+// principalIn is the principal of the request ctx serves: every path that
+// starts a generation (HTTP, WebSocket) runs under its request's context.
 func principalIn(ctx context.Context) principal {
 	p, _ := ctx.Value(principalKey{}).(principal)
 	return p
@@ -263,10 +264,14 @@ func budgetWords(b spend.Budget) string {
 	return "monthly cost"
 }
 
-// amount renders v as b counts it: tokens, or US dollars.
+// amount renders v as b counts it: tokens, or US dollars to the cent
+// (to 1/10,000 of a dollar under one, as budgets of cents exist).
 func amount(b spend.Budget, v float64) string {
-	if b == spend.DailyTokens || b == spend.MonthlyTokens {
+	switch {
+	case b == spend.DailyTokens || b == spend.MonthlyTokens:
 		return strconv.FormatFloat(v, 'f', 0, 64) + " tokens"
+	case v < 1:
+		return "$" + strconv.FormatFloat(v, 'f', 4, 64)
 	}
 	return "$" + strconv.FormatFloat(v, 'f', 2, 64)
 }

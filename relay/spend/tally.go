@@ -17,15 +17,12 @@ type Tally struct {
 	mu    sync.Mutex
 	month string
 	// days sums the month's records by tenant, key and day.
-	days  map[scope]map[string]Totals
+	days  map[string]map[string]map[string]Totals
 	ready bool
 }
 
-// scope is a tenant's key; key "" stands for the whole tenant in queries.
-type scope struct{ tenant, key string }
-
 // NewTally returns an empty Tally, not Ready until Run read the ledger.
-func NewTally() *Tally { return &Tally{days: map[scope]map[string]Totals{}} }
+func NewTally() *Tally { return &Tally{days: map[string]map[string]map[string]Totals{}} }
 
 // Ready reports whether the current month's records were all read: until
 // then the sums are short, and admission must not refuse on them.
@@ -42,25 +39,29 @@ func (t *Tally) Add(month string, r Record) {
 	if month != t.month {
 		return
 	}
-	s := scope{r.Tenant, r.Key}
-	if t.days[s] == nil {
-		t.days[s] = map[string]Totals{}
+	keys := t.days[r.Tenant]
+	if keys == nil {
+		keys = map[string]map[string]Totals{}
+		t.days[r.Tenant] = keys
 	}
-	t.days[s][r.Day] = t.days[s][r.Day].Add(r.Totals())
+	if keys[r.Key] == nil {
+		keys[r.Key] = map[string]Totals{}
+	}
+	keys[r.Key][r.Day] = keys[r.Key][r.Day].Add(r.Totals())
 }
 
 // Key is the usage of one key of tenant at now.
 func (t *Tally) Key(tenant, key string, now time.Time) Usage {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.usage(now, func(s scope) bool { return s == scope{tenant, key} })
+	return t.usage(now, tenant, func(k string) bool { return k == key })
 }
 
 // Tenant is the usage of every key of tenant at now.
 func (t *Tally) Tenant(tenant string, now time.Time) Usage {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.usage(now, func(s scope) bool { return s.tenant == tenant })
+	return t.usage(now, tenant, func(string) bool { return true })
 }
 
 // Keys lists the keys of tenant with usage this month.
@@ -68,22 +69,21 @@ func (t *Tally) Keys(tenant string) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var keys []string
-	for s := range t.days {
-		if s.tenant == tenant {
-			keys = append(keys, s.key)
-		}
+	for k := range t.days[tenant] {
+		keys = append(keys, k)
 	}
 	return keys
 }
 
-func (t *Tally) usage(now time.Time, match func(scope) bool) Usage {
+// usage sums the days of tenant's keys that match.
+func (t *Tally) usage(now time.Time, tenant string, match func(key string) bool) Usage {
 	var u Usage
 	if t.month != MonthOf(now) {
 		return u
 	}
 	day := DayOf(now)
-	for s, days := range t.days {
-		if !match(s) {
+	for k, days := range t.days[tenant] {
+		if !match(k) {
 			continue
 		}
 		for d, tot := range days {
@@ -100,7 +100,7 @@ func (t *Tally) usage(now time.Time, match func(scope) bool) Usage {
 func (t *Tally) reset(month string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.month, t.days, t.ready = month, map[scope]map[string]Totals{}, false
+	t.month, t.days, t.ready = month, map[string]map[string]map[string]Totals{}, false
 }
 
 func (t *Tally) markReady() {

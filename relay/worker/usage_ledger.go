@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -33,11 +34,17 @@ const ledgerRetry = 5 * time.Second
 // ledgerTimeout bounds recording one stream's usage.
 const ledgerTimeout = 2 * time.Second
 
+// errNoLedger: the bucket could not be opened a moment ago.
+var errNoLedger = errors.New("worker: the usage ledger is unavailable")
+
 func (l *usageLedger) open(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.kv != nil || time.Now().Before(l.retryAt) {
+	if l.kv != nil {
 		return l.kv, nil
+	}
+	if time.Now().Before(l.retryAt) {
+		return nil, errNoLedger
 	}
 	kv, err := js.KeyValue(ctx, wire.UsageBucket)
 	if err != nil {
@@ -59,7 +66,7 @@ func (j *job) recordUsage(end wire.Frame) {
 	ctx, cancel := context.WithTimeout(j.logCtx, ledgerTimeout)
 	defer cancel()
 	kv, err := j.w.usage.open(ctx, j.w.js)
-	if err == nil && kv != nil {
+	if err == nil {
 		_, err = spend.Store(ctx, kv, j.req.StreamID, r)
 	}
 	if err != nil {
