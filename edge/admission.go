@@ -46,6 +46,9 @@ func (s *Server) admitGeneration(ctx context.Context, tenant string, req chatReq
 			RetryAfterMS: wait.Milliseconds(),
 		}
 	}
+	if e := s.admitSpend(ctx, tenant); e != nil { // spend.go
+		return e
+	}
 	if !req.FailFast {
 		return nil
 	}

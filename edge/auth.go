@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/relaydev/relay/relay/spend"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -61,6 +62,8 @@ type principal struct {
 	failFast bool
 	// operator may read what concerns every tenant (operator.go).
 	operator bool
+	// key names the key in the usage ledger (spend.KeyID); "" without one.
+	key string
 }
 
 // allows reports whether the principal may ask for model.
@@ -84,7 +87,7 @@ func newAuthenticator(keys []APIKey, allowAnonymous bool) *authenticator {
 	a := &authenticator{anonymous: allowAnonymous || len(keys) == 0}
 	for _, k := range keys {
 		hash, _ := hex.DecodeString(k.KeySHA256) // validated
-		p := principal{tenant: k.Tenant, failFast: k.FailFast, operator: k.Operator}
+		p := principal{tenant: k.Tenant, failFast: k.FailFast, operator: k.Operator, key: spend.KeyID(k.KeySHA256)}
 		if len(k.Models) > 0 {
 			p.models = map[string]bool{}
 			for _, m := range k.Models {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/relaydev/relay/relay/spend"
 )
 
 // Config of the edge role, the `edge` section of the configuration. The zero
@@ -67,6 +69,9 @@ type Config struct {
 	// outside `relay dev`: for a local demo (the compose cluster) only,
 	// never on an edge others can reach. The edge itself ignores it.
 	AllowExampleCredentials bool `koanf:"allow_example_credentials"`
+	// Spend sets tenants' budgets per UTC day and month (spend_config.go);
+	// zero: none, nothing is refused.
+	Spend SpendConfig `koanf:"spend"`
 	// ResumeTokenTTL is how long a resume token is valid (zero: 1h).
 	ResumeTokenTTL time.Duration `koanf:"resume_token_ttl"`
 	// IdempotencyWindow is how long an Idempotency-Key (or X-Request-Id)
@@ -122,6 +127,9 @@ type APIKey struct {
 	// dashboard's data and the whole of /v1/relay/status, which show every
 	// tenant and node (operator.go). A tenant's key may not.
 	Operator bool `koanf:"operator"`
+	// Budget caps what the key alone may spend per UTC day and month
+	// (spend.go); zero: no budget of its own, only its tenant's.
+	Budget spend.Limits `koanf:"budget"`
 }
 
 // Defaults.
@@ -218,6 +226,9 @@ func (c Config) Validate(prefix string) error {
 		return fmt.Errorf("%s.resume_token_ttl: must not be negative", prefix)
 	}
 	if err := validateAPIKeys(c.APIKeys, prefix+".api_keys"); err != nil {
+		return err
+	}
+	if err := c.Spend.validate(prefix, c.APIKeys); err != nil { // spend_config.go
 		return err
 	}
 	for i, h := range c.AllowedHosts {

@@ -65,6 +65,8 @@ type Server struct {
 	// cluster is the shared provider state the edge checks before it
 	// queues a generation (admission.go), started on first use.
 	cluster lazyCluster
+	// spend holds the tenants' budgets and the usage ledger (spend.go).
+	spend *spendGuard
 	// denials ends the reads of /v1/relay/status the NATS server denies
 	// (denials.go).
 	denials *denials
@@ -101,6 +103,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := cfg.Spend.checkModels(deps.Catalog); err != nil { // spend_config.go
+		return nil, err
+	}
 	for i, k := range cfg.APIKeys {
 		for j, m := range k.Models {
 			if !deps.Catalog.Serves(m) {
@@ -134,6 +139,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		hosts:   newHostPolicy(cfg.Listen, cfg.AllowedHosts),
 		idem:    &idempotencyStore{js: deps.JS},
 		denials: watchDenials(deps.JS.Conn()),
+		spend:   newSpendGuard(cfg),
 		now:     time.Now,
 
 		cancelWait:     cancelWait,
@@ -179,6 +185,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // context.DeadlineExceeded when time ran out.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.stopCluster() // admission.go
+	defer s.stopSpend()   // spend.go
 	// The cluster state starts now rather than with the first request, so
 	// that the tenants' sharing knows the workers' slots when a burst of
 	// requests comes (tenant_gate.go).

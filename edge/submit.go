@@ -31,10 +31,12 @@ const natsTimeout = 5 * time.Second
 // request is published with Nats-Msg-Id = id, so JetStream queues a
 // retried publish once.
 func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, wire.Meta, *wire.Error) {
+	req = s.downgradeForSpend(ctx, tenant, req) // spend.go
 	meta := wire.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
 	data, err := json.Marshal(wire.Request{
 		StreamID:  id,
 		Tenant:    tenant,
+		Key:       principalIn(ctx).key,
 		Model:     req.Model,
 		Body:      req.Body,
 		Created:   meta.Created,

@@ -31,6 +31,8 @@
 //	  quota/            shares, budgets, rate windows
 //	  canary/           canary ramps
 //	relay/region/       the multi-region layer (mirrored shared state)
+//	relay/spend/        tenants' spend: UTC periods, budgets, the usage ledger
+//	                    (one record per stream) and the edges' tally of it
 //	relay/provider/     the provider catalog and the route of a model
 //	relay/apikeys/      a provider's API keys: refusals, the api_keys_file and
 //	                    its rotation, for the worker's calls and the

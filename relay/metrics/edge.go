@@ -32,6 +32,7 @@ type Edge struct {
 	resumes         *prometheus.CounterVec
 	resumedChunks   prometheus.Counter
 	resumedTokens   prometheus.Counter
+	spend           spendFamilies // spend.go
 }
 
 // NewEdge registers an edge's families with reg (nil: a private
@@ -39,6 +40,7 @@ type Edge struct {
 func NewEdge(reg prometheus.Registerer, state EdgeState) (*Edge, error) {
 	r := newRegistrar(reg)
 	m := &Edge{
+		spend: newSpendFamilies(r),
 		requests: counterVec(r, "relay_edge_requests_total",
 			"HTTP requests the edge answered, by route pattern and outcome (ok, invalid, not_found, rejected, unavailable, error).",
 			"route", "outcome"),

@@ -36,6 +36,9 @@ type StorageLimits struct {
 	// is on (wire.AnswerBucket); when full, no new answer is kept until
 	// entries expire.
 	Answers int64 `koanf:"answers"`
+	// Usage caps relay_usage, the ledger of tenants' usage: one record
+	// (about 200 bytes) per stream that used tokens, kept for a month.
+	Usage int64 `koanf:"usage"`
 }
 
 // Default limits, in MiB: about 3 GiB in all, per replica, which must
@@ -56,6 +59,7 @@ const (
 	DefaultIdempotencyMiB = 128
 	DefaultStateMiB       = 16
 	DefaultAnswersMiB     = 128
+	DefaultUsageMiB       = 256
 )
 
 // withDefaults fills zero fields.
@@ -71,6 +75,7 @@ func (l StorageLimits) withDefaults() StorageLimits {
 	def(&l.Idempotency, DefaultIdempotencyMiB)
 	def(&l.State, DefaultStateMiB)
 	def(&l.Answers, DefaultAnswersMiB)
+	def(&l.Usage, DefaultUsageMiB)
 	return l
 }
 
@@ -79,7 +84,7 @@ func (l StorageLimits) validate(prefix string) error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"requests", l.Requests}, {"chunks", l.Chunks}, {"metadata", l.Metadata}, {"idempotency", l.Idempotency}, {"state", l.State}, {"answers", l.Answers}} {
+	}{{"requests", l.Requests}, {"chunks", l.Chunks}, {"metadata", l.Metadata}, {"idempotency", l.Idempotency}, {"state", l.State}, {"answers", l.Answers}, {"usage", l.Usage}} {
 		if f.v < -1 {
 			return fmt.Errorf("%s.%s: %d MiB is neither a size nor -1 (no limit)", prefix, f.name, f.v)
 		}

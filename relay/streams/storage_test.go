@@ -39,6 +39,7 @@ func TestSetupBoundsEveryStreamAndBucket(t *testing.T) {
 		"KV_" + wire.CanaryBucket:      streams.DefaultStateMiB * mib,
 		"KV_" + wire.LeaseBucket:       streams.DefaultStateMiB * mib,
 		"KV_" + wire.AnswerBucket:      streams.DefaultAnswersMiB * mib,
+		"KV_" + wire.UsageBucket:       streams.DefaultUsageMiB * mib,
 	}
 	names := js.StreamNames(ctx)
 	seen := 0

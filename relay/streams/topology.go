@@ -160,6 +160,9 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err := setupAnswers(ctx, js, t, storage); err != nil {
 		return err
 	}
+	if err := setupUsage(ctx, js, t, storage); err != nil { // usage.go
+		return err
+	}
 	return setupState(ctx, js, t, storage)
 }
 

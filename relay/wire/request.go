@@ -6,6 +6,10 @@ import "encoding/json"
 type Request struct {
 	StreamID string `json:"stream_id"`
 	Tenant   string `json:"tenant,omitempty"`
+	// Key names the API key of the tenant that started the stream
+	// (spend.KeyID), which its usage is counted against; empty for the
+	// anonymous tenant.
+	Key string `json:"key,omitempty"`
 	// Model is the model the client asked for.
 	Model string `json:"model"`
 	// Body is the client's chat completion request, validated by the edge.

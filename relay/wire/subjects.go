@@ -41,6 +41,10 @@ const (
 	// HealthBucket holds the coordinator's last probe of each provider,
 	// keyed by provider name.
 	HealthBucket = "relay_health"
+	// UsageBucket is the ledger of tenants' usage: one record per stream
+	// that used tokens, written once by the worker that ended it
+	// (relay/spend).
+	UsageBucket = "relay_usage"
 )
 
 // ChunkSubject is the stored subject of one stream's frames.

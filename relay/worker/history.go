@@ -14,6 +14,8 @@ import (
 // published, which a takeover continues.
 type history struct {
 	ended bool
+	// end is the end frame, if ended.
+	end wire.Frame
 	// last is the JetStream sequence of the last frame (0: no frames);
 	// seq is the per-stream sequence of the last chunk.
 	last, seq uint64
@@ -41,7 +43,7 @@ func readHistory(ctx context.Context, r *chunklog.Reader, streamID string) (hist
 	last, err := r.Read(ctx, streamID, 0, func(e chunklog.Entry) error {
 		switch f := e.Frame; f.Kind {
 		case wire.KindEnd:
-			h.ended = true
+			h.ended, h.end = true, f
 		case wire.KindChunk:
 			h.seq = f.Seq
 			text.WriteString(f.Content)

@@ -136,7 +136,9 @@ func (j *job) run() {
 		return
 	}
 	if h.ended {
-		// A duplicate, or a redelivery whose ack was lost: nothing to do.
+		// A duplicate, or a redelivery whose ack was lost: nothing to do
+		// but count the usage, in case the job that ended it could not.
+		j.recordUsage(h.end)
 		j.ack()
 		j.report(slog.LevelInfo, "already_ended", nil)
 		return
@@ -226,6 +228,7 @@ func (j *job) end(out outcome) {
 		j.abandon(err)
 		return
 	}
+	j.recordUsage(f)
 	j.ack()
 	j.judge(f.Status)
 	level := slog.LevelInfo

@@ -115,6 +115,8 @@ type Worker struct {
 	// meta and handovers are set by Run: the stream metadata (read for
 	// a cancellation) and the handover records.
 	meta, handovers jetstream.KeyValue
+	// usage records streams' usage (usage_ledger.go).
+	usage usageLedger
 
 	// Lifecycle: draining is closed when Drain is first called; done when
 	// Run returned (or Drain was called and Run never ran).
