@@ -126,6 +126,10 @@ func newUpstreamLog(stallFirst bool) *upstreamLog {
 
 func (u *upstreamLog) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r) // the worker's key checks
+			return
+		}
 		u.mu.Lock()
 		u.n++
 		n := u.n

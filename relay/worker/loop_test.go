@@ -221,8 +221,12 @@ func TestEveryKeyRefused(t *testing.T) {
 func TestToolCallsAreNotContinued(t *testing.T) {
 	var calls atomic.Int32
 	h := start(t, setup{
-		wrap: func(http.Handler) http.Handler {
+		wrap: func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodPost {
+					next.ServeHTTP(w, r) // the worker's key checks
+					return
+				}
 				calls.Add(1)
 				w.Header().Set("Content-Type", "text/event-stream")
 				fmt.Fprint(w, `data: {"model":"mock-1","choices":[{"index":0,"delta":{"role":"assistant","content":"Checking."}}]}`+"\n\n")
