@@ -38,6 +38,9 @@ type Stats struct {
 	// Weather counts the faults the weather drew, by kind: rate_limited,
 	// cut, stall.
 	Weather map[string]int `json:"weather,omitempty"`
+	// FirstTokenAbandoned counts the streams whose client went away while
+	// they waited for their first token (TTFT, first_token_after).
+	FirstTokenAbandoned int `json:"first_token_abandoned"`
 }
 
 // stats is the live, locked version of Stats.
@@ -49,6 +52,7 @@ type stats struct {
 	traceParents   map[string][]string
 	requestIDs     map[string][]string
 	drawn          map[string]int // by weather
+	abandoned      int            // FirstTokenAbandoned
 
 	// The other dialects' requests, counted as chatRequests is.
 	messagesRequests, responsesRequests int
@@ -62,6 +66,12 @@ func (s *stats) weather(kind string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drawn[kind]++
+}
+
+func (s *stats) firstTokenAbandoned() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.abandoned++
 }
 
 func (s *stats) chatRequest() {
@@ -96,11 +106,12 @@ func (s *stats) snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{
-		ChatRequests:      s.chatRequests,
-		MessagesRequests:  s.messagesRequests,
-		ResponsesRequests: s.responsesRequests,
-		ByStatus:          maps.Clone(s.byStatus),
-		ByConversation:    maps.Clone(s.byConversation),
+		ChatRequests:        s.chatRequests,
+		MessagesRequests:    s.messagesRequests,
+		ResponsesRequests:   s.responsesRequests,
+		ByStatus:            maps.Clone(s.byStatus),
+		ByConversation:      maps.Clone(s.byConversation),
+		FirstTokenAbandoned: s.abandoned,
 	}
 	st.TraceParents = cloneLists(s.traceParents)
 	st.RequestIDs = cloneLists(s.requestIDs)

@@ -49,7 +49,7 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 		}
 		c := route[i]
 		before := j.text.Len()
-		out := j.call(fleet.WithCallInfo(ctx, j.callInfo(state, i, takeover)), c, seam)
+		out := j.call(j.withHedge(fleet.WithCallInfo(ctx, j.callInfo(state, i, takeover)), state, i, takeover), c, seam)
 		if out.final(ctx, j.toolCalls) {
 			if j.toolCalls && out.err != nil && out.class == upstream.Transient {
 				out.err = chain(errNoToolCallContinuation, out.err)
@@ -144,6 +144,9 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) ou
 			continue
 		}
 		report.Verdict = out.verdict(ctx)
+		if out.hedge != nil {
+			report = j.hedgeWon(ctx, out.hedge, report)
+		}
 		if report.Verdict == breaker.Success {
 			keys.Accept(key)
 		}
