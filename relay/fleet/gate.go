@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -60,6 +61,8 @@ type SharedGate struct {
 	denied   map[string]int
 	calls    map[string]*quota.Calls
 	counts   map[string]int // transitions made, "from->to"
+	// ttft holds the worker's first-token times and the fleet's figures.
+	ttft *ttftFigures
 }
 
 type scopeState struct {
@@ -124,6 +127,7 @@ func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDep
 		denied:   map[string]int{},
 		calls:    map[string]*quota.Calls{},
 		counts:   map[string]int{},
+		ttft:     newTTFTFigures(),
 	}
 	g.quotas = &QuotaNode{KV: view.Quotas, ID: cfg.ID, Role: "worker", Interval: cfg.QuotaInterval, Logger: log, Extra: g.addToReport}
 	for _, p := range deps.Catalog.Providers() {
@@ -150,6 +154,7 @@ func randomID() string {
 func (g *SharedGate) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = g.quotas.Run(ctx) })
+	wg.Go(func() { g.ttft.follow(ctx, g.view.Quotas, cmp.Or(g.quotas.Interval, DefaultQuotaInterval)) })
 	_ = g.view.Run(ctx)
 	wg.Wait()
 	return nil
@@ -264,8 +269,8 @@ func (g *SharedGate) transition(key string, f func(cur breaker.State) (breaker.S
 // stateWriteTimeout bounds one write of shared state.
 const stateWriteTimeout = 5 * time.Second
 
-// addToReport adds the worker's call counts and retry budgets to its quota
-// report.
+// addToReport adds the worker's call counts, retry budgets and recent
+// first-token times to its quota report.
 func (g *SharedGate) addToReport(r *quota.Report) {
 	now := time.Now()
 	g.mu.Lock()
@@ -279,4 +284,5 @@ func (g *SharedGate) addToReport(r *quota.Report) {
 		q, n := b.Counts(now)
 		r.Retries[p] = quota.Retries{Requests: q, Retries: n, Denied: g.denied["budget:"+p]}
 	}
+	g.ttft.addToReport(r, now)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
@@ -34,9 +35,13 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 		return failed(err)
 	}
 	defer l.close()
-	if l != first {
-		defer func() { out.hedge = l }()
-	}
+	var ttft time.Duration
+	defer func() {
+		out.ttft = ttft
+		if l != first {
+			out.hedge = l
+		}
+	}()
 	c, cont, ob := l.c, l.cont, l.ob
 	j.provider, j.model = c.Provider.Name, c.Model
 
@@ -68,7 +73,7 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	logErr := <-published
 	j.chunks += pub.chunks
 	j.model = pub.model
-	ob.done(pub)
+	ttft = ob.done(pub)
 	if overlap != nil && overlap.stripped > 0 {
 		j.log.Info("stripped a repeat at the seam", "provider", c.Provider.Name, "attempt", j.attempts, "bytes", overlap.stripped)
 	}

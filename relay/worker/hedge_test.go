@@ -196,3 +196,41 @@ func TestHedgeNeverGoesToAnOpenBreaker(t *testing.T) {
 		t.Fatalf("the mock had %d calls, want 1", got)
 	}
 }
+
+// figuresGate is a gate that knows first-token figures of provider "a".
+type figuresGate struct {
+	openGate
+	p95 time.Duration
+}
+
+func (g figuresGate) TTFTQuantile(p, _ string, q float64) (time.Duration, bool) {
+	return g.p95, p == "a" && q == 0.95
+}
+
+// With hedge_after, the delay is the provider's quantile, never below the
+// floor; first_token_sla stands in while there are no figures, and always
+// without hedge_after.
+func TestHedgeDelayAdaptsToTheFleetsFigures(t *testing.T) {
+	a := provider.Candidate{Provider: provider.Config{Name: "a"}, Model: "m"}
+	b := provider.Candidate{Provider: provider.Config{Name: "b"}, Model: "m"}
+	fixed := hedgePlan{cfg: provider.Hedge{SLA: 800 * time.Millisecond}}
+	adaptive := hedgePlan{cfg: provider.Hedge{SLA: 800 * time.Millisecond, Quantile: 0.95}}
+	for _, tc := range []struct {
+		name string
+		gate Gate
+		plan hedgePlan
+		c    provider.Candidate
+		want time.Duration
+	}{
+		{"p95 known", figuresGate{p95: 300 * time.Millisecond}, adaptive, a, 300 * time.Millisecond},
+		{"p95 below the floor", figuresGate{p95: time.Millisecond}, adaptive, a, provider.MinHedgeDelay},
+		{"no figures of the provider", figuresGate{p95: 300 * time.Millisecond}, adaptive, b, 800 * time.Millisecond},
+		{"a gate without figures", openGate{}, adaptive, a, 800 * time.Millisecond},
+		{"fixed SLA", figuresGate{p95: 300 * time.Millisecond}, fixed, a, 800 * time.Millisecond},
+	} {
+		w := &Worker{gate: meteredGate{Gate: tc.gate}}
+		if got := w.hedgeDelay(tc.plan, tc.c); got != tc.want {
+			t.Errorf("%s: delay %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

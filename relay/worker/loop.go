@@ -128,7 +128,7 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) ou
 		tokens, received := j.tokens(), j.received
 		out := j.attempt(withTicket(ctx, ticket), c, key, seam)
 		report := fleet.Report{Provider: c.Provider.Name, Model: c.Model, Class: out.class, Err: out.err, RetryAfter: out.retryAfter, Verdict: breaker.Neutral,
-			Tokens: j.tokens() - tokens, Streamed: j.received > received}
+			Tokens: j.tokens() - tokens, Streamed: j.received > received, TTFT: out.ttft}
 		if out.class == upstream.Credential && out.logErr == nil && !rekeyed {
 			if next, ok := keys.Reject(key); ok && next != key {
 				j.log.Info("api key refused; retrying with the next", "provider", c.Provider.Name, "attempt", j.attempts)

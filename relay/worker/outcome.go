@@ -28,6 +28,8 @@ type outcome struct {
 	// hedge, if set, is the hedge that answered instead of the attempt's
 	// own call (hedge_race.go).
 	hedge *leg
+	// ttft is the call's time to first token, zero if it produced none.
+	ttft time.Duration
 }
 
 // failed is the outcome of a call that failed with err.
