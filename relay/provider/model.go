@@ -52,7 +52,7 @@ type Model struct {
 	// FirstTokenSLA always.
 	HedgeAfter string `koanf:"hedge_after"`
 	// HedgeBudget caps each worker's hedges at this share of its calls
-	// for the model. Zero: 0.1.
+	// for the model over 10s, beyond one hedge in that window. Zero: 0.1.
 	HedgeBudget float64 `koanf:"hedge_budget"`
 }
 
