@@ -22,7 +22,8 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	j.provider, j.model = c.Provider.Name, c.Model
 	ctx, traced := j.traceAttempt(ctx, c, seam)
 	defer func() { traced(out) }()
-	first := &leg{c: c, key: key, seam: seam, n: j.attempts, ob: j.observe(c, seam), cont: j.continuation(c), started: func() { callStarted(ctx) }}
+	first := &leg{c: c, key: key, seam: seam, n: j.attempts, ob: j.observe(c, seam), cont: j.continuation(c),
+		started: func() { callStarted(ctx) }}
 	body, err := upstreamBody(j.req.Body, c.Model, first.cont)
 	if err != nil {
 		return refused(err)

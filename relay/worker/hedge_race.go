@@ -70,6 +70,10 @@ func (j *job) open(ctx context.Context, first *leg) (*leg, error) {
 			running--
 			if l.err == nil {
 				j.settle(ctx, legs, l, done, running)
+				if len(legs) > 1 {
+					j.log.Info("first token won the race; the other call is cancelled", "provider", l.c.Provider.Name, "model", l.c.Model,
+						"attempt", l.n, "hedge", l != first)
+				}
 				return l, nil
 			}
 			if running == 0 {
