@@ -15,7 +15,8 @@ const ttftSpread = 0.25
 
 // TTFT is the provider's time to first token, drawn anew for each
 // streamed request: the pause after the response started (the status
-// line and the role chunk) and before the first token of the answer. Most
+// line and the role chunk, or the dialect's opening events) and before
+// the first token of the answer, reasoning included. Most
 // calls take about P50, log-normally spread; a Tail share take TailDelay,
 // as a provider that queues a request now and then does. The zero value
 // adds nothing; a first_token_after directive replaces the draw.

@@ -76,3 +76,33 @@ func TestTTFTValidate(t *testing.T) {
 		}
 	}
 }
+
+// Every dialect waits for the first token before its first delta.
+func TestFirstTokenAfterInEveryDialect(t *testing.T) {
+	for _, tc := range []struct{ path, delta string }{
+		{"/v1/messages", "content_block_delta"},
+		{"/v1/responses", "response.output_text.delta"},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			s, err := New(fullSpeed(3), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := map[string]any{"model": "mock-1", "stream": true, "max_tokens": 100,
+				"messages": []Message{{Role: roleUser, Content: "[[mock: first_token_after=2s, reasoning=2]]"}}, "input": "[[mock: first_token_after=2s]]"}
+			req := chatRequestFor(t, body)
+			req.URL.Path = tc.path
+			rec, done := serveRecorded(t, s.Handler(), req)
+			time.Sleep(2*time.Second - time.Nanosecond)
+			synctest.Wait()
+			if status, got := rec.body(); status != 200 || strings.Contains(got, tc.delta) {
+				t.Fatalf("%s before the first-token time: status %d, body %q", tc.path, status, got)
+			}
+			time.Sleep(time.Nanosecond)
+			<-done
+			if _, got := rec.body(); !strings.Contains(got, tc.delta) {
+				t.Fatalf("%s after the first-token time: body %q", tc.path, got)
+			}
+		})
+	}
+}

@@ -73,9 +73,6 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, t turn, fail di
 // tokens. send writes one token; it returns false if the stream ended
 // early (the caller stops writing) or failed.
 func (s *Server) tokens(r *http.Request, out *eventWriter, rep reply, f faults, send func(string) error, endEarly func(ending)) bool {
-	if !s.awaitFirstToken(r.Context(), out, f) {
-		return false
-	}
 	for sent := 0; ; sent++ {
 		if f.stallFor > 0 && sent == f.stallAfter {
 			if out.pause(r.Context(), f.stallFor) != nil {
