@@ -21,9 +21,10 @@ import (
 const hedgeSLA = 150 * time.Millisecond
 
 // hedged is a world of two providers of mock-1, "slow" then "fast", on
-// the same mock (at fastURL for "fast", which a test may wrap), where
-// mock-1 hedges after hedgeSLA with budget.
-func hedged(gate Gate, budget float64, wrap func(http.Handler) http.Handler, slowPath string) setup {
+// the same mock, where mock-1 hedges after hedgeSLA with budget. A test
+// may wrap the mock, and put a provider under a path prefix of its own
+// (slowPath, fastPath) for its wrapper to serve differently.
+func hedged(gate Gate, budget float64, wrap func(http.Handler) http.Handler, slowPath, fastPath string) setup {
 	return setup{
 		mock: mockupstream.Config{Tokens: 12, TokenInterval: -1},
 		wrap: wrap,
@@ -31,7 +32,7 @@ func hedged(gate Gate, budget float64, wrap func(http.Handler) http.Handler, slo
 			base := strings.TrimSuffix(mockURL, "/v1")
 			return []provider.Config{
 				{Name: "slow", BaseURL: base + slowPath + "/v1", Models: []string{"mock-1"}, Retry: fastRetry},
-				{Name: "fast", BaseURL: mockURL, Models: []string{"mock-1"}, Retry: fastRetry},
+				{Name: "fast", BaseURL: base + fastPath + "/v1", Models: []string{"mock-1"}, Retry: fastRetry},
 			}
 		},
 		models: []provider.Model{{Name: "mock-1", FirstTokenSLA: hedgeSLA, HedgeBudget: budget,
@@ -42,7 +43,7 @@ func hedged(gate Gate, budget float64, wrap func(http.Handler) http.Handler, slo
 
 func TestHedgeFirstTokenWins(t *testing.T) {
 	gate := &recordingGate{}
-	h := start(t, hedged(gate, 0, nil, ""))
+	h := start(t, hedged(gate, 0, nil, "", ""))
 	id := wire.NewStreamID()
 	// The conversation's first call waits an hour for its first token;
 	// the directive applies to it alone, so the hedge answers at once.
@@ -80,12 +81,11 @@ func TestHedgeFirstTokenWins(t *testing.T) {
 	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool { return h.mock.Stats().FirstTokenAbandoned == 1 })
 }
 
-// The losing call's usage counts as any call's: a provider that reported
-// its prompt tokens before stalling is paid for. "slow" is served by a
-// handler that sends a usage chunk, then nothing until its client leaves.
-func TestHedgeLoserUsageIsCounted(t *testing.T) {
-	var cancelled atomic.Bool
-	wrap := func(mock http.Handler) http.Handler {
+// stallsUnder wraps the mock so that the calls under path prefix
+// /stalls send a usage chunk of 7 prompt tokens, then nothing until their
+// client leaves, which sets cancelled.
+func stallsUnder(cancelled *atomic.Bool) func(http.Handler) http.Handler {
+	return func(mock http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !strings.HasPrefix(r.URL.Path, "/stalls/") {
 				mock.ServeHTTP(w, r)
@@ -98,8 +98,15 @@ func TestHedgeLoserUsageIsCounted(t *testing.T) {
 			cancelled.Store(true)
 		})
 	}
+}
+
+// The losing call's usage counts as any call's: a provider that reported
+// its prompt tokens before stalling is paid for.
+func TestHedgeLoserUsageIsCounted(t *testing.T) {
+	var cancelled atomic.Bool
+	wrap := stallsUnder(&cancelled)
 	gate := &recordingGate{}
-	h := start(t, hedged(gate, 0, wrap, "/stalls"))
+	h := start(t, hedged(gate, 0, wrap, "/stalls", ""))
 	id := wire.NewStreamID()
 	content := "hello"
 	h.submit(id, content)
@@ -133,11 +140,43 @@ func TestHedgeLoserUsageIsCounted(t *testing.T) {
 	}
 }
 
+// The late call may still win: its first token comes before the hedge's,
+// and the hedge is the call cancelled.
+func TestHedgeLateCallStillWins(t *testing.T) {
+	var cancelled atomic.Bool
+	gate := &recordingGate{}
+	h := start(t, hedged(gate, 0, stallsUnder(&cancelled), "", "/stalls"))
+	id := wire.NewStreamID()
+	content := "[[mock: first_token_after=600ms]] hello"
+	h.submit(id, content)
+
+	frames := h.waitEnd(id)
+	text, chunks := chunkText(t, frames)
+	if want := mockupstream.AnswerText(userMessages(content), 12); text != want {
+		t.Fatalf("text = %q\nwant   %q", text, want)
+	}
+	for _, c := range chunks {
+		if c.Provider != "slow" || c.Attempt != 1 {
+			t.Fatalf("chunk %+v: want every chunk from the late call, slow, attempt 1", c)
+		}
+	}
+	if end := endOf(frames); end.Status != wire.StatusDone || end.Attempts != 2 || end.Usage.PromptTokens <= 7 {
+		t.Fatalf("end = %+v, want done after 2 calls, the hedge's 7 prompt tokens included", end)
+	}
+	h.waitJob(id)
+	relaytest.Eventually(t, waitFor, 5*time.Millisecond, cancelled.Load)
+	// The hedge hears its verdict when the race ends, the late call when
+	// the attempt does.
+	if got, want := gate.verdicts(), []string{"fast/mock-1:neutral", "slow/mock-1:success"}; !slices.Equal(got, want) {
+		t.Fatalf("gate reports %v, want %v", got, want)
+	}
+}
+
 func TestHedgeBudgetSpentNoHedge(t *testing.T) {
 	gate := &recordingGate{}
 	// The reserve allows one hedge; a ratio of 1% allows no second among
 	// two calls.
-	h := start(t, hedged(gate, 0.01, nil, ""))
+	h := start(t, hedged(gate, 0.01, nil, "", ""))
 	first := wire.NewStreamID()
 	h.submit(first, "[[mock: first_token_after=1h]] one")
 	h.waitEnd(first)
@@ -169,7 +208,7 @@ func TestHedgeBudgetSpentNoHedge(t *testing.T) {
 
 func TestHedgeNeverGoesToAnOpenBreaker(t *testing.T) {
 	gate := &recordingGate{refuse: map[string]bool{"fast": true}, cause: fleet.ErrProviderOpen}
-	h := start(t, hedged(gate, 0, nil, ""))
+	h := start(t, hedged(gate, 0, nil, "", ""))
 	id := wire.NewStreamID()
 	content := "[[mock: first_token_after=600ms]] hello"
 	h.submit(id, content)
