@@ -8,7 +8,8 @@
 //     probe call, with the workers' keys, is prober.go),
 //   - probes a breaker whose cooldown ended while no worker had a request
 //     to probe it with (probe.go),
-//   - splits the shared rate limits into per-node shares (quota.go),
+//   - splits the shared rate limits into per-node shares (quota.go), and
+//     publishes the fleet's first-token times for hedging (ttft.go),
 //   - drives the canary ramps (canary.go).
 //
 // Workers never wait for a coordinator: with none running, requests still

@@ -14,7 +14,8 @@ import (
 // the nodes' reports (each in a key of its own) give their demand, and
 // each fresh node gets a share key of its own, so the KV traffic grows
 // with the nodes, not with the requests. The tenant limits are published
-// too, for edges that have no share yet.
+// too, for edges that have no share yet, and the fleet's first-token
+// figures (ttft.go).
 func (c *Coordinator) runQuotas(ctx context.Context, s *state) {
 	tick := time.NewTicker(c.cfg.QuotaInterval)
 	defer tick.Stop()
@@ -145,4 +146,5 @@ func (c *Coordinator) allocate(ctx context.Context, s *state, now time.Time) {
 	if _, err := s.Quotas.Put(ctx, fleet.LimitsKey, data); err != nil && ctx.Err() == nil {
 		c.deps.Logger.Debug("tenant limits not written", "err", err)
 	}
+	c.publishTTFT(ctx, s, fresh, now)
 }

@@ -7,12 +7,14 @@
 //	go run ./e2e/bench              # about 8 minutes on two cores
 //	go run ./e2e/bench --quick      # under a minute; what CI runs
 //	go run ./e2e/bench --json out.json --only latency,resume
+//	go run ./e2e/bench --hedge      # hedging against a heavy-tailed upstream (hedge.go)
 //
 // Progress goes to stderr, the table to stdout. Every process, connection
 // and wait is bounded; the processes die with the benchmark.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -74,6 +76,8 @@ func run() error {
 	keep := flag.Bool("keep", false, "keep the process logs and JetStream store (the directory is printed)")
 	streams := flag.Int("streams", 0, "concurrent SSE streams on one edge (zero: 10,000; 1,000 with --quick)")
 	levels := flag.String("levels", "", "comma-separated concurrencies of the latency phase, e.g. 100 (zero: the plan's)")
+	hedge := flag.Bool("hedge", false, "run only the hedging mode: time to first token with and without first_token_sla")
+	hedgeRequests := flag.Int("hedge-requests", 0, "requests of each model in the hedging mode (zero: 400)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", flag.Arg(0))
@@ -113,6 +117,9 @@ func run() error {
 	}
 	defer h.Close()
 	b := &bench{plan: p, h: h, log: log}
+	if *hedge {
+		return b.hedgeMode(ctx, cmp.Or(*hedgeRequests, hedgeSpec.defaultN), os.Stdout)
+	}
 	rep, err := b.run(ctx, selected)
 	if err != nil {
 		return err
@@ -132,19 +139,26 @@ func run() error {
 	return nil
 }
 
-func (b *bench) run(ctx context.Context, selected []phase) (*report, error) {
+// connect starts the nats-server every phase shares and connects the
+// benchmark to it; the caller closes b.nc.
+func (b *bench) connect(ctx context.Context) error {
 	n, err := b.h.StartNATS(ctx, procs.NATSOptions{})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b.natsProc, b.nats = n, n.URLs()
 	if b.nc, err = nats.Connect(n.URL, nats.Name("relay-bench")); err != nil {
+		return err
+	}
+	b.js, err = jetstream.New(b.nc)
+	return err
+}
+
+func (b *bench) run(ctx context.Context, selected []phase) (*report, error) {
+	if err := b.connect(ctx); err != nil {
 		return nil, err
 	}
 	defer b.nc.Close()
-	if b.js, err = jetstream.New(b.nc); err != nil {
-		return nil, err
-	}
 	rep := &report{Header: machineHeader(b.plan.mode)}
 	rep.Header.NATSServer = b.nc.ConnectedServerVersion()
 	rep.Header.Storage = "one server, file storage, R1, every role a separate process on 127.0.0.1, except the rows marked one process"

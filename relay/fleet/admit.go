@@ -436,6 +436,9 @@ func (t *sharedTicket) Done(r Report) {
 	g.mu.Unlock()
 
 	g.settle(t.p, t.reserved, r.Tokens)
+	if r.TTFT > 0 {
+		g.ttft.observe(t.p.Name+"/"+t.model, r.TTFT, now)
+	}
 	if r.RetryAfter > 0 && r.Verdict != breaker.Success && r.Class == upstream.Transient {
 		g.pause(t.scope, now.Add(r.RetryAfter), r.RetryAfter)
 	}

@@ -47,6 +47,9 @@ type Report struct {
 	// failed later: the provider answers, and a cut now and then is not an
 	// outage.
 	Streamed bool
+	// TTFT is the call's time to its first token, zero if it produced
+	// none: the fleet's first-token figures (hedging) are made of them.
+	TTFT time.Duration
 }
 
 // CallInfo is what a Gate may know about the call it is asked to admit,

@@ -13,7 +13,9 @@
 //     per-tenant request limits;
 //   - the coordinator holds the Lease, probes idle breakers through the
 //     same View.Transition the workers use, and splits quota shares from
-//     the nodes' demand reports (View.FollowDemand, QuotaNode).
+//     the nodes' demand reports (View.FollowDemand, QuotaNode), which also
+//     carry the workers' first-token times: it publishes their sum, and a
+//     worker's gate answers hedging's quantiles from it (ttft.go).
 //
 // The policies themselves are pure and live below: breaker (the state
 // machine, no clock and no lock), quota (shares, budgets, windows),

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -62,6 +63,8 @@ type SharedGate struct {
 	counts   map[string]int // transitions made, "from->to"
 	// keys returns the checks of the worker's API keys (ReportKeys).
 	keys func() map[string][]quota.APIKey
+	// ttft holds the worker's first-token times and the fleet's figures.
+	ttft *ttftFigures
 }
 
 type scopeState struct {
@@ -126,6 +129,7 @@ func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDep
 		denied:   map[string]int{},
 		calls:    map[string]*quota.Calls{},
 		counts:   map[string]int{},
+		ttft:     newTTFTFigures(),
 	}
 	g.quotas = &QuotaNode{KV: view.Quotas, ID: cfg.ID, Role: "worker", Interval: cfg.QuotaInterval, Logger: log, Extra: g.addToReport}
 	for _, p := range deps.Catalog.Providers() {
@@ -152,6 +156,7 @@ func randomID() string {
 func (g *SharedGate) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = g.quotas.Run(ctx) })
+	wg.Go(func() { g.ttft.follow(ctx, g.view.Quotas, cmp.Or(g.quotas.Interval, DefaultQuotaInterval)) })
 	_ = g.view.Run(ctx)
 	wg.Wait()
 	return nil
@@ -275,8 +280,8 @@ func (g *SharedGate) ReportKeys(keys func() map[string][]quota.APIKey) {
 	g.keys = keys
 }
 
-// addToReport adds the worker's call counts, retry budgets and key checks
-// to its quota report.
+// addToReport adds the worker's call counts, retry budgets, key checks
+// and recent first-token times to its quota report.
 func (g *SharedGate) addToReport(r *quota.Report) {
 	now := time.Now()
 	g.mu.Lock()
@@ -296,4 +301,5 @@ func (g *SharedGate) addToReport(r *quota.Report) {
 		q, n := b.Counts(now)
 		r.Retries[p] = quota.Retries{Requests: q, Retries: n, Denied: g.denied["budget:"+p]}
 	}
+	g.ttft.addToReport(r, now)
 }

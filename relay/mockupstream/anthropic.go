@@ -199,7 +199,7 @@ func (s *Server) streamClaude(w http.ResponseWriter, r *http.Request, a claudeAn
 	startUsage := a.usage
 	startUsage.OutputTokens = 1
 	if out.named("message_start", obj{"type": "message_start", "message": claudeMessageOf(a, startUsage)}) != nil ||
-		out.named("ping", obj{"type": "ping"}) != nil || !s.streamThinking(r, out, a) {
+		out.named("ping", obj{"type": "ping"}) != nil || !s.awaitFirstToken(r.Context(), out, f) || !s.streamThinking(r, out, a) {
 		return
 	}
 	text := 0

@@ -58,6 +58,10 @@ type Config struct {
 	// PUT /mock/weather changes it while the server runs). The zero value
 	// is fair weather.
 	Weather Weather `koanf:"weather"`
+
+	// TTFT is the time to first token of streamed answers (see TTFT).
+	// The zero value adds none.
+	TTFT TTFT `koanf:"ttft"`
 }
 
 // Validate reports the first invalid setting, naming its config key.
@@ -92,6 +96,9 @@ func (c Config) validate() (faults, error) {
 		seen[model] = true
 	}
 	if err := c.Weather.validate(); err != nil {
+		return faults{}, err
+	}
+	if err := c.TTFT.validate(); err != nil {
 		return faults{}, err
 	}
 	f, err := parseFaults(c.Faults)

@@ -125,6 +125,11 @@
 //   - stall_before=DUR: send nothing at all, not even the status line, for
 //     DUR before answering; keepalive comments are not sent then.
 //     [[mock: stall_before=30s]]
+//   - first_token_after=DUR: once the stream started (status line and
+//     role chunk sent), wait DUR before the first token, instead of the
+//     configured time to first token (Config.TTFT); keepalive comments
+//     are sent then, if Config.CommentInterval is set.
+//     [[mock: first_token_after=5s, times=1]]
 //   - stall_after=N, stall_for=DUR (always together): after N content
 //     tokens, send no chunk for DUR (keepalive comments are, if
 //     Config.CommentInterval is set), then carry on.

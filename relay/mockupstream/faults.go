@@ -31,8 +31,12 @@ type faults struct {
 	endAfter int // content tokens sent before end
 
 	stallBefore time.Duration
-	stallAfter  int
-	stallFor    time.Duration
+	// firstTokenAfter replaces the drawn first-token time (TTFT) when
+	// firstTokenSet.
+	firstTokenAfter time.Duration
+	firstTokenSet   bool
+	stallAfter      int
+	stallFor        time.Duration
 
 	splitUTF8     bool
 	noDone        bool
@@ -97,6 +101,9 @@ func (f *faults) set(key, value string, hasValue bool) error {
 		f.endAfter, err = count(value)
 	case "stall_before":
 		f.stallBefore, err = duration(value)
+	case "first_token_after":
+		f.firstTokenAfter, err = duration(value)
+		f.firstTokenSet = true
 	case "stall_after":
 		f.stallAfter, err = count(value)
 	case "stall_for":
@@ -115,7 +122,7 @@ func (f *faults) set(key, value string, hasValue bool) error {
 		f.times, err = count(value)
 	default:
 		return fmt.Errorf("unknown key %q (known: status, retry_after, retry_after_ms, cut_after, eof_after, malformed_after, error_after, "+
-			"stall_before, stall_after, stall_for, split_utf8, no_done, reject_prefill, overlap, reasoning, times)", key)
+			"stall_before, first_token_after, stall_after, stall_for, split_utf8, no_done, reject_prefill, overlap, reasoning, times)", key)
 	}
 	return err
 }

@@ -188,7 +188,8 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, rep repl
 	if emit("response.created", obj{"response": responseOf(rep, "", false)}) != nil ||
 		emit("response.in_progress", obj{"response": responseOf(rep, "", false)}) != nil ||
 		emit("response.output_item.added", obj{"output_index": 0, "item": item}) != nil ||
-		emit("response.content_part.added", obj{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part}) != nil {
+		emit("response.content_part.added", obj{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part}) != nil ||
+		!s.awaitFirstToken(r.Context(), out, f) {
 		return
 	}
 	send := func(tok string) error {

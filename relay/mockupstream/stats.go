@@ -45,6 +45,9 @@ type Stats struct {
 	ByKey map[string]int `json:"by_key,omitempty"`
 	// ModelsByKey counts GET /v1/models, the relay's key check, by key.
 	ModelsByKey map[string]int `json:"models_by_key,omitempty"`
+	// FirstTokenAbandoned counts the streams whose client went away while
+	// they waited for their first token (TTFT, first_token_after).
+	FirstTokenAbandoned int `json:"first_token_abandoned"`
 }
 
 // stats is the live, locked version of Stats.
@@ -57,6 +60,7 @@ type stats struct {
 	requestIDs     map[string][]string
 	drawn          map[string]int // by weather
 	byKey, models  map[string]int // generation requests and model lists, by key
+	abandoned      int            // FirstTokenAbandoned
 
 	// The other dialects' requests, counted as chatRequests is.
 	messagesRequests, responsesRequests int
@@ -71,6 +75,12 @@ func (s *stats) weather(kind string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drawn[kind]++
+}
+
+func (s *stats) firstTokenAbandoned() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.abandoned++
 }
 
 func (s *stats) chatRequest(r *http.Request) {
@@ -121,11 +131,12 @@ func (s *stats) snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{
-		ChatRequests:      s.chatRequests,
-		MessagesRequests:  s.messagesRequests,
-		ResponsesRequests: s.responsesRequests,
-		ByStatus:          maps.Clone(s.byStatus),
-		ByConversation:    maps.Clone(s.byConversation),
+		ChatRequests:        s.chatRequests,
+		MessagesRequests:    s.messagesRequests,
+		ResponsesRequests:   s.responsesRequests,
+		ByStatus:            maps.Clone(s.byStatus),
+		ByConversation:      maps.Clone(s.byConversation),
+		FirstTokenAbandoned: s.abandoned,
 	}
 	st.TraceParents = cloneLists(s.traceParents)
 	st.RequestIDs = cloneLists(s.requestIDs)

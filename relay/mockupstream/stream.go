@@ -30,7 +30,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rep reply, f fau
 	out := &eventWriter{w: w, rc: http.NewResponseController(w), split: f.splitUTF8, commentEvery: s.cfg.CommentInterval}
 	defer out.clearDeadline()
 	ctx := r.Context()
-	if out.chunk(rep.chunk(delta{Role: roleAssistant, Content: ptr("")}, nil)) != nil {
+	if out.chunk(rep.chunk(delta{Role: roleAssistant, Content: ptr("")}, nil)) != nil || !s.awaitFirstToken(ctx, out, f) {
 		return
 	}
 	for i := range rep.reasoning {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/relaydev/relay/relay/fleet/canary"
 )
@@ -43,6 +44,19 @@ type Model struct {
 	// Cache keeps the model's completed answers and serves them when no
 	// provider can answer (cache.go). Zero: off.
 	Cache Cache `koanf:"cache"`
+	// FirstTokenSLA is how long a call of a request for this model may go
+	// without a token before the worker starts the next candidate of the
+	// route beside it; the first of the two to produce a token answers,
+	// the other is cancelled (a hedge). Zero: no hedging.
+	FirstTokenSLA time.Duration `koanf:"first_token_sla"`
+	// HedgeAfter, "p50" to "p99.9", makes the delay that quantile of the
+	// called provider's first-token times across the fleet (at least
+	// MinHedgeDelay), and FirstTokenSLA only while no figures exist. Zero:
+	// FirstTokenSLA always.
+	HedgeAfter string `koanf:"hedge_after"`
+	// HedgeBudget caps each worker's hedges at this share of its calls
+	// for the model over 10s, beyond one hedge in that window. Zero: 0.1.
+	HedgeBudget float64 `koanf:"hedge_budget"`
 }
 
 // Fallback is one step of a model's fallback chain.
@@ -109,6 +123,9 @@ func (m Model) validate(key string, providers map[string]Config, served func(str
 		}
 	}
 	if err := m.Cache.validate(key + ".cache"); err != nil {
+		return err
+	}
+	if err := m.validateHedge(key); err != nil {
 		return err
 	}
 	return m.Price.validate(key + ".price")

@@ -19,6 +19,7 @@ import (
 //	relay_quotas      demand.<role>.<node>         quota.Report                  each worker and edge, every quota interval
 //	                  share.<node>                 quota.Shares                  the active coordinator
 //	                  limits                       quota.Limits                  the active coordinator (the tenant limits)
+//	                  ttft                         quota.TTFTFigures             the active coordinator (the fleet's first-token times, for hedging)
 //	relay_canaries    <model>                      canary.State                  the active coordinator
 //	relay_leases      coordinator                  Lease (per-key TTL)           coordinators
 //	relay_health      <provider>                   Health                        the active coordinator

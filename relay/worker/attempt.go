@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
@@ -21,22 +22,31 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	j.provider, j.model = c.Provider.Name, c.Model
 	ctx, traced := j.traceAttempt(ctx, c, seam)
 	defer func() { traced(out) }()
-	ob := j.observe(c, seam)
-	cont := j.continuation(c)
-	body, err := upstreamBody(j.req.Body, c.Model, cont)
+	first := &leg{c: c, key: key, seam: seam, n: j.attempts, ob: j.observe(c, seam), cont: j.continuation(c),
+		started: func() { callStarted(ctx) }}
+	body, err := upstreamBody(j.req.Body, c.Model, first.cont)
 	if err != nil {
 		return refused(err)
 	}
-	client := *j.w.upstream
-	client.FirstByteTimeout, client.StallTimeout = c.Provider.FirstTokenBound(), c.Provider.StallBound()
-	stream, err := client.Stream(ctx, j.target(c, key), body)
+	first.body = body
+	// The call may be raced by a hedge (hedge_race.go): what follows
+	// streams the answer of the call that won.
+	l, err := j.open(ctx, first)
 	if err != nil {
 		return failed(err)
 	}
-	defer stream.Close()
-	callStarted(ctx) // gate_call.go
+	defer l.close()
+	var ttft time.Duration
+	defer func() {
+		out.ttft = ttft
+		if l != first {
+			out.hedge = l
+		}
+	}()
+	c, cont, ob := l.c, l.cont, l.ob
+	j.provider, j.model = c.Provider.Name, c.Model
 
-	pub := newPublisher(j.writer, wire.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: j.attempts}, seam)
+	pub := newPublisher(j.writer, wire.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: l.n}, l.seam)
 	pub.callStart = ob.start
 	published := make(chan error, 1)
 	claim := j.firstClaim
@@ -51,7 +61,7 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 		}
 		if err != nil {
 			// Nobody will see the rest of this answer: stop paying for it.
-			stream.Close()
+			l.close()
 		}
 		published <- err
 	}()
@@ -59,12 +69,12 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	if cont.text != "" && cont.mode == provider.Prompt {
 		overlap = newOverlapFilter(cont.text)
 	}
-	readErr := j.read(stream, pub, c.Price, overlap)
+	readErr := j.read(l, pub, c.Price, overlap)
 	pub.close()
 	logErr := <-published
 	j.chunks += pub.chunks
 	j.model = pub.model
-	ob.done(pub)
+	ttft = ob.done(pub)
 	if overlap != nil && overlap.stripped > 0 {
 		j.log.Info("stripped a repeat at the seam", "provider", c.Provider.Name, "attempt", j.attempts, "bytes", overlap.stripped)
 	}
@@ -74,7 +84,7 @@ func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, sea
 	case readErr != nil:
 		return failed(readErr)
 	}
-	return outcome{finishReason: stream.FinishReason(), stopSequence: stream.StopSequence()}
+	return outcome{finishReason: l.FinishReason(), stopSequence: l.StopSequence()}
 }
 
 // continuation says what attempts on c continue: the stream's text, in c's
@@ -90,7 +100,7 @@ func (j *job) continuation(c provider.Candidate) continuation {
 // read hands the stream's deltas to pub until the stream ends, through the
 // overlap filter. It returns nil only when the provider finished the
 // answer with a finish reason.
-func (j *job) read(stream *upstream.Stream, pub *publisher, price provider.Price, overlap *overlapFilter) error {
+func (j *job) read(stream answer, pub *publisher, price provider.Price, overlap *overlapFilter) error {
 	for {
 		d, err := stream.Next()
 		if err != nil {
@@ -112,7 +122,7 @@ func (j *job) read(stream *upstream.Stream, pub *publisher, price provider.Price
 			return err
 		}
 		j.addUsage(d.Usage, price)
-		if d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(d.ToolCalls) > 0 {
+		if hasToken(d) {
 			j.received++
 		}
 		in, held := d.Content, overlap.holding()
@@ -132,6 +142,13 @@ func (j *job) read(stream *upstream.Stream, pub *publisher, price provider.Price
 			return err
 		}
 	}
+}
+
+// answer is the stream of one call's answer, as read ahead by a race
+// (leg).
+type answer interface {
+	Next() (upstream.Delta, error)
+	FinishReason() string
 }
 
 // publish queues d and records what the stream now holds.

@@ -57,6 +57,14 @@
 // it takes traffic (keycheck.go): a refused key is reported and set
 // aside, an unverified one waits while a verified one serves.
 //
+// A model with first_token_sla hedges (hedge.go, hedge_race.go): a call
+// with no token by then (or by the provider's hedge_after quantile of the
+// fleet's first-token times) is joined by the next open candidate of the
+// route, asked of the gate fail-fast and within the worker's hedge budget;
+// the first call to produce a token is the attempt whose answer is
+// published, and the other is cancelled before anything of it is, its
+// usage counted as any call's.
+//
 // Every stream ends with one end frame: done (the provider finished),
 // incomplete (text was published, then the loop gave up), failed (nothing
 // was published) or cancelled (by the client), with the usage of every

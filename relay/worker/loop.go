@@ -52,7 +52,7 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 		}
 		c := route[i]
 		before := j.text.Len()
-		out := j.call(fleet.WithCallInfo(ctx, j.callInfo(state, i, takeover)), c, seam)
+		out := j.call(j.withHedge(fleet.WithCallInfo(ctx, j.callInfo(state, i, takeover)), state, i, takeover), c, seam)
 		if out.final(ctx, j.toolCalls) {
 			if j.toolCalls && out.err != nil && out.class == upstream.Transient {
 				out.err = chain(errNoToolCallContinuation, out.err)
@@ -131,7 +131,7 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) ou
 		tokens, received := j.tokens(), j.received
 		out := j.attempt(withTicket(ctx, ticket), c, key, seam)
 		report := fleet.Report{Provider: c.Provider.Name, Model: c.Model, Class: out.class, Err: out.err, RetryAfter: out.retryAfter, Verdict: breaker.Neutral,
-			Tokens: j.tokens() - tokens, Streamed: j.received > received}
+			Tokens: j.tokens() - tokens, Streamed: j.received > received, TTFT: out.ttft}
 		if out.class == upstream.Credential && out.logErr == nil && !rekeyed {
 			if next, ok := keys.Reject(key); ok && next != key {
 				j.log.Info("api key refused; retrying with the next", "provider", c.Provider.Name, "attempt", j.attempts)
@@ -147,6 +147,9 @@ func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) ou
 			continue
 		}
 		report.Verdict = out.verdict(ctx)
+		if out.hedge != nil {
+			report = j.hedgeWon(ctx, out.hedge, report)
+		}
 		if report.Verdict == breaker.Success {
 			keys.Accept(key)
 		}

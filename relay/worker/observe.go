@@ -64,13 +64,15 @@ func (j *job) observe(c provider.Candidate, seam wire.Seam) *attemptObs {
 	return ob
 }
 
-// done records what the call produced: its time to first token, its
-// chunks, and the tokens and cost it added.
-func (ob *attemptObs) done(pub *publisher) {
+// done records what the call produced: its time to first token, which
+// it returns (zero if none), its chunks, and the tokens and cost it
+// added.
+func (ob *attemptObs) done(pub *publisher) (ttft time.Duration) {
 	j, m := ob.j, ob.j.w.metrics
 	p, model := ob.c.Provider.Name, ob.c.Model
 	if first := pub.firstContent(); !first.IsZero() {
-		m.UpstreamTTFT(p, model, first.Sub(ob.start))
+		ttft = first.Sub(ob.start)
+		m.UpstreamTTFT(p, model, ttft)
 		if ob.fresh && pub.chunks > 0 {
 			// The stream's first token, unless nothing of the call was
 			// published (a first delivery whose claim failed).
@@ -83,6 +85,7 @@ func (ob *attemptObs) done(pub *publisher) {
 		now = *j.usage
 	}
 	m.Usage(p, model, j.req.Tenant, now.PromptTokens-ob.usage.PromptTokens, now.CompletionTokens-ob.usage.CompletionTokens, j.cost-ob.cost)
+	return ttft
 }
 
 // firstContent is when the publisher was handed its first text,

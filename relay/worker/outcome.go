@@ -27,6 +27,11 @@ type outcome struct {
 	logErr       error
 	// retryAfter is the wait the provider asked for with a failed call.
 	retryAfter time.Duration
+	// hedge, if set, is the hedge that answered instead of the attempt's
+	// own call (hedge_race.go).
+	hedge *leg
+	// ttft is the call's time to first token, zero if it produced none.
+	ttft time.Duration
 }
 
 // failed is the outcome of a call that failed with err.

@@ -86,6 +86,8 @@ type Worker struct {
 	topology    streams.Topology
 	// keys holds each provider's API keys, by provider name.
 	keys map[string]*apikeys.Ring
+	// hedges are the hedge budgets of the models that hedge (hedge.go).
+	hedges *hedgeBudgets
 	// keysPoll is how often key files are checked; 0: never.
 	keysPoll time.Duration
 	// progressEvery is a quarter of AckWait: three reports can be lost
@@ -201,6 +203,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		appendRetry:     cfg.AppendRetry,
 		jobs:            newInflight(),
 		answers:         &answerCache{js: deps.JS},
+		hedges:          newHedgeBudgets(),
 		draining:        make(chan struct{}),
 		done:            make(chan struct{}),
 	}

@@ -81,6 +81,9 @@ type Report struct {
 	// Calls by "<provider>/<model>" and Retries by provider (workers).
 	Calls   map[string]Calls   `json:"calls,omitempty"`
 	Retries map[string]Retries `json:"retries,omitempty"`
+	// TTFT holds the node's first-token times of the last TTFTWindowSpan
+	// by "<provider>/<model>" (workers).
+	TTFT map[string]TTFTHistogram `json:"ttft,omitempty"`
 	// Keys are the checks of the provider API keys, by provider (workers).
 	Keys map[string][]APIKey `json:"keys,omitempty"`
 }
