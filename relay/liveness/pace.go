@@ -89,7 +89,7 @@ func (lw *livenessWatch) enqueue(p silentPeer, now time.Time) {
 	}
 	lw.queue = append(lw.queue, &batch{silentPeer: p, todo: todo, judged: now})
 	lw.mu.Unlock()
-	lw.logger.Info("handing over a silent worker's requests", "silent_worker", p.worker, "instance", p.instance,
+	lw.logger.Info("a silent worker's requests are queued for handover", "silent_worker", p.worker, "instance", p.instance,
 		"requests", len(todo), "queued_before", queued, "probe", p.verdict)
 	select {
 	case lw.queued <- struct{}{}:
@@ -171,7 +171,7 @@ func (lw *livenessWatch) pop(waited bool) (silentPeer, wire.Delivery, bool) {
 	}
 	if len(b.todo) == 0 {
 		lw.queue = lw.queue[1:]
-		lw.logger.Info("handed over a silent worker's requests", "silent_worker", b.worker, "instance", b.instance,
+		lw.logger.Info("finished handing over a silent worker's requests", "silent_worker", b.worker, "instance", b.instance,
 			"requests", len(b.held), "took", time.Since(b.judged).Round(time.Millisecond),
 			"deferred", b.deferred, "handovers_deferred", lw.deferred)
 	}

@@ -54,10 +54,7 @@ func newWatchRig(t *testing.T, self string) *watchRig {
 		switch d := time.Duration(r.echoDelay.Load()); {
 		case r.deaf.Load():
 		case d > 0:
-			go func() {
-				time.Sleep(d)
-				r.lw.echoed(sent)
-			}()
+			time.AfterFunc(d, func() { r.lw.echoed(sent) })
 		default:
 			r.lw.echoed(sent)
 		}
@@ -109,16 +106,24 @@ func (r *watchRig) probe(instance string, v verdict, after time.Duration) {
 	r.probes[instance] = probeMode{v: v, after: after}
 }
 
-// logRecorder keeps the messages logged through it.
+// logRecorder keeps the messages logged through it, each followed by its
+// reason attribute if it has one.
 type logRecorder struct{ r *watchRig }
 
 func (l logRecorder) Enabled(context.Context, slog.Level) bool { return true }
 func (l logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
 func (l logRecorder) WithGroup(string) slog.Handler            { return l }
 func (l logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	msg := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "reason" {
+			msg += " reason=" + a.Value.String()
+		}
+		return true
+	})
 	l.r.mu.Lock()
 	defer l.r.mu.Unlock()
-	l.r.logs = append(l.r.logs, rec.Message)
+	l.r.logs = append(l.r.logs, msg)
 	return nil
 }
 
