@@ -162,3 +162,29 @@ func TestTimedOutHandoverHoldsTheNext(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldPastAckWaitIsLeftToAckWait: workers held for longer than AckWait
+// are not handed over even on hard evidence: the server has redelivered
+// their requests, and a NAK of an old delivery would take a request from
+// its new owner.
+func TestHeldPastAckWaitIsLeftToAckWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newWatchRig(t, "")
+		const timeout, ackWait = time.Second, 4 * time.Second
+		r.lw.mu.Lock()
+		r.lw.ackWait = ackWait
+		r.lw.mu.Unlock()
+		r.hung.Store(true)
+		r.lw.observe(newFakeWorker("a", timeout, "a1").next(true))
+		r.lw.observe(newFakeWorker("b", timeout, "b1").next(true))
+		time.Sleep(ackWait + timeout)
+		r.hung.Store(false)
+		time.Sleep(2 * timeout)
+		if handed, _ := r.handovers(); len(handed) != 0 {
+			t.Fatalf("handed over %v after AckWait", handed)
+		}
+		if n := r.logged("longer than AckWait ago"); n != 2 {
+			t.Fatalf("logged %d workers left to AckWait, want 2", n)
+		}
+	})
+}

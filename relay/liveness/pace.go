@@ -97,6 +97,13 @@ func (lw *livenessWatch) enqueue(p silentPeer, now time.Time) {
 	}
 }
 
+// A delivery is handed over only until AckWait after its worker was last
+// seen: by then the server has redelivered it (the worker's last progress
+// report came no later), and since a NAK is matched by the request's
+// sequence only, a NAK of the old delivery would take the request from
+// its new owner. A judgement held that long, or a queue deferred that
+// long, leaves the rest to AckWait, which has moved them already.
+
 // drain hands the queued deliveries over, one at a time and at the pace,
 // until ctx ends. While the watcher is behind (its echo late by more than
 // behindLimit), it waits: handovers then would load a server already
@@ -152,10 +159,18 @@ func (lw *livenessWatch) behind(now time.Time, timeout time.Duration) bool {
 }
 
 // pop takes the next delivery to hand over, counting it as deferred if
-// it waited, and logs each batch it empties.
+// it waited, and logs each batch it empties or leaves to AckWait.
 func (lw *livenessWatch) pop(waited bool) (silentPeer, wire.Delivery, bool) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	now := time.Now()
+	for len(lw.queue) > 0 && lw.ackWait > 0 && now.Sub(lw.queue[0].seen) >= lw.ackWait {
+		b := lw.queue[0]
+		lw.queue = lw.queue[1:]
+		lw.logger.Info("a silent worker was last seen longer than AckWait ago; AckWait has redelivered the requests not handed over yet",
+			"silent_worker", b.worker, "instance", b.instance, "left", len(b.todo), "of", len(b.held),
+			"seen", now.Sub(b.seen).Round(time.Millisecond))
+	}
 	if len(lw.queue) == 0 {
 		return silentPeer{}, wire.Delivery{}, false
 	}
@@ -167,12 +182,12 @@ func (lw *livenessWatch) pop(waited bool) (silentPeer, wire.Delivery, bool) {
 		lw.deferred++
 	}
 	if b.verdict == verdictMute {
-		lw.mutedAt = time.Now()
+		lw.mutedAt = now
 	}
 	if len(b.todo) == 0 {
 		lw.queue = lw.queue[1:]
 		lw.logger.Info("finished handing over a silent worker's requests", "silent_worker", b.worker, "instance", b.instance,
-			"requests", len(b.held), "took", time.Since(b.judged).Round(time.Millisecond),
+			"requests", len(b.held), "took", now.Sub(b.judged).Round(time.Millisecond),
 			"deferred", b.deferred, "handovers_deferred", lw.deferred)
 	}
 	return b.silentPeer, d, true

@@ -123,3 +123,28 @@ func TestWorkerHeardAgainKeepsWhatWasNotHandedOverYet(t *testing.T) {
 		}
 	})
 }
+
+// TestPaceStopsAtAckWait: what the pace has not handed over by AckWait
+// after the worker was last seen is left to AckWait, which has moved it.
+func TestPaceStopsAtAckWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newWatchRig(t, "")
+		const timeout, ackWait, n = time.Second, 4 * time.Second, 5000
+		r.lw.mu.Lock()
+		r.lw.ackWait = ackWait
+		r.lw.mu.Unlock()
+		r.lw.observe(newFakeWorker("a", timeout, streamNames("a", n)...).next(true))
+		seen := time.Since(r.start)
+		time.Sleep(timeout + paceBound(n) + time.Second)
+		handed, at := r.handovers()
+		if len(handed) <= handoverBurst || len(handed) >= n {
+			t.Fatalf("handed over %d of %d, want those the pace allowed within AckWait", len(handed), n)
+		}
+		if last := at[len(at)-1] - seen; last >= ackWait {
+			t.Errorf("handed over a request %v after the worker was last seen, want within AckWait (%v)", last, ackWait)
+		}
+		if r.logged("AckWait has redelivered the requests not handed over yet") != 1 {
+			t.Error("leaving the rest to AckWait was not logged")
+		}
+	})
+}

@@ -115,6 +115,9 @@ func (w Watcher) Run(ctx context.Context) error {
 	// Heartbeats lost on the way in leave no gap to see for a worker
 	// that never beats again: a reconnect or a message dropped by the
 	// subscription makes the watcher forget every set.
+	lw.mu.Lock()
+	lw.ackWait = w.Topology.WithDefaults().AckWait
+	lw.mu.Unlock()
 	lw.losses = func() uint64 {
 		dropped, _ := sub.Dropped()
 		return nc.Stats().Reconnects + uint64(max(dropped, 0))
@@ -158,6 +161,10 @@ type livenessWatch struct {
 	// (pace.go); queued wakes the goroutine that drains it.
 	queue  []*batch
 	queued chan struct{}
+	// ackWait is the worker consumer's: a worker's deliveries are no
+	// longer its own AckWait after it was last seen (pace.go). Zero: no
+	// limit.
+	ackWait time.Duration
 	// held counts the judgements held, deferred the handovers deferred.
 	held, deferred int
 }
@@ -177,6 +184,10 @@ type peer struct {
 	held     map[wire.DeliveryRef]wire.Delivery
 	complete bool
 	heard    time.Time // when beat was received, or the watcher's view reset
+	// seen is when the instance last gave a sign of life: a beat, or an
+	// answer to a probe. Its deliveries stay its own until AckWait after
+	// its last progress report, which came about then.
+	seen time.Time
 	// lagPeak is how late the watcher's echo came at worst since heard,
 	// or since a held judgement (hold.go).
 	lagPeak time.Duration
@@ -280,7 +291,7 @@ func (lw *livenessWatch) record(hb wire.Heartbeat) (ask bool) {
 	}
 	expected := p.beat + 1
 	now := time.Now()
-	p.heard, p.probed, p.lagPeak = now, time.Time{}, 0
+	p.heard, p.seen, p.probed, p.lagPeak = now, now, time.Time{}, 0
 	if lost := p.apply(hb); lost != "" {
 		lw.logger.Warn("a worker's earlier deliveries are unknown until its next full heartbeat; were it to fall silent before, AckWait would redeliver them",
 			"reason", lost, "silent_worker", hb.Worker, "instance", hb.Instance, "beat", hb.Beat, "expected", expected)
@@ -388,6 +399,7 @@ type silentPeer struct {
 	count    int
 	complete bool
 	quiet    time.Duration
+	seen     time.Time // see peer
 	verdict  verdict
 }
 
@@ -420,7 +432,8 @@ func (lw *livenessWatch) suspects(now time.Time) []suspect {
 // left, or that the watcher could not ask or may not have heard (it went
 // deaf), keeps its requests and gets its clock restarted. One whose probe
 // timed out while the watcher or the server may be behind keeps them too,
-// and is probed again (hold.go).
+// and is probed again (hold.go). One last seen longer than AckWait ago is
+// forgotten: the server has redelivered what it held (pace.go).
 func (lw *livenessWatch) judge(a probeAnswer, now time.Time) (silentPeer, bool) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
@@ -435,6 +448,17 @@ func (lw *livenessWatch) judge(a probeAnswer, now time.Time) (silentPeer, bool) 
 				"worker", p.worker, "instance", a.instance, "silent_for", now.Sub(p.heard).Round(time.Millisecond))
 		}
 		p.heard, p.probed = now, time.Time{}
+		if a.verdict == verdictAlive {
+			p.seen = now
+		}
+		return silentPeer{}, false
+	}
+	if lw.ackWait > 0 && now.Sub(p.seen) >= lw.ackWait {
+		// Its judgement was held that long: AckWait moved its requests
+		// already, and it no longer counts among the silent.
+		delete(lw.peers, a.instance)
+		lw.logger.Info("a silent worker was last seen longer than AckWait ago; AckWait has redelivered its requests",
+			"silent_worker", p.worker, "instance", a.instance, "seen", now.Sub(p.seen).Round(time.Millisecond), "probe", a.verdict)
 		return silentPeer{}, false
 	}
 	if a.verdict == verdictMute {
@@ -446,7 +470,7 @@ func (lw *livenessWatch) judge(a probeAnswer, now time.Time) (silentPeer, bool) 
 	}
 	delete(lw.peers, a.instance)
 	return silentPeer{worker: p.worker, instance: a.instance, timeout: p.timeout, held: p.held, count: p.count, complete: p.complete,
-		quiet: now.Sub(p.heard), verdict: a.verdict}, true
+		quiet: now.Sub(p.heard), seen: p.seen, verdict: a.verdict}, true
 }
 
 // deaf reports whether the watcher's echo has been missing for longer than
