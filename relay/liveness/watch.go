@@ -82,6 +82,7 @@ func (w Watcher) Run(ctx context.Context) error {
 				"stream", d.StreamID, "silent_for", silent.quiet.Round(time.Millisecond), "probe", silent.verdict)
 		}
 	})
+	lw.ackWait = w.Topology.WithDefaults().AckWait
 	// The echo is a message to itself through the server: hearing it
 	// proves the watcher hears the world now, and how late it comes says
 	// how far behind the watcher or the server is. It carries when it was
@@ -115,9 +116,6 @@ func (w Watcher) Run(ctx context.Context) error {
 	// Heartbeats lost on the way in leave no gap to see for a worker
 	// that never beats again: a reconnect or a message dropped by the
 	// subscription makes the watcher forget every set.
-	lw.mu.Lock()
-	lw.ackWait = w.Topology.WithDefaults().AckWait
-	lw.mu.Unlock()
 	lw.losses = func() uint64 {
 		dropped, _ := sub.Dropped()
 		return nc.Stats().Reconnects + uint64(max(dropped, 0))
@@ -331,7 +329,8 @@ func (lw *livenessWatch) run(ctx context.Context) {
 	tick := time.NewTicker(watchTick)
 	defer tick.Stop()
 	lw.mu.Lock()
-	lw.echoAt, lw.echoSent = time.Now(), time.Now()
+	now := time.Now()
+	lw.echoAt, lw.echoSent = now, now
 	lw.mu.Unlock()
 	var draining sync.WaitGroup
 	defer draining.Wait()
