@@ -67,8 +67,9 @@
 // two timeouts ago; or a probe answered less than two timeouts ago took
 // longer than a quarter of a timeout. The held worker keeps its requests
 // and is probed again: "no responders" (hard evidence) hands it over
-// whatever the signs, a beat or an answer clears it. Each held judgement
-// is logged at info with the count so far (judgements_held).
+// whatever the signs, and so does a timed-out probe once they are gone; a
+// beat or an answer clears it. Each held judgement is logged at info with
+// the count so far (judgements_held).
 //
 // And a watcher paces its handovers (pace.go): at most 500 at once, then
 // 1,000 a second (500 per default heartbeat interval), from a queue that
@@ -77,9 +78,8 @@
 // one watcher alone records ~10,000 handovers a second, so the pace keeps
 // each watcher to a tenth of the server's capacity even when it judges
 // wrongly, while one dead worker's 2,600 requests all move within ~2 s
-// of its judgement (sooner with more watchers, which race over its set in
-// different orders) and a few hundred move at once. What the pace defers
-// is never dropped; it is logged with the count of handovers deferred
+// of its judgement and a few hundred move at once. What the pace defers
+// waits, logged with the count of handovers deferred so far
 // (handovers_deferred). If the worker is heard again meanwhile, what is
 // left stays with it. Nothing is handed over once the worker was last
 // seen longer than AckWait ago: the server has redelivered its requests
