@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/nats-io/nats.go"
 
@@ -46,6 +47,9 @@ const (
 	// verdictUnknown: the watcher could not ask.
 	verdictUnknown
 )
+
+// LogValue logs a verdict by name (a JSON handler would log its number).
+func (v verdict) LogValue() slog.Value { return slog.StringValue(v.String()) }
 
 func (v verdict) String() string {
 	switch v {
