@@ -24,13 +24,13 @@ import (
 //     than a quarter of the probed worker's timeout less than two of this
 //     worker's timeouts ago: the server is slow.
 //
-// A held worker keeps its requests and is probed again at once, for as
-// long as it stays silent: the server's "no responders" (hard evidence
-// that its connection is gone) hands it over whatever the signs, a beat
-// or an answer clears it, and a timed-out probe once the signs are gone
-// hands it over. Meanwhile a paused worker's requests fall back to
-// AckWait, which costs a few seconds, where a false handover costs a
-// generation and feeds the storm.
+// A held worker keeps its requests and is probed again at the next
+// tick, for as long as it stays silent: the server's "no responders"
+// (hard evidence that its connection is gone) hands it over whatever the
+// signs, a beat or an answer clears it, and a timed-out probe once the
+// signs are gone hands it over. Meanwhile a paused worker's requests fall
+// back to AckWait, which costs a few seconds, where a false handover
+// costs a generation and feeds the storm.
 
 // holdMemory is how long, in timeouts of the worker judged, a handover on
 // a timed-out probe or a slow probe makes the watcher want hard evidence.
