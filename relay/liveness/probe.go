@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/nats-io/nats.go"
 
@@ -24,7 +25,9 @@ import (
 //   - an answer: the worker lives, only its beats were late; its clock
 //     restarts;
 //   - no answer within the worker's own timeout: it is alive to the server
-//     but unable to answer (paused, hung), and its requests move.
+//     but unable to answer (paused, hung), and its requests move, unless
+//     the watcher holds the judgement because it or the server may be the
+//     one behind (hold.go).
 //
 // A watcher that cannot ask (its own connection is down) judges no one.
 
@@ -32,20 +35,30 @@ import (
 type verdict int
 
 const (
-	// verdictSilent: no responders, or no answer within the timeout.
-	verdictSilent verdict = iota
+	// verdictGone: no responders. The server itself says the worker is
+	// not there: hard evidence, trusted even when the watcher holds its
+	// other judgements (hold.go).
+	verdictGone verdict = iota
+	// verdictMute: no answer within the timeout. The worker may be hung,
+	// or the watcher or the server behind.
+	verdictMute
 	// verdictAlive: the worker answered.
 	verdictAlive
 	// verdictUnknown: the watcher could not ask.
 	verdictUnknown
 )
 
+// LogValue logs a verdict by name (a JSON handler would log its number).
+func (v verdict) LogValue() slog.Value { return slog.StringValue(v.String()) }
+
 func (v verdict) String() string {
 	switch v {
-	case verdictSilent:
-		return "silent"
+	case verdictGone:
+		return "no responders"
+	case verdictMute:
+		return "no answer"
 	case verdictAlive:
-		return "alive"
+		return "answered"
 	}
 	return "unknown"
 }
@@ -57,8 +70,10 @@ func probe(ctx context.Context, nc *nats.Conn, instance string) verdict {
 	switch {
 	case err == nil:
 		return verdictAlive
-	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return verdictSilent
+	case errors.Is(err, nats.ErrNoResponders):
+		return verdictGone
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return verdictMute
 	}
 	return verdictUnknown
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,7 +36,8 @@ type Watcher struct {
 	Self string
 	// Name identifies the watcher in handover records and logs.
 	Name string
-	// Logger receives one line per handover; nil discards.
+	// Logger receives one line per handover, and the judgements held and
+	// handovers deferred (hold.go, pace.go); nil discards.
 	Logger *slog.Logger
 }
 
@@ -80,15 +82,23 @@ func (w Watcher) Run(ctx context.Context) error {
 				"stream", d.StreamID, "silent_for", silent.quiet.Round(time.Millisecond), "probe", silent.verdict)
 		}
 	})
+	lw.ackWait = w.Topology.WithDefaults().AckWait
 	// The echo is a message to itself through the server: hearing it
-	// proves the watcher hears the world now.
+	// proves the watcher hears the world now, and how late it comes says
+	// how far behind the watcher or the server is. It carries when it was
+	// sent, on the monotonic clock, as the time since base.
 	echo := livenessEchoPrefix + nuid.Next()
-	echoSub, err := nc.Subscribe(echo, func(*nats.Msg) { lw.echoed() })
+	base := time.Now()
+	echoSub, err := nc.Subscribe(echo, func(m *nats.Msg) {
+		if since, err := strconv.ParseInt(string(m.Data), 10, 64); err == nil {
+			lw.echoed(base.Add(time.Duration(since)))
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("liveness: subscribe %s: %w", echo, err)
 	}
 	defer echoSub.Unsubscribe()
-	lw.ping = func() { _ = nc.Publish(echo, nil) }
+	lw.ping = func(sent time.Time) { _ = nc.Publish(echo, strconv.AppendInt(nil, int64(sent.Sub(base)), 10)) }
 	lw.probe = func(ctx context.Context, instance string) verdict { return probe(ctx, nc, instance) }
 	lw.sync = func(instance string) { _ = nc.Publish(wire.LivenessSyncSubject, []byte(instance)) }
 	sub, err := nc.Subscribe(wire.LivenessSubject, func(m *nats.Msg) {
@@ -117,15 +127,15 @@ func (w Watcher) Run(ctx context.Context) error {
 
 // livenessWatch is the watcher's clockwork, apart from NATS: it keeps when
 // each worker instance was last heard and which deliveries it holds, and
-// hands the deliveries of silent ones to handOver, one at a time, from
-// run's goroutine.
+// hands the deliveries of silent ones to handOver, one at a time and at
+// a pace (pace.go), from a goroutine of run's.
 type livenessWatch struct {
 	self     string
 	logger   *slog.Logger
 	handOver func(silent silentPeer, d wire.Delivery)
-	// ping sends the watcher an echo, which calls echoed when it comes
-	// back.
-	ping func()
+	// ping sends the watcher an echo stamped sent, which calls echoed
+	// with the stamp when it comes back.
+	ping func(sent time.Time)
 	// losses counts the occasions on which heartbeats may have been lost
 	// on the way to the watcher (reconnects, dropped messages).
 	losses func() uint64
@@ -135,9 +145,26 @@ type livenessWatch struct {
 	// ctx ends.
 	probe func(ctx context.Context, instance string) verdict
 
-	mu     sync.Mutex
-	peers  map[string]*peer // by instance
-	echoAt time.Time        // when the last echo came back
+	mu    sync.Mutex
+	peers map[string]*peer // by instance
+	// echoAt is when the last echo came back, echoSent when the newest
+	// one that came back was sent.
+	echoAt, echoSent time.Time
+	// mutedAt is when the watcher last judged, or handed over a request
+	// of, a worker on a timed-out probe; slowAt when a probe last came
+	// back slowly, after slowTook (hold.go).
+	mutedAt, slowAt time.Time
+	slowTook        time.Duration
+	// queue is the deliveries of judged workers still to hand over
+	// (pace.go); queued wakes the goroutine that drains it.
+	queue  []*batch
+	queued chan struct{}
+	// ackWait is the worker consumer's: a worker's deliveries are no
+	// longer its own AckWait after it was last seen (pace.go). Zero: no
+	// limit.
+	ackWait time.Duration
+	// held counts the judgements held, deferred the handovers deferred.
+	held, deferred int
 }
 
 // peer is what a watcher knows of one worker instance.
@@ -155,6 +182,13 @@ type peer struct {
 	held     map[wire.DeliveryRef]wire.Delivery
 	complete bool
 	heard    time.Time // when beat was received, or the watcher's view reset
+	// seen is when the instance last gave a sign of life: a beat, or an
+	// answer to a probe. Its deliveries stay its own until AckWait after
+	// its last progress report, which came about then.
+	seen time.Time
+	// lagPeak is how late the watcher's echo came at worst since heard,
+	// or since a held judgement (hold.go).
+	lagPeak time.Duration
 	// probed is when the watcher started asking the instance whether it
 	// lives, after its silence; zero when no probe is out. A beat heard
 	// meanwhile ends the suspicion.
@@ -221,9 +255,9 @@ func (p *peer) forget() {
 func newLivenessWatch(self string, logger *slog.Logger, handOver func(silentPeer, wire.Delivery)) *livenessWatch {
 	return &livenessWatch{
 		self: self, logger: logger, handOver: handOver,
-		ping: func() {}, losses: func() uint64 { return 0 }, sync: func(string) {},
-		probe: func(context.Context, string) verdict { return verdictSilent },
-		peers: map[string]*peer{},
+		ping: func(time.Time) {}, losses: func() uint64 { return 0 }, sync: func(string) {},
+		probe: func(context.Context, string) verdict { return verdictGone },
+		peers: map[string]*peer{}, queued: make(chan struct{}, 1),
 	}
 }
 
@@ -243,6 +277,7 @@ func (lw *livenessWatch) observe(hb wire.Heartbeat) {
 func (lw *livenessWatch) record(hb wire.Heartbeat) (ask bool) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	lw.heardAgain(hb.Instance)
 	if hb.Leaving {
 		delete(lw.peers, hb.Instance)
 		return false
@@ -254,7 +289,7 @@ func (lw *livenessWatch) record(hb wire.Heartbeat) (ask bool) {
 	}
 	expected := p.beat + 1
 	now := time.Now()
-	p.heard, p.probed = now, time.Time{}
+	p.heard, p.seen, p.probed, p.lagPeak = now, now, time.Time{}, 0
 	if lost := p.apply(hb); lost != "" {
 		lw.logger.Warn("a worker's earlier deliveries are unknown until its next full heartbeat; were it to fall silent before, AckWait would redeliver them",
 			"reason", lost, "silent_worker", hb.Worker, "instance", hb.Instance, "beat", hb.Beat, "expected", expected)
@@ -276,34 +311,42 @@ func (lw *livenessWatch) forgetSets() {
 	}
 }
 
-// echoed records that an echo came back now.
-func (lw *livenessWatch) echoed() {
+// echoed records that an echo sent at sent came back now.
+func (lw *livenessWatch) echoed(sent time.Time) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	lw.echoAt = time.Now()
+	if sent.After(lw.echoSent) {
+		lw.echoSent = sent
+	}
 }
 
 // run pings itself and checks for silent workers every watchTick until
 // ctx ends: it probes each (probe.go), and hands over those the probe
-// confirms silent.
+// confirms silent, unless it holds the judgement (hold.go), at a pace
+// (pace.go).
 func (lw *livenessWatch) run(ctx context.Context) {
 	tick := time.NewTicker(watchTick)
 	defer tick.Stop()
 	lw.mu.Lock()
-	lw.echoAt = time.Now()
+	now := time.Now()
+	lw.echoAt, lw.echoSent = now, now
 	lw.mu.Unlock()
+	var draining sync.WaitGroup
+	defer draining.Wait()
+	draining.Go(func() { lw.drain(ctx) })
 	// Whatever the workers sent before, the watcher did not hear.
 	lw.sync("")
 	losses := lw.losses()
 	answers := make(chan probeAnswer)
 	for {
-		lw.ping()
+		lw.ping(time.Now())
 		select {
 		case <-ctx.Done():
 			return
 		case a := <-answers:
 			if p, ok := lw.judge(a, time.Now()); ok {
-				lw.handOverAll(ctx, p)
+				lw.enqueue(p, time.Now())
 			}
 			continue
 		case <-tick.C:
@@ -318,28 +361,15 @@ func (lw *livenessWatch) run(ctx context.Context) {
 			go func() {
 				pctx, cancel := context.WithTimeout(ctx, s.timeout)
 				defer cancel()
+				start := time.Now()
 				a := probeAnswer{suspect: s, verdict: lw.probe(pctx, s.instance)}
+				a.took = time.Since(start)
 				select {
 				case answers <- a:
 				case <-ctx.Done():
 				}
 			}()
 		}
-	}
-}
-
-// handOverAll hands over what the watcher knows p held.
-func (lw *livenessWatch) handOverAll(ctx context.Context, p silentPeer) {
-	if !p.complete {
-		lw.logger.Warn("some of a silent worker's deliveries are unknown (missed heartbeats); AckWait will redeliver them",
-			"silent_worker", p.worker, "instance", p.instance, "silent_for", p.quiet.Round(time.Millisecond),
-			"known", len(p.held), "held", p.count)
-	}
-	for _, d := range p.held {
-		if ctx.Err() != nil {
-			return
-		}
-		lw.handOver(p, d)
 	}
 }
 
@@ -351,21 +381,24 @@ type suspect struct {
 	probed   time.Time
 }
 
-// probeAnswer is a suspect's verdict.
+// probeAnswer is a suspect's verdict, which took took to come.
 type probeAnswer struct {
 	suspect
 	verdict verdict
+	took    time.Duration
 }
 
 // silentPeer is a worker not heard from within its timeout.
 type silentPeer struct {
 	worker, instance string
+	timeout          time.Duration
 	// held are the deliveries the watcher knows it held (see peer),
 	// count how many it held, and complete whether held are all.
 	held     map[wire.DeliveryRef]wire.Delivery
 	count    int
 	complete bool
 	quiet    time.Duration
+	seen     time.Time // see peer
 	verdict  verdict
 }
 
@@ -373,15 +406,17 @@ type silentPeer struct {
 // as probed from now, and returns them; one being probed is not returned
 // again until its answer is judged. A watcher that did not hear its own
 // echo lately suspects no one: it restarts every worker's clock at now
-// instead.
+// instead. It also notes how late the echo is in each worker's silence.
 func (lw *livenessWatch) suspects(now time.Time) []suspect {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if lw.deaf(now) {
 		return nil
 	}
+	lag := lw.lag(now)
 	var out []suspect
 	for instance, p := range lw.peers {
+		p.lagPeak = max(p.lagPeak, lag)
 		if p.probed.IsZero() && now.Sub(p.heard) > p.timeout {
 			p.probed = now
 			out = append(out, suspect{instance: instance, timeout: p.timeout, probed: now})
@@ -394,25 +429,47 @@ func (lw *livenessWatch) suspects(now time.Time) []suspect {
 // if the probe confirmed its silence and nothing was heard from it since
 // the probe started. A worker that answered, or was heard meanwhile, or
 // left, or that the watcher could not ask or may not have heard (it went
-// deaf), keeps its requests and gets its clock restarted.
+// deaf), keeps its requests and gets its clock restarted. One whose probe
+// timed out while the watcher or the server may be behind keeps them too,
+// and is probed again (hold.go). One last seen longer than AckWait ago is
+// forgotten: the server has redelivered what it held (pace.go).
 func (lw *livenessWatch) judge(a probeAnswer, now time.Time) (silentPeer, bool) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	lw.noteRoundTrip(a, now)
 	p := lw.peers[a.instance]
 	if p == nil || !p.probed.Equal(a.probed) {
 		return silentPeer{}, false
 	}
-	if a.verdict != verdictSilent || lw.deaf(now) {
+	if a.verdict == verdictAlive || a.verdict == verdictUnknown || lw.deaf(now) {
 		if a.verdict == verdictAlive {
 			lw.logger.Info("a worker's heartbeats came late but it answered a probe; its requests stay with it",
 				"worker", p.worker, "instance", a.instance, "silent_for", now.Sub(p.heard).Round(time.Millisecond))
 		}
 		p.heard, p.probed = now, time.Time{}
+		if a.verdict == verdictAlive {
+			p.seen = now
+		}
 		return silentPeer{}, false
 	}
+	if lw.ackWait > 0 && now.Sub(p.seen) >= lw.ackWait {
+		// Its judgement was held that long: AckWait moved its requests
+		// already, and it no longer counts among the silent.
+		delete(lw.peers, a.instance)
+		lw.logger.Info("a silent worker was last seen longer than AckWait ago; AckWait has redelivered its requests",
+			"silent_worker", p.worker, "instance", a.instance, "seen", now.Sub(p.seen).Round(time.Millisecond), "probe", a.verdict)
+		return silentPeer{}, false
+	}
+	if a.verdict == verdictMute {
+		if reason := lw.holdReason(a.instance, p, now); reason != "" {
+			lw.hold(a.instance, p, reason, now)
+			return silentPeer{}, false
+		}
+		lw.mutedAt = now
+	}
 	delete(lw.peers, a.instance)
-	return silentPeer{worker: p.worker, instance: a.instance, held: p.held, count: p.count, complete: p.complete,
-		quiet: now.Sub(p.heard), verdict: a.verdict}, true
+	return silentPeer{worker: p.worker, instance: a.instance, timeout: p.timeout, held: p.held, count: p.count, complete: p.complete,
+		quiet: now.Sub(p.heard), seen: p.seen, verdict: a.verdict}, true
 }
 
 // deaf reports whether the watcher's echo has been missing for longer than
@@ -424,7 +481,7 @@ func (lw *livenessWatch) deaf(now time.Time) bool {
 		return false
 	}
 	for _, p := range lw.peers {
-		p.heard, p.probed = now, time.Time{}
+		p.heard, p.probed, p.lagPeak = now, time.Time{}, 0
 	}
 	return true
 }

@@ -20,17 +20,26 @@ import (
 // watchRig runs a livenessWatch in a synctest bubble and records its
 // handovers with the bubble's time, and its log messages.
 type watchRig struct {
-	lw       *livenessWatch
-	start    time.Time
-	deaf     atomic.Bool   // echoes do not come back
-	answers  atomic.Bool   // probed workers answer (else: no responders)
-	hung     atomic.Bool   // probes get no answer until they time out
-	losses   atomic.Uint64 // what lw.losses reports
-	mu       sync.Mutex
-	handed   []string        // stream ids, in order
-	handedAt []time.Duration // since start
-	logs     []string
-	synced   []string // the instances asked for a full beat, "" for all
+	lw        *livenessWatch
+	start     time.Time
+	deaf      atomic.Bool   // echoes do not come back
+	echoDelay atomic.Int64  // how long echoes take to come back
+	answers   atomic.Bool   // probed workers answer (else: no responders)
+	hung      atomic.Bool   // probes get no answer until they time out
+	losses    atomic.Uint64 // what lw.losses reports
+	mu        sync.Mutex
+	probes    map[string]probeMode // by instance, instead of the above
+	handed    []string             // stream ids, in order
+	handedAt  []time.Duration      // since start
+	logs      []string
+	synced    []string // the instances asked for a full beat, "" for all
+}
+
+// probeMode is what probes of one instance get: v after a while, or, for
+// verdictMute, nothing until they time out.
+type probeMode struct {
+	v     verdict
+	after time.Duration
 }
 
 func newWatchRig(t *testing.T, self string) *watchRig {
@@ -41,20 +50,33 @@ func newWatchRig(t *testing.T, self string) *watchRig {
 		r.handed = append(r.handed, d.StreamID)
 		r.handedAt = append(r.handedAt, time.Since(r.start))
 	})
-	r.lw.ping = func() {
-		if !r.deaf.Load() {
-			r.lw.echoed()
+	r.lw.ping = func(sent time.Time) {
+		switch d := time.Duration(r.echoDelay.Load()); {
+		case r.deaf.Load():
+		case d > 0:
+			time.AfterFunc(d, func() { r.lw.echoed(sent) })
+		default:
+			r.lw.echoed(sent)
 		}
 	}
 	r.lw.losses = r.losses.Load
-	r.lw.probe = func(ctx context.Context, _ string) verdict {
+	r.lw.probe = func(ctx context.Context, instance string) verdict {
+		r.mu.Lock()
+		m, ok := r.probes[instance]
+		r.mu.Unlock()
 		switch {
+		case ok && m.v != verdictMute && sleep(ctx, m.after):
+			return m.v
+		case ok:
+			<-ctx.Done()
+			return verdictMute
 		case r.answers.Load():
 			return verdictAlive
 		case r.hung.Load():
 			<-ctx.Done()
+			return verdictMute
 		}
-		return verdictSilent
+		return verdictGone
 	}
 	r.lw.sync = func(instance string) {
 		r.mu.Lock()
@@ -74,16 +96,34 @@ func newWatchRig(t *testing.T, self string) *watchRig {
 	return r
 }
 
-// logRecorder keeps the messages logged through it.
+// probe sets what probes of instance get from now on.
+func (r *watchRig) probe(instance string, v verdict, after time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.probes == nil {
+		r.probes = map[string]probeMode{}
+	}
+	r.probes[instance] = probeMode{v: v, after: after}
+}
+
+// logRecorder keeps the messages logged through it, each followed by its
+// reason attribute if it has one.
 type logRecorder struct{ r *watchRig }
 
 func (l logRecorder) Enabled(context.Context, slog.Level) bool { return true }
 func (l logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
 func (l logRecorder) WithGroup(string) slog.Handler            { return l }
 func (l logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	msg := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "reason" {
+			msg += " reason=" + a.Value.String()
+		}
+		return true
+	})
 	l.r.mu.Lock()
 	defer l.r.mu.Unlock()
-	l.r.logs = append(l.r.logs, rec.Message)
+	l.r.logs = append(l.r.logs, msg)
 	return nil
 }
 
