@@ -114,6 +114,14 @@ func (s *sseWriter) keepalive() { s.b().WriteString(": keepalive\n\n") }
 // done queues OpenAI's end-of-stream marker.
 func (s *sseWriter) done() { s.b().WriteString("data: [DONE]\n\n") }
 
+// len is how many bytes are queued.
+func (s *sseWriter) len() int {
+	if s.buf == nil {
+		return 0
+	}
+	return s.buf.Len()
+}
+
 // flush writes what is queued and returns the buffer to the pool.
 func (s *sseWriter) flush() error {
 	b := s.b()
