@@ -216,6 +216,19 @@ func (f *follower) queued() int {
 	return len(f.queue) - f.head
 }
 
+// ready reports whether poll would return a live frame at once: one is
+// queued that follows the last frame taken, and no read of the log is due
+// before it. The writer asks before it writes a batch, to add what came
+// while it rendered.
+func (f *follower) ready() bool {
+	if !f.started || f.first != nil || f.more || f.end {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.woken && f.head < len(f.queue) && f.queue[f.head].prev == f.last
+}
+
 // close stops the follower's live feed and its timers. It may be called
 // more than once.
 func (f *follower) close() {

@@ -133,10 +133,25 @@ type sseStream struct {
 // event that tells the client to reconnect (the edge drains) or that the
 // stream was interrupted, or a keepalive. It reports whether the response
 // is over, and if so whether the client left before the end.
+//
+// The frames that became ready while it rendered go in the same batch:
+// one write for all (a write and its deadline cost more than rendering a
+// chunk), and none waits for more, as it takes only what the follower has
+// at once (follower.ready), up to batchBytes.
 func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool) {
-	st.sess.delivered(entries)
-	for _, e := range entries {
-		st.d.frame(&st.out, e)
+	for {
+		st.sess.delivered(entries)
+		for _, e := range entries {
+			st.d.frame(&st.out, e)
+		}
+		if err != nil || len(entries) == 0 || st.f.ended() || st.out.len() >= batchBytes || !st.f.ready() {
+			break
+		}
+		more, ok, perr := st.f.poll(st.ctx)
+		if !ok || len(more) == 0 && perr == nil {
+			return st.flush(nil)
+		}
+		entries, err = more, perr
 	}
 	switch {
 	case st.f.ended():
@@ -161,6 +176,11 @@ func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool)
 	}
 	return st.flush(err)
 }
+
+// batchBytes bounds what step adds to a batch from frames that became
+// ready while it rendered: beyond it, the batch is written and they wait
+// for the next one.
+const batchBytes = 32 << 10
 
 // flush writes what step (or start) queued. After the end frame or an
 // error event the response is over; a failed write means the client is

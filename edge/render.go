@@ -27,7 +27,7 @@ type chatEvents struct{ v view }
 func (c *chatEvents) begin(*sseWriter) {}
 
 func (c *chatEvents) frame(out *sseWriter, e chunklog.Entry) {
-	out.event(cursorOf(e).String(), marshal(c.v.object(e)))
+	out.cursorEvent(cursorOf(e), func(b []byte) []byte { return c.v.appendObject(b, e) })
 	// The first event carries the view's resume token, if any.
 	c.v.resumeToken = ""
 }

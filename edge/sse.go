@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // sseWriter buffers server-sent events and writes them in batches: one
@@ -77,6 +79,23 @@ func (s *sseWriter) event(id string, data []byte) {
 	b.WriteString("\n\n")
 }
 
+// cursorEvent queues an event whose id is cursor c and whose data
+// appendData appends (one line: JSON) to the bytes it is handed, straight
+// into the batch, so that rendering it allocates nothing of its own.
+func (s *sseWriter) cursorEvent(c wire.Cursor, appendData func([]byte) []byte) {
+	buf := s.b()
+	buf.Grow(eventRoom)
+	b := append(buf.AvailableBuffer(), "id: "...)
+	b = c.Append(b)
+	b = append(b, "\ndata: "...)
+	b = appendData(b)
+	buf.Write(append(b, "\n\n"...))
+}
+
+// eventRoom is the free space a batch buffer is grown to before an event
+// is appended to it: a common chunk's event fits.
+const eventRoom = 1 << 10
+
 // typed queues an event with a type (an "event:" field), as the Responses
 // API sends every event, and no id.
 func (s *sseWriter) typed(event string, data []byte) {
@@ -94,6 +113,14 @@ func (s *sseWriter) keepalive() { s.b().WriteString(": keepalive\n\n") }
 
 // done queues OpenAI's end-of-stream marker.
 func (s *sseWriter) done() { s.b().WriteString("data: [DONE]\n\n") }
+
+// len is how many bytes are queued.
+func (s *sseWriter) len() int {
+	if s.buf == nil {
+		return 0
+	}
+	return s.buf.Len()
+}
 
 // flush writes what is queued and returns the buffer to the pool.
 func (s *sseWriter) flush() error {

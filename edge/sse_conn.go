@@ -230,7 +230,7 @@ func (c *chunkedConn) write(p []byte) error {
 	b.Write(c.head)
 	c.head = nil
 	if len(p) > 0 { // a zero-size chunk would end the body
-		b.WriteString(strconv.FormatInt(int64(len(p)), 16))
+		b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(len(p)), 16))
 		b.WriteString("\r\n")
 		b.Write(p)
 		b.WriteString("\r\n")

@@ -20,7 +20,15 @@ var ErrBadCursor = errors.New("malformed cursor")
 
 // String renders the cursor as the SSE event id "<seq>-<jsseq>".
 func (c Cursor) String() string {
-	return strconv.FormatUint(c.Seq, 10) + "-" + strconv.FormatUint(c.JSSeq, 10)
+	return string(c.Append(make([]byte, 0, 24)))
+}
+
+// Append appends the cursor as String renders it, for a caller that
+// renders events into a buffer of its own.
+func (c Cursor) Append(b []byte) []byte {
+	b = strconv.AppendUint(b, c.Seq, 10)
+	b = append(b, '-')
+	return strconv.AppendUint(b, c.JSSeq, 10)
 }
 
 // IsZero reports whether c is the start of a stream.

@@ -1,0 +1,121 @@
+package edge
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/metrics"
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// recordingSink keeps each batch written to it.
+type recordingSink struct{ batches []string }
+
+func (r *recordingSink) write(p []byte) error {
+	r.batches = append(r.batches, string(p))
+	return nil
+}
+
+// arrivingEvents is chatEvents whose rendering of a frame has the next
+// live frame of frames arrive, as one would while a batch is rendered.
+type arrivingEvents struct {
+	chatEvents
+	f      *follower
+	frames []wire.Frame
+}
+
+func (a *arrivingEvents) frame(out *sseWriter, e chunklog.Entry) {
+	a.chatEvents.frame(out, e)
+	if next := int(e.Frame.Seq); next < len(a.frames) {
+		a.f.push(liveOf(a.frames, next))
+	}
+}
+
+// numbered is the frames of s, numbered from 1 as a worker stores them.
+func numbered(s script) []wire.Frame {
+	frames := s(wire.Request{})
+	for i := range frames {
+		frames[i].Seq = uint64(i + 1)
+	}
+	return frames
+}
+
+// liveOf is frames[i] as the hub hands it over, frame i+1 stored at
+// JetStream sequence i+1 right after the one before.
+func liveOf(frames []wire.Frame, i int) *liveFrame {
+	return &liveFrame{entry: chunklog.Entry{JSSeq: uint64(i + 1), Frame: frames[i]}, prev: uint64(i)}
+}
+
+// batchStream is an SSE response of stream id in dialect d, read from f,
+// written to a recordingSink.
+func batchStream(t *testing.T, edge *testEdge, f *follower, d eventDialect) (*sseStream, *recordingSink) {
+	sink := &recordingSink{}
+	ss := edge.obs.session(view{id: f.id}, wire.Cursor{}, metrics.TransportSSE, false, time.Now())
+	t.Cleanup(ss.close)
+	st := &sseStream{s: edge.Server, id: f.id, d: d, f: f, sess: ss, ctx: t.Context(), gone: func() bool { return false }}
+	st.out.dst = sink
+	return st, sink
+}
+
+func TestSSEWritesFramesReadyMeanwhileInOneBatch(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{})
+	frames := numbered(answer(3))
+	id := wire.NewStreamID()
+	f, err := edge.hub.followNew(context.Background(), id, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	st, sink := batchStream(t, edge, f, &arrivingEvents{chatEvents: chatEvents{v: view{id: id}}, f: f, frames: frames})
+
+	f.push(liveOf(frames, 0))
+	entries, ok, err := f.poll(t.Context())
+	if !ok || err != nil || len(entries) != 1 {
+		t.Fatalf("poll: %d frames, %v, %v", len(entries), ok, err)
+	}
+	if over, left := st.step(entries, err); !over || left {
+		t.Fatalf("step: over %v, left %v; want the stream over", over, left)
+	}
+	if len(sink.batches) != 1 {
+		t.Fatalf("%d writes, want the 3 chunks, the end and [DONE] in one:\n%q", len(sink.batches), sink.batches)
+	}
+	var ids []string
+	for _, ev := range parseSSE(t, sink.batches[0]) {
+		ids = append(ids, ev.ID)
+	}
+	if got := strings.Join(ids, " "); got != "1-1 2-2 3-3 4-4 " {
+		t.Errorf("event ids %q, want the 4 frames' cursors and [DONE] without one", got)
+	}
+	if !strings.HasSuffix(sink.batches[0], "data: [DONE]\n\n") {
+		t.Errorf("the batch does not end with [DONE]: %q", sink.batches[0])
+	}
+}
+
+func TestSSEWritesAReadyFrameWithoutWaitingForMore(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{})
+	frames := numbered(answer(2))
+	id := wire.NewStreamID()
+	f, err := edge.hub.followNew(context.Background(), id, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	st, sink := batchStream(t, edge, f, &chatEvents{v: view{id: id}})
+
+	for i := range frames {
+		f.push(liveOf(frames, i))
+		entries, ok, err := f.poll(t.Context())
+		if !ok || err != nil || len(entries) != 1 {
+			t.Fatalf("poll %d: %d frames, %v, %v", i, len(entries), ok, err)
+		}
+		over, _ := st.step(entries, err)
+		if len(sink.batches) != i+1 || over != (i == len(frames)-1) {
+			t.Fatalf("after frame %d: %d writes, over %v; want each frame written as it came", i+1, len(sink.batches), over)
+		}
+	}
+}
