@@ -53,6 +53,7 @@ type phase struct {
 var phases = []phase{
 	{"throughput", (*bench).throughput},
 	{"latency", (*bench).latency},
+	{"openloop", (*bench).openLoop},
 	{"resume", (*bench).resume},
 	{"failover", (*bench).failover},
 	{"breaker", (*bench).breakers},
