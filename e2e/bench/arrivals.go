@@ -25,16 +25,21 @@ func poissonArrivals(rate float64, d time.Duration, seed uint64) schedule {
 	return out
 }
 
-// bursts is n requests at once, times times, every apart.
-func bursts(n, times int, every time.Duration) schedule {
-	var out schedule
-	for i := range times {
-		for range n {
-			out = append(out, time.Duration(i)*every)
-		}
+// split cuts sched, which spans d, into n schedules of d/n each, every
+// one starting at zero: the rounds of a load, which the systems take in
+// turn so that a spell of noise on a shared machine falls on all of them.
+func split(sched schedule, d time.Duration, n int) []schedule {
+	out := make([]schedule, n)
+	seg := d / time.Duration(n)
+	for _, off := range sched {
+		i := min(int(off/seg), n-1)
+		out[i] = append(out[i], off-time.Duration(i)*seg)
 	}
 	return out
 }
+
+// burst is n requests at once.
+func burst(n int) schedule { return make(schedule, n) }
 
 // target is one system a load is sent to: its chat completions URL and
 // the processes that carry its streams (none for the fake upstream
@@ -45,26 +50,42 @@ type target struct {
 	parts []part
 }
 
-// openResult is what an open-loop load recorded.
+// openResult is what an open-loop load recorded, summed over its rounds.
 type openResult struct {
 	// ttft is each exact stream's time from its scheduled arrival to its
 	// first content; lag the time from the scheduled arrival until the
 	// client sent it (how late the load generator itself was).
-	ttft, lag         []time.Duration
-	arrivals, exact   int
-	firstFailure      string
-	inFlight          float64 // mean streams open, from scheduled arrival to end
-	cost              cpuCost
-	rate              float64 // arrivals per second offered
-	schedule, elapsed time.Duration
+	ttft, lag       []time.Duration
+	arrivals, exact int
+	firstFailure    string
+	// open is the streams' time from scheduled arrival to end, summed;
+	// elapsed the rounds' time from their start until every stream ended.
+	open, elapsed time.Duration
+	cost          cpuCost
+}
+
+// inFlight is how many streams were open on average (Little's law).
+func (r openResult) inFlight() float64 {
+	return r.open.Seconds() / max(r.elapsed.Seconds(), 1e-3)
 }
 
 func (r openResult) summary() string {
-	s := fmt.Sprintf("%d of %d exact, %.0f in flight on average", r.exact, r.arrivals, r.inFlight)
+	s := fmt.Sprintf("%d of %d exact, %.0f in flight on average", r.exact, r.arrivals, r.inFlight())
 	if r.firstFailure != "" {
 		s += ", first failure: " + r.firstFailure
 	}
 	return s
+}
+
+// add sums round o into r.
+func (r *openResult) add(o openResult) {
+	r.ttft, r.lag = append(r.ttft, o.ttft...), append(r.lag, o.lag...)
+	r.arrivals, r.exact = r.arrivals+o.arrivals, r.exact+o.exact
+	if r.firstFailure == "" {
+		r.firstFailure = o.firstFailure
+	}
+	r.open, r.elapsed = r.open+o.open, r.elapsed+o.elapsed
+	r.cost.add(o.cost)
 }
 
 // openLoad sends conv to t at the times sched gives, whatever happened to
@@ -77,13 +98,8 @@ func (b *bench) openLoad(ctx context.Context, t target, conv conversation, sched
 	hc := newHTTPClient(1024, true)
 	defer hc.CloseIdleConnections()
 	res := openResult{arrivals: len(sched)}
-	if len(sched) > 0 {
-		res.schedule = sched[len(sched)-1]
-		res.rate = float64(len(sched)) / max(res.schedule.Seconds(), 1e-3)
-	}
 	meter := meterParts(t.parts)
 	var mu sync.Mutex
-	var open time.Duration // summed over the streams, from arrival to end
 	var chunks int
 	var wg sync.WaitGroup
 	start := time.Now().Add(20 * time.Millisecond)
@@ -99,7 +115,7 @@ func (b *bench) openLoad(ctx context.Context, t target, conv conversation, sched
 			end := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
-			open += end.Sub(at)
+			res.open += end.Sub(at)
 			chunks += r.Chunks
 			res.lag = append(res.lag, r.Start.Sub(at))
 			if !r.exact(conv.answer) {
@@ -114,7 +130,6 @@ func (b *bench) openLoad(ctx context.Context, t target, conv conversation, sched
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
-	res.inFlight = open.Seconds() / max(res.elapsed.Seconds(), 1e-3)
 	res.cost = cpuCost{used: meter.used(), chunks: chunks}
 	for _, p := range t.parts {
 		res.cost.names = append(res.cost.names, p.name)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/relaydev/relay/e2e/procs"
 )
 
 // openLoop measures what arrivals cost when nobody waits for anybody:
@@ -18,9 +20,11 @@ import (
 // upstream called directly, a bare reverse proxy in front of it (the
 // floor every figure is compared with: what any hop in front of the
 // upstream costs), and the relay as separate processes and as `relay
-// dev`'s one process. The capacity that sets the loads is measured first,
-// in the same run: a closed loop with enough clients that requests wait
-// inside the relay (separate processes), upstream paced.
+// dev`'s one process. All four run side by side and take each load in
+// rounds, in turn, so that a spell of noise on a shared machine does not
+// fall on one of them only. The capacity that sets the loads is measured
+// first, in the same run: a closed loop with enough clients that
+// requests wait inside the relay (separate processes), upstream paced.
 func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 	op := openLoopPlans[b.plan.mode]
 	paced := mockSpec{model: "paced50", tokens: op.tokens, interval: op.interval}
@@ -32,6 +36,15 @@ func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 		return nil, err
 	}
 	defer sys.stop()
+	dev, err := b.h.Start(ctx, procs.Role{
+		Role: procs.Dev, Name: "openloop-one", Providers: sys.providers,
+		// As in the latency phase: a plain relay, not the demo's edge.
+		Settings: procs.Settings{"edge.demo": false, "worker.max_inflight": op.pacedClients + 16},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer stopAll([]*procs.Process{dev})
 	pacedProxy, err := startProxy(ctx, sys.mocks[paced.model].URL)
 	if err != nil {
 		return nil, err
@@ -45,29 +58,26 @@ func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 
 	pacedConv := newConversation(paced.model, "open loop", paced.tokens)
 	fastConv := newConversation(fast.model, "open loop", fast.tokens)
-	streamLen := time.Duration(paced.tokens) * paced.interval
-	direct := target{name: "direct", url: chatURL(sys.mocks[paced.model].URL)}
-	proxy := target{name: "bare proxy", url: chatURL(pacedProxy.URL), parts: []part{{"proxy", []cpuClock{pacedProxy}}}}
-	fastTargets := map[string]string{direct.name: chatURL(sys.mocks[fast.model].URL), proxy.name: chatURL(fastProxy.URL)}
-
 	var runs openLoopRuns
-	full := func(t target, into *systemRuns) error {
-		if u, ok := fastTargets[t.name]; ok {
-			t.url = u
-		}
-		var err error
-		into.full, err = b.capacity(ctx, t, fastConv, op.fullClients, op.fullWarm, op.fullWindow, 0)
-		return err
-	}
-	relay := target{name: "relay", url: chatURL(sys.edge.URL), parts: b.relayParts(sys)}
-	for _, s := range []struct {
+	systems := []struct {
 		t    target
+		fast string // its URL for the full-speed model
 		into *systemRuns
-	}{{direct, &runs.direct}, {proxy, &runs.proxy}, {relay, &runs.relay}} {
-		if err := full(s.t, s.into); err != nil {
+	}{
+		{target{name: "direct", url: chatURL(sys.mocks[paced.model].URL)}, chatURL(sys.mocks[fast.model].URL), &runs.direct},
+		{target{name: "bare proxy", url: chatURL(pacedProxy.URL), parts: []part{{"proxy", []cpuClock{pacedProxy}}}}, chatURL(fastProxy.URL), &runs.proxy},
+		{target{name: "relay", url: chatURL(sys.edge.URL), parts: b.relayParts(sys)}, chatURL(sys.edge.URL), &runs.relay},
+		{target{name: "relay, one process", url: chatURL(dev.URL), parts: []part{{"relay", []cpuClock{dev}}}}, chatURL(dev.URL), &runs.one},
+	}
+	for _, s := range systems {
+		t := s.t
+		t.url = s.fast
+		if s.into.full, err = b.capacity(ctx, t, fastConv, op.fullClients, op.fullWarm, op.fullWindow, 0); err != nil {
 			return nil, err
 		}
 	}
+	relay := systems[2].t
+	streamLen := time.Duration(paced.tokens) * paced.interval
 	if runs.capacity, err = b.capacity(ctx, relay, pacedConv, op.pacedClients, op.pacedWarm, op.pacedWindow, streamLen); err != nil {
 		return nil, err
 	}
@@ -75,45 +85,35 @@ func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 		return nil, fmt.Errorf("openloop: the relay completed no stream in its capacity step: %s", runs.capacity.summary())
 	}
 	runs.loads = openLoopLoads(op, runs.capacity.rate)
-	for _, l := range runs.loads {
-		for _, s := range []struct {
-			t    target
-			into *systemRuns
-		}{{direct, &runs.direct}, {proxy, &runs.proxy}, {relay, &runs.relay}} {
-			r, err := b.openLoad(ctx, s.t, pacedConv, l.sched)
-			if err != nil {
-				return nil, err
+	for _, s := range systems {
+		s.into.loads = make([]openResult, len(runs.loads))
+	}
+	for li, l := range runs.loads {
+		for ri, sched := range l.rounds {
+			for k := range systems {
+				s := systems[(k+ri)%len(systems)] // each round in another order
+				r, err := b.openLoad(ctx, s.t, pacedConv, sched)
+				if err != nil {
+					return nil, err
+				}
+				s.into.loads[li].add(r)
 			}
+		}
+		for _, s := range systems {
+			r := s.into.loads[li]
 			b.log.printf("  %s, %s: %s; time to first token %s", s.t.name, l.name, r.summary(), formatDist(summarize(ms(r.ttft)), "ms"))
-			s.into.loads = append(s.into.loads, r)
 		}
-	}
-
-	if err := sys.becomeOneProcess(ctx, "openloop-one", op.pacedClients+16); err != nil {
-		return nil, err
-	}
-	one := target{name: "relay, one process", url: chatURL(sys.edge.URL), parts: b.relayParts(sys)}
-	if err := full(one, &runs.one); err != nil {
-		return nil, err
-	}
-	for _, l := range runs.loads {
-		r, err := b.openLoad(ctx, one, pacedConv, l.sched)
-		if err != nil {
-			return nil, err
-		}
-		b.log.printf("  %s, %s: %s; time to first token %s", one.name, l.name, r.summary(), formatDist(summarize(ms(r.ttft)), "ms"))
-		runs.one.loads = append(runs.one.loads, r)
 	}
 	return runs.figures(op), nil
 }
 
-// loadSpec is one open-loop load: its schedule, and whether issue 18's
-// goal applies to it.
+// loadSpec is one open-loop load, in rounds.
 type loadSpec struct {
 	name     string
 	fraction float64 // of the reference capacity; zero for a burst
-	note     string  // a burst's shape
-	sched    schedule
+	rate     float64 // arrivals per second; zero for a burst
+	span     time.Duration
+	rounds   []schedule
 }
 
 // openLoopLoads are Poisson arrivals at each of the plan's fractions of
@@ -126,15 +126,15 @@ func openLoopLoads(op openLoopPlan, capacity float64) []loadSpec {
 		d := max(op.openDuration, min(2*op.openDuration, time.Duration(float64(op.minArrivals)/rate*float64(time.Second))))
 		out = append(out, loadSpec{
 			name:     fmt.Sprintf("Poisson arrivals at %.0f %% of capacity", 100*f),
-			fraction: f,
-			sched:    poissonArrivals(rate, d, uint64(i+1)),
+			fraction: f, rate: rate, span: d,
+			rounds: split(poissonArrivals(rate, d, uint64(i+1)), d, op.rounds),
 		})
 	}
-	return append(out, loadSpec{
-		name:  fmt.Sprintf("a burst of %d at once", op.burst),
-		note:  fmt.Sprintf("%d burst(s) of %d requests, %v apart", op.bursts, op.burst, op.burstEvery),
-		sched: bursts(op.burst, op.bursts, op.burstEvery),
-	})
+	bl := loadSpec{name: fmt.Sprintf("a burst of %d at once", op.burst)}
+	for range op.bursts {
+		bl.rounds = append(bl.rounds, burst(op.burst))
+	}
+	return append(out, bl)
 }
 
 // systemRuns is what one system measured: its capacity with the upstream

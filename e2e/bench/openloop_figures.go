@@ -73,10 +73,10 @@ func (r openLoopRuns) ttftFigure(i int, l loadSpec, lay layout, pace string) fig
 // loadNote says what load l was.
 func (r openLoopRuns) loadNote(l loadSpec, run openResult) string {
 	if l.fraction == 0 {
-		return l.note
+		return fmt.Sprintf("%d requests in %d burst(s), each system in turn", run.arrivals, len(l.rounds))
 	}
-	return fmt.Sprintf("%d arrivals at %.0f req/s for %v: %.0f %% of the relay's capacity (separate processes, upstream paced), %s",
-		run.arrivals, run.rate, run.schedule.Round(100*time.Millisecond), 100*l.fraction, r.capacity.summary())
+	return fmt.Sprintf("%d arrivals at %.0f req/s for %v in %d round(s), each system in turn: %.0f %% of the relay's capacity (separate processes, upstream paced), %s",
+		run.arrivals, l.rate, l.span.Round(100*time.Millisecond), len(l.rounds), 100*l.fraction, r.capacity.summary())
 }
 
 // cpuFigure is the processor time of the relay's processes per delivered

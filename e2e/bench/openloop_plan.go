@@ -22,14 +22,15 @@ type openLoopPlan struct {
 
 	// loads are the open-loop levels, as fractions of the paced
 	// capacity, each offered for openDuration, or longer (up to twice
-	// that) until minArrivals arrive, so that each has a p99.
+	// that) until minArrivals arrive, so that each has a p99; each
+	// system takes a load in rounds, in turn.
 	loads        []float64
 	openDuration time.Duration
 	minArrivals  int
+	rounds       int
 
-	// burst requests at once, bursts times, every burstEvery.
+	// burst requests at once, bursts times (one round each).
 	burst, bursts int
-	burstEvery    time.Duration
 }
 
 // openLoopPlans by plan mode. The quick plan keeps every figure and runs
@@ -39,14 +40,14 @@ var openLoopPlans = map[string]openLoopPlan{
 		tokens: 20, interval: 20 * time.Millisecond,
 		fullClients: 100, fullWarm: 500 * time.Millisecond, fullWindow: 3 * time.Second,
 		pacedClients: 400, pacedWarm: time.Second, pacedWindow: 4 * time.Second,
-		loads: []float64{0.5, 0.8}, openDuration: 6 * time.Second, minArrivals: 150,
-		burst: 100, bursts: 3, burstEvery: 1500 * time.Millisecond,
+		loads: []float64{0.5, 0.8}, openDuration: 6 * time.Second, minArrivals: 150, rounds: 3,
+		burst: 100, bursts: 3,
 	},
 	"quick": {
 		tokens: 20, interval: 20 * time.Millisecond,
 		fullClients: 100, fullWarm: 150 * time.Millisecond, fullWindow: 350 * time.Millisecond,
 		pacedClients: 200, pacedWarm: 600 * time.Millisecond, pacedWindow: 800 * time.Millisecond,
-		loads: []float64{0.5, 0.8}, openDuration: 600 * time.Millisecond,
+		loads: []float64{0.5, 0.8}, openDuration: 600 * time.Millisecond, rounds: 1,
 		burst: 100, bursts: 1,
 	},
 }

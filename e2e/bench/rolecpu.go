@@ -18,14 +18,11 @@ type part struct {
 	procs []cpuClock
 }
 
-// relayParts are the processes that carry the relay's streams: edge,
-// workers and nats-server as separate processes, or `relay dev`'s one
-// process. The fake upstream and the clients are left out: they do the
-// same work whatever carries the streams.
+// relayParts are the processes that carry the relay's streams when every
+// role is a process of its own: edge, workers and nats-server. The fake
+// upstream and the clients are left out: they do the same work whatever
+// carries the streams.
 func (b *bench) relayParts(sys *system) []part {
-	if sys.oneProcess {
-		return []part{{"relay", []cpuClock{sys.edge}}}
-	}
 	workers := make([]cpuClock, len(sys.workers))
 	for i, w := range sys.workers {
 		workers[i] = w
@@ -72,6 +69,17 @@ type cpuCost struct {
 	used  []time.Duration
 	// chunks are the content events the clients received.
 	chunks int
+}
+
+// add sums o, a load on the same parts, into c.
+func (c *cpuCost) add(o cpuCost) {
+	if c.names == nil {
+		c.names, c.used = o.names, make([]time.Duration, len(o.used))
+	}
+	for i, u := range o.used {
+		c.used[i] += u
+	}
+	c.chunks += o.chunks
 }
 
 // perChunk is the processor time of all parts per delivered chunk, in
