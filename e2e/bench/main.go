@@ -100,7 +100,7 @@ func run() error {
 	// The whole run is bounded, with room over the plan's nominal length.
 	budget := 12 * time.Minute
 	if *quick {
-		budget = 2 * time.Minute
+		budget = 3 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()

@@ -46,8 +46,8 @@ var openLoopPlans = map[string]openLoopPlan{
 	"quick": {
 		tokens: 20, interval: 20 * time.Millisecond,
 		fullClients: 100, fullWarm: 150 * time.Millisecond, fullWindow: 350 * time.Millisecond,
-		pacedClients: 200, pacedWarm: 600 * time.Millisecond, pacedWindow: 800 * time.Millisecond,
-		loads: []float64{0.5, 0.8}, openDuration: 500 * time.Millisecond, rounds: 1,
+		pacedClients: 200, pacedWarm: 500 * time.Millisecond, pacedWindow: 600 * time.Millisecond,
+		loads: []float64{0.5, 0.8}, openDuration: 400 * time.Millisecond, rounds: 1,
 		burst: 100, bursts: 1,
 	},
 }
