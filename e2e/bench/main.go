@@ -55,6 +55,7 @@ type phase struct {
 var phases = []phase{
 	{"throughput", (*bench).throughput},
 	{"latency", (*bench).latency},
+	{"openloop", (*bench).openLoop},
 	{"resume", (*bench).resume},
 	{"failover", (*bench).failover},
 	{"breaker", (*bench).breakers},
@@ -103,7 +104,7 @@ func run() error {
 	// The whole run is bounded, with room over the plan's nominal length.
 	budget := 12 * time.Minute
 	if *quick {
-		budget = 2 * time.Minute
+		budget = 3 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
