@@ -106,21 +106,18 @@ func (s *Server) admitStart(ctx context.Context, tenant, id string) (undo func()
 	}, nil
 }
 
-// generationSeen is told when a client here is first sent frames of
-// stream id, and when it is sent its end frame: a worker took the
-// generation (tenant_gate.go), and its usage pays its tokens
-// (tenant_tokens.go).
-func (s *Server) generationSeen(id string, end *wire.Frame) {
+// generationEnded is told when a client here is sent the end frame of
+// stream id: the generation no longer holds a slot (tenant_gate.go), and
+// its usage pays its tokens (tenant_tokens.go).
+func (s *Server) generationEnded(id string, end *wire.Frame) {
 	s.cluster.mu.Lock()
 	cs := s.cluster.st
 	s.cluster.mu.Unlock()
 	if cs == nil {
 		return
 	}
-	cs.gate.taken(id)
-	if end != nil {
-		cs.tokens.settle(id, end.Usage)
-	}
+	cs.gate.forget(id)
+	cs.tokens.settle(id, end.Usage)
 }
 
 // edgeCluster is one edge's cluster state.

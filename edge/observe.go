@@ -30,9 +30,9 @@ type observer struct {
 	workers  *workerBoard
 	health   *fleet.HealthBoard
 	drops    *drops
-	// seen is Server.generationSeen: told of a session's first frames and
-	// of its end frame.
-	seen func(id string, end *wire.Frame)
+	// ended is Server.generationEnded: told when a client is sent a
+	// stream's end frame.
+	ended func(id string, end *wire.Frame)
 }
 
 // newObserver registers the edge's metrics with deps.Registerer (nil: a
@@ -63,7 +63,7 @@ func newObserver(s *Server, deps Deps) (*observer, error) {
 		workers:  newWorkerBoard(s.nc, s.log),
 		health:   &fleet.HealthBoard{},
 		drops:    newDrops(),
-		seen:     s.generationSeen,
+		ended:    s.generationEnded,
 	}, nil
 }
 
@@ -240,8 +240,6 @@ type session struct {
 	first, last time.Time
 	chunks      int
 	end         *wire.Frame
-	// seen: the observer was told that the stream's frames reach a client.
-	seen bool
 	// span is the request's span, held open until close (tracing.go).
 	span *requestSpan
 }
@@ -280,13 +278,10 @@ func (ss *session) delivered(entries []chunklog.Entry) {
 			ss.end = f
 			ss.o.recent.ended(ss.id, ss.model(), f.Cost)
 			ss.span.linkEnd(f)
-			ss.o.seen(ss.id, f)
+			ss.o.ended(ss.id, f)
 		}
 	}
-	if !ss.seen && len(entries) > 0 {
-		ss.seen = true
-		ss.o.seen(ss.id, nil)
-	}
+
 	if n == 0 {
 		return
 	}

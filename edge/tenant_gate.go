@@ -24,9 +24,9 @@ import (
 // The gate sees the fleet through the workers' heartbeats
 // (wire.LivenessSubject): each carries the worker's capacity and the
 // tenant of each request it holds. A generation this edge let start counts
-// for its tenant from that moment until a heartbeat lists it, or a client
-// here is sent one of its frames (a worker has it, and it may end before a
-// heartbeat lists it), or at the latest takenWithin later. Every edge
+// for its tenant from that moment until a heartbeat lists it (it then
+// counts as the worker's), or a client here is sent its end frame (it may
+// end before a heartbeat lists it), or at the latest takenWithin later. Every edge
 // counts every tenant's running generations alike, but sees only its own
 // waiting requests: between edges, a tenant's share follows what it runs.
 //
@@ -117,8 +117,9 @@ func (g *tenantGate) expire(now time.Time) {
 	g.dispatch()
 }
 
-// taken says a worker holds stream id: a client here was sent a frame.
-func (g *tenantGate) taken(id string) {
+// forget stops counting generation id as let start here: it was not
+// queued after all, or a client here was sent its end frame.
+func (g *tenantGate) forget(id string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.started[id]; ok {
@@ -126,9 +127,6 @@ func (g *tenantGate) taken(id string) {
 		g.dispatch()
 	}
 }
-
-// forget takes back a generation let start that was not queued after all.
-func (g *tenantGate) forget(id string) { g.taken(id) }
 
 // enter waits until tenant may start generation id, or ctx ends. Once it
 // returned nil, the generation counts as tenant's: call forget if it is
@@ -228,7 +226,7 @@ func (g *tenantGate) dispatch() {
 	for len(g.lines) > 0 {
 		capacity, total, tenants := g.parts()
 		admitted := false
-		for _, name := range slots.Next(capacity-slots.Reserve(capacity), tenants) {
+		for _, name := range slots.Next(capacity-slots.Reserve, tenants) {
 			if !slots.Admit(capacity, total, tenants, name) {
 				continue
 			}
