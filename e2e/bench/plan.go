@@ -53,10 +53,12 @@ type plan struct {
 	breakerWorkers    int
 	breakerProbeEvery time.Duration
 
-	// Worker memory: generations in flight on one worker, their
-	// upstream, and how many samples are taken while all are in flight.
+	// Worker memory: generations opened on one worker, their upstream,
+	// how long the samples wait for all of them to be in flight, and how
+	// many samples are taken.
 	memGenerations int
 	mem            mockSpec
+	memRamp        time.Duration
 	memSamples     int
 
 	// Worker failover.
@@ -97,14 +99,18 @@ func defaultPlan() plan {
 		// One token per 5 s: 10,000 streams need 2,000 chunks/s, where
 		// 64 streams get about 14,000 through. 75 s per stream: longer
 		// than the 30-45 s one edge takes to open 10,000.
-		conc:              mockSpec{model: "slow", tokens: 15, interval: 5 * time.Second},
-		concFast:          mockSpec{model: "slow", tokens: 60, interval: time.Second},
-		concRamp:          90 * time.Second,
-		resumeChunks:      2000,
-		resumeOthers:      1000,
-		resumeSamples:     300,
-		memGenerations:    500,
-		mem:               mockSpec{model: "memory", tokens: 12, interval: time.Second},
+		conc:           mockSpec{model: "slow", tokens: 15, interval: 5 * time.Second},
+		concFast:       mockSpec{model: "slow", tokens: 60, interval: time.Second},
+		concRamp:       90 * time.Second,
+		resumeChunks:   2000,
+		resumeOthers:   1000,
+		resumeSamples:  300,
+		memGenerations: 500,
+		// 40 s per stream: all 500 are still in flight when the last
+		// one starts, even on a busy machine where a few wait long for
+		// their first token.
+		mem:               mockSpec{model: "memory", tokens: 40, interval: time.Second},
+		memRamp:           20 * time.Second,
 		memSamples:        12,
 		breakerRounds:     20,
 		breakerWorkers:    3,
@@ -136,6 +142,7 @@ func quickPlan() plan {
 		resumeSamples:     50,
 		memGenerations:    100,
 		mem:               mockSpec{model: "memory", tokens: 6, interval: 400 * time.Millisecond},
+		memRamp:           time.Second,
 		memSamples:        4,
 		breakerRounds:     3,
 		breakerWorkers:    3,

@@ -14,6 +14,13 @@ import (
 // provider from growing a worker's memory without end.
 const DefaultMaxEventSize = 1 << 20
 
+// readBufferSize is the EventReader's read buffer. A worker holds one per
+// generation in flight, so it is sized to a few token chunks (a few hundred
+// bytes each) rather than bufio's 4 KiB: a line longer than the buffer is
+// gathered across reads (readLine), and the bytes come out of the HTTP
+// transport's own buffer, so a smaller one adds copies, not system calls.
+const readBufferSize = 1 << 10
+
 // ErrEventTooLarge is returned when a line or an event's data exceeds the
 // reader's limit. It wraps ErrMalformed: the stream cannot be parsed further.
 var ErrEventTooLarge = fmt.Errorf("%w: event too large", ErrMalformed)
@@ -65,7 +72,7 @@ func NewEventReader(r io.Reader, maxEventSize int) *EventReader {
 	if maxEventSize <= 0 {
 		maxEventSize = DefaultMaxEventSize
 	}
-	return &EventReader{br: bufio.NewReader(r), max: maxEventSize}
+	return &EventReader{br: bufio.NewReaderSize(r, readBufferSize), max: maxEventSize}
 }
 
 // Next returns the next event or comment. It returns io.EOF when the input
