@@ -42,6 +42,7 @@ func TestNATSPermissionsSharedStateOwnedKeys(t *testing.T) {
 		workDemand  = kvKey{wire.QuotaBucket, fleet.DemandKey("worker", "worker-probe")}
 		share       = kvKey{wire.QuotaBucket, fleet.ShareKey("edge-probe")}
 		limits      = kvKey{wire.QuotaBucket, fleet.LimitsKey}
+		ttft        = kvKey{wire.QuotaBucket, fleet.TTFTKey}
 		canary      = kvKey{wire.CanaryBucket, wire.KeyToken("mock-1")}
 		lease       = kvKey{wire.LeaseBucket, wire.CoordinatorLeaseKey}
 		health      = kvKey{wire.HealthBucket, wire.KeyToken("mock")}
@@ -61,12 +62,12 @@ func TestNATSPermissionsSharedStateOwnedKeys(t *testing.T) {
 	}{
 		{
 			role:      "edge",
-			forbidden: []kvKey{breaker, modelBrk, pause, workDemand, share, limits, canary, lease, health, handover, answer},
+			forbidden: []kvKey{breaker, modelBrk, pause, workDemand, share, limits, ttft, canary, lease, health, handover, answer},
 			owned:     []kvKey{meta, idempotency, {wire.QuotaBucket, fleet.DemandKey("edge", "edge-unused")}},
 		},
 		{
 			role:      "worker",
-			forbidden: []kvKey{lease, meta, idempotency, edgeDemand, share, limits, canary, health},
+			forbidden: []kvKey{lease, meta, idempotency, edgeDemand, share, limits, ttft, canary, health},
 			owned: []kvKey{
 				{wire.BreakerBucket, wire.ScopeKey("unused", "")}, {wire.PauseBucket, wire.ScopeKey("unused", "m")},
 				{wire.QuotaBucket, fleet.DemandKey("worker", "worker-unused")}, handover, answer,
@@ -77,7 +78,7 @@ func TestNATSPermissionsSharedStateOwnedKeys(t *testing.T) {
 			forbidden: []kvKey{pause, meta, idempotency, edgeDemand, workDemand, {wire.LeaseBucket, "other"}, answer},
 			owned: []kvKey{
 				{wire.BreakerBucket, wire.ScopeKey("unused", "")}, {wire.HealthBucket, "unused"},
-				{wire.QuotaBucket, fleet.ShareKey("unused")}, {wire.CanaryBucket, "unused"}, handover,
+				{wire.QuotaBucket, fleet.ShareKey("unused")}, ttft, {wire.CanaryBucket, "unused"}, handover,
 			},
 		},
 	} {

@@ -52,7 +52,7 @@ func Cluster(t testing.TB, n int) []*server.Server {
 		nodes[i] = s
 	}
 	for i, s := range nodes {
-		if !s.ReadyForConnections(10 * time.Second) {
+		if !s.ReadyForConnections(30 * time.Second) {
 			t.Fatalf("cluster node %d not ready", i+1)
 		}
 	}
