@@ -53,6 +53,8 @@
 //	                  ranges of the common parameters (400 invalid_value / invalid_json)
 //	follower.go       a slow client catches up from JetStream in bounded batches; it never
 //	                  holds back the hub, the worker or other clients
+//	tenant_gate.go    a tenant's backlog waits here for its fair share of the workers' slots,
+//	                  never in the queue ahead of another tenant's first request
 //	handler_ws.go     WebSocket close codes: 1003 garbage, 1008 flooding, 1009 too large
 //	cors.go           edge.cors_allowed_origins: preflights, exposed headers, WebSocket origins
 //	sse.go            Cache-Control: no-cache, no-transform; X-Accel-Buffering: no; retry:
