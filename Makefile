@@ -26,7 +26,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-bench: ## the benchmark: one table, about 8 minutes on 2 cores (e2e/BENCHMARKS.md)
+bench: ## the benchmark: one table, about 9 minutes on 2 cores (e2e/BENCHMARKS.md)
 	$(GO) run ./e2e/bench
 
 bench-quick: ## the same figures with small counts, under a minute; CI runs it so it keeps working
