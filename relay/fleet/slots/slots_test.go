@@ -1,6 +1,8 @@
 package slots
 
 import (
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -100,5 +102,54 @@ func TestLoadFollowsHeartbeats(t *testing.T) {
 	l.Expire(now.Add(3*wire.DefaultLivenessTimeout + time.Second))
 	if capacity, held, _ := l.Tally(); capacity != 0 || held != 0 {
 		t.Errorf("after w1 left and w2 fell silent: capacity %d, held %d", capacity, held)
+	}
+}
+
+// The totals kept as heartbeats come are those of the workers' sets:
+// deltas that re-list, remove unknown requests or change a tenant, full
+// beats, leaving and silent workers.
+func TestLoadTotalsFollowTheSets(t *testing.T) {
+	var l Load
+	now := time.Unix(1000, 0)
+	d := func(seq uint64, tenant string) wire.Delivery {
+		return wire.Delivery{StreamID: fmt.Sprint("s", seq), Seq: seq, Tenant: tenant}
+	}
+	beats := []wire.Heartbeat{
+		{Instance: "w1", Capacity: 4, Full: true, Held: 2, Deliveries: []wire.Delivery{d(1, "a"), d(2, "b")}},
+		{Instance: "w2", Capacity: 6, Held: 5, Added: []wire.Delivery{d(10, "a")}},
+		{Instance: "w1", Capacity: 4, Held: 3, Added: []wire.Delivery{d(2, "c"), d(3, "a")}, Removed: []wire.DeliveryRef{{Seq: 99}}},
+		{Instance: "w2", Capacity: 8, Full: true, Held: 1, Deliveries: []wire.Delivery{d(11, "b")}},
+		{Instance: "w1", Capacity: 4, Held: 1, Removed: []wire.DeliveryRef{{Seq: 1}, {Seq: 2}}},
+	}
+	for _, hb := range beats {
+		l.Observe(hb, now)
+		check(t, &l)
+	}
+	capacity, held, by := l.Tally()
+	if capacity != 12 || held != 2 || by["a"] != 1 || by["b"] != 1 || len(by) != 2 {
+		t.Fatalf("tally: capacity %d, held %d, by tenant %v", capacity, held, by)
+	}
+	l.Observe(wire.Heartbeat{Instance: "w2", Leaving: true}, now)
+	check(t, &l)
+	l.Expire(now.Add(time.Hour))
+	if capacity, held, by := l.Tally(); capacity != 0 || held != 0 || len(by) != 0 {
+		t.Fatalf("empty fleet: capacity %d, held %d, by tenant %v", capacity, held, by)
+	}
+}
+
+// check compares the kept totals with the workers' sets counted anew.
+func check(t *testing.T, l *Load) {
+	t.Helper()
+	capacity, held, by := 0, 0, map[string]int{}
+	for _, w := range l.workers {
+		capacity += w.capacity
+		held += w.counted()
+		for _, tenant := range w.tenants {
+			by[tenant]++
+		}
+	}
+	gotCap, gotHeld, gotBy := l.Tally()
+	if gotCap != capacity || gotHeld != held || !maps.Equal(gotBy, by) {
+		t.Fatalf("kept %d, %d, %v; counted %d, %d, %v", gotCap, gotHeld, gotBy, capacity, held, by)
 	}
 }
