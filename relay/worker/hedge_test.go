@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
@@ -111,11 +112,7 @@ func TestHedgeLoserUsageIsCounted(t *testing.T) {
 	content := "hello"
 	h.submit(id, content)
 
-	frames := h.waitEnd(id)
-	text, _ := chunkText(t, frames)
-	if want := mockupstream.AnswerText(userMessages(content), 12); text != want {
-		t.Fatalf("text = %q\nwant   %q", text, want)
-	}
+	frames, _ := exactAnswer(t, h, id, content)
 	end := endOf(frames)
 	if end.Usage == nil {
 		t.Fatalf("end = %+v: no usage", end)
@@ -150,11 +147,7 @@ func TestHedgeLateCallStillWins(t *testing.T) {
 	content := "[[mock: first_token_after=600ms]] hello"
 	h.submit(id, content)
 
-	frames := h.waitEnd(id)
-	text, chunks := chunkText(t, frames)
-	if want := mockupstream.AnswerText(userMessages(content), 12); text != want {
-		t.Fatalf("text = %q\nwant   %q", text, want)
-	}
+	frames, chunks := exactAnswer(t, h, id, content)
 	for _, c := range chunks {
 		if c.Provider != "slow" || c.Attempt != 1 {
 			t.Fatalf("chunk %+v: want every chunk from the late call, slow, attempt 1", c)
@@ -185,11 +178,7 @@ func TestHedgeBudgetSpentNoHedge(t *testing.T) {
 	second := wire.NewStreamID()
 	content := "[[mock: first_token_after=600ms]] two"
 	h.submit(second, content)
-	frames := h.waitEnd(second)
-	text, chunks := chunkText(t, frames)
-	if want := mockupstream.AnswerText(userMessages(content), 12); text != want {
-		t.Fatalf("text = %q\nwant   %q", text, want)
-	}
+	frames, chunks := exactAnswer(t, h, second, content)
 	if c := chunks[0]; c.Provider != "slow" || c.Attempt != 1 {
 		t.Fatalf("first chunk %+v: want the late call's own answer", c)
 	}
@@ -213,11 +202,7 @@ func TestHedgeNeverGoesToAnOpenBreaker(t *testing.T) {
 	content := "[[mock: first_token_after=600ms]] hello"
 	h.submit(id, content)
 
-	frames := h.waitEnd(id)
-	text, chunks := chunkText(t, frames)
-	if want := mockupstream.AnswerText(userMessages(content), 12); text != want {
-		t.Fatalf("text = %q\nwant   %q", text, want)
-	}
+	_, chunks := exactAnswer(t, h, id, content)
 	if c := chunks[0]; c.Provider != "slow" || c.Attempt != 1 {
 		t.Fatalf("first chunk %+v: want the late call's own answer", c)
 	}
@@ -272,4 +257,17 @@ func TestHedgeDelayAdaptsToTheFleetsFigures(t *testing.T) {
 			t.Errorf("%s: delay %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// exactAnswer waits for the end of stream id and checks that its chunks
+// hold the fake upstream's whole answer to content; it returns the frames
+// and the chunks.
+func exactAnswer(t *testing.T, h *harness, id, content string) ([]chunklog.Entry, []wire.Frame) {
+	t.Helper()
+	frames := h.waitEnd(id)
+	text, chunks := chunkText(t, frames)
+	if want := mockupstream.AnswerText(userMessages(content), 12); text != want {
+		t.Fatalf("text = %q\nwant   %q", text, want)
+	}
+	return frames, chunks
 }
