@@ -77,8 +77,25 @@ type directGet struct {
 // sequence after, in order, until the frames stored when the read started
 // are exhausted or fn returns an error. It returns the JetStream sequence
 // of the last frame passed to fn (or after, when there was none).
+//
+// It reads the frames back from the stream's last one (readBack), which
+// costs the server a lookup per frame, and forward as ReadUpTo does only
+// a stream stored by a relay that did not chain its frames.
 func (r *Reader) Read(ctx context.Context, streamID string, after uint64, fn func(Entry) error) (uint64, error) {
-	return r.ReadUpTo(ctx, streamID, after, 0, fn)
+	back, ok, err := r.readBack(ctx, streamID, after)
+	if err != nil {
+		return after, err
+	}
+	if !ok {
+		return r.ReadUpTo(ctx, streamID, after, 0, fn)
+	}
+	for _, e := range back {
+		if err := fn(e); err != nil {
+			return after, err
+		}
+		after = e.JSSeq
+	}
+	return after, nil
 }
 
 // ReadUpTo is Read that stops after limit frames (no limit when limit is

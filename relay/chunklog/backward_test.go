@@ -1,0 +1,191 @@
+package chunklog_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// TestAppendChainsEachFrameOnTheOneBefore checks the header a backward
+// read follows, as nats-server stores it: each frame names the sequence of
+// its stream's frame before it, the first names 0.
+func TestAppendChainsEachFrameOnTheOneBefore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
+	r := chunklog.NewReader(nc, "")
+	a, b := wire.NewStreamID(), wire.NewStreamID()
+	wa := chunklog.NewWriter(js, r, a, 0, 0)
+	wb := chunklog.NewWriter(js, r, b, 0, 0)
+	var want []uint64 // JetStream sequences of a's frames
+	for i := range 5 {
+		c, err := wa.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, c.JSSeq)
+		if _, err := wb.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: "b"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream, err := js.Stream(ctx, wire.ChunkStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := "0"
+	for _, seq := range want {
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Header.Get(jetstream.ExpectedLastSubjSeqHeader); got != prev {
+			t.Fatalf("frame at %d: %s = %q, want %q", seq, jetstream.ExpectedLastSubjSeqHeader, got, prev)
+		}
+		prev = strconv.FormatUint(seq, 10)
+	}
+}
+
+// TestReadReadsTheSameFramesBackAsForward compares Read, which follows the
+// chain back from the last frame, with ReadUpTo, which reads forward,
+// after every cursor of a stream interleaved with another.
+func TestReadReadsTheSameFramesBackAsForward(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, a, cursors := interleaved(ctx, t, 40)
+	afters := []uint64{0}
+	for _, c := range cursors {
+		afters = append(afters, c.JSSeq)
+	}
+	for _, after := range afters {
+		var back, forward []chunklog.Entry
+		lastBack, err := r.Read(ctx, a, after, func(e chunklog.Entry) error { back = append(back, e); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastForward, err := r.ReadUpTo(ctx, a, after, 0, func(e chunklog.Entry) error { forward = append(forward, e); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lastBack != lastForward || !slices.EqualFunc(back, forward, sameEntry) {
+			t.Fatalf("after %d: Read gave %d frames up to %d, ReadUpTo %d up to %d", after, len(back), lastBack, len(forward), lastForward)
+		}
+	}
+}
+
+func sameEntry(a, b chunklog.Entry) bool {
+	return a.JSSeq == b.JSSeq && a.Frame.Seq == b.Frame.Seq && a.Frame.Content == b.Frame.Content
+}
+
+// TestReadForwardWhenFramesAreNotChained reads a stream whose frames were
+// stored without the expected-last-subject-sequence header, by a publisher
+// other than a Writer: Read falls back to reading forward and still
+// returns every frame.
+func TestReadForwardWhenFramesAreNotChained(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
+	r := chunklog.NewReader(nc, "")
+	id := wire.NewStreamID()
+	for i := 1; i <= 3; i++ {
+		f := wire.Frame{Kind: wire.KindChunk, Seq: uint64(i), Content: fmt.Sprint(i)}
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.ChunkSubject(id), Data: f.Encode()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	if _, err := r.Read(ctx, id, 0, func(e chunklog.Entry) error { got = append(got, e.Frame.Content); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"1", "2", "3"}) {
+		t.Fatalf("read %q", got)
+	}
+}
+
+// BenchmarkReadInterleaved reads a 60-frame stream whose frames are each
+// 2,000 messages of other streams apart, as at 2,000 streams of one token
+// at a time: forward (a plain direct get per frame for the first 16, then
+// batches: the server walks the messages in between) and back along the
+// chain (a lookup per frame). The server runs in this process, so ns/op
+// includes its work.
+func BenchmarkReadInterleaved(b *testing.B) {
+	const frames, gap = 60, 2000
+	ctx := context.Background()
+	nc, js := relaytest.Connect(b, relaytest.NATS(b), streams.Topology{})
+	r := chunklog.NewReader(nc, "")
+	id := wire.NewStreamID()
+	w := chunklog.NewWriter(js, r, id, 0, 0)
+	for i := range frames {
+		if _, err := w.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: fmt.Sprint(i)}); err != nil {
+			b.Fatal(err)
+		}
+		for j := range gap {
+			if _, err := js.PublishAsync(wire.ChunkSubject(fmt.Sprintf("other%d", j)), []byte(`{"kind":"chunk","seq":1,"content":"x"}`)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(10 * time.Second):
+			b.Fatal("the other streams' frames were not stored within 10s")
+		}
+	}
+	read := func(b *testing.B, fn func(func(chunklog.Entry) error) (uint64, error)) {
+		for b.Loop() {
+			n := 0
+			if _, err := fn(func(chunklog.Entry) error { n++; return nil }); err != nil || n != frames {
+				b.Fatalf("read %d frames, %v", n, err)
+			}
+		}
+	}
+	b.Run("forward", func(b *testing.B) {
+		read(b, func(fn func(chunklog.Entry) error) (uint64, error) { return r.ReadUpTo(ctx, id, 0, 0, fn) })
+	})
+	b.Run("back", func(b *testing.B) {
+		read(b, func(fn func(chunklog.Entry) error) (uint64, error) { return r.Read(ctx, id, 0, fn) })
+	})
+}
+
+// TestReadForwardPastAGoneFrame deletes a frame in the middle of a stream,
+// as a full stream discards its oldest: the chain back from the last frame
+// breaks there, and Read reads forward, returning every frame left.
+func TestReadForwardPastAGoneFrame(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
+	r := chunklog.NewReader(nc, "")
+	id := wire.NewStreamID()
+	w := chunklog.NewWriter(js, r, id, 0, 0)
+	var seqs []uint64
+	for i := 1; i <= 4; i++ {
+		c, err := w.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, c.JSSeq)
+	}
+	stream, err := js.Stream(ctx, wire.ChunkStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(ctx, seqs[1]); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if _, err := r.Read(ctx, id, 0, func(e chunklog.Entry) error { got = append(got, e.Frame.Content); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"1", "3", "4"}) {
+		t.Fatalf("read %q", got)
+	}
+}
