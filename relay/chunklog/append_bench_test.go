@@ -19,8 +19,9 @@ import (
 // streams at once (each goroutine its own stream, one frame in flight
 // each), through jetstream's PublishMsg as Append used to, and through
 // Append. Besides ns/op it reports cpu-ns/op, the process's CPU time per
-// frame: the server runs in the process too, and does the same work in
-// both, so the difference is the client's.
+// frame: the server runs in the process too (with memory storage, to keep
+// its share small), and does the same work in both, so the difference is
+// the client's.
 func BenchmarkAppend(b *testing.B) {
 	nc, js := relaytest.Connect(b, relaytest.NATS(b), streams.Topology{MemoryStorage: true})
 	r := chunklog.NewReader(nc, "")
