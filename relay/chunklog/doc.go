@@ -8,5 +8,7 @@
 // given a cursor) is confirmed with the leader (LeaderGet) before it counts
 // as gone. Appends
 // are chained with expected-last-subject-sequence, so at most one writer
-// can extend a stream at a time (see the wire package's "Fencing").
+// can extend a stream at a time (see the wire package's "Fencing"); each
+// is a core request whose ack the writer reads itself (Conn, parseAck),
+// as it is made for every chunk.
 package chunklog

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/wire"
@@ -19,7 +18,7 @@ var ErrFenced = errors.New("chunklog: stream taken over by another writer")
 // Writer appends frames to one stream, each chained on the one before, so
 // that it fails as soon as another writer appended anything.
 type Writer struct {
-	js       jetstream.JetStream
+	pub      *publisher
 	reader   *Reader
 	streamID string
 	subject  string
@@ -29,9 +28,10 @@ type Writer struct {
 
 // NewWriter returns a writer that continues after the frame stored at
 // JetStream sequence last (0 for an empty stream), whose last chunk has
-// sequence seq.
-func NewWriter(js jetstream.JetStream, reader *Reader, streamID string, last, seq uint64) *Writer {
-	return &Writer{js: js, reader: reader, streamID: streamID, subject: wire.ChunkSubject(streamID), last: last, seq: seq}
+// sequence seq. It publishes on js's connection (see Conn).
+func NewWriter(js Conn, reader *Reader, streamID string, last, seq uint64) *Writer {
+	subject := wire.ChunkSubject(streamID)
+	return &Writer{pub: newPublisher(js.Conn(), subject), reader: reader, streamID: streamID, subject: subject, last: last, seq: seq}
 }
 
 // Seq is the per-stream sequence of the last chunk appended.
@@ -45,11 +45,10 @@ func (w *Writer) Append(ctx context.Context, f wire.Frame) (wire.Cursor, error) 
 		f.Seq = w.seq + 1
 	}
 	data := f.Encode()
-	msg := &nats.Msg{Subject: w.subject, Data: data}
-	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(w.last))
+	jsSeq, err := w.pub.publish(ctx, data, w.last)
 	switch {
 	case err == nil:
-		w.advance(f, ack.Sequence)
+		w.advance(f, jsSeq)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return wire.Cursor{}, fmt.Errorf("chunklog: append: %w", err)
 	case isWrongLastSequence(err):
