@@ -12,9 +12,10 @@ import (
 // without regard to case: under load, a tenth of the edge's processor
 // time. decodeCommon reads the members the relay writes, under the names
 // it writes them, and leaves anything else to encoding/json: another key
-// (one differing only in case, or a field this code does not know), a
-// value of the wrong type, a number a field cannot hold, a null where a
-// string or number belongs, anything that is not JSON. The frame is the
+// (one differing only in case, written with escapes, or of a field this
+// code does not know), a value of the wrong type, a number a field cannot
+// hold, a null where a string or number belongs, a raw member nested
+// deeper than maxRawDepth, anything that is not JSON. The frame is the
 // same either way, and so is the error-or-not: FuzzDecodeFrame compares
 // the two.
 
