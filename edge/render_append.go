@@ -51,11 +51,11 @@ func (v view) appendCommon(b []byte, e chunklog.Entry) ([]byte, bool) {
 // appendHead appends the members every chunk begins with, after its '{'.
 func (v view) appendHead(b []byte) []byte {
 	b = append(b, `{"id":"chatcmpl-`...)
-	b = appendJSONChars(b, v.id)
+	b = wire.AppendJSONChars(b, v.id)
 	b = append(b, `","object":"chat.completion.chunk","created":`...)
 	b = strconv.AppendInt(b, v.meta.Created, 10)
 	b = append(b, `,"model":`...)
-	return appendJSONString(b, v.meta.Model)
+	return wire.AppendJSONString(b, v.meta.Model)
 }
 
 // appendChunk appends what view.chunk renders for a chunk frame without
@@ -65,28 +65,28 @@ func (v view) appendChunk(b []byte, e chunklog.Entry) []byte {
 	b = v.appendHead(b)
 	if f.SystemFingerprint != "" {
 		b = append(b, `,"system_fingerprint":`...)
-		b = appendJSONString(b, f.SystemFingerprint)
+		b = wire.AppendJSONString(b, f.SystemFingerprint)
 	}
 	b = append(b, `,"choices":[{"index":0,"delta":{`...)
 	if f.Role != "" {
 		b = append(b, `"role":`...)
-		b = appendJSONString(b, f.Role)
+		b = wire.AppendJSONString(b, f.Role)
 		b = append(b, ',')
 	}
 	b = append(b, `"content":`...)
-	b = appendJSONString(b, f.Content)
+	b = wire.AppendJSONString(b, f.Content)
 	b = appendOptString(b, "reasoning_content", f.Reasoning)
 	b = appendOptString(b, "refusal", f.Refusal)
 	b = append(b, `},"finish_reason":null}],"relay":{"stream_id":`...)
-	b = appendJSONString(b, v.id)
+	b = wire.AppendJSONString(b, v.id)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, f.Seq, 10)
 	b = append(b, `,"cursor":"`...)
 	b = cursorOf(e).Append(b)
 	b = append(b, `","provider":`...)
-	b = appendJSONString(b, f.Provider)
+	b = wire.AppendJSONString(b, f.Provider)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, f.Model)
+	b = wire.AppendJSONString(b, f.Model)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(f.Attempt), 10)
 	b = appendOptString(b, "seam", string(f.Seam))
@@ -105,24 +105,24 @@ func (v view) appendFinal(b []byte, e chunklog.Entry) ([]byte, bool) {
 	start := len(b)
 	b = v.appendHead(b)
 	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
-	b = appendJSONString(b, finishReason(*f))
+	b = wire.AppendJSONString(b, finishReason(*f))
 	b = append(b, "}]"...)
 	if f.Usage != nil {
 		b = append(b, `,"usage":`...)
 		b = appendUsage(b, f.Usage)
 	}
 	b = append(b, `,"relay":{"stream_id":`...)
-	b = appendJSONString(b, v.id)
+	b = wire.AppendJSONString(b, v.id)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, f.Seq, 10)
 	b = append(b, `,"cursor":"`...)
 	b = cursorOf(e).Append(b)
 	b = append(b, `","status":`...)
-	b = appendJSONString(b, string(relayStatus(*f)))
+	b = wire.AppendJSONString(b, string(relayStatus(*f)))
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(f.Attempts), 10)
 	b = append(b, `,"cost":`...)
-	b, ok := appendJSONFloat(b, f.Cost)
+	b, ok := wire.AppendJSONFloat(b, f.Cost)
 	if !ok {
 		return b[:start], false
 	}
@@ -157,7 +157,7 @@ func appendCounts(b []byte, name string, c wire.TokenCounts) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, t.Name)
+		b = wire.AppendJSONString(b, t.Name)
 		b = append(b, ':')
 		b = strconv.AppendInt(b, int64(t.N), 10)
 	}
@@ -173,5 +173,5 @@ func appendOptString(b []byte, name, s string) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
 	b = append(b, '"', ':')
-	return appendJSONString(b, s)
+	return wire.AppendJSONString(b, s)
 }

@@ -147,22 +147,50 @@ type Frame struct {
 	TraceParent string `json:"traceparent,omitempty"`
 }
 
-// Encode renders the frame for publishing.
+// Encode renders the frame for publishing, as json.Marshal renders it
+// (appendFrame, by hand).
 func (f Frame) Encode() []byte {
+	if b, ok := appendFrame(make([]byte, 0, encodedSize(&f)), &f); ok {
+		return b
+	}
+	return encodeJSON(f)
+}
+
+// encodeJSON renders f with encoding/json, for the frames appendFrame
+// refuses: it panics for those, as they are the relay's own bug.
+func encodeJSON(f Frame) []byte {
 	b, err := json.Marshal(f)
 	if err != nil {
-		// Frame has no field that can fail to marshal.
 		panic(fmt.Sprintf("wire: encode frame: %v", err))
 	}
 	return b
 }
 
-// DecodeFrame parses a stored frame.
+// DecodeFrame parses a stored frame: by hand (decodeCommon) when it has
+// the shape the relay writes, else with encoding/json; the frame and the
+// error-or-not are the same either way.
 func DecodeFrame(data []byte) (Frame, error) {
+	f, ok := decodeCommon(data)
+	if !ok {
+		var err error
+		if f, err = decodeJSON(data); err != nil {
+			return Frame{}, err
+		}
+	}
+	return checkKind(f)
+}
+
+// decodeJSON parses a frame with encoding/json.
+func decodeJSON(data []byte) (Frame, error) {
 	var f Frame
 	if err := json.Unmarshal(data, &f); err != nil {
 		return Frame{}, fmt.Errorf("wire: decode frame: %w", err)
 	}
+	return f, nil
+}
+
+// checkKind returns f, or an error if its kind is none the relay knows.
+func checkKind(f Frame) (Frame, error) {
 	switch f.Kind {
 	case KindClaim, KindChunk, KindEnd:
 		return f, nil

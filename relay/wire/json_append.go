@@ -1,4 +1,4 @@
-package edge
+package wire
 
 import (
 	"math"
@@ -7,25 +7,25 @@ import (
 )
 
 // The appenders below write JSON values exactly as encoding/json's Marshal
-// does, HTML escaping included, so that a chunk rendered by hand
-// (render_append.go) is byte for byte the one encoding/json renders;
-// FuzzRenderChunk holds them to it.
+// does, HTML escaping included, so that what the relay renders by hand (a
+// frame here, a chat chunk at the edge) is byte for byte what encoding/json
+// renders; FuzzFrameEncode, and the edge's FuzzRenderChunk, hold them to it.
 
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString appends s as a JSON string (appendJSONChars).
-func appendJSONString(b []byte, s string) []byte {
+// AppendJSONString appends s as a JSON string (AppendJSONChars).
+func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
-	b = appendJSONChars(b, s)
+	b = AppendJSONChars(b, s)
 	return append(b, '"')
 }
 
-// appendJSONChars appends s escaped for a JSON string: '"' and '\\' with a
+// AppendJSONChars appends s escaped for a JSON string: '"' and '\\' with a
 // backslash; \b, \f, \n, \r and \t by name; other control bytes and the
 // HTML-sensitive '<', '>' and '&' as \u00XX; U+2028 and U+2029 as \u202X
 // (JavaScript reads them as line ends); each byte of invalid UTF-8 as
 // \ufffd.
-func appendJSONChars(b []byte, s string) []byte {
+func AppendJSONChars(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -73,11 +73,11 @@ func appendJSONChars(b []byte, s string) []byte {
 	return append(b, s[start:]...)
 }
 
-// appendJSONFloat appends f as encoding/json renders a float64: the
+// AppendJSONFloat appends f as encoding/json renders a float64: the
 // shortest decimal that reads back as f, in exponent form below 1e-6 and
 // from 1e21 on, with the exponent unpadded (1e-7, not 1e-07). ok is false
 // for NaN and the infinities, which JSON cannot hold.
-func appendJSONFloat(b []byte, f float64) (_ []byte, ok bool) {
+func AppendJSONFloat(b []byte, f float64) (_ []byte, ok bool) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return b, false
 	}
