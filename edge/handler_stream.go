@@ -187,10 +187,12 @@ const batchBytes = 32 << 10
 // gone, or too slow to take a batch within writeTimeout: either way it
 // left, unless the edge is ending the response.
 func (st *sseStream) flush(err error) (over, left bool) {
+	if st.f.ended() || err != nil {
+		st.out.flushLast()
+		return true, false
+	}
 	werr := st.out.flush()
 	switch {
-	case st.f.ended(), err != nil:
-		return true, false
 	case werr != nil:
 		return true, !errors.Is(context.Cause(st.ctx), errShuttingDown)
 	}
