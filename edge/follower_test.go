@@ -340,3 +340,22 @@ func TestNewStreamIsServedWithoutReadingTheLog(t *testing.T) {
 		t.Fatalf("%d reads of the log for new streams", n)
 	}
 }
+
+// TestReleasedBatchKeepsNothing: a batch handed back is cleared, so the
+// pool holds no frame's text alive, and the end frame a session recorded
+// from it is the session's own copy, which outlives the batch's reuse.
+func TestReleasedBatchKeepsNothing(t *testing.T) {
+	ended := 0
+	o := &observer{recent: newRecent(time.Now), models: func(string) bool { return true }, ended: func(string, *wire.Frame) { ended++ }}
+	ss := &session{o: o, id: "s1"}
+	f := &follower{}
+	batch := f.emit(chunklog.Entry{JSSeq: 7, Frame: wire.Frame{Kind: wire.KindEnd, Seq: 3, Status: wire.StatusDone}}, nil)
+	ss.delivered(batch)
+	release(batch)
+	if left := batch[:1][0]; left.JSSeq != 0 || left.Frame.Kind != "" {
+		t.Fatalf("released batch still holds %+v", left)
+	}
+	if ss.end == nil || ss.end.Status != wire.StatusDone || ss.end.Seq != 3 || ended != 1 {
+		t.Fatalf("the session's end frame %+v (told %d times), want the done frame", ss.end, ended)
+	}
+}

@@ -275,6 +275,9 @@ func (ss *session) delivered(entries []chunklog.Entry) {
 				upstream = time.Duration(f.UpstreamTTFTMS) * time.Millisecond
 			}
 		case wire.KindEnd:
+			// A copy: the batch goes back to the pool (release).
+			end := *f
+			f = &end
 			ss.end = f
 			ss.o.recent.ended(ss.id, ss.model(), f.Cost)
 			ss.span.linkEnd(f)
