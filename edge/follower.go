@@ -343,6 +343,7 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 		switch {
 		case lf != nil:
 			out, err = f.take(ctx, lf, out)
+			lf.release()
 		case woken:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
 		case retried:
@@ -366,6 +367,7 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 		switch {
 		case lf != nil:
 			out, err = f.take(ctx, lf, out)
+			lf.release()
 		case woken:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
 		default:
