@@ -51,7 +51,7 @@ type Server struct {
 	tail     *tailReader
 	hub      *hub
 	clients  *clients
-	runners  *runners // serve taken-over SSE streams (runners.go)
+	runners  *runners // serve requests and taken-over SSE streams (runners.go, runner_handler.go)
 	orphans  *orphans
 	upgrader websocket.Upgrader
 	handler  http.Handler
