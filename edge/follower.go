@@ -343,6 +343,7 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 		switch {
 		case lf != nil:
 			out, err = f.take(ctx, lf, out)
+			lf.release()
 		case woken:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
 		case retried:
@@ -366,6 +367,7 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 		switch {
 		case lf != nil:
 			out, err = f.take(ctx, lf, out)
+			lf.release()
 		case woken:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
 		default:
@@ -587,5 +589,34 @@ func (f *follower) emit(e chunklog.Entry, out []chunklog.Entry) []chunklog.Entry
 	case wire.KindEnd:
 		f.end = true
 	}
+	if out == nil {
+		out = (*batches.Get().(*[]chunklog.Entry))[:0]
+	}
 	return append(out, e)
+}
+
+// batches holds the slices of frames next and poll return, between the
+// batches of the edge's streams: a frame is about 500 bytes, and a stream
+// that is sent its tokens one at a time would otherwise allocate a slice
+// for each. A slice comes back only when its caller is done with it
+// (release); one that grew past maxPooledBatch, in a catch-up, is let go.
+var batches = sync.Pool{New: func() any {
+	b := make([]chunklog.Entry, 0, pooledBatch)
+	return &b
+}}
+
+const (
+	pooledBatch    = 4
+	maxPooledBatch = 16
+)
+
+// release hands back a batch returned by next or poll once the caller is
+// done with it and holds nothing of it.
+func release(batch []chunklog.Entry) {
+	if cap(batch) == 0 || cap(batch) > maxPooledBatch {
+		return
+	}
+	clear(batch) // its strings are not kept alive
+	batch = batch[:0]
+	batches.Put(&batch)
 }

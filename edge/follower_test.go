@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -338,5 +340,47 @@ func TestNewStreamIsServedWithoutReadingTheLog(t *testing.T) {
 	// Followed before their requests were queued, both streams came live.
 	if n := edge.hub.stats.reads.Load(); n != 0 {
 		t.Fatalf("%d reads of the log for new streams", n)
+	}
+}
+
+// TestReleasedBatchKeepsNothing: a batch handed back is cleared, so the
+// pool holds no frame's text alive, and the end frame a session recorded
+// from it is the session's own copy, which outlives the batch's reuse.
+func TestReleasedBatchKeepsNothing(t *testing.T) {
+	ended := 0
+	o := &observer{recent: newRecent(time.Now), models: func(string) bool { return true }, ended: func(string, *wire.Frame) { ended++ }}
+	ss := &session{o: o, id: "s1"}
+	f := &follower{}
+	batch := f.emit(chunklog.Entry{JSSeq: 7, Frame: wire.Frame{Kind: wire.KindEnd, Seq: 3, Status: wire.StatusDone}}, nil)
+	ss.delivered(batch)
+	release(batch)
+	if left := batch[:1][0]; left.JSSeq != 0 || left.Frame.Kind != "" {
+		t.Fatalf("released batch still holds %+v", left)
+	}
+	if ss.end == nil || ss.end.Status != wire.StatusDone || ss.end.Seq != 3 || ended != 1 {
+		t.Fatalf("the session's end frame %+v (told %d times), want the done frame", ss.end, ended)
+	}
+}
+
+// TestLiveFrameOutlivesItsFirstTaker: a live frame queued for two
+// followers of a stream is intact for the second after the first took it
+// (frames go back to a pool once the last follower took them).
+func TestLiveFrameOutlivesItsFirstTaker(t *testing.T) {
+	id := wire.NewStreamID()
+	h := &hub{streams: map[string]*hubStream{}}
+	a, b := newFollower(h, id, 0, 8), newFollower(h, id, 0, 8)
+	a.started, b.started = true, true
+	h.streams[id] = &hubStream{followers: map[*follower]struct{}{a: {}, b: {}}}
+	chunk := wire.Frame{Kind: wire.KindChunk, Seq: 1, Content: "hi"}
+	h.dispatch(&nats.Msg{
+		Subject: wire.LiveSubject(id),
+		Header:  nats.Header{wire.HeaderSequence: {"5"}, wire.HeaderLastSequence: {"0"}},
+		Data:    chunk.Encode(),
+	})
+	for _, f := range []*follower{a, b} {
+		out, ok, err := f.poll(t.Context())
+		if !ok || err != nil || len(out) != 1 || out[0].JSSeq != 5 || out[0].Frame.Content != "hi" {
+			t.Fatalf("took %+v (ok %v, err %v), want the chunk at sequence 5", out, ok, err)
+		}
 	}
 }

@@ -139,12 +139,16 @@ type sseStream struct {
 // chunk), and none waits for more, as it takes only what the follower has
 // at once (follower.ready), up to batchBytes.
 func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool) {
+	// idle: the follower had nothing, a keepalive is due.
+	var idle bool
 	for {
 		st.sess.delivered(entries)
 		for _, e := range entries {
 			st.d.frame(&st.out, e)
 		}
-		if err != nil || len(entries) == 0 || st.f.ended() || st.out.len() >= batchBytes || !st.f.ready() {
+		idle = len(entries) == 0
+		release(entries)
+		if err != nil || idle || st.f.ended() || st.out.len() >= batchBytes || !st.f.ready() {
 			break
 		}
 		more, ok, perr := st.f.poll(st.ctx)
@@ -167,7 +171,7 @@ func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool)
 		}
 		st.s.log.Warn("stream interrupted", "stream_id", st.id, "err", err)
 		st.d.cut(&st.out, interruptedError(err))
-	case len(entries) == 0:
+	case idle:
 		if p, ok := st.d.(pinger); ok {
 			p.ping(&st.out)
 		} else {
@@ -187,10 +191,12 @@ const batchBytes = 32 << 10
 // gone, or too slow to take a batch within writeTimeout: either way it
 // left, unless the edge is ending the response.
 func (st *sseStream) flush(err error) (over, left bool) {
+	if st.f.ended() || err != nil {
+		st.out.flushLast()
+		return true, false
+	}
 	werr := st.out.flush()
 	switch {
-	case st.f.ended(), err != nil:
-		return true, false
 	case werr != nil:
 		return true, !errors.Is(context.Cause(st.ctx), errShuttingDown)
 	}

@@ -241,8 +241,10 @@ func (h *hub) dispatch(m *nats.Msg) {
 		h.log.Warn("undecodable live frame", "stream_id", id, "err", err)
 		return
 	}
+	lf.refs.Store(int32(len(hs.followers)))
 	for f := range hs.followers {
 		if !f.push(lf) {
+			lf.release()
 			h.stats.dropped.Add(1)
 			f.wakeUp()
 		}
@@ -268,6 +270,23 @@ type liveFrame struct {
 	// prev is Nats-Last-Sequence: the JetStream sequence of the frame
 	// stored before this one on the same subject, 0 for the first.
 	prev uint64
+	// refs counts the followers the frame was queued for that have not
+	// taken it yet; the last to take it returns it to liveFrames.
+	refs atomic.Int32
+}
+
+// liveFrames holds live frames between uses: one is decoded for every
+// token of every stream followed here, and a frame is about 500 bytes.
+// A frame left queued for a follower that was closed is not returned; the
+// garbage collector takes it.
+var liveFrames = sync.Pool{New: func() any { return new(liveFrame) }}
+
+// release lets go of a frame a follower has taken (or could not queue).
+func (lf *liveFrame) release() {
+	if lf.refs.Add(-1) == 0 {
+		lf.entry, lf.prev = chunklog.Entry{}, 0
+		liveFrames.Put(lf)
+	}
 }
 
 func decodeLive(m *nats.Msg) (*liveFrame, error) {
@@ -283,5 +302,7 @@ func decodeLive(m *nats.Msg) (*liveFrame, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &liveFrame{entry: chunklog.Entry{JSSeq: seq, Frame: frame}, prev: prev}, nil
+	lf := liveFrames.Get().(*liveFrame)
+	lf.entry, lf.prev = chunklog.Entry{JSSeq: seq, Frame: frame}, prev
+	return lf, nil
 }

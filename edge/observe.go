@@ -275,6 +275,9 @@ func (ss *session) delivered(entries []chunklog.Entry) {
 				upstream = time.Duration(f.UpstreamTTFTMS) * time.Millisecond
 			}
 		case wire.KindEnd:
+			// A copy: the batch goes back to the pool (release).
+			end := *f
+			f = &end
 			ss.end = f
 			ss.o.recent.ended(ss.id, ss.model(), f.Cost)
 			ss.span.linkEnd(f)
@@ -313,14 +316,17 @@ func (ss *session) model() string {
 // close logs the session's line and counts what it delivered because the
 // client resumed.
 func (ss *session) close() {
-	attrs := []slog.Attr{
+	// Room for every attribute, so that the line is not grown as it is
+	// built: one is logged per client session.
+	var room [10]slog.Attr
+	attrs := append(room[:0],
 		slog.String("stream_id", ss.id),
 		slog.String("tenant", ss.meta.Tenant),
 		slog.String("transport", string(ss.transport)),
 		slog.Bool("resumed", ss.resumed()),
 		slog.Int("chunks", ss.chunks),
 		slog.Bool("ended", ss.end != nil),
-	}
+	)
 	if ss.resumed() {
 		attrs = append(attrs, slog.String("after", ss.after.String()))
 	}

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/relaydev/relay/relay/wire"
@@ -46,6 +48,10 @@ type resumeTokens struct {
 	secret []byte
 	ttl    time.Duration
 	now    func() time.Time
+	// macs holds HMACs keyed with secret between uses: every stream
+	// started issues a token, and a reset HMAC starts from its keyed state
+	// without allocating or hashing the key again.
+	macs sync.Pool
 }
 
 // newResumeTokens signs with secret, or with a random per-process secret
@@ -60,20 +66,36 @@ func newResumeTokens(secret string, ttl time.Duration) (t *resumeTokens, random 
 	return t, random
 }
 
-func (t *resumeTokens) mac(id, tenant, expiry string) []byte {
-	m := hmac.New(sha256.New, t.secret)
-	for _, part := range []string{"relay-resume-" + tokenVersion, id, tenant, expiry} {
-		m.Write([]byte(part))
-		m.Write([]byte{0})
+// mac appends the MAC of a token to b.
+func (t *resumeTokens) mac(b []byte, id, tenant, expiry string) []byte {
+	m, _ := t.macs.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, t.secret)
+	} else {
+		m.Reset()
 	}
-	return m.Sum(nil)
+	var msg [256]byte
+	in := msg[:0]
+	for _, part := range []string{"relay-resume-" + tokenVersion, id, tenant, expiry} {
+		in = append(append(in, part...), 0)
+	}
+	m.Write(in)
+	b = m.Sum(b)
+	t.macs.Put(m)
+	return b
 }
 
 // issue returns a token for stream id of tenant.
 func (t *resumeTokens) issue(id, tenant string) string {
-	expiry := strconv.FormatInt(t.now().Add(t.ttl).UnixMilli(), 10)
+	var exp [20]byte
+	expiry := strconv.AppendInt(exp[:0], t.now().Add(t.ttl).UnixMilli(), 10)
 	enc := base64.RawURLEncoding
-	return tokenVersion + "." + enc.EncodeToString([]byte(tenant)) + "." + expiry + "." + enc.EncodeToString(t.mac(id, tenant, expiry))
+	var tok [256]byte
+	b := append(tok[:0], tokenVersion+"."...)
+	b = enc.AppendEncode(b, []byte(tenant))
+	b = append(append(append(b, '.'), expiry...), '.')
+	var sum [sha256.Size]byte
+	return string(enc.AppendEncode(b, t.mac(sum[:0], id, tenant, string(expiry))))
 }
 
 // verify returns the tenant of a valid, unexpired token for stream id.
@@ -97,7 +119,7 @@ func (t *resumeTokens) verify(token, id string) (string, bool) {
 		return "", false
 	}
 	// The MAC first: what follows only reads what the edge itself wrote.
-	if !hmac.Equal(sig, t.mac(id, string(tenant), parts[2])) {
+	if !hmac.Equal(sig, t.mac(nil, id, string(tenant), parts[2])) {
 		return "", false
 	}
 	expiry, err := strconv.ParseInt(parts[2], 10, 64)

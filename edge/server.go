@@ -51,7 +51,7 @@ type Server struct {
 	tail     *tailReader
 	hub      *hub
 	clients  *clients
-	runners  *runners // serve taken-over SSE streams (runners.go)
+	runners  *runners // serve requests and taken-over SSE streams (runners.go, runner_handler.go)
 	orphans  *orphans
 	upgrader websocket.Upgrader
 	handler  http.Handler
@@ -171,7 +171,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	// authentication; routes see the principal in the request context.
 	// withDialect marks the Messages API's responses, whose errors have
 	// Anthropic's shape (messages_errors.go).
-	s.handler = withDialect(s.withBodyDeadline(s.instrument(s.traced(s.withAllowedHosts(s.withCORS(s.withAuthentication(s.routes())))))))
+	s.handler = s.onRunners(withDialect(s.withBodyDeadline(s.instrument(s.traced(s.withAllowedHosts(s.withCORS(s.withAuthentication(s.routes()))))))))
 	return s, nil
 }
 

@@ -26,6 +26,13 @@ type sseSink interface {
 	write(p []byte) error
 }
 
+// lastSink is a sink that ends the response body itself (chunkedConn):
+// writeLast writes the last batch and the end of the body in one write,
+// which saves a write a response.
+type lastSink interface {
+	writeLast(p []byte) error
+}
+
 // setSSEHeaders sets the event-stream headers. no-transform and
 // X-Accel-Buffering keep proxies from compressing or buffering the stream.
 func setSSEHeaders(h http.Header) {
@@ -123,9 +130,20 @@ func (s *sseWriter) len() int {
 }
 
 // flush writes what is queued and returns the buffer to the pool.
-func (s *sseWriter) flush() error {
+func (s *sseWriter) flush() error { return s.flushWith(s.dst.write) }
+
+// flushLast is flush for the response's last batch: a sink that ends the
+// body itself (lastSink) ends it in the same write.
+func (s *sseWriter) flushLast() error {
+	if l, ok := s.dst.(lastSink); ok {
+		return s.flushWith(l.writeLast)
+	}
+	return s.flush()
+}
+
+func (s *sseWriter) flushWith(write func([]byte) error) error {
 	b := s.b()
-	err := s.dst.write(b.Bytes())
+	err := write(b.Bytes())
 	s.buf = nil
 	putBuf(b)
 	return err

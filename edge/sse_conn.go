@@ -93,7 +93,9 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	h.Set("Connection", "close")
 	h.Set("Transfer-Encoding", "chunked")
 	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	head := bytes.NewBufferString("HTTP/1.1 200 OK\r\n")
+	// Room for a common head, so that it is not grown header by header.
+	head := bytes.NewBuffer(make([]byte, 0, headRoom))
+	head.WriteString("HTTP/1.1 200 OK\r\n")
 	h.Write(head)
 	head.WriteString("\r\n")
 
@@ -123,6 +125,10 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	c.run()
 	return true
 }
+
+// headRoom is what a taken-over response's head is given room for: its
+// headers, with a resume token, take about 350 bytes.
+const headRoom = 512
 
 // schedule has a runner serve the stream, unless one does.
 func (c *sseConn) schedule() {
@@ -216,15 +222,29 @@ func (c *sseConn) hangUp() {
 // chunkedConn writes batches to a taken-over connection in HTTP/1.1's
 // chunked encoding, the response head before the first.
 type chunkedConn struct {
-	conn   net.Conn
-	head   []byte
-	failed bool
+	conn net.Conn
+	head []byte
+	// ended is set once the last chunk was written (writeLast); failed
+	// once a write failed.
+	ended, failed bool
 }
+
+// lastChunk ends a chunked body.
+const lastChunk = "0\r\n\r\n"
 
 // write writes p as one chunk, in one write: copied after its size into a
 // pooled buffer (a vectored write would leave the connection a cached
 // vector).
-func (c *chunkedConn) write(p []byte) error {
+func (c *chunkedConn) write(p []byte) error { return c.writeChunk(p, false) }
+
+// writeLast writes p as one chunk and the last chunk after it, in one
+// write.
+func (c *chunkedConn) writeLast(p []byte) error {
+	c.ended = true
+	return c.writeChunk(p, true)
+}
+
+func (c *chunkedConn) writeChunk(p []byte, last bool) error {
 	b := bufs.Get().(*bytes.Buffer)
 	defer putBuf(b)
 	b.Write(c.head)
@@ -235,13 +255,17 @@ func (c *chunkedConn) write(p []byte) error {
 		b.Write(p)
 		b.WriteString("\r\n")
 	}
+	if last {
+		b.WriteString(lastChunk)
+	}
 	return c.send(b.Bytes())
 }
 
-// end writes the last chunk, unless a write failed.
+// end writes the last chunk, unless it was written or a write failed.
 func (c *chunkedConn) end() {
-	if !c.failed {
-		_ = c.send([]byte("0\r\n\r\n"))
+	if !c.ended && !c.failed {
+		c.ended = true
+		_ = c.send([]byte(lastChunk))
 	}
 }
 

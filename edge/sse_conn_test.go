@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -226,5 +227,50 @@ func TestSSEClientThatLeavesStopsTheRead(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the read went on after the client left")
+	}
+}
+
+// writesConn records each write to it.
+type writesConn struct {
+	net.Conn
+	writes []string
+}
+
+func (c *writesConn) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, string(p))
+	return len(p), nil
+}
+
+func (c *writesConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestChunkedConnEndsTheBodyOnce: the last batch carries the end of the
+// chunked body in its own write, and ending the response after it writes
+// nothing more; a response ended without a last batch (the client left
+// before the end) gets the end of the body in a write of its own.
+func TestChunkedConnEndsTheBodyOnce(t *testing.T) {
+	conn := &writesConn{}
+	c := &chunkedConn{conn: conn, head: []byte("HTTP/1.1 200 OK\r\n\r\n")}
+	if err := c.write([]byte("data: 1\n\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.writeLast([]byte("data: [DONE]\n\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.end()
+	want := []string{"HTTP/1.1 200 OK\r\n\r\n9\r\ndata: 1\n\n\r\n", "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"}
+	if !slices.Equal(conn.writes, want) {
+		t.Fatalf("writes %q, want %q", conn.writes, want)
+	}
+
+	conn = &writesConn{}
+	c = &chunkedConn{conn: conn}
+	if err := c.write([]byte("data: 1\n\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.end()
+	c.end()
+	want = []string{"9\r\ndata: 1\n\n\r\n", "0\r\n\r\n"}
+	if !slices.Equal(conn.writes, want) {
+		t.Fatalf("writes %q, want %q", conn.writes, want)
 	}
 }

@@ -25,6 +25,7 @@ import (
 // (if any) has closed: an SSE stream taken over from net/http
 // (sse_conn.go) outlives its handler.
 func (s *Server) traced(next http.Handler) http.Handler {
+	traceParentKey := http.CanonicalHeaderKey(tracing.HeaderTraceParent)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/v1/") {
 			next.ServeHTTP(w, r)
@@ -32,8 +33,11 @@ func (s *Server) traced(next http.Handler) http.Handler {
 		}
 		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithNewRoot(),
 			trace.WithAttributes(attribute.String("http.request.method", r.Method))}
-		if sc := tracing.ExtractHTTP(r.Header); sc.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		// Most requests carry no traceparent: they skip its extraction.
+		if _, sent := r.Header[traceParentKey]; sent {
+			if sc := tracing.ExtractHTTP(r.Header); sc.IsValid() {
+				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+			}
 		}
 		ctx, span := s.tracer.Start(r.Context(), r.Method, opts...)
 		rs := &requestSpan{span: span}
