@@ -89,21 +89,44 @@ func TestParseChunkFastAllocs(t *testing.T) {
 
 // FuzzParseChunkFast checks that whatever the fast path takes, it reads as
 // the general path does: the same Delta, and no error where there is none.
+// Each input is also tried as the value of the members the fast path
+// reads, so that mutations land where it decodes.
 func FuzzParseChunkFast(f *testing.F) {
 	for _, in := range append(append(fastChunks, generalChunks...), chunkFiles(f)...) {
 		f.Add([]byte(in))
 	}
+	for _, v := range jsonSeeds {
+		f.Add([]byte(v))
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		got, ok := parseChunkFast(in)
-		want, err := parseChunkGeneral(in)
-		if ok && (err != nil || !reflect.DeepEqual(got, want)) {
-			t.Fatalf("parseChunkFast(%q) =\n %#v\nparseChunkGeneral =\n %#v, %v", in, got, want, err)
-		}
-		pub, pubErr := ParseChunk(in)
-		if (pubErr == nil) != (err == nil) || !reflect.DeepEqual(pub, want) {
-			t.Fatalf("ParseChunk(%q) = %#v, %v\nwant %#v, %v", in, pub, pubErr, want, err)
+		for _, data := range append(inMembers(in), in) {
+			got, ok := parseChunkFast(data)
+			want, err := parseChunkGeneral(data)
+			if ok && (err != nil || !reflect.DeepEqual(got, want)) {
+				t.Fatalf("parseChunkFast(%q) =\n %#v\nparseChunkGeneral =\n %#v, %v", data, got, want, err)
+			}
+			pub, pubErr := ParseChunk(data)
+			if (pubErr == nil) != (err == nil) || !reflect.DeepEqual(pub, want) {
+				t.Fatalf("ParseChunk(%q) = %#v, %v\nwant %#v, %v", data, pub, pubErr, want, err)
+			}
 		}
 	})
+}
+
+// inMembers returns chunks with v as the value of the members the fast
+// path reads as text, of those it keeps raw, of usage, and as the name and
+// value of an unknown member.
+func inMembers(v []byte) [][]byte {
+	var chunks [][]byte
+	for _, c := range []string{
+		`{"model":V,"system_fingerprint":V,"choices":[{"finish_reason":V,"delta":{"role":V,"content":V,"refusal":V,"reasoning":V,"reasoning_content":V}}]}`,
+		`{"x":V,"choices":[{"index":0,"logprobs":V,"y":V,"delta":{"tool_calls":V,"annotations":V,"z":V,"reasoning":V}}]}`,
+		`{"choices":[],"usage":V}`,
+		`{"choices":[{"delta":{V:V}}]}`,
+	} {
+		chunks = append(chunks, bytes.ReplaceAll([]byte(c), []byte("V"), v))
+	}
+	return chunks
 }
 
 // chunkFiles returns the chunks of testdata: the JSON files, and the data

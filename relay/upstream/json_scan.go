@@ -40,12 +40,16 @@ func scanString(b []byte, i int) (end int, escaped bool) {
 		return -1, false
 	}
 	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
+		for j < len(b) && !stringStops[b[j]] {
+			j++
+		}
+		if j == len(b) {
+			break
+		}
+		switch b[j] {
+		case '"':
 			return j + 1, escaped
-		case c < ' ':
-			return -1, false
-		case c == '\\':
+		case '\\':
 			escaped = true
 			j++
 			if j >= len(b) {
@@ -61,10 +65,22 @@ func scanString(b []byte, i int) (end int, escaped bool) {
 			default:
 				return -1, false
 			}
+		default: // a control character
+			return -1, false
 		}
 	}
 	return -1, false
 }
+
+// stringStops marks the bytes that end a run of plain text in a JSON
+// string: the quote, the backslash and the control characters.
+var stringStops = func() (stops [256]bool) {
+	for c := range ' ' {
+		stops[c] = true
+	}
+	stops['"'], stops['\\'] = true, true
+	return stops
+}()
 
 // hex4 decodes four hex digits, -1 if they are not.
 func hex4(h []byte) rune {
