@@ -7,13 +7,16 @@ import (
 
 // parseChunkFast reads the shape nearly every chunk of every stream has —
 // text members, one choice of index 0, a delta of text, tool calls or
-// unknown members, usage — in one pass over the bytes, with no reflection,
-// and copies what the Delta keeps in one allocation for all its text, one
-// for its raw members and one for its unknown members, if it has any. ok is false for anything else: invalid
-// JSON, an error payload, several choices, content as an array, escaped
-// member names, a repeated chunk or choice member; parseChunkGeneral
-// decides those. When ok, the Delta is the one parseChunkGeneral returns
-// (FuzzParseChunkFast holds the two to it).
+// unknown members — in one pass over the bytes, without reflection, and
+// copies what the Delta keeps in one allocation for all its text, one for
+// its raw members and one for its unknown members, if it has any. A usage
+// object, once per stream, is still decoded by encoding/json.
+//
+// ok is false for anything else: invalid JSON, an error payload, several
+// choices, content as an array, escaped member names, a repeated chunk or
+// choice member; parseChunkGeneral decides those. When ok, the Delta is
+// the one parseChunkGeneral returns (FuzzParseChunkFast holds the two to
+// it).
 func parseChunkFast(data []byte) (d Delta, ok bool) {
 	p := fastChunk{data: data}
 	if !p.chunk() {
@@ -32,8 +35,8 @@ const (
 	toRole
 	toContent
 	toRefusal
-	toReasoning        // "reasoning": kept unless reasoning_content said more
-	toReasoningContent // "reasoning_content": always kept
+	toReasoning        // "reasoning": taken while Reasoning is still empty
+	toReasoningContent // "reasoning_content": always taken
 	toLogprobs
 	toToolCalls
 	toAnnotations
