@@ -93,11 +93,23 @@ type Usage struct {
 // error wrapping ErrMalformed. An error payload ({"error": ...}, or vLLM's
 // {"object": "error", ...}) yields an error wrapping *OpenAIError.
 //
+// A worker calls it for every chunk of every stream, so the common shape
+// is read by hand (parseChunkFast); every other chunk, and every error, is
+// parseChunkGeneral's.
+func ParseChunk(data []byte) (Delta, error) {
+	if d, ok := parseChunkFast(data); ok {
+		return d, nil
+	}
+	return parseChunkGeneral(data)
+}
+
+// parseChunkGeneral is ParseChunk for any data: it is the fallback of the
+// fast path and the reference the fast path is fuzzed against.
+//
 // The data is validated once and then walked member by member (members),
 // rather than decoded into structs level by level: a chunk's members the
-// relay does not know are kept, and the common chunk of one token costs
-// no more than before they were.
-func ParseChunk(data []byte) (Delta, error) {
+// relay does not know are kept without a decoder pass per level.
+func parseChunkGeneral(data []byte) (Delta, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return Delta{}, fmt.Errorf("%w: chunk is not a JSON object", ErrMalformed)

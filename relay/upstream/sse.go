@@ -63,6 +63,11 @@ type EventReader struct {
 	id      string
 	pending bool // a field was read since the last blank line
 
+	// lastEvent is the last event name read, so that a stream naming
+	// every event (Anthropic's, the Responses API's) costs one string per
+	// name, not one per event.
+	lastEvent string
+
 	err error // sticky: once set, Next returns it
 }
 
@@ -81,6 +86,15 @@ func NewEventReader(r io.Reader, maxEventSize int) *EventReader {
 // come from the underlying reader or are ErrEventTooLarge. Errors are
 // sticky. The returned Data is the caller's to keep.
 func (r *EventReader) Next() (Event, error) {
+	ev, err := r.next()
+	ev.Data = bytes.Clone(ev.Data)
+	return ev, err
+}
+
+// next is Next for a caller that is done with an event's Data before it
+// asks for the next one (Stream decodes each at once): the Data is the
+// reader's own buffer, or the line in its read buffer, not a copy.
+func (r *EventReader) next() (Event, error) {
 	if r.err != nil {
 		return Event{}, r.err
 	}
@@ -115,7 +129,7 @@ func (r *EventReader) processLine(line []byte) (ev Event, ok bool, err error) {
 		return r.dispatch()
 	}
 	if line[0] == ':' {
-		return Event{Data: bytes.Clone(line[1:]), Comment: true}, true, nil
+		return Event{Data: line[1:], Comment: true}, true, nil
 	}
 	name, value, _ := bytes.Cut(line, []byte{':'})
 	value = bytes.TrimPrefix(value, []byte{' '})
@@ -128,7 +142,10 @@ func (r *EventReader) processLine(line []byte) (ev Event, ok bool, err error) {
 		r.data = append(r.data, value...)
 		r.data = append(r.data, '\n')
 	case "event":
-		r.event = string(value)
+		if string(value) != r.lastEvent {
+			r.lastEvent = string(value)
+		}
+		r.event = r.lastEvent
 	case "id":
 		if bytes.IndexByte(value, 0) < 0 {
 			r.id = string(value)
@@ -145,14 +162,16 @@ func (r *EventReader) dispatch() (ev Event, ok bool, err error) {
 		r.event = ""
 		return Event{}, false, nil
 	}
-	ev = Event{Data: bytes.Clone(r.data[:len(r.data)-1]), Event: r.event, ID: r.id}
+	ev = Event{Data: r.data[:len(r.data)-1], Event: r.event, ID: r.id}
 	r.data = r.data[:0]
 	r.event = ""
 	return ev, true, nil
 }
 
 // readLine returns the next line without its terminator. The line is only
-// valid until the next call. On error, r.line holds the unterminated rest.
+// valid until the next call: a line found whole in the read buffer is
+// returned in place, only one split across reads is gathered in r.line.
+// On error, r.line holds the unterminated rest.
 //
 // A CR ends a line at once, without waiting to see whether an LF follows:
 // a provider that ends lines in bare CR and then pauses must not hold back
@@ -171,7 +190,12 @@ func (r *EventReader) readLine() ([]byte, error) {
 				continue
 			}
 		}
-		i := bytes.IndexAny(buf, "\r\n")
+		i := lineEnd(buf)
+		if i >= 0 && len(r.line) == 0 && i <= r.max {
+			r.skipLF = buf[i] == '\r'
+			_, _ = r.br.Discard(i + 1) // keeps buf: nothing is read
+			return buf[:i], nil
+		}
 		part := buf
 		if i >= 0 {
 			part = buf[:i]
@@ -188,6 +212,23 @@ func (r *EventReader) readLine() ([]byte, error) {
 		_, _ = r.br.Discard(i + 1)
 		return r.line, nil
 	}
+}
+
+// lineEnd returns the index of the first CR or LF in b, -1 if none.
+// (bytes.IndexAny would test every byte against a set; IndexByte is the
+// vectorized search.)
+func lineEnd(b []byte) int {
+	lf := bytes.IndexByte(b, '\n')
+	if lf < 0 {
+		lf = len(b)
+	}
+	if cr := bytes.IndexByte(b[:lf], '\r'); cr >= 0 {
+		return cr
+	}
+	if lf == len(b) {
+		return -1
+	}
+	return lf
 }
 
 // buffered returns the bytes already buffered, reading once if there are

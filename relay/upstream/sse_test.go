@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -255,18 +254,5 @@ func TestEventReaderDataIsOwned(t *testing.T) {
 	want := []Event{data("first"), comment(" c1"), data("second"), comment(" c2")}
 	if g, w := formatEvents(evs), formatEvents(want); g != w {
 		t.Fatalf("events\n got %s\nwant %s", g, w)
-	}
-}
-
-func BenchmarkEventReader(b *testing.B) {
-	var in bytes.Buffer
-	for range 1000 {
-		in.WriteString("data: " + chunkData("hello", "") + "\n\n")
-	}
-	b.SetBytes(int64(in.Len()))
-	for b.Loop() {
-		if _, err := readEvents(bytes.NewReader(in.Bytes()), 0); err != io.EOF {
-			b.Fatal(err)
-		}
 	}
 }

@@ -119,6 +119,31 @@ func TestStallTimeout(t *testing.T) {
 	})
 }
 
+// The stall bound is not reset per read but re-armed when it runs out, for
+// what it has left: it still runs out exactly StallTimeout after the last
+// byte, not after the first byte or the one before the last.
+func TestStallCountsFromTheLastByte(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, pw := pipeStream(t, Client{StallTimeout: 5 * time.Second})
+		write(pw, 0, "data: "+chunkData("a", "")+"\n\n")
+		if _, err := s.Next(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		go func() {
+			for _, wait := range []time.Duration{3 * time.Second, 4 * time.Second, time.Second} {
+				time.Sleep(wait)
+				_, _ = io.WriteString(pw, ": ping\n\n")
+			}
+		}()
+		_, err := s.Next()
+		wantErr(t, err, ErrStalled)
+		if d := time.Since(start); d != 13*time.Second {
+			t.Fatalf("stalled %v after the first byte, want 13s: 5s after the last, at 8s", d)
+		}
+	})
+}
+
 // Any byte is life: keep-alive comments, and a large event that trickles in.
 func TestStallBoundCountsBytes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

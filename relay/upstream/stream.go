@@ -57,7 +57,7 @@ func (s *Stream) Next() (Delta, error) {
 			// delivered after the request ended.
 			return Delta{}, s.end(s.readErr(err))
 		}
-		ev, err := s.events.Next()
+		ev, err := s.events.next()
 		if err != nil {
 			return Delta{}, s.end(s.readErr(err))
 		}

@@ -3,8 +3,10 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -93,6 +95,44 @@ func TestStreamDeltas(t *testing.T) {
 	if len(ds) != 4 || ds[0].Role != "assistant" || string(ds[1].ToolCalls) != `[{"index":0,"function":{"arguments":"{}"}}]` ||
 		ds[2].FinishReason != "tool_calls" || ds[3].Usage == nil || ds[3].Usage.TotalTokens != 3 || ds[3].Model != "m-1" {
 		t.Fatalf("deltas = %+v", ds)
+	}
+}
+
+// Stream reads events without copying their data, so the Deltas must hold
+// no byte of it: each must still equal its chunk's parse once the reader
+// has reused its buffers for the chunks after it. Chunks of the fast path
+// and of the general one (two choices) alternate.
+func TestStreamDeltasOwnTheirBytes(t *testing.T) {
+	var chunks []string
+	for i := range 6 {
+		c := fmt.Sprintf(`{"model":"m-%d","service_tier":"t%d","choices":[{"index":0,"delta":{"content":"c%d",`+
+			`"tool_calls":[{"index":%d}],"x":[%d]},"logprobs":{"content":[%d]},"y":%d}]}`, i, i, i, i, i, i, i)
+		if i%2 == 1 {
+			c = strings.Replace(c, `"choices":[`, `"choices":[{"index":1,"delta":{}},`, 1)
+		}
+		chunks = append(chunks, c)
+	}
+	srv := sseServer(t, "data: "+strings.Join(chunks, "\n\ndata: ")+"\n\ndata: [DONE]\n\n")
+	s := openStream(t, NewClient(nil), srv)
+	var got []Delta
+	for {
+		d, err := s.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, d)
+	}
+	if len(got) != len(chunks) {
+		t.Fatalf("%d deltas, want %d", len(got), len(chunks))
+	}
+	for i, c := range chunks {
+		want, err := ParseChunk([]byte(c))
+		if err != nil || !reflect.DeepEqual(got[i], want) {
+			t.Errorf("delta %d = %+v\nwant %+v (%v)", i, got[i], want, err)
+		}
 	}
 }
 

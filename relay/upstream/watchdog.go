@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,35 +16,48 @@ import (
 // Until the first body byte the bound is first; after it, stall. A zero
 // bound is off. The timer is a time.AfterFunc, not a goroutine, so an idle
 // stream costs nothing but a timer.
+//
+// A read only notes the time (activity is on every chunk's path): the
+// stall timer is not reset per read but, when it runs out, re-armed for
+// what the bound has left since the last byte.
 type watchdog struct {
 	first, stall time.Duration
 	cancel       context.CancelCauseFunc
+	born         time.Time // the origin of last
+
+	last    atomic.Int64 // when the last byte arrived, as time since born
+	started atomic.Bool  // a body byte arrived
 
 	mu      sync.Mutex
 	timer   *time.Timer // nil until a bound is armed
-	started bool        // a body byte arrived
-	last    time.Time   // when the last byte arrived
 	stopped bool
 }
 
 // startWatchdog arms the first-byte bound.
 func startWatchdog(first, stall time.Duration, cancel context.CancelCauseFunc) *watchdog {
-	w := &watchdog{first: first, stall: stall, cancel: cancel}
+	w := &watchdog{first: first, stall: stall, cancel: cancel, born: time.Now()}
 	if first > 0 {
 		w.timer = time.AfterFunc(first, w.fire)
 	}
 	return w
 }
 
-// activity records that bytes arrived and restarts the stall bound.
+// activity records that bytes arrived.
 func (w *watchdog) activity() {
+	w.last.Store(int64(time.Since(w.born)))
+	if !w.started.Load() {
+		w.start()
+	}
+}
+
+// start trades the first-byte bound for the stall bound, at the first byte.
+func (w *watchdog) start() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopped {
+	if w.stopped || w.started.Load() {
 		return
 	}
-	w.started = true
-	w.last = time.Now()
+	w.started.Store(true)
 	switch {
 	case w.stall <= 0:
 		if w.timer != nil {
@@ -67,16 +81,25 @@ func (w *watchdog) stop() {
 	}
 }
 
-// fire cancels the request with a cause that says which bound ran out.
-// A run that raced with activity finds the bound not yet elapsed and leaves
-// it to the run that Reset scheduled.
+// fire cancels the request with a cause that says which bound ran out, or
+// re-arms the stall bound if bytes came since it was armed. (A first-byte
+// run that raced with the first byte finds the stall bound armed and not
+// yet elapsed.)
 func (w *watchdog) fire() {
 	w.mu.Lock()
-	stopped, started, idle := w.stopped, w.started, time.Since(w.last)
-	w.mu.Unlock()
-	if stopped || (started && (w.stall <= 0 || idle < w.stall)) {
+	if w.stopped || (w.started.Load() && w.stall <= 0) {
+		w.mu.Unlock()
 		return
 	}
+	started := w.started.Load()
+	if started {
+		if idle := time.Since(w.born) - time.Duration(w.last.Load()); idle < w.stall {
+			w.timer.Reset(w.stall - idle)
+			w.mu.Unlock()
+			return
+		}
+	}
+	w.mu.Unlock()
 	if started {
 		w.cancel(fmt.Errorf("%w: no bytes for %v", ErrStalled, w.stall))
 		return
