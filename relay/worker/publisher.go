@@ -65,7 +65,7 @@ func newPublisher(w *streamWriter, template wire.Frame, seam wire.Seam) *publish
 // add queues what a delta says. It never waits for NATS. Tool-call
 // fragments are kept as they came, in order: several in one chunk are
 // merged by index by the client, as within any provider's stream.
-func (p *publisher) add(d upstream.Delta) error {
+func (p *publisher) add(d *upstream.Delta) error {
 	tools, err := splitArray("tool_calls", d.ToolCalls)
 	if err != nil {
 		return err
@@ -99,14 +99,14 @@ func (p *publisher) add(d upstream.Delta) error {
 // (wire.Frame.LogprobsGap); the next chunk says so.
 func (p *publisher) markLogprobsGap() {
 	p.mu.Lock()
-	seg, _ := p.last(upstream.Delta{})
+	seg, _ := p.last(&upstream.Delta{})
 	seg.logprobsGap = true
 	p.mu.Unlock()
 }
 
 // last returns the segment d is to be merged into, opened if the last one
 // does not accept it.
-func (p *publisher) last(d upstream.Delta) (seg *segment, opened bool) {
+func (p *publisher) last(d *upstream.Delta) (seg *segment, opened bool) {
 	if n := len(p.queue); n > 0 && p.queue[n-1].accepts(d) {
 		return p.queue[n-1], false
 	}
