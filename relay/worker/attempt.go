@@ -33,10 +33,9 @@ func (j *job) attempt(ctx context.Context, c *provider.Candidate, key string, se
 type liveAttempt struct {
 	// first is the attempt's own call; l the call whose answer is read,
 	// first or the hedge that beat it.
-	first, l  *leg
-	pub       *publisher
-	published chan error // run's result
-	overlap   *overlapFilter
+	first, l *leg
+	pub      *publisher
+	overlap  *overlapFilter
 	// traced ends the attempt's span.
 	traced func(outcome)
 }
@@ -67,25 +66,16 @@ func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string
 	}
 	c = &l.c
 	j.provider, j.model = c.Provider.Name, c.Model
-	a := &liveAttempt{first: first, l: l, published: make(chan error, 1), traced: traced}
+	a := &liveAttempt{first: first, l: l, traced: traced}
 	a.pub = newPublisher(j.writer, wire.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: l.n}, l.seam)
 	a.pub.callStart = l.ob.start
-	claim := j.firstClaim
-	go func() {
-		// Nothing is published before the job's claim is stored; a failed
-		// claim (or a stream cancelled before the job) drops it all.
-		err := claim.wait()
-		if err == nil {
-			// The chunk log outlives the call: what was received before a
-			// cancellation or a handover is still published.
-			err = a.pub.run(j.logCtx)
-		}
-		if err != nil {
-			// Nobody will see the rest of this answer: stop paying for it.
-			l.close()
-		}
-		a.published <- err
-	}()
+	// Nothing is published before the job's claim is stored; a failed
+	// claim (or a stream cancelled before the job) drops it all. The
+	// chunk log outlives the call: what was received before a
+	// cancellation or a handover is still published. If publishing fails,
+	// nobody will see the rest of this answer: the call stops, not to pay
+	// for it.
+	a.pub.start(j.logCtx, j.firstClaim, j.w.publishers, l.close)
 	if l.cont.text != "" && l.cont.mode == provider.Prompt {
 		a.overlap = newOverlapFilter(l.cont.text)
 	}
@@ -97,7 +87,7 @@ func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string
 func (j *job) endAttempt(a *liveAttempt, readErr error) (out outcome) {
 	l := a.l
 	a.pub.close()
-	logErr := <-a.published
+	logErr := <-a.pub.done
 	j.chunks += a.pub.chunks
 	j.model = a.pub.model
 	ttft := l.ob.done(a.pub)

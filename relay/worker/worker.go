@@ -88,6 +88,8 @@ type Worker struct {
 	keys map[string]*apikeys.Ring
 	// hedges are the hedge budgets of the models that hedge (hedge.go).
 	hedges *hedgeBudgets
+	// publishers runs the jobs' appends of chunks (runners.go).
+	publishers *runners
 	// keysPoll is how often key files are checked; 0: never.
 	keysPoll time.Duration
 	// progressEvery is a quarter of AckWait: three reports can be lost
@@ -204,6 +206,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		jobs:            newInflight(),
 		answers:         &answerCache{js: deps.JS},
 		hedges:          newHedgeBudgets(),
+		publishers:      newRunners(runnerIdle),
 		draining:        make(chan struct{}),
 		done:            make(chan struct{}),
 	}
