@@ -114,13 +114,32 @@ func (j *job) cache() (provider.Cache, bool) {
 // model's cache prefers a kept answer for a deterministic request on a
 // stream that holds nothing yet, and one is kept.
 func (j *job) answer(ctx context.Context, takeover bool) outcome {
-	if c, ok := j.cache(); ok && c.Mode == provider.CachePrefer && !takeover && deterministic(j.req.Body) {
-		if a, ok := j.keptAnswer(); ok {
-			j.log.Info("answering a deterministic request from the cache")
-			return j.replay(a)
+	if !takeover && j.prefersKept() {
+		if out, ok := j.replayKept(); ok {
+			return out
 		}
 	}
 	return j.serve(ctx, takeover)
+}
+
+// prefersKept reports whether the request is answered from the cache
+// rather than by a provider if an answer is kept: its model's cache
+// prefers kept answers for its tenant, and the request is deterministic.
+func (j *job) prefersKept() bool {
+	c, ok := j.cache()
+	return ok && c.Mode == provider.CachePrefer && deterministic(j.req.Body)
+}
+
+// replayKept answers from the cache, and reports whether an answer was
+// kept. It is apart from answer, whose frame is on the job's stack while
+// an answer streams (stack.go).
+func (j *job) replayKept() (outcome, bool) {
+	a, ok := j.keptAnswer()
+	if !ok {
+		return outcome{}, false
+	}
+	j.log.Info("answering a deterministic request from the cache")
+	return j.replay(a), true
 }
 
 // orKept answers from the cache a request the attempt loop gave up on

@@ -47,7 +47,7 @@ func TestAnthropicStreamFrames(t *testing.T) {
 
 	j := &job{attempts: 1}
 	pub := newPublisher(nil, wire.Frame{Provider: "claude", Model: "claude-sonnet-4-5", Attempt: 1}, "")
-	if err := j.read(stream, pub, provider.Price{}, nil); err != nil {
+	if err := j.read(streamAnswer{stream}, pub, provider.Price{}, nil); err != nil {
 		t.Fatalf("read: %v", err)
 	}
 	frames := append(takeAll(t, pub), j.endFrame(outcome{finishReason: stream.FinishReason(), stopSequence: stream.StopSequence()}))
@@ -73,4 +73,12 @@ func TestAnthropicStreamFrames(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), want) {
 		t.Fatalf("%s differs (-update rewrites it)\ngot:\n%s\nwant:\n%s", anthropicFramesGolden, got.Bytes(), want)
 	}
+}
+
+// streamAnswer reads a stream as the answer of a call, without a race.
+type streamAnswer struct{ *upstream.Stream }
+
+func (s streamAnswer) next(d *upstream.Delta) (err error) {
+	*d, err = s.Next()
+	return err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
@@ -17,79 +16,104 @@ import (
 // stream holds text, the call asks the provider to continue it, and a
 // repeat of that text at the start of the answer is stripped. seam marks
 // the attempt's first chunk.
-func (j *job) attempt(ctx context.Context, c provider.Candidate, key string, seam wire.Seam) (out outcome) {
+//
+// Its frame is on the job's stack while the answer streams: the call is
+// opened (openAttempt) and its end worked out (endAttempt) in functions of
+// their own, whose frames are not (stack.go).
+func (j *job) attempt(ctx context.Context, c *provider.Candidate, key string, seam wire.Seam) outcome {
+	a, out := j.openAttempt(ctx, c, key, seam)
+	if a == nil {
+		return out
+	}
+	return j.endAttempt(a, j.read(a.l, a.pub, a.l.c.Price, a.overlap))
+}
+
+// liveAttempt is an attempt whose call is open and whose answer is being
+// read.
+type liveAttempt struct {
+	// first is the attempt's own call; l the call whose answer is read,
+	// first or the hedge that beat it.
+	first, l *leg
+	pub      *publisher
+	overlap  *overlapFilter
+	// traced ends the attempt's span.
+	traced func(outcome)
+}
+
+// openAttempt opens the call of an attempt (see attempt) and starts
+// publishing what it reads; with a nil *liveAttempt, the attempt ended
+// before, with out.
+func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string, seam wire.Seam) (*liveAttempt, outcome) {
 	j.attempts++
 	j.provider, j.model = c.Provider.Name, c.Model
 	ctx, traced := j.traceAttempt(ctx, c, seam)
-	defer func() { traced(out) }()
-	first := &leg{c: c, key: key, seam: seam, n: j.attempts, ob: j.observe(c, seam), cont: j.continuation(c),
+	first := &leg{c: *c, key: key, seam: seam, n: j.attempts, ob: j.observe(c, seam), cont: j.continuation(c),
 		started: func() { callStarted(ctx) }}
 	body, err := upstreamBody(j.req.Body, c.Model, first.cont)
 	if err != nil {
-		return refused(err)
+		out := refused(err)
+		traced(out)
+		return nil, out
 	}
 	first.body = body
 	// The call may be raced by a hedge (hedge_race.go): what follows
 	// streams the answer of the call that won.
 	l, err := j.open(ctx, first)
 	if err != nil {
-		return failed(err)
+		out := failed(err)
+		traced(out)
+		return nil, out
 	}
-	defer l.close()
-	var ttft time.Duration
-	defer func() {
-		out.ttft = ttft
-		if l != first {
-			out.hedge = l
-		}
-	}()
-	c, cont, ob := l.c, l.cont, l.ob
+	c = &l.c
 	j.provider, j.model = c.Provider.Name, c.Model
-
-	pub := newPublisher(j.writer, wire.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: l.n}, l.seam)
-	pub.callStart = ob.start
-	published := make(chan error, 1)
-	claim := j.firstClaim
-	go func() {
-		// Nothing is published before the job's claim is stored; a failed
-		// claim (or a stream cancelled before the job) drops it all.
-		err := claim.wait()
-		if err == nil {
-			// The chunk log outlives the call: what was received before a
-			// cancellation or a handover is still published.
-			err = pub.run(j.logCtx)
-		}
-		if err != nil {
-			// Nobody will see the rest of this answer: stop paying for it.
-			l.close()
-		}
-		published <- err
-	}()
-	var overlap *overlapFilter
-	if cont.text != "" && cont.mode == provider.Prompt {
-		overlap = newOverlapFilter(cont.text)
+	a := &liveAttempt{first: first, l: l, traced: traced}
+	a.pub = newPublisher(j.writer, wire.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: l.n}, l.seam)
+	a.pub.callStart = l.ob.start
+	// Nothing is published before the job's claim is stored; a failed
+	// claim (or a stream cancelled before the job) drops it all. The
+	// chunk log outlives the call: what was received before a
+	// cancellation or a handover is still published. If publishing fails,
+	// nobody will see the rest of this answer: the call stops, not to pay
+	// for it.
+	a.pub.start(j.logCtx, j.firstClaim, j.w.publishers, l.close)
+	if l.cont.text != "" && l.cont.mode == provider.Prompt {
+		a.overlap = newOverlapFilter(l.cont.text)
 	}
-	readErr := j.read(l, pub, c.Price, overlap)
-	pub.close()
-	logErr := <-published
-	j.chunks += pub.chunks
-	j.model = pub.model
-	ttft = ob.done(pub)
-	if overlap != nil && overlap.stripped > 0 {
-		j.log.Info("stripped a repeat at the seam", "provider", c.Provider.Name, "attempt", j.attempts, "bytes", overlap.stripped)
+	return a, outcome{}
+}
+
+// endAttempt waits for the attempt's chunks to be published, closes its
+// call and says how it ended; readErr is what read returned.
+func (j *job) endAttempt(a *liveAttempt, readErr error) (out outcome) {
+	l := a.l
+	a.pub.close()
+	logErr := <-a.pub.done
+	j.chunks += a.pub.chunks
+	j.model = a.pub.model
+	ttft := l.ob.done(a.pub)
+	if a.overlap != nil && a.overlap.stripped > 0 {
+		j.log.Info("stripped a repeat at the seam", "provider", l.c.Provider.Name, "attempt", j.attempts, "bytes", a.overlap.stripped)
 	}
 	switch {
 	case logErr != nil:
-		return outcome{logErr: logErr}
+		out = outcome{logErr: logErr}
 	case readErr != nil:
-		return failed(readErr)
+		out = failed(readErr)
+	default:
+		out = outcome{finishReason: l.FinishReason(), stopSequence: l.StopSequence()}
 	}
-	return outcome{finishReason: l.FinishReason(), stopSequence: l.StopSequence()}
+	out.ttft = ttft
+	if l != a.first {
+		out.hedge = l
+	}
+	l.close()
+	a.traced(out)
+	return out
 }
 
 // continuation says what attempts on c continue: the stream's text, in c's
 // mode unless a provider refused a prefill earlier in the request.
-func (j *job) continuation(c provider.Candidate) continuation {
+func (j *job) continuation(c *provider.Candidate) continuation {
 	mode := c.Continuation
 	if j.promptMode {
 		mode = provider.Prompt
@@ -99,60 +123,71 @@ func (j *job) continuation(c provider.Candidate) continuation {
 
 // read hands the stream's deltas to pub until the stream ends, through the
 // overlap filter. It returns nil only when the provider finished the
-// answer with a finish reason.
+// answer with a finish reason. It waits for the provider for as long as
+// the answer streams, so what it does with a delta and with the end is
+// done by functions of their own (stack.go).
 func (j *job) read(stream answer, pub *publisher, price provider.Price, overlap *overlapFilter) error {
+	d := new(upstream.Delta)
 	for {
-		d, err := stream.Next()
-		if err != nil {
-			// What the filter held is new text, to be kept whatever
-			// happens next.
-			if perr := j.publish(pub, upstream.Delta{Content: overlap.flush()}); perr != nil {
-				return perr
-			}
+		if err := stream.next(d); err != nil {
+			return j.readEnd(stream, pub, overlap, err)
 		}
-		if errors.Is(err, io.EOF) {
-			if stream.FinishReason() == "" {
-				// A provider may send [DONE] without ever giving a finish
-				// reason; such an answer may be cut and is never done.
-				return fmt.Errorf("worker: %w: end of stream without a finish reason", upstream.ErrTruncated)
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		j.addUsage(d.Usage, price)
-		if hasToken(d) {
-			j.received++
-		}
-		in, held := d.Content, overlap.holding()
-		d.Content = overlap.feed(d.Content)
-		if len(d.ToolCalls) > 0 {
-			// A tool call follows its text, so the text is released.
-			d.Content += overlap.flush()
-		}
-		if len(d.Logprobs) > 0 && (held || d.Content != in) {
-			// The filter cut, held or released held text with this
-			// delta: its logprobs no longer describe its text. They are
-			// dropped, and the chunk says so.
-			d.Logprobs = nil
-			pub.markLogprobsGap()
-		}
-		if err := j.publish(pub, d); err != nil {
+		if err := j.take(pub, d, price, overlap); err != nil {
 			return err
 		}
 	}
 }
 
+// readEnd is read's result once stream.Next failed with err, io.EOF
+// included.
+func (j *job) readEnd(stream answer, pub *publisher, overlap *overlapFilter, err error) error {
+	// What the filter held is new text, to be kept whatever happens next.
+	if perr := j.publish(pub, &upstream.Delta{Content: overlap.flush()}); perr != nil {
+		return perr
+	}
+	if !errors.Is(err, io.EOF) {
+		return err
+	}
+	if stream.FinishReason() == "" {
+		// A provider may send [DONE] without ever giving a finish reason;
+		// such an answer may be cut and is never done.
+		return fmt.Errorf("worker: %w: end of stream without a finish reason", upstream.ErrTruncated)
+	}
+	return nil
+}
+
+// take counts what d used and publishes it through the overlap filter.
+func (j *job) take(pub *publisher, d *upstream.Delta, price provider.Price, overlap *overlapFilter) error {
+	j.addUsage(d.Usage, price)
+	if hasToken(d) {
+		j.received++
+	}
+	in, held := d.Content, overlap.holding()
+	d.Content = overlap.feed(d.Content)
+	if len(d.ToolCalls) > 0 {
+		// A tool call follows its text, so the text is released.
+		d.Content += overlap.flush()
+	}
+	if len(d.Logprobs) > 0 && (held || d.Content != in) {
+		// The filter cut, held or released held text with this delta:
+		// its logprobs no longer describe its text. They are dropped, and
+		// the chunk says so.
+		d.Logprobs = nil
+		pub.markLogprobsGap()
+	}
+	return j.publish(pub, d)
+}
+
 // answer is the stream of one call's answer, as read ahead by a race
-// (leg).
+// (leg). next reads the next delta into d; it fails with io.EOF at the
+// end of the answer.
 type answer interface {
-	Next() (upstream.Delta, error)
+	next(d *upstream.Delta) error
 	FinishReason() string
 }
 
 // publish queues d and records what the stream now holds.
-func (j *job) publish(pub *publisher, d upstream.Delta) error {
+func (j *job) publish(pub *publisher, d *upstream.Delta) error {
 	if err := pub.add(d); err != nil {
 		return err
 	}

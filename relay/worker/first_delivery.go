@@ -24,12 +24,22 @@ import (
 func (j *job) runFirst() bool {
 	ctx, stopEarly := context.WithCancelCause(j.callCtx)
 	defer stopEarly(nil)
-	j.takeOver(history{})
+	claim := j.startClaim(stopEarly)
+	out := j.answer(ctx, false)
+	return j.endFirst(claim, &out)
+}
+
+// startClaim starts storing the claim frame of a first delivery and
+// checking that its stream was not cancelled, on a goroutine of its own;
+// a failure stops the call with stop. It returns the go-ahead the
+// publishers wait for.
+func (j *job) startClaim(stop context.CancelCauseFunc) *firstClaim {
+	j.takeOver(&history{})
 	claim := &firstClaim{stored: make(chan struct{})}
 	j.firstClaim = claim
-	// The call goes on this goroutine, the claim on another: the call is on
-	// the first token's path, the claim only has to be stored before the
-	// first chunk, which comes a provider's time to first token later.
+	// The call goes on the job's goroutine, the claim on another: the call
+	// is on the first token's path, the claim only has to be stored before
+	// the first chunk, which comes a provider's time to first token later.
 	go func() {
 		cancelled := make(chan bool, 1)
 		go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
@@ -38,11 +48,17 @@ func (j *job) runFirst() bool {
 			err = errCancelled
 		}
 		if err != nil {
-			stopEarly(err)
+			stop(err)
 		}
 		claim.done(err)
 	}()
-	out := j.answer(ctx, false)
+	return claim
+}
+
+// endFirst ends the stream of a first delivery whose answer ended with
+// out, once its claim is known, and reports whether it did: false if the
+// claim was fenced.
+func (j *job) endFirst(claim *firstClaim, out *outcome) bool {
 	err := claim.wait()
 	j.firstClaim = nil
 	switch {
@@ -54,7 +70,7 @@ func (j *job) runFirst() bool {
 	case err != nil:
 		j.abandon(err)
 	default:
-		j.end(out)
+		j.end(*out)
 	}
 	return true
 }

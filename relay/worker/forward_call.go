@@ -162,7 +162,7 @@ func (fj *forwardJob) call(ctx context.Context, c provider.Candidate) outcome {
 	key := keys.Key()
 	rekeyed := false
 	for {
-		ticket, refused := fj.w.admit(ctx, c)
+		ticket, refused := fj.w.admit(ctx, &c)
 		if refused != nil {
 			return *refused
 		}

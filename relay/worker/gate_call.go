@@ -39,7 +39,7 @@ func routerOf(g Gate) (fleet.Router, bool) {
 // admit asks the gate for a call of candidate c. A refusal is the call's
 // outcome: cancelled with ctx, else the provider unavailable (transient),
 // whatever the gate said why.
-func (w *Worker) admit(ctx context.Context, c provider.Candidate) (fleet.Ticket, *outcome) {
+func (w *Worker) admit(ctx context.Context, c *provider.Candidate) (fleet.Ticket, *outcome) {
 	ticket, err := w.gate.Admit(ctx, c.Provider.Name, c.Model)
 	switch {
 	case err == nil:

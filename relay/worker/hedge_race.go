@@ -99,12 +99,12 @@ func (j *job) hedge(ctx context.Context, p hedgePlan, first *leg) *leg {
 		log.Info("first token late; the hedge budget is spent")
 		return nil
 	}
-	ticket, refused := j.w.admit(fleet.WithCallInfo(ctx, p.info), p.c)
+	ticket, refused := j.w.admit(fleet.WithCallInfo(ctx, p.info), &p.c)
 	if refused != nil {
 		log.Info("first token late; the gate refused the hedge", "err", refused.err)
 		return nil
 	}
-	l := &leg{c: p.c, key: j.w.keys[p.c.Provider.Name].Key(), seam: wire.SeamFallback, cont: j.continuation(p.c), ticket: ticket}
+	l := &leg{c: p.c, key: j.w.keys[p.c.Provider.Name].Key(), seam: wire.SeamFallback, cont: j.continuation(&p.c), ticket: ticket}
 	body, err := upstreamBody(j.req.Body, p.c.Model, l.cont)
 	if err != nil || !j.w.hedges.hedge(j.req.Model, p.cfg.Budget) {
 		// Not made: the ticket settles at nothing.
@@ -117,7 +117,7 @@ func (j *job) hedge(ctx context.Context, p hedgePlan, first *leg) *leg {
 	}
 	j.attempts++
 	l.n = j.attempts
-	l.ob = j.observe(p.c, l.seam)
+	l.ob = j.observe(&p.c, l.seam)
 	log.Info("first token late; hedging", "attempt", l.n)
 	return l
 }
@@ -139,7 +139,7 @@ func (l *leg) run(ctx context.Context, j *job, done chan<- *leg) {
 				break
 			}
 			l.early = append(l.early, d)
-			if hasToken(d) {
+			if hasToken(&d) {
 				break
 			}
 		}
@@ -154,7 +154,7 @@ func (l *leg) run(ctx context.Context, j *job, done chan<- *leg) {
 func (l *leg) dial(ctx context.Context, j *job) {
 	client := *j.w.upstream
 	client.FirstByteTimeout, client.StallTimeout = l.c.Provider.FirstTokenBound(), l.c.Provider.StallBound()
-	l.stream, l.err = client.Stream(ctx, j.target(l.c, l.key), l.body)
+	l.stream, l.err = client.Stream(ctx, j.target(&l.c, l.key), l.body)
 	if l.err == nil && l.started != nil {
 		l.started()
 	}
@@ -248,17 +248,20 @@ func (l *leg) close() {
 	}
 }
 
-// Next returns what the race read ahead, then the rest of the stream.
-func (l *leg) Next() (upstream.Delta, error) {
+// next reads the next delta into d: what the race read ahead, then the
+// rest of the stream. It is on the job's stack while the answer streams,
+// with no more in its frame than the stream's delta (stack.go).
+func (l *leg) next(d *upstream.Delta) (err error) {
 	if len(l.early) > 0 {
-		d := l.early[0]
+		*d = l.early[0]
 		l.early = l.early[1:]
-		return d, nil
+		return nil
 	}
 	if l.end != nil {
-		return upstream.Delta{}, l.end
+		return l.end
 	}
-	return l.stream.Next()
+	*d, err = l.stream.Next()
+	return err
 }
 
 // FinishReason and StopSequence are the stream's.
@@ -267,6 +270,6 @@ func (l *leg) StopSequence() string { return l.stream.StopSequence() }
 
 // hasToken reports whether d carries a token of the answer: text,
 // reasoning, a refusal or a tool call.
-func hasToken(d upstream.Delta) bool {
+func hasToken(d *upstream.Delta) bool {
 	return d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(d.ToolCalls) > 0
 }

@@ -127,13 +127,26 @@ func (j *job) run() {
 		// claim was fenced before anything was published.
 		j.log.Info("first delivery found frames; reading the stream")
 	}
+	takeover, ok := j.claimStream()
+	if !ok {
+		return
+	}
+	j.end(j.answer(j.callCtx, takeover))
+}
+
+// claimStream reads and claims the stream for run, and reports whether
+// the job goes on to answer; takeover says that earlier owners published
+// in it. It ends a stream found cancelled, and abandons one it could not
+// claim. Its frame (the stream's history) is not on the job's stack while
+// the answer streams (stack.go).
+func (j *job) claimStream() (takeover, ok bool) {
 	cancelled := make(chan bool, 1)
 	go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
 	h, err := j.claim()
 	wasCancelled := <-cancelled
 	if err != nil {
 		j.abandon(err)
-		return
+		return false, false
 	}
 	if h.ended {
 		// A duplicate, or a redelivery whose ack was lost: nothing to do
@@ -141,14 +154,14 @@ func (j *job) run() {
 		j.recordUsage(h.end)
 		j.ack()
 		j.report(slog.LevelInfo, "already_ended", nil)
-		return
+		return false, false
 	}
 	if wasCancelled {
 		j.stopCall(errCancelled)
 		j.end(outcome{err: errCancelled, class: upstream.Canceled})
-		return
+		return false, false
 	}
-	j.end(j.answer(j.callCtx, h.seq > 0))
+	return h.seq > 0, true
 }
 
 // freshFor is how long a first delivery may have waited in the queue and
@@ -183,13 +196,13 @@ func (j *job) claim() (history, error) {
 // claimAfter appends the claim frame after h's last frame and takes over
 // what h says earlier owners published.
 func (j *job) claimAfter(h history) (history, error) {
-	j.takeOver(h)
+	j.takeOver(&h)
 	return h, j.appendClaim()
 }
 
 // takeOver sets the job up to continue what h says earlier owners
 // published, with a writer chained on h's last frame.
-func (j *job) takeOver(h history) {
+func (j *job) takeOver(h *history) {
 	j.attempts = h.attempts
 	j.text.Reset()
 	j.text.WriteString(h.text)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/relaydev/relay/relay/apikeys"
 	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/fleet/breaker"
@@ -27,6 +28,10 @@ const maxRetryAfter = time.Minute
 // spent. Every attempt after the first continues the text already
 // published, so the client sees one answer. takeover says that the text
 // was published by an earlier worker.
+//
+// serve's frame is on the job's stack for as long as the answer streams,
+// so what an attempt needs before and after its call is worked out in
+// functions of their own (callContext, failedAttempt): see stack.go.
 func (j *job) serve(ctx context.Context, takeover bool) outcome {
 	if j.toolCalls {
 		return refused(errNoToolCallContinuation)
@@ -50,46 +55,23 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 			// would have stopped here with the same reason.
 			return outcome{finishReason: "length"}
 		}
-		c := route[i]
 		before := j.text.Len()
-		out := j.call(j.withHedge(fleet.WithCallInfo(ctx, j.callInfo(state, i, takeover)), state, i, takeover), c, seam)
+		out := j.call(j.callContext(ctx, state, i, takeover), &route[i], seam)
 		if out.final(ctx, j.toolCalls) {
 			if j.toolCalls && out.err != nil && out.class == upstream.Transient {
 				out.err = chain(errNoToolCallContinuation, out.err)
 			}
 			return out
 		}
+		next, delay, ok := j.failedAttempt(state, i, j.text.Len() > before, &out)
 		switch {
-		case errors.Is(out.err, fleet.ErrProviderUnavailable):
-			state.close(i)
-		case out.class == upstream.Credential:
-			// Every key of the provider was refused.
-			state.closeProvider(c.Provider.Name)
-		default:
-			state.failed(i, j.text.Len() > before, out.retryAfter)
-			if out.retryAfter > maxRetryAfter {
-				state.close(i)
-			}
-		}
-		next, ok := state.next(i)
-		if !ok {
-			if out.class == upstream.Transient && !errors.Is(out.err, fleet.ErrProviderUnavailable) && out.retryAfter <= maxRetryAfter {
-				out.err = chain(errRetriesExhausted, out.err)
-			}
-			j.log.Info("attempt failed; giving up", "provider", c.Provider.Name, "model", c.Model, "attempt", j.attempts, "class", out.class, "err", out.err)
+		case !ok:
 			return out
-		}
-		if next != i {
-			j.log.Info("attempt failed; falling back", "provider", c.Provider.Name, "model", c.Model, "attempt", j.attempts,
-				"class", out.class, "err", out.err, "next_provider", route[next].Provider.Name, "next_model", route[next].Model)
+		case next != i:
 			i, seam = next, wire.SeamFallback
 			continue
 		}
-		b := backoff.Backoff{Config: c.Provider.Retry}
-		delay := b.Delay(state.streak-1, out.retryAfter)
-		j.log.Info("attempt failed; retrying", "provider", c.Provider.Name, "model", c.Model, "attempt", j.attempts,
-			"class", out.class, "err", out.err, "delay", delay)
-		if err := b.Sleep(ctx, delay); err != nil {
+		if err := (backoff.Backoff{}).Sleep(ctx, delay); err != nil {
 			return outcome{err: err, class: upstream.Canceled}
 		}
 		seam = wire.SeamRetry
@@ -97,6 +79,51 @@ func (j *job) serve(ctx context.Context, takeover bool) outcome {
 			seam = wire.SeamContinuation
 		}
 	}
+}
+
+// callContext is ctx as the call of candidate i takes it: with what the
+// gate is told of the call, and the hedge plan.
+func (j *job) callContext(ctx context.Context, state *routeState, i int, takeover bool) context.Context {
+	return j.withHedge(fleet.WithCallInfo(ctx, j.callInfo(state, i, takeover)), state, i, takeover)
+}
+
+// failedAttempt records in state that the attempt on candidate i failed
+// with out, which published text if progress, and says what the loop does
+// next: call candidate next after delay, or, if not ok, give up with out
+// (whose error then says why).
+func (j *job) failedAttempt(state *routeState, i int, progress bool, out *outcome) (next int, delay time.Duration, ok bool) {
+	c := &state.route[i]
+	switch {
+	case errors.Is(out.err, fleet.ErrProviderUnavailable):
+		state.close(i)
+	case out.class == upstream.Credential:
+		// Every key of the provider was refused.
+		state.closeProvider(c.Provider.Name)
+	default:
+		state.failed(i, progress, out.retryAfter)
+		if out.retryAfter > maxRetryAfter {
+			state.close(i)
+		}
+	}
+	next, ok = state.next(i)
+	if !ok {
+		if out.class == upstream.Transient && !errors.Is(out.err, fleet.ErrProviderUnavailable) && out.retryAfter <= maxRetryAfter {
+			out.err = chain(errRetriesExhausted, out.err)
+		}
+		j.log.Info("attempt failed; giving up", "provider", c.Provider.Name, "model", c.Model, "attempt", j.attempts, "class", out.class, "err", out.err)
+		return i, 0, false
+	}
+	if next != i {
+		n := &state.route[next]
+		j.log.Info("attempt failed; falling back", "provider", c.Provider.Name, "model", c.Model, "attempt", j.attempts,
+			"class", out.class, "err", out.err, "next_provider", n.Provider.Name, "next_model", n.Model)
+		return next, 0, true
+	}
+	b := backoff.Backoff{Config: c.Provider.Retry}
+	delay = b.Delay(state.streak-1, out.retryAfter)
+	j.log.Info("attempt failed; retrying", "provider", c.Provider.Name, "model", c.Model, "attempt", j.attempts,
+		"class", out.class, "err", out.err, "delay", delay)
+	return i, delay, true
 }
 
 // final reports whether no other attempt can change out: the answer is
@@ -119,48 +146,87 @@ func (out outcome) final(ctx context.Context, toolCalls bool) bool {
 // which is not a failure of the provider unless it fails too: a key the
 // provider refuses is replaced by the next one, and a refused prefill by
 // prompt mode for the rest of the request.
-func (j *job) call(ctx context.Context, c provider.Candidate, seam wire.Seam) outcome {
-	keys := j.w.keys[c.Provider.Name]
-	key := keys.Key()
-	rekeyed := false
+func (j *job) call(ctx context.Context, c *provider.Candidate, seam wire.Seam) outcome {
+	k := &callKey{keys: j.w.keys[c.Provider.Name]}
+	k.key = k.keys.Key()
 	for {
 		ticket, refused := j.w.admit(ctx, c)
 		if refused != nil {
 			return *refused
 		}
 		tokens, received := j.tokens(), j.received
-		out := j.attempt(withTicket(ctx, ticket), c, key, seam)
-		report := fleet.Report{Provider: c.Provider.Name, Model: c.Model, Class: out.class, Err: out.err, RetryAfter: out.retryAfter, Verdict: breaker.Neutral,
-			Tokens: j.tokens() - tokens, Streamed: j.received > received, TTFT: out.ttft}
-		if out.class == upstream.Credential && out.logErr == nil && !rekeyed {
-			if next, ok := keys.Reject(key); ok && next != key {
-				j.log.Info("api key refused; retrying with the next", "provider", c.Provider.Name, "attempt", j.attempts)
-				ticket.Done(report)
-				key, rekeyed, seam = next, true, cmp.Or(seam, wire.SeamRetry)
-				continue
-			}
-		}
-		if j.refusedPrefill(c, out) {
-			j.log.Info("prefill refused; continuing in prompt mode", "provider", c.Provider.Name, "attempt", j.attempts)
-			j.promptMode = true
-			ticket.Done(report)
+		out := j.attempt(withTicket(ctx, ticket), c, k.key, seam)
+		used := callUsed{tokens: j.tokens() - tokens, streamed: j.received > received}
+		if j.callAgain(ticket, c, k, &seam, &out, used) {
 			continue
 		}
-		report.Verdict = out.verdict(ctx)
-		if out.hedge != nil {
-			report = j.hedgeWon(ctx, out.hedge, report)
-		}
-		if report.Verdict == breaker.Success {
-			keys.Accept(key)
-		}
-		ticket.Done(report)
+		j.reportCall(ctx, ticket, c, k.key, &out, used)
 		return out
 	}
 }
 
+// callKey is the API key a call uses, from its provider's keys; rekeyed
+// once it replaced a key the provider refused.
+type callKey struct {
+	keys    *apikeys.Ring
+	key     string
+	rekeyed bool
+}
+
+// callAgain reports whether the attempt on c that ended with out is one
+// call fixes at once: a refused key, replaced in k by the next one (once a
+// call, the next attempt then marked as a retry in seam), or a refused
+// prefill, after which the request goes on in prompt mode. It then
+// settles the attempt's ticket.
+func (j *job) callAgain(ticket fleet.Ticket, c *provider.Candidate, k *callKey, seam *wire.Seam, out *outcome, used callUsed) bool {
+	if out.class == upstream.Credential && out.logErr == nil && !k.rekeyed {
+		if next, ok := k.keys.Reject(k.key); ok && next != k.key {
+			j.log.Info("api key refused; retrying with the next", "provider", c.Provider.Name, "attempt", j.attempts)
+			ticket.Done(used.report(c, out))
+			k.key, k.rekeyed, *seam = next, true, cmp.Or(*seam, wire.SeamRetry)
+			return true
+		}
+	}
+	if j.refusedPrefill(c, out) {
+		j.log.Info("prefill refused; continuing in prompt mode", "provider", c.Provider.Name, "attempt", j.attempts)
+		j.promptMode = true
+		ticket.Done(used.report(c, out))
+		return true
+	}
+	return false
+}
+
+// callUsed is what an attempt used of its provider: the tokens it reported
+// and whether it streamed anything.
+type callUsed struct {
+	tokens   int
+	streamed bool
+}
+
+// report is the gate's report of an attempt on c that ended with out, as
+// a neutral verdict.
+func (u callUsed) report(c *provider.Candidate, out *outcome) fleet.Report {
+	return fleet.Report{Provider: c.Provider.Name, Model: c.Model, Class: out.class, Err: out.err, RetryAfter: out.retryAfter, Verdict: breaker.Neutral,
+		Tokens: u.tokens, Streamed: u.streamed, TTFT: out.ttft}
+}
+
+// reportCall reports the attempt on c with key that ended with out to its
+// ticket, with the verdict out says, and a key that served as good.
+func (j *job) reportCall(ctx context.Context, ticket fleet.Ticket, c *provider.Candidate, key string, out *outcome, used callUsed) {
+	report := used.report(c, out)
+	report.Verdict = out.verdict(ctx)
+	if out.hedge != nil {
+		report = j.hedgeWon(ctx, out.hedge, report)
+	}
+	if report.Verdict == breaker.Success {
+		j.w.keys[c.Provider.Name].Accept(key)
+	}
+	ticket.Done(report)
+}
+
 // refusedPrefill reports whether out is a provider's 400 to a prefill
 // continuation: providers without prefill support answer so.
-func (j *job) refusedPrefill(c provider.Candidate, out outcome) bool {
+func (j *job) refusedPrefill(c *provider.Candidate, out *outcome) bool {
 	if j.promptMode || c.Continuation != provider.Prefill || j.text.Len() == 0 || out.class != upstream.RequestFault {
 		return false
 	}

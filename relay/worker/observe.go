@@ -48,7 +48,7 @@ type attemptObs struct {
 }
 
 // observe counts an upstream call of candidate c and starts observing it.
-func (j *job) observe(c provider.Candidate, seam wire.Seam) *attemptObs {
+func (j *job) observe(c *provider.Candidate, seam wire.Seam) *attemptObs {
 	s := &j.stats
 	if !slices.Contains(s.providers, c.Provider.Name) {
 		s.providers = append(s.providers, c.Provider.Name)
@@ -57,7 +57,7 @@ func (j *job) observe(c provider.Candidate, seam wire.Seam) *attemptObs {
 		s.models = append(s.models, c.Model)
 	}
 	j.w.metrics.Attempt(c.Provider.Name, c.Model, metrics.SeamOf(seam))
-	ob := &attemptObs{j: j, c: c, start: time.Now(), fresh: j.writer.Seq() == 0, cost: j.cost}
+	ob := &attemptObs{j: j, c: *c, start: time.Now(), fresh: j.writer.Seq() == 0, cost: j.cost}
 	if j.usage != nil {
 		ob.usage = *j.usage
 	}

@@ -28,8 +28,11 @@ const maxChunkContent = 64 << 10
 // one attempt, so a chunk never mixes two attempts' logprobs or
 // fingerprints: across a seam, each chunk says what its own call said.
 //
-// add and close are called by the goroutine reading the upstream; run by
-// another, the only one using the writer until run returns.
+// add and close are called by the goroutine reading the upstream. The
+// appends run on the worker's runners (runners.go), one drain at a time:
+// start schedules the first, and add or close the next once one ended
+// with nothing left to publish. A drain is the only user of the writer
+// until done received the publisher's result.
 type publisher struct {
 	writer *streamWriter
 	// template is copied into every chunk: Provider, Model and Attempt.
@@ -38,34 +41,61 @@ type publisher struct {
 	// stream.
 	seam wire.Seam
 
+	// ctx serves the appends; claim is waited for before the first;
+	// onFail is called if an append fails; pool runs the drains. All are
+	// set by start.
+	ctx    context.Context
+	claim  *firstClaim
+	onFail func()
+	pool   *runners
+	// done receives the result of the publishing, once: nil when close
+	// was called and everything queued is stored, or the first failure.
+	done chan error
+
 	mu sync.Mutex
+	// draining is set while a drain is scheduled or running, and stays
+	// set after a failure: nothing is published after it.
+	draining bool
 	// queue holds what is not yet published, oldest first; deltas are
 	// merged into the last segment.
 	queue []*segment
 	// sent holds the unknown members of the chunks published, by level
 	// and name, with their latest value (see news).
 	sent    map[string]string
-	model   string        // the upstream's model, from the latest delta
-	closed  bool          // no more deltas will come
-	wake    chan struct{} // capacity 1: data or close is waiting
-	firstAt time.Time     // when the first text, reasoning or tool call came (observe.go)
+	model   string    // the upstream's model, from the latest delta
+	closed  bool      // no more deltas will come
+	firstAt time.Time // when the first text, reasoning or tool call came (observe.go)
 
 	// callStart is when the upstream call started (set before run).
 	callStart time.Time
 
-	// chunks counts appended chunks; read it after run returned.
+	// chunks counts appended chunks; read it after done received.
 	chunks int
+	// claimed is set once the claim was waited for (drains only).
+	claimed bool
 }
 
 func newPublisher(w *streamWriter, template wire.Frame, seam wire.Seam) *publisher {
 	template.Kind = wire.KindChunk
-	return &publisher{writer: w, template: template, seam: seam, model: template.Model, wake: make(chan struct{}, 1)}
+	return &publisher{writer: w, template: template, seam: seam, model: template.Model, done: make(chan error, 1)}
+}
+
+// start starts publishing on pool, under ctx, once claim is stored (a nil
+// claim is stored); onFail is called if publishing fails. Nothing is
+// published before the claim is stored, and a failed claim fails the
+// publishing with its error.
+func (p *publisher) start(ctx context.Context, claim *firstClaim, pool *runners, onFail func()) {
+	p.ctx, p.claim, p.onFail, p.pool = ctx, claim, onFail, pool
+	p.mu.Lock()
+	p.draining = true
+	p.mu.Unlock()
+	pool.run(p.drain)
 }
 
 // add queues what a delta says. It never waits for NATS. Tool-call
 // fragments are kept as they came, in order: several in one chunk are
 // merged by index by the client, as within any provider's stream.
-func (p *publisher) add(d upstream.Delta) error {
+func (p *publisher) add(d *upstream.Delta) error {
 	tools, err := splitArray("tool_calls", d.ToolCalls)
 	if err != nil {
 		return err
@@ -88,25 +118,36 @@ func (p *publisher) add(d upstream.Delta) error {
 	if d.Model != "" {
 		p.model = d.Model
 	}
+	wake := (data || opened) && p.wakeLocked()
 	p.mu.Unlock()
-	if data || opened {
-		p.signal()
+	if wake {
+		p.pool.run(p.drain)
 	}
 	return nil
+}
+
+// wakeLocked reports whether a drain is to be scheduled for what was just
+// queued (none is, and publishing started), and marks it scheduled.
+func (p *publisher) wakeLocked() bool {
+	if p.pool == nil || p.draining {
+		return false
+	}
+	p.draining = true
+	return true
 }
 
 // markLogprobsGap records that the logprobs of a delta were dropped
 // (wire.Frame.LogprobsGap); the next chunk says so.
 func (p *publisher) markLogprobsGap() {
 	p.mu.Lock()
-	seg, _ := p.last(upstream.Delta{})
+	seg, _ := p.last(&upstream.Delta{})
 	seg.logprobsGap = true
 	p.mu.Unlock()
 }
 
 // last returns the segment d is to be merged into, opened if the last one
 // does not accept it.
-func (p *publisher) last(d upstream.Delta) (seg *segment, opened bool) {
+func (p *publisher) last(d *upstream.Delta) (seg *segment, opened bool) {
 	if n := len(p.queue); n > 0 && p.queue[n-1].accepts(d) {
 		return p.queue[n-1], false
 	}
@@ -115,39 +156,43 @@ func (p *publisher) last(d upstream.Delta) (seg *segment, opened bool) {
 	return seg, len(p.queue) > 1
 }
 
-// close says no more deltas will come; run publishes what is queued and
-// returns.
+// close says no more deltas will come; done then receives the result
+// once what is queued is published.
 func (p *publisher) close() {
 	p.mu.Lock()
 	p.closed = true
+	wake := p.wakeLocked()
 	p.mu.Unlock()
-	p.signal()
-}
-
-func (p *publisher) signal() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	if wake {
+		p.pool.run(p.drain)
 	}
 }
 
-// run appends chunks until close was called and everything queued is
-// stored, or an append fails: with chunklog.ErrFenced when another writer
-// owns the stream, or because the chunk log stayed unavailable beyond the
-// retry bound. After a failure, queued and later deltas are dropped.
-func (p *publisher) run(ctx context.Context) error {
+// drain appends chunks until nothing is queued, and says the result on
+// done once close was called and everything queued is stored, or at the
+// first failure: chunklog.ErrFenced when another writer owns the stream,
+// or because the chunk log stayed unavailable beyond the retry bound.
+// After a failure, queued and later deltas are dropped.
+func (p *publisher) drain() {
+	if !p.claimed {
+		if err := p.claim.wait(); err != nil {
+			p.fail(err)
+			return
+		}
+		p.claimed = true
+	}
 	for {
-		f, ok, closed := p.take()
+		p.mu.Lock()
+		f, ok, closed := p.takeLocked()
+		if !ok {
+			p.draining = false
+		}
+		p.mu.Unlock()
 		if !ok {
 			if closed {
-				return nil
+				p.done <- nil
 			}
-			select {
-			case <-p.wake:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			continue
+			return
 		}
 		if p.writer.Seq() == 0 {
 			f.Role = "assistant"
@@ -156,11 +201,18 @@ func (p *publisher) run(ctx context.Context) error {
 		if p.chunks == 0 {
 			f.Seam = p.seam
 		}
-		if err := p.writer.append(ctx, f); err != nil {
-			return err
+		if err := p.writer.append(p.ctx, f); err != nil {
+			p.fail(err)
+			return
 		}
 		p.chunks++
 	}
+}
+
+// fail ends the publishing with err; no drain is scheduled after it.
+func (p *publisher) fail(err error) {
+	p.onFail()
+	p.done <- err
 }
 
 // take removes the next chunk's worth of queued data. ok is false when
@@ -171,6 +223,11 @@ func (p *publisher) run(ctx context.Context) error {
 func (p *publisher) take() (f wire.Frame, ok, closed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.takeLocked()
+}
+
+// takeLocked is take, with p.mu held.
+func (p *publisher) takeLocked() (f wire.Frame, ok, closed bool) {
 	for len(p.queue) > 0 {
 		seg, final := p.queue[0], len(p.queue) == 1
 		switch {

@@ -71,7 +71,7 @@ func (s *segment) extras() [3]levelFields {
 // anything but reasoning, reasoning after a signature (the next thinking
 // block), citations after text, a new text block, and a redacted thinking
 // block, which has a chunk of its own.
-func (s *segment) accepts(d upstream.Delta) bool {
+func (s *segment) accepts(d *upstream.Delta) bool {
 	text := d.Content != "" || d.Reasoning != "" || d.Refusal != ""
 	switch {
 	case s.attached > 0 && s.attached+attachedSize(d) > maxChunkAttached,
@@ -89,7 +89,7 @@ func (s *segment) accepts(d upstream.Delta) bool {
 }
 
 // attachedSize is what d adds to a chunk besides its text.
-func attachedSize(d upstream.Delta) int {
+func attachedSize(d *upstream.Delta) int {
 	n := len(d.ToolCalls) + len(d.Annotations) + len(d.Logprobs) + len(d.Citations) + len(d.ReasoningSignature) + len(d.RedactedReasoning)
 	for _, fs := range [...][]upstream.Field{d.ChunkExtra, d.ChoiceExtra, d.DeltaExtra} {
 		for _, f := range fs {
@@ -101,7 +101,7 @@ func attachedSize(d upstream.Delta) int {
 
 // add merges d, whose tool calls, annotations and citations are already
 // split into their elements.
-func (s *segment) add(d upstream.Delta, tools, annotations, citations []json.RawMessage) {
+func (s *segment) add(d *upstream.Delta, tools, annotations, citations []json.RawMessage) {
 	s.attached += attachedSize(d)
 	s.content = append(s.content, d.Content...)
 	if d.Content != "" {

@@ -28,7 +28,7 @@ func takeAll(t *testing.T, p *publisher) []wire.Frame {
 func mustAdd(t *testing.T, p *publisher, ds ...upstream.Delta) {
 	t.Helper()
 	for _, d := range ds {
-		if err := p.add(d); err != nil {
+		if err := p.add(&d); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -48,6 +48,11 @@ type routeState struct {
 	streak int
 }
 
+// newRouteState is kept out of line so that the state is on the heap: the
+// attempt loop's frame, where it would be otherwise, is on the job's stack
+// while an answer streams (stack.go).
+//
+//go:noinline
 func newRouteState(route []provider.Candidate) *routeState {
 	return &routeState{
 		route:  route,
@@ -88,8 +93,8 @@ func (s *routeState) close(i int) { s.closed[i] = true }
 
 // closeProvider takes every candidate on provider out of the route.
 func (s *routeState) closeProvider(provider string) {
-	for i, c := range s.route {
-		if c.Provider.Name == provider {
+	for i := range s.route {
+		if s.route[i].Provider.Name == provider {
 			s.closed[i] = true
 		}
 	}
@@ -97,7 +102,7 @@ func (s *routeState) closeProvider(provider string) {
 
 // open reports whether candidate i may be called (again).
 func (s *routeState) open(i int) bool {
-	c := s.route[i]
+	c := &s.route[i]
 	return !s.closed[i] && s.calls[c.Provider.Name] <= c.Provider.Retry.Retries()
 }
 

@@ -75,7 +75,7 @@ func (j *job) appendClaim() error {
 // parent of the provider's own spans (the client sends its traceparent),
 // and returns ctx with it and the function that ends it with the call's
 // outcome.
-func (j *job) traceAttempt(ctx context.Context, c provider.Candidate, seam wire.Seam) (context.Context, func(outcome)) {
+func (j *job) traceAttempt(ctx context.Context, c *provider.Candidate, seam wire.Seam) (context.Context, func(outcome)) {
 	attrs := []attribute.KeyValue{
 		attribute.String("relay.provider", c.Provider.Name),
 		attribute.String("relay.model", c.Model),

@@ -140,7 +140,7 @@ func mustJSON(v any) json.RawMessage {
 // target is the provider of candidate c called with key for the job's
 // request, with the request's ids in the headers it names
 // (provider.RequestHeadersFor): the same on every call of the stream.
-func (j *job) target(c provider.Candidate, key string) upstream.Target {
+func (j *job) target(c *provider.Candidate, key string) upstream.Target {
 	t := c.Provider.Target(key)
 	t.Headers = c.Provider.RequestHeadersFor(provider.CallIDs{StreamID: j.req.StreamID, RequestID: j.req.RequestID, Tenant: j.req.Tenant})
 	return t

@@ -88,6 +88,8 @@ type Worker struct {
 	keys map[string]*apikeys.Ring
 	// hedges are the hedge budgets of the models that hedge (hedge.go).
 	hedges *hedgeBudgets
+	// publishers runs the jobs' appends of chunks (runners.go).
+	publishers *runners
 	// keysPoll is how often key files are checked; 0: never.
 	keysPoll time.Duration
 	// progressEvery is a quarter of AckWait: three reports can be lost
@@ -204,6 +206,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		jobs:            newInflight(),
 		answers:         &answerCache{js: deps.JS},
 		hedges:          newHedgeBudgets(),
+		publishers:      newRunners(runnerIdle),
 		draining:        make(chan struct{}),
 		done:            make(chan struct{}),
 	}
@@ -382,27 +385,39 @@ func (w *Worker) slot(ctx, pulling context.Context, cons jetstream.Consumer) {
 		}
 		switch {
 		case err != nil:
-			level := slog.LevelWarn
-			if !w.nc.IsConnected() {
-				// Every slot fails while NATS is away; the connection
-				// logs that once.
-				level = slog.LevelDebug
-			}
-			d := w.pullRetry.Delay(failures, 0)
+			w.pullFailed(ctx, pulling, err, failures)
 			failures++
-			w.logger.Log(ctx, level, "pull failed", "err", err, "retry_in", d)
-			// Ends early once pulling does; the loop then stops.
-			_ = w.pullRetry.Sleep(pulling, d)
 		case msg == nil:
 		case stopped:
-			// Received while stopping: hand it back at once rather than
-			// after AckWait, as nothing of it was started.
-			if err := msg.Nak(); err != nil {
-				w.logger.Warn("nak on shutdown failed", "err", err)
-			}
+			w.handBack(msg)
 		default:
 			w.handle(ctx, msg)
 		}
+	}
+}
+
+// pullFailed logs the failures-th pull failure in a row, err, and waits
+// the backoff before the next pull, or until pulling ends. Like handBack,
+// it is apart from slot, whose frame is on the job's stack while an
+// answer streams (stack.go).
+func (w *Worker) pullFailed(ctx, pulling context.Context, err error, failures int) {
+	level := slog.LevelWarn
+	if !w.nc.IsConnected() {
+		// Every slot fails while NATS is away; the connection logs that
+		// once.
+		level = slog.LevelDebug
+	}
+	d := w.pullRetry.Delay(failures, 0)
+	w.logger.Log(ctx, level, "pull failed", "err", err, "retry_in", d)
+	// Ends early once pulling does; the slot then stops.
+	_ = w.pullRetry.Sleep(pulling, d)
+}
+
+// handBack gives back a request received while stopping, at once rather
+// than after AckWait, as nothing of it was started.
+func (w *Worker) handBack(msg jetstream.Msg) {
+	if err := msg.Nak(); err != nil {
+		w.logger.Warn("nak on shutdown failed", "err", err)
 	}
 }
 
@@ -459,6 +474,18 @@ func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	stop := keepInProgress(msg, w.progressEvery, w.logger)
 	defer stop()
+	j := w.startJob(ctx, msg, stop)
+	if j == nil {
+		return
+	}
+	defer w.jobs.remove(j)
+	j.run()
+}
+
+// startJob decodes msg and adds its job to the worker's, nil if msg is
+// malformed (it is then terminated). It is apart from handle, whose frame
+// is on the job's stack while an answer streams (stack.go).
+func (w *Worker) startJob(ctx context.Context, msg jetstream.Msg, stopProgress func()) *job {
 	req, err := decodeRequest(msg.Data())
 	if err != nil {
 		// No stream to report the failure on, and a redelivery would fail
@@ -467,12 +494,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		if err := msg.Term(); err != nil {
 			w.logger.Warn("term failed", "err", err)
 		}
-		return
+		return nil
 	}
-	j := newJob(ctx, w, msg, req, stop)
+	j := newJob(ctx, w, msg, req, stopProgress)
 	w.jobs.add(j)
-	defer w.jobs.remove(j)
-	j.run()
+	return j
 }
 
 // decodeRequest parses a work-queue message and checks that its stream id
