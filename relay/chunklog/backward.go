@@ -32,17 +32,23 @@ import (
 // it.
 const headerPrev = jetstream.ExpectedLastSubjSeqHeader
 
+// denseGap is the mean distance, in messages of the JetStream stream,
+// between a stream's frames under which Read reads forward: the server's
+// walk from one frame to the next is then short, and batches read a page
+// of frames in one round trip where the chain takes one per frame.
+const denseGap = 64
+
 // readBack reads the frames stored after JetStream sequence after, from
-// the stream's last frame back along their HeaderPrev, and returns them in
-// the order they were stored. ok is false when the chain breaks: a frame
-// without headerPrev (not stored by a Writer), or one whose predecessor is
-// gone (expired, or discarded when the stream was full) or is not of the
-// stream; the caller then reads forward, which finds what is left.
+// the stream's last frame back along their headerPrev, and returns them in
+// the order they were stored. ok is false when the caller should read
+// forward instead: the frames lie close together (denseGap), or the chain
+// breaks (a frame without headerPrev, not stored by a Writer, or one whose
+// predecessor is gone, expired or discarded when the stream was full, or
+// is not of the stream), where reading forward finds what is left.
 //
 // Each step waits for the one before, so a read takes a round trip per
-// frame: for the whole reads of workers (a takeover) and of
-// edges (a stored answer), which would otherwise cost the server a walk
-// over every other stream's frames stored meanwhile.
+// frame, where a forward read of frames far apart would cost the server a
+// walk over every other stream's frames stored meanwhile.
 func (r *Reader) readBack(ctx context.Context, streamID string, after uint64) (back []Entry, ok bool, err error) {
 	subject := wire.ChunkSubject(streamID)
 	msg, found, err := r.get(ctx, "last of "+streamID, struct {
@@ -51,6 +57,17 @@ func (r *Reader) readBack(ctx context.Context, streamID string, after uint64) (b
 	if err != nil || !found {
 		return nil, true, err
 	}
+	last, err := entryOf(msg)
+	if err != nil {
+		return nil, true, fmt.Errorf("chunklog: read %s back: %w", streamID, err)
+	}
+	if last.JSSeq <= after {
+		return nil, true, nil
+	}
+	if dense, err := r.dense(ctx, subject, after, last); err != nil || dense {
+		return nil, !dense, err
+	}
+	r.backReads.Add(1)
 	for {
 		e, err := entryOf(msg)
 		if err != nil {
@@ -73,6 +90,27 @@ func (r *Reader) readBack(ctx context.Context, streamID string, after uint64) (b
 	}
 	slices.Reverse(back)
 	return back, true, nil
+}
+
+// dense reports whether the frames of subject after JetStream sequence
+// after, up to last, lie closer together than denseGap on average. It
+// reads the first of them, which the server finds at once when the read
+// starts before the stream (after 0) and otherwise within one gap, and
+// counts the frames between by their per-stream sequences (a claim has
+// none, so the count is of the chunks and the end frame).
+func (r *Reader) dense(ctx context.Context, subject string, after uint64, last Entry) (bool, error) {
+	msg, found, err := r.get(ctx, "direct get "+subject, directGet{Seq: after + 1, NextFor: subject})
+	if err != nil || !found {
+		return false, err
+	}
+	first, err := entryOf(msg)
+	if err != nil {
+		return false, fmt.Errorf("chunklog: direct get %s: %w", subject, err)
+	}
+	if last.Frame.Seq <= first.Frame.Seq {
+		return false, nil
+	}
+	return last.JSSeq-first.JSSeq < denseGap*(last.Frame.Seq-first.Frame.Seq), nil
 }
 
 // prevOf reads headerPrev; ok is false when it is missing or malformed.

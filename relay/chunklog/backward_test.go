@@ -56,30 +56,47 @@ func TestAppendChainsEachFrameOnTheOneBefore(t *testing.T) {
 	}
 }
 
-// TestReadReadsTheSameFramesBackAsForward compares Read, which follows the
-// chain back from the last frame, with ReadUpTo, which reads forward,
-// after every cursor of a stream interleaved with another.
+// TestReadReadsTheSameFramesBackAsForward compares Read with ReadUpTo,
+// which reads forward, after every cursor of a stream whose frames are
+// one message apart (Read reads forward too) and 100 apart (Read follows
+// the chain back).
 func TestReadReadsTheSameFramesBackAsForward(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r, a, cursors := interleaved(ctx, t, 40)
-	afters := []uint64{0}
-	for _, c := range cursors {
-		afters = append(afters, c.JSSeq)
-	}
-	for _, after := range afters {
-		var back, forward []chunklog.Entry
-		lastBack, err := r.Read(ctx, a, after, func(e chunklog.Entry) error { back = append(back, e); return nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		lastForward, err := r.ReadUpTo(ctx, a, after, 0, func(e chunklog.Entry) error { forward = append(forward, e); return nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if lastBack != lastForward || !slices.EqualFunc(back, forward, sameEntry) {
-			t.Fatalf("after %d: Read gave %d frames up to %d, ReadUpTo %d up to %d", after, len(back), lastBack, len(forward), lastForward)
-		}
+	for _, tc := range []struct {
+		gap  int
+		back bool
+	}{{1, false}, {100, true}} {
+		t.Run(fmt.Sprintf("gap %d", tc.gap), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
+			r := chunklog.NewReader(nc, "")
+			id := wire.NewStreamID()
+			cursors := spaced(ctx, t, js, r, id, 20, tc.gap, true)
+			afters := []uint64{0}
+			for _, c := range cursors {
+				afters = append(afters, c.JSSeq)
+			}
+			for _, after := range afters {
+				var back, forward []chunklog.Entry
+				before := chunklog.BackReads(r)
+				lastBack, err := r.Read(ctx, id, after, func(e chunklog.Entry) error { back = append(back, e); return nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				wentBack := chunklog.BackReads(r) > before
+				lastForward, err := r.ReadUpTo(ctx, id, after, 0, func(e chunklog.Entry) error { forward = append(forward, e); return nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lastBack != lastForward || !slices.EqualFunc(back, forward, sameEntry) {
+					t.Fatalf("after %d: Read gave %d frames up to %d, ReadUpTo %d up to %d", after, len(back), lastBack, len(forward), lastForward)
+				}
+				// A read of one frame or none has no gap to judge.
+				if len(forward) > 1 && wentBack != tc.back {
+					t.Fatalf("after %d: read back = %v, want %v", after, wentBack, tc.back)
+				}
+			}
+		})
 	}
 }
 
@@ -87,22 +104,51 @@ func sameEntry(a, b chunklog.Entry) bool {
 	return a.JSSeq == b.JSSeq && a.Frame.Seq == b.Frame.Seq && a.Frame.Content == b.Frame.Content
 }
 
-// TestReadForwardWhenFramesAreNotChained reads a stream whose frames were
-// stored without the expected-last-subject-sequence header, by a publisher
-// other than a Writer: Read falls back to reading forward and still
-// returns every frame.
+// spaced stores n chunk frames of stream id, gap messages of other
+// subjects apart; chained, through a Writer, else published without the
+// expected-last-subject-sequence header. It returns their cursors.
+func spaced(ctx context.Context, t *testing.T, js jetstream.JetStream, r *chunklog.Reader, id string, n, gap int, chained bool) []wire.Cursor {
+	t.Helper()
+	w := chunklog.NewWriter(js, r, id, 0, 0)
+	var cursors []wire.Cursor
+	for i := 1; i <= n; i++ {
+		f := wire.Frame{Kind: wire.KindChunk, Content: fmt.Sprint(i)}
+		var c wire.Cursor
+		var err error
+		if chained {
+			c, err = w.Append(ctx, f)
+		} else {
+			f.Seq = uint64(i)
+			var ack *jetstream.PubAck
+			ack, err = js.PublishMsg(ctx, &nats.Msg{Subject: wire.ChunkSubject(id), Data: f.Encode()})
+			if err == nil {
+				c = wire.Cursor{Seq: f.Seq, JSSeq: ack.Sequence}
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cursors = append(cursors, c)
+		for j := range gap {
+			if _, err := js.Publish(ctx, wire.ChunkSubject(fmt.Sprintf("other%d", j)), []byte(`{"kind":"chunk","seq":1}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return cursors
+}
+
+// TestReadForwardWhenFramesAreNotChained reads a stream whose frames, far
+// apart, were stored without the expected-last-subject-sequence header,
+// by a publisher other than a Writer: Read falls back to reading forward
+// and still returns every frame.
 func TestReadForwardWhenFramesAreNotChained(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	r := chunklog.NewReader(nc, "")
 	id := wire.NewStreamID()
-	for i := 1; i <= 3; i++ {
-		f := wire.Frame{Kind: wire.KindChunk, Seq: uint64(i), Content: fmt.Sprint(i)}
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.ChunkSubject(id), Data: f.Encode()}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	spaced(ctx, t, js, r, id, 3, 100, false)
 	var got []string
 	if _, err := r.Read(ctx, id, 0, func(e chunklog.Entry) error { got = append(got, e.Frame.Content); return nil }); err != nil {
 		t.Fatal(err)
@@ -156,29 +202,22 @@ func BenchmarkReadInterleaved(b *testing.B) {
 	})
 }
 
-// TestReadForwardPastAGoneFrame deletes a frame in the middle of a stream,
-// as a full stream discards its oldest: the chain back from the last frame
-// breaks there, and Read reads forward, returning every frame left.
+// TestReadForwardPastAGoneFrame deletes a frame in the middle of a stream
+// whose frames lie far apart, as a full stream discards its oldest: the
+// chain back from the last frame breaks there, and Read reads forward,
+// returning every frame left.
 func TestReadForwardPastAGoneFrame(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{})
 	r := chunklog.NewReader(nc, "")
 	id := wire.NewStreamID()
-	w := chunklog.NewWriter(js, r, id, 0, 0)
-	var seqs []uint64
-	for i := 1; i <= 4; i++ {
-		c, err := w.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: fmt.Sprint(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs = append(seqs, c.JSSeq)
-	}
+	cursors := spaced(ctx, t, js, r, id, 4, 100, true)
 	stream, err := js.Stream(ctx, wire.ChunkStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.DeleteMsg(ctx, seqs[1]); err != nil {
+	if err := stream.DeleteMsg(ctx, cursors[1].JSSeq); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

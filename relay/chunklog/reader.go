@@ -50,6 +50,8 @@ type Reader struct {
 	// leaderReads counts the misses of a direct get that At confirmed
 	// with the stream's leader.
 	leaderReads atomic.Uint64
+	// backReads counts the reads that followed the chain back (readBack).
+	backReads atomic.Uint64
 }
 
 // NewReader returns a reader over nc. apiPrefix is empty for the local
@@ -78,9 +80,9 @@ type directGet struct {
 // are exhausted or fn returns an error. It returns the JetStream sequence
 // of the last frame passed to fn (or after, when there was none).
 //
-// It reads the frames back from the stream's last one (readBack), which
-// costs the server a lookup per frame, and forward as ReadUpTo does only
-// a stream stored by a relay that did not chain its frames.
+// A stream whose frames lie far apart among other streams' it reads back
+// from its last frame (readBack), which costs the server a lookup per
+// frame; one whose frames lie close together, forward as ReadUpTo does.
 func (r *Reader) Read(ctx context.Context, streamID string, after uint64, fn func(Entry) error) (uint64, error) {
 	back, ok, err := r.readBack(ctx, streamID, after)
 	if err != nil {
