@@ -21,7 +21,7 @@ type Config struct {
 	ID string `koanf:"id"`
 	// MaxInflight is how many upstream streams the worker runs at once; each
 	// is a slot pulling its own request. Zero: 1024. A generation waits on
-	// its provider far more than it uses the CPU, and holds about 80 KiB
+	// its provider far more than it uses the CPU, and holds about 60 KiB
 	// (e2e/BENCHMARKS.md), so a worker queueing requests at a few dozen
 	// streams would add latency that calling the provider directly does
 	// not; idle slots cost a goroutine each. At most 4096: the
