@@ -89,7 +89,7 @@ func TestStreamOutlivesBodyTimeout(t *testing.T) {
 	awaitRunnersExited(t)
 }
 
-// awaitRunnersExited waits until no runner is left (runners.go): one
+// awaitRunnersExited waits until no runner is left (relay/runners): one
 // outlives the stream it served by runnerIdle, and the package's leak
 // check would find it when the test is the last one run.
 func awaitRunnersExited(t *testing.T) {

@@ -433,17 +433,14 @@ func TestResponsesDrainedClientResumesOnAnotherEdge(t *testing.T) {
 }
 
 // awaitRunnersGone waits until the edges' runners exited. A runner outlives
-// the stream it served by runnerIdle, by design (runners.go), so the
+// the stream it served by runners.Idle, by design (relay/runners), so the
 // package's leak check would find one when the test that served it is the
 // last one run, as it is with -run Responses.
 func awaitRunnersGone(t *testing.T, edges ...*testEdge) {
 	t.Helper()
 	waitFor(t, func() bool {
 		for _, edge := range edges {
-			edge.runners.mu.Lock()
-			waiting := edge.runners.top != nil
-			edge.runners.mu.Unlock()
-			if waiting {
+			if edge.runners.Waiting() > 0 {
 				return false
 			}
 		}

@@ -15,7 +15,7 @@ import (
 // Under load (100 clients, a 20-token answer each) the copying of that
 // goroutine's stack as it grew, several times a request, was about a
 // twentieth of the edge's processor time. So the handler runs on one of
-// the edge's runners (runners.go), whose stacks grew once, while net/http's
+// the edge's runners (relay/runners), whose stacks grew once, while net/http's
 // goroutine waits for it: a hand-over costs two goroutine switches, far
 // less than the copies.
 //
@@ -40,7 +40,7 @@ func (s *Server) onRunners(next http.Handler) http.Handler {
 		}
 		h := handOvers.Get().(*handOver)
 		h.next, h.w, h.r = next, w, r
-		s.runners.run(h.serve)
+		s.runners.Run(h.serve)
 		<-h.done
 		p, panicked := h.panic, h.panicked
 		*h = handOver{done: h.done, serve: h.serve}

@@ -9,13 +9,15 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/relaydev/relay/relay/runners"
 )
 
 // TestRequestsRunOnRunners: a request's handler runs on a runner; a panic in it is raised on net/http's
 // goroutine as before (http.ErrAbortHandler cuts the response quietly,
 // any other is logged and cuts it), and the edge serves on.
 func TestRequestsRunOnRunners(t *testing.T) {
-	s := &Server{runners: newRunners(runnerIdle)}
+	s := &Server{runners: runners.New(runners.Idle)}
 	h := s.onRunners(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/abort":
@@ -24,7 +26,7 @@ func TestRequestsRunOnRunners(t *testing.T) {
 			panic("boom")
 		}
 		buf := make([]byte, 64<<10)
-		if stack := buf[:runtime.Stack(buf, false)]; !bytes.Contains(stack, []byte("edge.(*runners).serve(")) {
+		if stack := buf[:runtime.Stack(buf, false)]; !bytes.Contains(stack, []byte("runners.(*Pool).serve(")) {
 			t.Errorf("served outside a runner:\n%s", stack)
 		}
 		io.WriteString(w, "ok")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/runners"
 	"github.com/relaydev/relay/relay/tracing"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -51,7 +52,7 @@ type Server struct {
 	tail     *tailReader
 	hub      *hub
 	clients  *clients
-	runners  *runners // serve requests and taken-over SSE streams (runners.go, runner_handler.go)
+	runners  *runners.Pool // serve requests and taken-over SSE streams (runner_handler.go, sse_conn.go)
 	orphans  *orphans
 	upgrader websocket.Upgrader
 	handler  http.Handler
@@ -132,7 +133,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		tail:    &tailReader{js: deps.JS},
 		hub:     newHub(deps.NC, reader, deps.JS.Conn() == deps.NC, log),
 		clients: newClients(),
-		runners: newRunners(runnerIdle),
+		runners: runners.New(runners.Idle),
 		auth:    newAuthenticator(cfg.APIKeys, cfg.AllowAnonymous),
 		tokens:  tokens,
 		cors:    newCORSPolicy(cfg.CORSAllowedOrigins),

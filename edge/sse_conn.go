@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/runners"
 )
 
 // # SSE streams driven by events
@@ -24,7 +25,7 @@ import (
 // live frames, the follower's idle and retry timers, the edge draining, the
 // client going away. Each schedules the stream; a goroutine runs it only
 // while there is work, and writes each batch with writeTimeout as before.
-// That goroutine is one of the edge's runners (runners.go), which wait for
+// That goroutine is one of the edge's runners (relay/runners), which wait for
 // the next stream's work after one's is done, so that the stack a stream
 // grew while it rendered and wrote is there for the next token.
 //
@@ -55,7 +56,7 @@ type sseConn struct {
 	w    *chunkedConn
 	// runners run the stream when it is scheduled; serve is its run
 	// method, taken once so that scheduling allocates nothing.
-	runners *runners
+	runners *runners.Pool
 	serve   func()
 	// pending counts the notifications since the running goroutine last
 	// found nothing to do; the goroutine runs while it is above zero, and
@@ -133,7 +134,7 @@ const headRoom = 512
 // schedule has a runner serve the stream, unless one does.
 func (c *sseConn) schedule() {
 	if c.pending.Add(1) == 1 {
-		c.runners.run(c.serve)
+		c.runners.Run(c.serve)
 	}
 }
 

@@ -60,9 +60,9 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	stored := make(chan error, 1)
-	// On a runner (runners.go): a new goroutine would grow its stack by
+	// On a runner (relay/runners): a new goroutine would grow its stack by
 	// copying as it encodes and publishes, on every request.
-	s.runners.run(func() { stored <- s.meta.create(ctx, id, meta) })
+	s.runners.Run(func() { stored <- s.meta.create(ctx, id, meta) })
 	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: traceHeader(ctx, id)}
 	_, queueErr := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if err := <-stored; err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/runecut"
+	"github.com/relaydev/relay/relay/runners"
 	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -29,7 +30,7 @@ const maxChunkContent = 64 << 10
 // fingerprints: across a seam, each chunk says what its own call said.
 //
 // add and close are called by the goroutine reading the upstream. The
-// appends run on the worker's runners (runners.go), one drain at a time:
+// appends run on the worker's runners (relay/runners), one drain at a time:
 // start schedules the first, and add or close the next once one ended
 // with nothing left to publish. A drain is the only user of the writer
 // until done received the publisher's result.
@@ -47,7 +48,7 @@ type publisher struct {
 	ctx    context.Context
 	claim  *firstClaim
 	onFail func()
-	pool   *runners
+	pool   *runners.Pool
 	// done receives the result of the publishing, once: nil when close
 	// was called and everything queued is stored, or the first failure.
 	done chan error
@@ -84,12 +85,12 @@ func newPublisher(w *streamWriter, template wire.Frame, seam wire.Seam) *publish
 // claim is stored); onFail is called if publishing fails. Nothing is
 // published before the claim is stored, and a failed claim fails the
 // publishing with its error.
-func (p *publisher) start(ctx context.Context, claim *firstClaim, pool *runners, onFail func()) {
+func (p *publisher) start(ctx context.Context, claim *firstClaim, pool *runners.Pool, onFail func()) {
 	p.ctx, p.claim, p.onFail, p.pool = ctx, claim, onFail, pool
 	p.mu.Lock()
 	p.draining = true
 	p.mu.Unlock()
-	pool.run(p.drain)
+	pool.Run(p.drain)
 }
 
 // add queues what a delta says. It never waits for NATS. Tool-call
@@ -121,7 +122,7 @@ func (p *publisher) add(d *upstream.Delta) error {
 	wake := (data || opened) && p.wakeLocked()
 	p.mu.Unlock()
 	if wake {
-		p.pool.run(p.drain)
+		p.pool.Run(p.drain)
 	}
 	return nil
 }
@@ -164,7 +165,7 @@ func (p *publisher) close() {
 	wake := p.wakeLocked()
 	p.mu.Unlock()
 	if wake {
-		p.pool.run(p.drain)
+		p.pool.Run(p.drain)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/relaydev/relay/relay/liveness"
 	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/runners"
 	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/tracing"
 	"github.com/relaydev/relay/relay/upstream"
@@ -88,8 +89,8 @@ type Worker struct {
 	keys map[string]*apikeys.Ring
 	// hedges are the hedge budgets of the models that hedge (hedge.go).
 	hedges *hedgeBudgets
-	// publishers runs the jobs' appends of chunks (runners.go).
-	publishers *runners
+	// publishers runs the jobs' appends of chunks (relay/runners).
+	publishers *runners.Pool
 	// keysPoll is how often key files are checked; 0: never.
 	keysPoll time.Duration
 	// progressEvery is a quarter of AckWait: three reports can be lost
@@ -206,7 +207,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		jobs:            newInflight(),
 		answers:         &answerCache{js: deps.JS},
 		hedges:          newHedgeBudgets(),
-		publishers:      newRunners(runnerIdle),
+		publishers:      runners.New(runners.Idle),
 		draining:        make(chan struct{}),
 		done:            make(chan struct{}),
 	}

@@ -1,4 +1,4 @@
-package edge
+package runners
 
 import (
 	"bytes"
@@ -30,28 +30,28 @@ func goroutineAlive(id string) bool {
 }
 
 // TestRunnerServesTheNextJob: a job handed over after another finished
-// runs on the same goroutine, which exits once it waited runnerIdle for
+// runs on the same goroutine, which exits once it waited Idle for
 // another job, and not before.
 func TestRunnerServesTheNextJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newRunners(runnerIdle)
+		p := New(Idle)
 		var first, second string
-		p.run(func() { first = goroutineID() })
+		p.Run(func() { first = goroutineID() })
 		synctest.Wait()
-		p.run(func() { second = goroutineID() })
+		p.Run(func() { second = goroutineID() })
 		synctest.Wait()
 		if first == "" || second != first {
 			t.Fatalf("the second job ran on goroutine %q, the first on %q", second, first)
 		}
-		time.Sleep(runnerIdle - time.Nanosecond)
+		time.Sleep(Idle - time.Nanosecond)
 		synctest.Wait()
 		if !goroutineAlive(first) {
-			t.Fatalf("the runner exited before it waited %v", runnerIdle)
+			t.Fatalf("the runner exited before it waited %v", Idle)
 		}
 		time.Sleep(time.Nanosecond)
 		synctest.Wait()
 		if goroutineAlive(first) {
-			t.Fatalf("the runner is still there after it waited %v", runnerIdle)
+			t.Fatalf("the runner is still there after it waited %v", Idle)
 		}
 	})
 }
@@ -60,25 +60,25 @@ func TestRunnerServesTheNextJob(t *testing.T) {
 // is busy runs at once on another, and both runners exit once idle.
 func TestRunnersDoNotWaitForABusyOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newRunners(runnerIdle)
+		p := New(Idle)
 		release := make(chan struct{})
 		var busy, other string
-		p.run(func() {
+		p.Run(func() {
 			busy = goroutineID()
 			<-release
 		})
 		synctest.Wait()
-		p.run(func() { other = goroutineID() })
+		p.Run(func() { other = goroutineID() })
 		synctest.Wait()
 		if other == "" || other == busy {
 			t.Fatalf("the second job ran on goroutine %q while the busy one, %q, waited", other, busy)
 		}
 		close(release)
-		time.Sleep(runnerIdle)
+		time.Sleep(Idle)
 		synctest.Wait()
 		for _, id := range []string{busy, other} {
 			if goroutineAlive(id) {
-				t.Fatalf("runner %s is still there after it waited %v", id, runnerIdle)
+				t.Fatalf("runner %s is still there after it waited %v", id, Idle)
 			}
 		}
 	})
@@ -86,14 +86,14 @@ func TestRunnersDoNotWaitForABusyOne(t *testing.T) {
 
 // TestSurplusRunnersExitUnderSteadyLoad: of two waiting runners, jobs go
 // to the one that waited least, so that under a load one runner serves,
-// the other exits after runnerIdle; the one exits too once the load ends.
+// the other exits after Idle; the one exits too once the load ends.
 func TestSurplusRunnersExitUnderSteadyLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newRunners(runnerIdle)
+		p := New(Idle)
 		ids := make([]string, 2)
 		releases := []chan struct{}{make(chan struct{}), make(chan struct{})}
 		for i := range ids {
-			p.run(func() {
+			p.Run(func() {
 				ids[i] = goroutineID()
 				<-releases[i]
 			})
@@ -105,24 +105,24 @@ func TestSurplusRunnersExitUnderSteadyLoad(t *testing.T) {
 		}
 		for range 4 {
 			var ran string
-			p.run(func() { ran = goroutineID() })
+			p.Run(func() { ran = goroutineID() })
 			synctest.Wait()
 			if ran != ids[1] {
 				t.Fatalf("a job ran on goroutine %q, not on %q, which waited least (%q waited longer)", ran, ids[1], ids[0])
 			}
-			time.Sleep(runnerIdle / 2)
+			time.Sleep(Idle / 2)
 			synctest.Wait()
 		}
 		if goroutineAlive(ids[0]) {
-			t.Fatalf("the surplus runner is still there after %v without a job", 2*runnerIdle)
+			t.Fatalf("the surplus runner is still there after %v without a job", 2*Idle)
 		}
 		if !goroutineAlive(ids[1]) {
 			t.Fatal("the runner that served exited")
 		}
-		time.Sleep(runnerIdle)
+		time.Sleep(Idle)
 		synctest.Wait()
 		if goroutineAlive(ids[1]) {
-			t.Fatalf("the runner that served is still there after %v without a job", runnerIdle)
+			t.Fatalf("the runner that served is still there after %v without a job", Idle)
 		}
 	})
 }
@@ -131,19 +131,19 @@ func TestSurplusRunnersExitUnderSteadyLoad(t *testing.T) {
 // runner's time is up runs, whether that runner takes it or exits first.
 func TestJobHandedAsTheWaitEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newRunners(runnerIdle)
-		p.run(func() {})
+		p := New(Idle)
+		p.Run(func() {})
 		for i := range 100 {
 			synctest.Wait()
-			time.Sleep(runnerIdle) // the runner's timer fires now too
+			time.Sleep(Idle) // the runner's timer fires now too
 			ran := false
-			p.run(func() { ran = true })
+			p.Run(func() { ran = true })
 			synctest.Wait()
 			if !ran {
 				t.Fatalf("round %d: the job handed over as the runner's wait ended did not run", i)
 			}
 		}
-		time.Sleep(runnerIdle)
+		time.Sleep(Idle)
 	})
 }
 
@@ -162,7 +162,7 @@ func useStack(depth int) byte {
 
 // BenchmarkRunners runs jobs that use about 5 KB of stack, 100 at a time
 // as 100 streams' tokens would be, on a new goroutine each ("go") and on
-// the edge's runners ("runners").
+// a Pool's runners ("runners").
 func BenchmarkRunners(b *testing.B) {
 	const wave = 100
 	for _, bc := range []struct {
@@ -170,7 +170,7 @@ func BenchmarkRunners(b *testing.B) {
 		run  func(func())
 	}{
 		{"go", func(job func()) { go job() }},
-		{"runners", newRunners(runnerIdle).run},
+		{"runners", New(Idle).Run},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var wg sync.WaitGroup

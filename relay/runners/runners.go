@@ -1,13 +1,7 @@
-package edge
-
-import (
-	"sync"
-	"time"
-)
-
-// # Runners: long-lived goroutines for bursts of work
+// Package runners serves bursts of work on long-lived goroutines, so that
+// a goroutine's stack grows once and not for every burst.
 //
-// A taken-over SSE stream (sse_conn.go) is served in bursts: a token
+// An edge's taken-over SSE stream (edge/sse_conn.go) is served in bursts: a token
 // arrives, a goroutine renders it and writes it, and the stream waits
 // again. A goroutine started for each burst starts on the smallest stack
 // and grows it, by copying, while it renders JSON and writes to the
@@ -20,9 +14,9 @@ import (
 // stream's burst: a stream whose write blocks on a slow client (for up to
 // writeTimeout) holds its runner, not the others. So a burst goes to a
 // runner waiting for one if there is any, and to a new runner otherwise.
-// A runner left without work for runnerIdle exits, so the pool shrinks
-// back after a burst and an idle edge holds none. That is also how they
-// end with the edge: after Serve returned, within runnerIdle; nothing
+// A runner left without work for a while (Idle) exits, so the pool
+// shrinks back after a burst and an idle process holds none. That is also
+// how they end with the edge: after Serve returned, within Idle; nothing
 // stops them sooner, as a stream still ending (its shutdown ran out of
 // time) may yet need one.
 //
@@ -35,17 +29,27 @@ import (
 // (The garbage collector still halves the stack of a waiting runner that
 // uses less than a quarter of it, once a cycle at most; that is one growth
 // a runner a cycle, not one a token.)
+//
+// The worker uses the same pool for the appends of its generations'
+// chunks: a goroutine per attempt held a stack for every generation in
+// flight, where the appends of all of them need a few runners at a time.
+package runners
 
-// runnerIdle is how long a runner waits for work before it exits. Tokens
+import (
+	"sync"
+	"time"
+)
+
+// Idle is how long a runner waits for work before it exits. Tokens
 // come every 10 to 100 ms a stream, so a second keeps runners through the
 // pauses of a busy edge; a runner that exits and starts again costs what
 // one burst on a fresh goroutine did, at most once a second, where the
 // stack growth it saves came with every token. A waiting runner holds its
 // stack (about 10 KiB at 100 streams) for that second.
-const runnerIdle = time.Second
+const Idle = time.Second
 
-// runners serves jobs on long-lived goroutines.
-type runners struct {
+// Pool serves jobs on long-lived goroutines.
+type Pool struct {
 	// wait is how long a runner waits for a job before it exits.
 	wait time.Duration
 
@@ -67,15 +71,15 @@ type runner struct {
 	waiting      bool
 }
 
-// newRunners returns a pool whose runners exit after waiting wait for a
-// job.
-func newRunners(wait time.Duration) *runners {
-	return &runners{wait: wait}
+// New returns a pool whose runners exit after waiting wait for a job
+// (Idle: a second).
+func New(wait time.Duration) *Pool {
+	return &Pool{wait: wait}
 }
 
-// run runs job on the runner that waited least for work, or on a new one if
+// Run runs job on the runner that waited least for work, or on a new one if
 // none waits. It does not wait for job.
-func (p *runners) run(job func()) {
+func (p *Pool) Run(job func()) {
 	p.mu.Lock()
 	r := p.top
 	if r != nil {
@@ -91,7 +95,7 @@ func (p *runners) run(job func()) {
 
 // serve runs job, then each job handed to it, until none came for p.wait.
 // Its one timer is reset for each wait.
-func (p *runners) serve(job func()) {
+func (p *Pool) serve(job func()) {
 	r := &runner{job: make(chan func(), 1)}
 	t := time.NewTimer(p.wait)
 	defer t.Stop()
@@ -125,8 +129,19 @@ func (p *runners) serve(job func()) {
 	}
 }
 
+// Waiting is how many runners wait for a job.
+func (p *Pool) Waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for r := p.top; r != nil; r = r.below {
+		n++
+	}
+	return n
+}
+
 // unlink takes r off the list of waiting runners; p.mu is held.
-func (p *runners) unlink(r *runner) {
+func (p *Pool) unlink(r *runner) {
 	if r.above != nil {
 		r.above.below = r.below
 	} else {
