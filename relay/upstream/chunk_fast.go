@@ -132,7 +132,7 @@ func (p *fastChunk) objectType(i int) int {
 	if i < len(p.data) && p.data[i] == 'n' {
 		return jsonscan.Literal(p.data, i, "null")
 	}
-	end, escaped := jsonscan.String(p.data, i)
+	end, escaped, _ := jsonscan.String(p.data, i)
 	if end < 0 || escaped || string(p.data[i:end]) == `"error"` {
 		return -1
 	}
@@ -233,7 +233,7 @@ func (p *fastChunk) object(i int, member func(name []byte, i int) int) int {
 		return i + 1
 	}
 	for {
-		end, escaped := jsonscan.String(p.data, i)
+		end, escaped, _ := jsonscan.String(p.data, i)
 		if end < 0 || escaped {
 			return -1
 		}
@@ -265,7 +265,7 @@ func (p *fastChunk) text1(i int, to fastTarget) int {
 	if i < len(p.data) && p.data[i] == 'n' {
 		return jsonscan.Literal(p.data, i, "null")
 	}
-	end, _ := jsonscan.String(p.data, i)
+	end, _, _ := jsonscan.String(p.data, i)
 	if end < 0 {
 		return -1
 	}

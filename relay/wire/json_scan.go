@@ -73,13 +73,13 @@ func (p *jsonScanner) string() (string, bool) {
 // replaces).
 func (p *jsonScanner) quoted() (body string, escaped, ok bool) {
 	start := p.i
-	end, escaped := jsonscan.String(p.b, start)
+	end, escaped, ascii := jsonscan.String(p.b, start)
 	if end < 0 {
 		return "", false, false
 	}
 	p.i = end
 	body = p.s[start+1 : end-1]
-	return body, escaped || !utf8.ValidString(body), true
+	return body, escaped || !ascii && !utf8.ValidString(body), true
 }
 
 // unquote returns the value of body, a string's valid escaped contents,
