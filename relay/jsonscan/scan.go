@@ -1,7 +1,5 @@
 package jsonscan
 
-import "unicode/utf8"
-
 // MaxDepth bounds the nesting Value follows. The relay's JSON nests a
 // handful of levels; deeper data is left to encoding/json (which allows
 // 10000).
@@ -21,20 +19,16 @@ func SkipSpace(b []byte, i int) int {
 	return i
 }
 
-// String returns the index after the JSON string that opens at b[i],
-// whether it holds an escape, and whether all its bytes are ASCII; end is
-// -1 if it is not a valid string. Bytes that are not UTF-8 are valid, as
-// in encoding/json (which decodes each to U+FFFD); control characters are
-// not. A string neither escaped nor with bytes beyond ASCII is its own
-// text, without Unquote.
-func String(b []byte, i int) (end int, escaped, ascii bool) {
+// String returns the index after the JSON string that opens at b[i] and
+// whether it holds an escape; -1 if it is not a valid string. Bytes that
+// are not UTF-8 are valid, as in encoding/json (which decodes each to
+// U+FFFD); control characters are not.
+func String(b []byte, i int) (end int, escaped bool) {
 	if i >= len(b) || b[i] != '"' {
-		return -1, false, false
+		return -1, false
 	}
-	var high byte // the bits of all plain bytes, ORed
 	for j := i + 1; j < len(b); j++ {
 		for j < len(b) && !stringStops[b[j]] {
-			high |= b[j]
 			j++
 		}
 		if j == len(b) {
@@ -42,28 +36,28 @@ func String(b []byte, i int) (end int, escaped, ascii bool) {
 		}
 		switch b[j] {
 		case '"':
-			return j + 1, escaped, high < utf8.RuneSelf
+			return j + 1, escaped
 		case '\\':
 			escaped = true
 			j++
 			if j >= len(b) {
-				return -1, false, false
+				return -1, false
 			}
 			switch b[j] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
 				if Hex4(b[j+1:]) < 0 {
-					return -1, false, false
+					return -1, false
 				}
 				j += 4
 			default:
-				return -1, false, false
+				return -1, false
 			}
 		default: // a control character
-			return -1, false, false
+			return -1, false
 		}
 	}
-	return -1, false, false
+	return -1, false
 }
 
 // stringStops marks the bytes that end a run of plain text in a JSON
@@ -161,7 +155,7 @@ func Value(b []byte, i, depth int) int {
 	}
 	switch b[i] {
 	case '"':
-		end, _, _ := String(b, i)
+		end, _ := String(b, i)
 		return end
 	case '{', '[':
 		if depth >= MaxDepth {
@@ -190,7 +184,7 @@ func composite(b []byte, i, depth int) int {
 	}
 	for {
 		if object {
-			if i, _, _ = String(b, i); i < 0 {
+			if i, _ = String(b, i); i < 0 {
 				return -1
 			}
 			if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {

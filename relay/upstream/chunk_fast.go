@@ -132,7 +132,7 @@ func (p *fastChunk) objectType(i int) int {
 	if i < len(p.data) && p.data[i] == 'n' {
 		return jsonscan.Literal(p.data, i, "null")
 	}
-	end, escaped, _ := jsonscan.String(p.data, i)
+	end, escaped := jsonscan.String(p.data, i)
 	if end < 0 || escaped || string(p.data[i:end]) == `"error"` {
 		return -1
 	}
@@ -233,7 +233,7 @@ func (p *fastChunk) object(i int, member func(name []byte, i int) int) int {
 		return i + 1
 	}
 	for {
-		end, escaped, _ := jsonscan.String(p.data, i)
+		end, escaped := jsonscan.String(p.data, i)
 		if end < 0 || escaped {
 			return -1
 		}
@@ -265,7 +265,7 @@ func (p *fastChunk) text1(i int, to fastTarget) int {
 	if i < len(p.data) && p.data[i] == 'n' {
 		return jsonscan.Literal(p.data, i, "null")
 	}
-	end, _, _ := jsonscan.String(p.data, i)
+	end, _ := jsonscan.String(p.data, i)
 	if end < 0 {
 		return -1
 	}
@@ -351,10 +351,10 @@ func (p *fastChunk) delta() (d Delta, ok bool) {
 	}
 	for k, s := range p.sets[:p.n] {
 		if s.name != nil {
-			spans[k][0] = writeSpan(&b, s.name)
+			spans[k][0] = writeSpan(&b, s.name[1:len(s.name)-1])
 		}
 		if s.to < toLogprobs && s.value != nil {
-			spans[k][1] = writeSpan(&b, s.value)
+			spans[k][1] = writeSpan(&b, s.value[1:len(s.value)-1])
 		}
 	}
 	text := b.String()
@@ -409,9 +409,10 @@ func (p *fastChunk) delta() (d Delta, ok bool) {
 	return d, true
 }
 
-// writeSpan writes the decoded JSON string s to b and returns where.
-func writeSpan(b *strings.Builder, s []byte) [2]int {
+// writeSpan writes the decoded JSON string of body (what is between its
+// quotes) to b and returns where.
+func writeSpan(b *strings.Builder, body []byte) [2]int {
 	start := b.Len()
-	jsonscan.Unquote(b, s[1:len(s)-1])
+	jsonscan.Unquote(b, body)
 	return [2]int{start, b.Len()}
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 )
 
 // # Frames decoded by hand
@@ -259,7 +260,7 @@ func (p *jsonScanner) counts(dst *TokenCounts) bool {
 		return true
 	}
 	return p.object(func(name string, escaped bool) bool {
-		if escaped {
+		if escaped || !utf8.ValidString(name) {
 			name = unquote(name)
 		}
 		start := p.i

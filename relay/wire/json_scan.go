@@ -59,7 +59,7 @@ func (p *jsonScanner) string() (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if !escaped {
+	if !escaped && utf8.ValidString(body) {
 		return body, true
 	}
 	var b strings.Builder
@@ -69,17 +69,17 @@ func (p *jsonScanner) string() (string, bool) {
 }
 
 // quoted consumes a string and returns what is between its quotes, and
-// whether it has escapes or bytes that are not valid UTF-8 (which unquote
-// replaces).
+// whether it has escapes. Bytes that are not valid UTF-8 are the caller's
+// to look for where they matter (unquote replaces them): a key that has
+// them is none of the keys the frame decoder knows.
 func (p *jsonScanner) quoted() (body string, escaped, ok bool) {
 	start := p.i
-	end, escaped, ascii := jsonscan.String(p.b, start)
+	end, escaped := jsonscan.String(p.b, start)
 	if end < 0 {
 		return "", false, false
 	}
 	p.i = end
-	body = p.s[start+1 : end-1]
-	return body, escaped || !ascii && !utf8.ValidString(body), true
+	return p.s[start+1 : end-1], escaped, true
 }
 
 // unquote returns the value of body, a string's valid escaped contents,
@@ -106,8 +106,8 @@ func (p *jsonScanner) value() bool {
 }
 
 // object consumes an object, calling member with each member's key (and
-// whether it has escapes, which key does not undo) with the scanner at the
-// member's value, which member consumes.
+// whether it has escapes, which key does not undo, as quoted returns them)
+// with the scanner at the member's value, which member consumes.
 func (p *jsonScanner) object(member func(key string, escaped bool) bool) bool {
 	if !p.next('{') {
 		return false
