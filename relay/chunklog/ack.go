@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/jsonscan"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -88,7 +89,11 @@ func scanAck(data []byte) (a pubAck, ok bool) {
 	return a, ok && s.end()
 }
 
-// ackScanner reads a JSON text from b[i:].
+// ackScanner reads a JSON text from b[i:]. Its strings and numbers are
+// narrower than package jsonscan's (printable ASCII without escapes;
+// integers bounded as their digits are read), so it reads them itself and
+// stops at the first byte outside them, rather than scan with jsonscan and
+// check again.
 type ackScanner struct {
 	b []byte
 	i int
@@ -244,13 +249,4 @@ func (s *ackScanner) end() bool {
 	return s.i == len(s.b)
 }
 
-func (s *ackScanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
+func (s *ackScanner) space() { s.i = jsonscan.SkipSpace(s.b, s.i) }

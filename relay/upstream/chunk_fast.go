@@ -3,6 +3,8 @@ package upstream
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/relaydev/relay/relay/jsonscan"
 )
 
 // parseChunkFast reads the shape nearly every chunk of every stream has —
@@ -86,13 +88,13 @@ const (
 
 // chunk reads the top-level object.
 func (p *fastChunk) chunk() bool {
-	i := skipSpace(p.data, 0)
+	i := jsonscan.SkipSpace(p.data, 0)
 	var seen int
 	i = p.object(i, func(name []byte, i int) int {
 		bit := 0
 		switch string(name) {
 		case `"id"`, `"created"`, `"obfuscation"`, `"relay"`:
-			return skipValue(p.data, i, 1)
+			return jsonscan.Value(p.data, i, 1)
 		case `"object"`:
 			bit, i = seenObject, p.objectType(i)
 		case `"model"`:
@@ -103,7 +105,7 @@ func (p *fastChunk) chunk() bool {
 			bit, i = seenChoices, p.choices(i)
 		case `"usage"`:
 			bit = seenUsage
-			end := skipValue(p.data, i, 1)
+			end := jsonscan.Value(p.data, i, 1)
 			if end > 0 && p.data[i] == '{' {
 				p.usage = p.data[i:end]
 			} else if end > 0 && p.data[i] != 'n' {
@@ -111,7 +113,7 @@ func (p *fastChunk) chunk() bool {
 			}
 			i = end
 		case `"error"`:
-			bit, i = seenError, skipLiteral(p.data, i, "null")
+			bit, i = seenError, jsonscan.Literal(p.data, i, "null")
 		default:
 			return p.extra(toChunkExtra, name, i)
 		}
@@ -121,16 +123,16 @@ func (p *fastChunk) chunk() bool {
 		seen |= bit
 		return i
 	})
-	return i >= 0 && skipSpace(p.data, i) == len(p.data)
+	return i >= 0 && jsonscan.SkipSpace(p.data, i) == len(p.data)
 }
 
 // objectType checks the chunk's object member: a string that says nothing
 // of an error (vLLM's errors are {"object": "error", ...}), or null.
 func (p *fastChunk) objectType(i int) int {
 	if i < len(p.data) && p.data[i] == 'n' {
-		return skipLiteral(p.data, i, "null")
+		return jsonscan.Literal(p.data, i, "null")
 	}
-	end, escaped := scanString(p.data, i)
+	end, escaped := jsonscan.String(p.data, i)
 	if end < 0 || escaped || string(p.data[i:end]) == `"error"` {
 		return -1
 	}
@@ -140,19 +142,19 @@ func (p *fastChunk) objectType(i int) int {
 // choices reads the choices array: null, empty, or choice 0 alone.
 func (p *fastChunk) choices(i int) int {
 	if i < len(p.data) && p.data[i] == 'n' {
-		return skipLiteral(p.data, i, "null")
+		return jsonscan.Literal(p.data, i, "null")
 	}
 	if i >= len(p.data) || p.data[i] != '[' {
 		return -1
 	}
-	i = skipSpace(p.data, i+1)
+	i = jsonscan.SkipSpace(p.data, i+1)
 	if i < len(p.data) && p.data[i] == ']' {
 		return i + 1
 	}
 	if i = p.choice(i); i < 0 {
 		return -1
 	}
-	if i = skipSpace(p.data, i); i >= len(p.data) || p.data[i] != ']' {
+	if i = jsonscan.SkipSpace(p.data, i); i >= len(p.data) || p.data[i] != ']' {
 		return -1
 	}
 	return i + 1
@@ -167,11 +169,11 @@ func (p *fastChunk) choice(i int) int {
 		case `"index"`:
 			// Only a plain 0 is choice 0 here; a chunk of other choices
 			// is for the general path.
-			bit, i = seenIndex, skipLiteral(p.data, i, "0")
+			bit, i = seenIndex, jsonscan.Literal(p.data, i, "0")
 		case `"delta"`:
 			bit = seenDelta
 			if i < len(p.data) && p.data[i] == 'n' {
-				i = skipLiteral(p.data, i, "null")
+				i = jsonscan.Literal(p.data, i, "null")
 			} else {
 				i = p.object(i, p.deltaMember)
 			}
@@ -226,23 +228,23 @@ func (p *fastChunk) object(i int, member func(name []byte, i int) int) int {
 	if i >= len(p.data) || p.data[i] != '{' {
 		return -1
 	}
-	i = skipSpace(p.data, i+1)
+	i = jsonscan.SkipSpace(p.data, i+1)
 	if i < len(p.data) && p.data[i] == '}' {
 		return i + 1
 	}
 	for {
-		end, escaped := scanString(p.data, i)
+		end, escaped := jsonscan.String(p.data, i)
 		if end < 0 || escaped {
 			return -1
 		}
 		name := p.data[i:end]
-		if i = skipSpace(p.data, end); i >= len(p.data) || p.data[i] != ':' {
+		if i = jsonscan.SkipSpace(p.data, end); i >= len(p.data) || p.data[i] != ':' {
 			return -1
 		}
-		if i = member(name, skipSpace(p.data, i+1)); i < 0 {
+		if i = member(name, jsonscan.SkipSpace(p.data, i+1)); i < 0 {
 			return -1
 		}
-		switch i = skipSpace(p.data, i); {
+		switch i = jsonscan.SkipSpace(p.data, i); {
 		case i >= len(p.data):
 			return -1
 		case p.data[i] == '}':
@@ -250,7 +252,7 @@ func (p *fastChunk) object(i int, member func(name []byte, i int) int) int {
 		case p.data[i] != ',':
 			return -1
 		}
-		i = skipSpace(p.data, i+1)
+		i = jsonscan.SkipSpace(p.data, i+1)
 	}
 }
 
@@ -261,9 +263,9 @@ func (p *fastChunk) text1(i int, to fastTarget) int {
 		return -1
 	}
 	if i < len(p.data) && p.data[i] == 'n' {
-		return skipLiteral(p.data, i, "null")
+		return jsonscan.Literal(p.data, i, "null")
 	}
-	end, _ := scanString(p.data, i)
+	end, _ := jsonscan.String(p.data, i)
 	if end < 0 {
 		return -1
 	}
@@ -278,7 +280,7 @@ func (p *fastChunk) raw1(i int, to fastTarget, array bool) int {
 	if !ok {
 		return -1
 	}
-	end := skipValue(p.data, i, 1)
+	end := jsonscan.Value(p.data, i, 1)
 	if end < 0 {
 		return -1
 	}
@@ -294,7 +296,7 @@ func (p *fastChunk) extra(to fastTarget, name []byte, i int) int {
 	if !ok {
 		return -1
 	}
-	end := skipValue(p.data, i, 1)
+	end := jsonscan.Value(p.data, i, 1)
 	if end < 0 {
 		return -1
 	}
@@ -349,10 +351,10 @@ func (p *fastChunk) delta() (d Delta, ok bool) {
 	}
 	for k, s := range p.sets[:p.n] {
 		if s.name != nil {
-			spans[k][0] = writeSpan(&b, s.name)
+			spans[k][0] = writeSpan(&b, s.name[1:len(s.name)-1])
 		}
 		if s.to < toLogprobs && s.value != nil {
-			spans[k][1] = writeSpan(&b, s.value)
+			spans[k][1] = writeSpan(&b, s.value[1:len(s.value)-1])
 		}
 	}
 	text := b.String()
@@ -407,9 +409,10 @@ func (p *fastChunk) delta() (d Delta, ok bool) {
 	return d, true
 }
 
-// writeSpan writes the decoded JSON string s to b and returns where.
-func writeSpan(b *strings.Builder, s []byte) [2]int {
+// writeSpan writes the decoded JSON string of body (what is between its
+// quotes) to b and returns where.
+func writeSpan(b *strings.Builder, body []byte) [2]int {
 	start := b.Len()
-	writeString(b, s)
+	jsonscan.Unquote(b, body)
 	return [2]int{start, b.Len()}
 }

@@ -5,8 +5,20 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/relaydev/relay/relay/jsonscan"
 )
+
+// jsonSeeds are values at the edges of what the scanner must tell apart.
+var jsonSeeds = []string{
+	`"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\u4e16\ud83d\ude00"`, `"\ud83d"`, `"\ude00\ud83d"`,
+	`"\ud83d\u0041"`, `"\ud83dx"`, `"\uD83D\uDE00"`, "\"\xff\xfe\xed\xa0\x80\xef\xbf\xbd\"", `"\u"`, `"\u12"`,
+	`"\x"`, `"\'"`, "\"a\x01\"", `"open`, `0`, `-0`, `-`, `01`, `1.`, `1.5e`, `1.5E+10`, `-0.0e-0`, `1e5`,
+	`true`, `tru`, `nul`, `null`, `false`, `[]`, `[ ]`, `[1,]`, `[,1]`, `{}`, `{ }`, `{"a":1,}`, `{"a" 1}`,
+	`{"a":[{"b":null}],"c":"d"}`, `{1:2}`, `[[[[]]]]`, strings.Repeat("[", jsonscan.MaxDepth) + strings.Repeat("]", jsonscan.MaxDepth),
+}
 
 // fastChunks are chunks of the shapes the fast path is for: each must be
 // taken by it, not left to the general path.
@@ -50,7 +62,7 @@ var generalChunks = []string{
 }
 
 // strings64 is s repeated one more time than the fast path nests.
-func strings64(s string) string { return string(bytes.Repeat([]byte(s), maxScanDepth+1)) }
+func strings64(s string) string { return string(bytes.Repeat([]byte(s), jsonscan.MaxDepth+1)) }
 
 func TestParseChunkFastTakesCommonShapes(t *testing.T) {
 	full, err := os.ReadFile("testdata/chunk_openai_full.json")

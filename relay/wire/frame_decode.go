@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 )
 
 // # Frames decoded by hand
@@ -15,7 +16,7 @@ import (
 // (one differing only in case, written with escapes, or of a field this
 // code does not know), a value of the wrong type, a number a field cannot
 // hold, a null where a string or number belongs, a raw member nested
-// deeper than maxRawDepth, anything that is not JSON. The frame is the
+// deeper than jsonscan.MaxDepth, anything that is not JSON. The frame is the
 // same either way, and so is the error-or-not: FuzzDecodeFrame compares
 // the two.
 
@@ -24,13 +25,13 @@ import (
 // data, so any of them keeps that copy (the frame's size) alive.
 func decodeCommon(data []byte) (Frame, bool) {
 	var f Frame
-	p := jsonScanner{s: string(data)}
+	p := newJSONScanner(data)
 	p.space()
 	if !p.object(func(key string, escaped bool) bool { return !escaped && p.member(&f, key) }) {
 		return Frame{}, false
 	}
 	p.space()
-	if p.i != len(p.s) {
+	if p.i != len(p.b) {
 		return Frame{}, false
 	}
 	return f, true
@@ -179,7 +180,7 @@ func (p *jsonScanner) float(dst *float64) bool {
 // "null").
 func (p *jsonScanner) raw(dst *json.RawMessage) bool {
 	start := p.i
-	if !p.value(0) {
+	if !p.value() {
 		return false
 	}
 	*dst = json.RawMessage(p.s[start:p.i])
@@ -259,11 +260,11 @@ func (p *jsonScanner) counts(dst *TokenCounts) bool {
 		return true
 	}
 	return p.object(func(name string, escaped bool) bool {
-		if escaped {
+		if escaped || !utf8.ValidString(name) {
 			name = unquote(name)
 		}
 		start := p.i
-		if !p.value(0) {
+		if !p.value() {
 			return false
 		}
 		if n, err := strconv.ParseInt(p.s[start:p.i], 10, 64); err == nil {
