@@ -86,6 +86,25 @@ const (
 	seenLogprobs
 )
 
+// once marks bit in seen and returns i, or -1 when bit was marked
+// before: a member that repeats is left to the general path.
+func once(seen *int, bit, i int) int {
+	if *seen&bit != 0 {
+		return -1
+	}
+	*seen |= bit
+	return i
+}
+
+// null reads a null at i; ok is false when the value there is not one
+// (end is then the caller's to find).
+func (p *fastChunk) null(i int) (end int, ok bool) {
+	if i < len(p.data) && p.data[i] == 'n' {
+		return jsonscan.Literal(p.data, i, "null"), true
+	}
+	return 0, false
+}
+
 // chunk reads the top-level object.
 func (p *fastChunk) chunk() bool {
 	i := jsonscan.SkipSpace(p.data, 0)
@@ -117,11 +136,7 @@ func (p *fastChunk) chunk() bool {
 		default:
 			return p.extra(toChunkExtra, name, i)
 		}
-		if seen&bit != 0 {
-			return -1
-		}
-		seen |= bit
-		return i
+		return once(&seen, bit, i)
 	})
 	return i >= 0 && jsonscan.SkipSpace(p.data, i) == len(p.data)
 }
@@ -129,8 +144,8 @@ func (p *fastChunk) chunk() bool {
 // objectType checks the chunk's object member: a string that says nothing
 // of an error (vLLM's errors are {"object": "error", ...}), or null.
 func (p *fastChunk) objectType(i int) int {
-	if i < len(p.data) && p.data[i] == 'n' {
-		return jsonscan.Literal(p.data, i, "null")
+	if end, ok := p.null(i); ok {
+		return end
 	}
 	end, escaped := jsonscan.String(p.data, i)
 	if end < 0 || escaped || string(p.data[i:end]) == `"error"` {
@@ -141,8 +156,8 @@ func (p *fastChunk) objectType(i int) int {
 
 // choices reads the choices array: null, empty, or choice 0 alone.
 func (p *fastChunk) choices(i int) int {
-	if i < len(p.data) && p.data[i] == 'n' {
-		return jsonscan.Literal(p.data, i, "null")
+	if end, ok := p.null(i); ok {
+		return end
 	}
 	if i >= len(p.data) || p.data[i] != '[' {
 		return -1
@@ -172,8 +187,8 @@ func (p *fastChunk) choice(i int) int {
 			bit, i = seenIndex, jsonscan.Literal(p.data, i, "0")
 		case `"delta"`:
 			bit = seenDelta
-			if i < len(p.data) && p.data[i] == 'n' {
-				i = jsonscan.Literal(p.data, i, "null")
+			if end, ok := p.null(i); ok {
+				i = end
 			} else {
 				i = p.object(i, p.deltaMember)
 			}
@@ -184,11 +199,7 @@ func (p *fastChunk) choice(i int) int {
 		default:
 			return p.extra(toChoiceExtra, name, i)
 		}
-		if seen&bit != 0 {
-			return -1
-		}
-		seen |= bit
-		return i
+		return once(&seen, bit, i)
 	})
 }
 
@@ -262,8 +273,8 @@ func (p *fastChunk) text1(i int, to fastTarget) int {
 	if !ok {
 		return -1
 	}
-	if i < len(p.data) && p.data[i] == 'n' {
-		return jsonscan.Literal(p.data, i, "null")
+	if end, ok := p.null(i); ok {
+		return end
 	}
 	end, _ := jsonscan.String(p.data, i)
 	if end < 0 {
