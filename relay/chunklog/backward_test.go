@@ -56,10 +56,12 @@ func TestAppendChainsEachFrameOnTheOneBefore(t *testing.T) {
 	}
 }
 
-// TestReadReadsTheSameFramesBackAsForward compares Read with ReadUpTo,
-// which reads forward, after every cursor of a stream whose frames are
-// one message apart (Read reads forward too) and 100 apart (Read follows
-// the chain back).
+// TestReadReadsTheSameFramesBackAsForward compares Read with a forward
+// read after every cursor of a stream whose frames are one message apart
+// (Read reads forward too, once it has judged the gap) and 100 apart
+// (Read follows the chain back); and ReadUpTo with the forward read of the
+// same limit, which it matches whether it goes back or, with more frames
+// to read than its limit, forward.
 func TestReadReadsTheSameFramesBackAsForward(t *testing.T) {
 	for _, tc := range []struct {
 		gap  int
@@ -84,19 +86,74 @@ func TestReadReadsTheSameFramesBackAsForward(t *testing.T) {
 					t.Fatal(err)
 				}
 				wentBack := chunklog.BackReads(r) > before
-				lastForward, err := r.ReadUpTo(ctx, id, after, 0, func(e chunklog.Entry) error { forward = append(forward, e); return nil })
+				lastForward, err := chunklog.ReadForward(r, ctx, id, after, 0, func(e chunklog.Entry) error { forward = append(forward, e); return nil })
 				if err != nil {
 					t.Fatal(err)
 				}
 				if lastBack != lastForward || !slices.EqualFunc(back, forward, sameEntry) {
 					t.Fatalf("after %d: Read gave %d frames up to %d, ReadUpTo %d up to %d", after, len(back), lastBack, len(forward), lastForward)
 				}
-				// A read of one frame or none has no gap to judge.
-				if len(forward) > 1 && wentBack != tc.back {
-					t.Fatalf("after %d: read back = %v, want %v", after, wentBack, tc.back)
+				// A read of judgeAfter frames or fewer finishes its walk
+				// back before it judges the gap.
+				want := tc.back || len(forward) <= chunklog.JudgeAfter
+				if len(forward) > 0 && wentBack != want {
+					t.Fatalf("after %d (%d frames): read back = %v, want %v", after, len(forward), wentBack, want)
+				}
+				for _, limit := range []int{1, 2, 5, 9, 30} {
+					var upTo, forwardUpTo []chunklog.Entry
+					lastUpTo, err := r.ReadUpTo(ctx, id, after, limit, func(e chunklog.Entry) error { upTo = append(upTo, e); return nil })
+					if err != nil {
+						t.Fatal(err)
+					}
+					lastForwardUpTo, err := chunklog.ReadForward(r, ctx, id, after, limit, func(e chunklog.Entry) error { forwardUpTo = append(forwardUpTo, e); return nil })
+					if err != nil {
+						t.Fatal(err)
+					}
+					if lastUpTo != lastForwardUpTo || !slices.EqualFunc(upTo, forwardUpTo, sameEntry) {
+						t.Fatalf("after %d, limit %d: ReadUpTo gave %d frames up to %d, forward %d up to %d", after, limit, len(upTo), lastUpTo, len(forwardUpTo), lastForwardUpTo)
+					}
 				}
 			}
 		})
+	}
+}
+
+// TestCatchUpsOfFarApartFramesMakeTheServerWalkNothing reads a stream
+// whose frames lie 100 messages apart as a follower catches up: from
+// every cursor, a few frames behind, and the whole stream. No read asks
+// the server for the next message of the stream after a sequence, which it
+// would find by walking the other streams' messages in between; only a
+// read of one frame does (one round trip for a resume's first event).
+func TestCatchUpsOfFarApartFramesMakeTheServerWalkNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := relaytest.NATS(t)
+	nc, js := relaytest.Connect(t, s, streams.Topology{})
+	r := chunklog.NewReader(nc, "")
+	id := wire.NewStreamID()
+	cursors := spaced(ctx, t, js, r, id, 12, 100, true)
+	sent := directGets(t, s)
+	sent()
+	afters := []uint64{0}
+	for _, c := range cursors[:len(cursors)-1] {
+		afters = append(afters, c.JSSeq)
+	}
+	for _, after := range afters {
+		n := 0
+		if _, err := r.ReadUpTo(ctx, id, after, 64, func(chunklog.Entry) error { n++; return nil }); err != nil || n == 0 {
+			t.Fatalf("after %d: read %d frames, %v", after, n, err)
+		}
+		for _, req := range sent() {
+			if req.Next != "" {
+				t.Fatalf("after %d: a read of %d frames asked for the next message of %s", after, n, req.Next)
+			}
+		}
+	}
+	if _, err := r.ReadUpTo(ctx, id, cursors[3].JSSeq, 1, func(chunklog.Entry) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := sent(); len(reqs) != 1 || reqs[0].Next == "" {
+		t.Fatalf("a read of one frame sent %+v, want one get of the next message", reqs)
 	}
 }
 
@@ -195,7 +252,7 @@ func BenchmarkReadInterleaved(b *testing.B) {
 		}
 	}
 	b.Run("forward", func(b *testing.B) {
-		read(b, func(fn func(chunklog.Entry) error) (uint64, error) { return r.ReadUpTo(ctx, id, 0, 0, fn) })
+		read(b, func(fn func(chunklog.Entry) error) (uint64, error) { return chunklog.ReadForward(r, ctx, id, 0, 0, fn) })
 	})
 	b.Run("back", func(b *testing.B) {
 		read(b, func(fn func(chunklog.Entry) error) (uint64, error) { return r.Read(ctx, id, 0, fn) })

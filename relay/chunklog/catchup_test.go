@@ -40,7 +40,7 @@ func TestReadOnPagesAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if got := sent(); !slices.Equal(got, want) {
+		if got := batches(sent()); !slices.Equal(got, want) {
 			t.Fatalf("%s sent gets of batches %v, want %v (0: a plain get)", what, got, want)
 		}
 		return last
@@ -50,8 +50,10 @@ func TestReadOnPagesAtOnce(t *testing.T) {
 	if !slices.Equal(seqs, []uint64{1}) {
 		t.Fatalf("first read: frames %v, want [1]", seqs)
 	}
-	// 16 plain gets (chained), then a batch for the rest.
-	read("ReadUpTo 256", r.ReadUpTo, first, 256, append(slices.Repeat([]int{0}, 16), 240))
+	// The last frame (a plain get), whose chain breaks at once (these
+	// frames are not chained), then forward: 16 plain gets (chained) and a
+	// batch for the rest.
+	read("ReadUpTo 256", r.ReadUpTo, first, 256, append(slices.Repeat([]int{0}, 1+16), 240))
 	seqs = seqs[:1]
 	after := read("ReadOn 256", r.ReadOn, first, 256, []int{256})
 	// 343 frames left: a page and the rest.
@@ -126,7 +128,8 @@ func catchUp(ctx context.Context, r *chunklog.Reader, id string, paged bool) (in
 // longStream stores a new stream of frames chunks, each followed by
 // perFrame frames of others other streams, taken in turn, and returns its
 // id. It publishes asynchronously, for speed: the frames are not chained
-// as a Writer's are, which reads do not look at.
+// as a Writer's are, so reads of them go forward, as these tests and
+// benchmarks mean them to.
 func longStream(ctx context.Context, tb testing.TB, js jetstream.JetStream, frames, others, perFrame int) string {
 	tb.Helper()
 	id := wire.NewStreamID()
@@ -158,11 +161,18 @@ func longStream(ctx context.Context, tb testing.TB, js jetstream.JetStream, fram
 	return id
 }
 
+// getRequest is a direct get as the server receives it.
+type getRequest struct {
+	Batch int `json:"batch"`
+	// Next is the subject of a get of the next message after a sequence:
+	// the server walks the messages in between to find it.
+	Next string `json:"next_by_subj"`
+}
+
 // directGets subscribes, on a connection of its own, to the direct gets
 // sent to the chunk stream, and returns a function that lists those sent
-// since it was last called (when their replies came), each as its batch
-// size, 0 for a plain get.
-func directGets(tb testing.TB, s *server.Server) func() []int {
+// since it was last called (when their replies came).
+func directGets(tb testing.TB, s *server.Server) func() []getRequest {
 	tb.Helper()
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
@@ -176,7 +186,7 @@ func directGets(tb testing.TB, s *server.Server) func() []int {
 	if err := nc.Flush(); err != nil {
 		tb.Fatal(err)
 	}
-	return func() []int {
+	return func() []getRequest {
 		tb.Helper()
 		// The server passed each request on before it answered it, and
 		// passes on this connection's PING after them.
@@ -187,20 +197,27 @@ func directGets(tb testing.TB, s *server.Server) func() []int {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		batches := []int{}
+		reqs := []getRequest{}
 		for range pending {
 			msg, err := sub.NextMsg(time.Second)
 			if err != nil {
 				tb.Fatal(err)
 			}
-			var req struct {
-				Batch int `json:"batch"`
-			}
+			var req getRequest
 			if err := json.Unmarshal(msg.Data, &req); err != nil {
 				tb.Fatal(err)
 			}
-			batches = append(batches, req.Batch)
+			reqs = append(reqs, req)
 		}
-		return batches
+		return reqs
 	}
+}
+
+// batches lists each request's batch size, 0 for a plain get.
+func batches(reqs []getRequest) []int {
+	out := make([]int, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.Batch
+	}
+	return out
 }

@@ -21,9 +21,10 @@ type Entry struct {
 	Frame wire.Frame
 }
 
-// Reader reads stream history with direct gets: plain ones for the first
-// frames of a read, batched ones for the rest (see ReadUpTo), or batched
-// ones only for a read that continues a long one (ReadOn).
+// Reader reads stream history with direct gets: back along the frames'
+// chain from the stream's last frame, or forward with plain gets for the
+// first frames of a read and batched ones for the rest (see ReadUpTo), or
+// batched ones only for a read that continues a long one (ReadOn).
 //
 // Plain gets are requests with one reply. All of a Reader's batches share
 // one reply subscription, a wildcard over an inbox prefix of its own, and
@@ -78,18 +79,55 @@ type directGet struct {
 // Read calls fn for every frame of the stream stored after JetStream
 // sequence after, in order, until the frames stored when the read started
 // are exhausted or fn returns an error. It returns the JetStream sequence
-// of the last frame passed to fn (or after, when there was none).
-//
-// A stream whose frames lie far apart among other streams' it reads back
-// from its last frame (readBack), which costs the server a lookup per
-// frame; one whose frames lie close together, forward as ReadUpTo does.
+// of the last frame passed to fn (or after, when there was none). It
+// reads as ReadUpTo does.
 func (r *Reader) Read(ctx context.Context, streamID string, after uint64, fn func(Entry) error) (uint64, error) {
-	back, ok, err := r.readBack(ctx, streamID, after)
-	if err != nil {
-		return after, err
+	return r.ReadUpTo(ctx, streamID, after, 0, fn)
+}
+
+// ReadUpTo is Read that stops after limit frames (no limit when limit is
+// 0 or less).
+//
+// It follows the stream's frames back from its last one (readBack): the
+// server finds each through an index, however many other streams' frames
+// were stored in between, where a forward read makes it walk every one of
+// them. It reads forward instead where the frames lie close together
+// (batches then read a page per round trip), where the chain breaks, and
+// when more than limit frames lie after the cursor (a deep catch-up). A
+// read of one frame (limit 1: the first event of a resume waits for it)
+// reads forward at once: one plain get, one round trip, where the chain
+// would first look up the last frame.
+//
+// Forward, it reads the first frames (up to chained) one at a time, with
+// plain direct gets, and only the rest with batches. For a batch, the
+// server first counts the stream's frames pending after the start: it
+// walks the messages of the block the start is in (tens of thousands,
+// every stream's frames interleaved), holding the block's lock, and loads
+// the block from disk if it is not cached, then drops it again. It answers
+// a connection's requests one at a time, so what the edge asks meanwhile
+// waits as long. A plain get walks only to the stream's next frame. A
+// long catch-up pays the batch's fixed cost once per page, and reads on
+// with ReadOn. A read of chained frames or fewer can also stop between
+// frames when ctx ends, where a batch, once asked for, runs to its end on
+// the server. Forward or back, it asks the server for no more than limit
+// frames, and waits only for them.
+func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
+	subject := wire.ChunkSubject(streamID)
+	if limit == 1 {
+		return r.readForward(ctx, subject, after, limit, fn)
 	}
-	if !ok {
-		return r.ReadUpTo(ctx, streamID, after, 0, fn)
+	most := maxBack
+	if limit > 0 {
+		most = limit
+	}
+	back, fwd, err := r.readBack(ctx, streamID, after, most)
+	switch {
+	case err != nil:
+		return after, err
+	case fwd == forwardPaged:
+		return r.readPages(ctx, subject, after, limit, fn)
+	case fwd == forwardPlain:
+		return r.readForward(ctx, subject, after, limit, fn)
 	}
 	for _, e := range back {
 		if err := fn(e); err != nil {
@@ -100,26 +138,9 @@ func (r *Reader) Read(ctx context.Context, streamID string, after uint64, fn fun
 	return after, nil
 }
 
-// ReadUpTo is Read that stops after limit frames (no limit when limit is
-// 0 or less). It asks the server for no more than that, so that a caller
-// that wants a few frames does not make it look for a whole page, and
-// waits only for them.
-//
-// It reads the first frames (up to chained) one at a time, with plain
-// direct gets, and only the rest with batches. For a batch, the server
-// first counts the stream's frames pending after the start: it walks the
-// messages of the block the start is in (tens of thousands, every
-// stream's frames interleaved), holding the block's lock, and loads the
-// block from disk if it is not cached, then drops it again. It answers a
-// connection's requests one at a time, so what the edge asks meanwhile
-// waits as long. A plain get walks only to the stream's next frame. Most
-// reads want few frames (a client that reconnected after a blip, a
-// follower that missed one); a long catch-up pays the batch's fixed cost
-// once per page, and reads on with ReadOn. A read of chained frames or
-// fewer can also stop between frames when ctx ends, where a batch, once
-// asked for, runs to its end on the server.
-func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
-	subject := wire.ChunkSubject(streamID)
+// readForward reads up to limit frames of subject after after forward:
+// chained plain gets, then batches.
+func (r *Reader) readForward(ctx context.Context, subject string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
 	bounded := limit > 0
 	for range chained {
 		if bounded && limit <= 0 {
@@ -143,12 +164,12 @@ func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, li
 	return r.readPages(ctx, subject, after, limit, fn)
 }
 
-// ReadOn is ReadUpTo without the plain gets: it reads in batches from the
-// first frame. It is for a read that goes on where one that stopped at a
-// limit of many frames left off, in a long catch-up: the stream likely
-// has many more, so the batch's fixed cost is paid anyway, and chained
-// plain gets before it would only add as many round trips to every read
-// of the catch-up.
+// ReadOn is ReadUpTo that reads forward in batches from the first frame.
+// It is for a read that goes on where one that stopped at a limit of many
+// frames left off, in a long catch-up: the stream likely has many more
+// frames than the chain may be followed for, so the batch's fixed cost is
+// paid anyway, and chained plain gets before it would only add as many
+// round trips to every read of the catch-up.
 func (r *Reader) ReadOn(ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
 	return r.readPages(ctx, wire.ChunkSubject(streamID), after, limit, fn)
 }
