@@ -488,10 +488,10 @@ func (f *follower) staleRead() {
 
 // catchUp re-reads the log after the last frame taken, unless a retry of a
 // failed read is pending, which will. Woken or idle, it first looks up the
-// stream's last frame and reads only if that is not the last one taken: a
-// read scans the log from there, through every other stream's frames
-// stored since, while most followers woken by a resync, or idle because
-// the stream is slow, missed nothing.
+// stream's last frame and reads only if that is not the last one taken:
+// most followers woken by a resync, or idle because the stream is slow,
+// missed nothing, and a read costs round trips (one a frame where the
+// frames lie far apart: chunklog.Reader.ReadUpTo).
 func (f *follower) catchUp(ctx context.Context, why catchUpReason, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	if f.retrying || f.end {
 		return out, nil

@@ -1,8 +1,11 @@
 // Package chunklog reads and appends a stream's frames in JetStream: the
 // durable log every client event is served from.
 //
-// Reads use direct gets (plain, then batched), so a resume costs no
-// consumer and keeps working while the meta group is busy or down. In a
+// Reads use direct gets, so a resume costs no consumer and keeps working
+// while the meta group is busy or down. They follow a stream's frames back
+// from its last one, each frame naming the one stored before it, where
+// the frames lie far apart among other streams' (see Reader.ReadUpTo), and
+// read forward (plain gets, then batched) where they lie close. In a
 // replicated stream any replica answers a direct get, and one may not hold
 // yet a frame the leader acknowledged: a miss of a frame known to exist (At,
 // given a cursor) is confirmed with the leader (LeaderGet) before it counts
