@@ -36,7 +36,14 @@ type Transport struct {
 // arrive), and the transport dials another connection when every one it
 // has is full (StrictMaxConcurrentRequests false), so a worker with more
 // calls in flight than that never queues them behind the limit
-// (TestTransportOpensAnotherH2CConnectionWhenOneIsFull).
+// (TestTransportOpensAnotherH2CConnectionWhenOneIsFull). A burst of calls
+// to a provider with no connection yet dials about one connection per
+// call; the transport keeps those it needs and closes the rest unused.
+// MaxConnsPerHost would bound that burst, but it also caps the streams in
+// flight at its connections' share, queueing the calls past it, so it is
+// left unset: a worker pulls requests a few at a time and spreads its
+// retries (the streams of a connection that died fail together) with
+// jitter, which bounds the bursts it makes.
 func NewTransport(idlePerHost int) *Transport {
 	std := http.DefaultTransport.(*http.Transport).Clone()
 	std.MaxIdleConnsPerHost = max(idlePerHost, 2)
