@@ -127,8 +127,7 @@ func TestTransportOpensAnotherH2CConnectionWhenOneIsFull(t *testing.T) {
 // answer must still read as cut, a Transient failure, never as finished.
 func TestAbortedH2CStreamIsTransient(t *testing.T) {
 	srv := bothProtocols(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor != 2 {
-			http.Error(w, "not over h2c: "+r.Proto, http.StatusHTTPVersionNotSupported)
+		if !overH2C(w, r) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -147,4 +146,46 @@ func TestAbortedH2CStreamIsTransient(t *testing.T) {
 	if content != "Hello" || errors.Is(err, io.EOF) || Classify(err) != Transient {
 		t.Fatalf("read %q, then %v (%v); want Hello, then a transient error", content, err, Classify(err))
 	}
+}
+
+// A provider that stalls an h2c stream is left after StallTimeout as over
+// HTTP/1.1, and the reset stream ends its handler, where HTTP/1.1 would
+// close the connection.
+func TestStalledH2CStreamIsLeft(t *testing.T) {
+	gone := make(chan struct{})
+	srv := bothProtocols(t, func(w http.ResponseWriter, r *http.Request) {
+		if !overH2C(w, r) {
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: "+chunkData("Hello", "")+"\n\n")
+		http.NewResponseController(w).Flush()
+		waitGone(t, r)
+		close(gone)
+	})
+	c := &Client{HTTPClient: &http.Client{Transport: NewTransport(2)}, StallTimeout: 100 * time.Millisecond}
+	defer c.CloseIdleConnections()
+	s, err := c.Stream(t.Context(), Target{Provider: "test", BaseURL: srv.URL, HTTP2PriorKnowledge: true}, []byte(`{}`))
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	content, err := readAll(s)
+	s.Close()
+	if content != "Hello" || !errors.Is(err, ErrStalled) || Classify(err) != Transient {
+		t.Fatalf("read %q, then %v (%v); want Hello, then ErrStalled", content, err, Classify(err))
+	}
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the provider's handler still runs after the stream was left")
+	}
+}
+
+// overH2C reports whether r came over HTTP/2, and answers 505 if not.
+func overH2C(w http.ResponseWriter, r *http.Request) bool {
+	if r.ProtoMajor != 2 {
+		http.Error(w, "not over h2c: "+r.Proto, http.StatusHTTPVersionNotSupported)
+		return false
+	}
+	return true
 }
