@@ -39,6 +39,7 @@ import (
 	"github.com/relaydev/relay/relay/liveness"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/upstream"
 )
 
 // Config of the coordinator. The zero value means the defaults.
@@ -183,7 +184,8 @@ type Deps struct {
 	// Topology sizes the handover bucket if the coordinator creates it.
 	Topology streams.Topology
 	Catalog  *provider.Catalog
-	// HTTP calls the providers (zero: http.DefaultClient).
+	// HTTP calls the providers (zero: a client with upstream's Transport,
+	// so that a probe takes the protocol the workers' calls take).
 	HTTP   *http.Client
 	Logger *slog.Logger
 	// Name identifies the coordinator in its lease and records (zero:
@@ -230,7 +232,7 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 		return nil, errors.New("coordinator: Deps.Catalog is required")
 	}
 	if deps.HTTP == nil {
-		deps.HTTP = http.DefaultClient
+		deps.HTTP = &http.Client{Transport: upstream.NewTransport(0)}
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)

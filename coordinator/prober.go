@@ -180,7 +180,7 @@ func (c *Coordinator) probeChat(ctx context.Context, model string, t upstream.Ta
 // takes the key, not that completions work.
 func (c *Coordinator) probeModels(ctx context.Context, p provider.Config, key string) error {
 	t := p.Target(key)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL("/models"), nil)
+	req, err := t.NewRequest(ctx, http.MethodGet, "/models", nil)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,8 +15,26 @@ import (
 	"github.com/relaydev/relay/e2e/procs"
 )
 
-// workerMemory measures what one in-flight generation costs a worker: one
-// worker process (max_inflight a little above the generations) serves
+// workerMemory measures what one in-flight generation costs a worker,
+// back to back over the two protocols a worker calls a plain-http
+// provider with: HTTP/1.1, one connection per stream in flight, and h2c
+// (http2_prior_knowledge), the streams sharing a few connections, as
+// they do over TLS with a real provider that speaks HTTP/2. One row each.
+func (b *bench) workerMemory(ctx context.Context) ([]figure, error) {
+	var out []figure
+	for _, h2c := range []bool{false, true} {
+		f, err := b.workerMemoryOver(ctx, h2c)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// workerMemoryOver measures, calling the fake upstream over h2c or
+// HTTP/1.1, what one in-flight generation costs a worker: one worker
+// process (max_inflight a little above the generations) serves
 // plan.memGenerations slow streams opened through an edge, and once every
 // one of them has delivered its first token (or plan.memRamp has passed),
 // the worker's resident memory, Go heap in use and goroutines are sampled.
@@ -26,29 +45,44 @@ import (
 // phase. Only one worker runs, so every stream is in flight on it, and the
 // heap and goroutine counts (from its /metrics) say what the resident
 // memory is made of.
-func (b *bench) workerMemory(ctx context.Context) ([]figure, error) {
+func (b *bench) workerMemoryOver(ctx context.Context, h2c bool) (figure, error) {
 	p := b.plan
 	g := p.memGenerations
+	proto, name := "HTTP/1.1", "memory-http1"
+	if h2c {
+		proto, name = "h2c", "memory-h2c"
+	}
+	fail := func(err error) (figure, error) { return figure{}, fmt.Errorf("memory over %s: %w", proto, err) }
 	ports, err := procs.FreePorts(1)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	ops := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	sys, err := b.startSystem(ctx, systemSpec{
-		name: "memory", mocks: []mockSpec{p.mem}, workers: 1, maxInflight: g + 16,
-		workerSettings: procs.Settings{"worker.listen": ops},
-	})
+	// The worker is started here, not by startSystem, which knows no
+	// protocol: its providers are the system's, over proto.
+	sys, err := b.startSystem(ctx, systemSpec{name: name, mocks: []mockSpec{p.mem}})
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	defer sys.stop()
-	worker := sys.workers[0]
+	providers := slices.Clone(sys.providers)
+	for i := range providers {
+		providers[i].HTTP2PriorKnowledge = h2c
+	}
+	worker, err := b.h.Start(ctx, procs.Role{
+		Role: procs.Worker, Name: name + "-worker-1", NATS: b.nats, Providers: providers,
+		Settings: procs.Settings{"worker.max_inflight": g + 16, "worker.listen": ops},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	sys.workers = append(sys.workers, worker)
 	if err := sleep(ctx, time.Second); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	idle, err := sampleWorker(ctx, worker, ops, 3, nil)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 
 	hc := newHTTPClient(g, true)
@@ -96,14 +130,14 @@ func (b *bench) workerMemory(ctx context.Context) ([]figure, error) {
 	rampStart := time.Now()
 	for started.Load() < int64(g) && time.Since(rampStart) < p.memRamp {
 		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	rampDur := time.Since(idle.at)
 	inflight := func() int { return int(started.Load() - ended.Load()) }
 	busy, err := sampleWorker(ctx, worker, ops, p.memSamples, inflight)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	wg.Wait()
 	lo, hi := g, 0
@@ -111,7 +145,7 @@ func (b *bench) workerMemory(ctx context.Context) ([]figure, error) {
 		lo, hi = min(lo, s.inflight), max(hi, s.inflight)
 	}
 	if lo < g/2 {
-		return nil, fmt.Errorf("memory: only %d of %d streams in flight while sampling", lo, g)
+		return fail(fmt.Errorf("only %d of %d streams in flight while sampling", lo, g))
 	}
 
 	per := func(f func(workerSample) float64) []float64 {
@@ -129,7 +163,7 @@ func (b *bench) workerMemory(ctx context.Context) ([]figure, error) {
 	gor := summarize(per(func(s workerSample) float64 { return float64(s.goroutines) }))
 	f := figure{
 		rank: rankWorkerMemory,
-		Name: "worker memory per in-flight generation", Unit: "KiB",
+		Name: "worker memory per in-flight generation, " + proto, Unit: "KiB",
 		Relay: ptr(summarize(rss)), Baseline: ptr(summarize([]float64{kib(idle.median.rss)})), BaselineName: "idle worker RSS",
 		Goal: "report",
 		Note: fmt.Sprintf("one worker (max_inflight %d) with %d generations opened (upstream %d tokens at %v/token; %s in flight while sampling, %v after the idle samples; %d of %d streams exact); "+
@@ -138,7 +172,7 @@ func (b *bench) workerMemory(ctx context.Context) ([]figure, error) {
 			len(busy.all), num(heap.Median), num(stacks.Median), num(gor.Median),
 			num(kib(idle.median.rss)), num(kib(idle.median.heap)), idle.median.goroutines),
 	}
-	return []figure{f}, nil
+	return f, nil
 }
 
 // workerSample is one reading of a worker's memory.

@@ -39,6 +39,9 @@ type Provider struct {
 	// Breaker is the provider's breaker section, by key ({"failures": 1,
 	// "cooldown": "1m"}); nil keeps the defaults.
 	Breaker map[string]any `json:"breaker,omitempty"`
+	// HTTP2PriorKnowledge calls the provider over h2c, which the fake
+	// upstream speaks besides HTTP/1.1.
+	HTTP2PriorKnowledge bool `json:"http2_prior_knowledge,omitempty"`
 }
 
 // Provider describes a running fake upstream as a provider serving models.

@@ -21,7 +21,7 @@ import (
 func Check(ctx context.Context, hc *http.Client, p provider.Config, key string) Result {
 	res := Result{State: Pending, At: time.Now()}
 	t := p.Target(key)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL("/models"), nil)
+	req, err := t.NewRequest(ctx, http.MethodGet, "/models", nil)
 	if err != nil {
 		res.State, res.Reason = Unchecked, err.Error()
 		return res

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,5 +47,33 @@ func TestDevWithProvidersServesThemOnly(t *testing.T) {
 	}
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(answer), "from the house model") || !strings.Contains(string(answer), "[DONE]") {
 		t.Errorf("example request: %d %s; want the house provider's answer", res.StatusCode, answer)
+	}
+}
+
+// `relay dev` with no providers calls its fake upstream over h2c, and an
+// answer streams through it whole.
+func TestDevCallsItsFakeUpstreamOverH2C(t *testing.T) {
+	addrs := startDev(t, "")
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}
+	defer client.CloseIdleConnections()
+	body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"Hello"}]}`, addrs.Model)
+	res, err := client.Post("http://"+addrs.Edge+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(string(answer), "[DONE]") {
+		t.Fatalf("stream: %d %v\n%s", res.StatusCode, err, answer)
+	}
+	status, _, stats := fetch(client, "http://"+addrs.MockUpstream+"/mock/stats")
+	var s struct {
+		ByProtocol map[string]int `json:"by_protocol"`
+	}
+	if err := json.Unmarshal([]byte(stats), &s); err != nil || status != http.StatusOK {
+		t.Fatalf("GET /mock/stats: %d %v", status, err)
+	}
+	if s.ByProtocol["HTTP/2.0"] == 0 || s.ByProtocol["HTTP/1.1"] != 0 {
+		t.Fatalf("the fake upstream's requests by protocol: %v; want every one over HTTP/2", s.ByProtocol)
 	}
 }

@@ -94,6 +94,8 @@ func TestRejectsNamingTheKey(t *testing.T) {
 		{"bad log level", "log:\n  level: loud\n", nil, RoleDev, "log.level"},
 		{"no providers for a worker", "", nil, RoleWorker, "providers"},
 		{"bad provider url", "providers:\n  - name: p\n    base_url: nowhere\n    models: [m]\n", nil, RoleWorker, "providers[0].base_url"},
+		{"h2c over https", "providers:\n  - name: p\n    base_url: https://api.example.com/v1\n    http2_prior_knowledge: true\n    models: [m]\n", nil, RoleWorker, "providers[0].http2_prior_knowledge"},
+		{"h2c not a boolean", "providers:\n  - name: p\n    base_url: http://127.0.0.1:8000/v1\n    http2_prior_knowledge: sometimes\n    models: [m]\n", nil, RoleWorker, "http2_prior_knowledge"},
 		{"bad set syntax", "", []string{"edge.listen"}, RoleDev, "--set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -234,5 +236,22 @@ func TestNATSURLSchemeIsChecked(t *testing.T) {
 		if _, err := Load(Sources{File: writeFile(t, providers), Set: []string{"nats.url=" + url}}, RoleWorker); err != nil {
 			t.Errorf("nats.url=%q: %v", url, err)
 		}
+	}
+}
+
+// dev calls its fake upstream, which speaks h2c, over h2c; a real
+// provider's calls keep their protocol unless configured.
+func TestDevCallsTheFakeUpstreamOverH2C(t *testing.T) {
+	p := MockUpstream{}.AsProvider("http://127.0.0.1:8081/v1")
+	if err := p.Validate("mock"); err != nil || !p.HTTP2PriorKnowledge {
+		t.Fatalf("fake upstream as a provider: h2c %v, %v", p.HTTP2PriorKnowledge, err)
+	}
+	file := writeFile(t, "providers:\n  - name: p\n    base_url: http://127.0.0.1:8000/v1\n    models: [m]\n")
+	c, err := Load(Sources{File: file}, RoleWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Providers[0].HTTP2PriorKnowledge {
+		t.Fatal("a provider without http2_prior_knowledge is called over h2c")
 	}
 }

@@ -78,12 +78,23 @@ func (s *Server) Handler() http.Handler {
 // accepting, gives running responses a grace period of 5s to finish and then
 // closes their connections. It returns nil after a clean shutdown, and an
 // error if serving failed or the grace period ran out. Serve closes ln.
+//
+// It speaks HTTP/1.1 and, on the same port, HTTP/2 without TLS to a client
+// that opens with the HTTP/2 preface (h2c with prior knowledge; a provider
+// with http2_prior_knowledge): any client works, and a worker's streams
+// may share connections as they do with a real provider over TLS. Over
+// HTTP/2 a cut (cut_after) resets the stream (RST_STREAM) where HTTP/1.1
+// closes the connection; either way the client reads an error, never a
+// clean end.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.mux,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		Protocols:         new(http.Protocols),
 	}
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {

@@ -45,6 +45,10 @@ type Stats struct {
 	ByKey map[string]int `json:"by_key,omitempty"`
 	// ModelsByKey counts GET /v1/models, the relay's key check, by key.
 	ModelsByKey map[string]int `json:"models_by_key,omitempty"`
+	// ByProtocol counts the chat, messages, responses and model list
+	// requests by the protocol they came over ("HTTP/1.1", "HTTP/2.0"): a
+	// test sees that a provider with http2_prior_knowledge took h2c.
+	ByProtocol map[string]int `json:"by_protocol,omitempty"`
 	// FirstTokenAbandoned counts the streams whose client went away while
 	// they waited for their first token (TTFT, first_token_after).
 	FirstTokenAbandoned int `json:"first_token_abandoned"`
@@ -60,6 +64,7 @@ type stats struct {
 	requestIDs     map[string][]string
 	drawn          map[string]int // by weather
 	byKey, models  map[string]int // generation requests and model lists, by key
+	byProto        map[string]int // both, by protocol
 	abandoned      int            // FirstTokenAbandoned
 
 	// The other dialects' requests, counted as chatRequests is.
@@ -68,7 +73,7 @@ type stats struct {
 
 func newStats() *stats {
 	return &stats{byStatus: make(map[int]int), byConversation: make(map[string]int), traceParents: make(map[string][]string), requestIDs: make(map[string][]string), drawn: make(map[string]int),
-		byKey: make(map[string]int), models: make(map[string]int)}
+		byKey: make(map[string]int), models: make(map[string]int), byProto: make(map[string]int)}
 }
 
 func (s *stats) weather(kind string) {
@@ -88,12 +93,14 @@ func (s *stats) chatRequest(r *http.Request) {
 	defer s.mu.Unlock()
 	s.chatRequests++
 	s.byKey[presentedKey(r)]++
+	s.byProto[r.Proto]++
 }
 
 func (s *stats) modelsRequest(r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.models[presentedKey(r)]++
+	s.byProto[r.Proto]++
 }
 
 // presentedKey is the API key r sent, as x-api-key or a bearer token.
@@ -149,6 +156,9 @@ func (s *stats) snapshot() Stats {
 	if len(s.models) > 0 {
 		st.ModelsByKey = maps.Clone(s.models)
 	}
+	if len(s.byProto) > 0 {
+		st.ByProtocol = maps.Clone(s.byProto)
+	}
 	return st
 }
 
@@ -193,6 +203,7 @@ func (s *stats) messagesRequest(r *http.Request) {
 	defer s.mu.Unlock()
 	s.messagesRequests++
 	s.byKey[presentedKey(r)]++
+	s.byProto[r.Proto]++
 }
 
 func (s *stats) responsesRequest(r *http.Request) {
@@ -200,6 +211,7 @@ func (s *stats) responsesRequest(r *http.Request) {
 	defer s.mu.Unlock()
 	s.responsesRequests++
 	s.byKey[presentedKey(r)]++
+	s.byProto[r.Proto]++
 }
 
 // cloneLists copies m deeply; nil if it is empty.

@@ -24,6 +24,7 @@ func TestStats(t *testing.T) {
 		ByStatus:       map[int]int{200: 3, 503: 1, 404: 1},
 		ByConversation: map[string]int{ConversationKey(a): 3, ConversationKey(b): 1},
 		ByKey:          map[string]int{"": 5}, // no key sent
+		ByProtocol:     map[string]int{"HTTP/1.1": 5},
 	}
 	if got := s.Stats(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Stats() = %+v, want %+v", got, want)

@@ -38,6 +38,15 @@ type Config struct {
 	// relay appends "/chat/completions", "/messages" or "/responses" as
 	// Type says.
 	BaseURL string `koanf:"base_url"`
+	// HTTP2PriorKnowledge calls a plain http BaseURL over HTTP/2 without
+	// TLS (h2c with prior knowledge), for a server known to speak it (the
+	// fake upstream, a local server behind an h2c-capable proxy): a
+	// worker's streams then share a few connections, where HTTP/1.1 holds
+	// one connection, with its buffers and goroutines, per stream in
+	// flight. A server that speaks only HTTP/1.1 fails every call. False:
+	// HTTP/1.1. Not allowed with https, where TLS settles the protocol
+	// (HTTP/2 wherever the provider offers it).
+	HTTP2PriorKnowledge bool `koanf:"http2_prior_knowledge"`
 	// APIKeys are used in order: a key the provider rejects (401/403) is
 	// set aside and the next one takes over. Empty, with no APIKeysFile:
 	// requests carry no Authorization header.
@@ -120,6 +129,9 @@ func (c Config) Validate(key string) error {
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%s.base_url: %q is not an http(s) URL", key, c.BaseURL)
+	}
+	if c.HTTP2PriorKnowledge && u.Scheme != "http" {
+		return fmt.Errorf("%s.http2_prior_knowledge: only for an http base_url; over https, TLS settles the protocol (HTTP/2 where the provider offers it)", key)
 	}
 	if len(c.APIKeys) > 0 && c.APIKeysFile != "" {
 		return fmt.Errorf("%s.api_keys_file: set api_keys or api_keys_file, not both", key)

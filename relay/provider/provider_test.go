@@ -162,6 +162,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad probe", func(c *Config) { c.Probe = "ping" }, "p.probe:"},
 		{"bad type", func(c *Config) { c.Type = "gemini" }, "p.type:"},
 		{"prefill on responses", func(c *Config) { c.Type, c.Continuation = TypeOpenAIResponses, Prefill }, "p.continuation:"},
+		{"h2c over https", func(c *Config) { c.BaseURL, c.HTTP2PriorKnowledge = "https://a/v1", true }, "p.http2_prior_knowledge:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
@@ -173,6 +174,14 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := ok.Validate("p"); err != nil {
 		t.Errorf("valid config: %v", err)
+	}
+	h2c := ok
+	h2c.HTTP2PriorKnowledge = true
+	if err := h2c.Validate("p"); err != nil {
+		t.Errorf("h2c to an http base_url: %v", err)
+	}
+	if !h2c.Target("k").HTTP2PriorKnowledge {
+		t.Error("the target of an h2c provider does not ask for h2c")
 	}
 }
 

@@ -43,5 +43,5 @@ func (c Config) Target(key string) upstream.Target {
 	if c.Type != "" {
 		d = upstream.Dialect(c.Type)
 	}
-	return upstream.Target{Provider: c.Name, BaseURL: c.BaseURL, APIKey: key, Dialect: d}
+	return upstream.Target{Provider: c.Name, BaseURL: c.BaseURL, APIKey: key, Dialect: d, HTTP2PriorKnowledge: c.HTTP2PriorKnowledge}
 }

@@ -45,6 +45,11 @@ type Target struct {
 	// key, which they never replace: the request's ids (provider
 	// request_headers).
 	Headers http.Header
+	// HTTP2PriorKnowledge sends the calls to a plain http BaseURL over
+	// HTTP/2 without TLS (h2c), where the server is known to speak it: many
+	// streams then share one connection (provider http2_prior_knowledge).
+	// Only a Transport acts on it; over https, ALPN decides.
+	HTTP2PriorKnowledge bool
 }
 
 // Client calls providers' streaming chat completions. The zero value is
@@ -103,7 +108,7 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 		return nil, err
 	}
 
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, t.URL(t.Dialect.endpoint()), bytes.NewReader(body))
+	req, err := t.NewRequest(reqCtx, http.MethodPost, t.Dialect.endpoint(), bytes.NewReader(body))
 	if err != nil {
 		return fail(fmt.Errorf("upstream: %s: %w", t.Provider, err))
 	}

@@ -1,7 +1,9 @@
 package upstream
 
 import (
+	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -45,6 +47,16 @@ func (d Dialect) endpoint() string {
 // URL returns the address of path under t's base URL.
 func (t Target) URL(path string) string {
 	return strings.TrimRight(t.BaseURL, "/") + path
+}
+
+// NewRequest returns a request to path under t's base URL, marked for h2c
+// if t asks for HTTP2PriorKnowledge (see Transport). Every call to a
+// provider is made by it, so that each goes over the provider's protocol.
+func (t Target) NewRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	if t.HTTP2PriorKnowledge {
+		ctx = withPriorKnowledge(ctx)
+	}
+	return http.NewRequestWithContext(ctx, method, t.URL(path), body)
 }
 
 // setHeaders sets t's Headers, then those of its key (Authorize), which

@@ -21,6 +21,11 @@
 //	  StallTimeout                    → error wrapping ErrStalled
 //	Classify(err)   → Transient | RequestFault | Credential | Canceled
 //
+// Transport (transport.go) carries the calls: HTTP/1.1, or HTTP/2 where TLS
+// settles it, and HTTP/2 without TLS (h2c) to a plain-http Target with
+// HTTP2PriorKnowledge, so that a worker's streams to it share a few
+// connections.
+//
 // The package knows nothing about NATS or retries: the worker decides what a
 // Class means for its breaker and its backoff.
 package upstream

@@ -44,7 +44,7 @@ func (c *Client) Post(ctx context.Context, t Target, path string, body []byte, s
 		cancel(nil)
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, t.URL(path), bytes.NewReader(body))
+	req, err := t.NewRequest(reqCtx, http.MethodPost, path, bytes.NewReader(body))
 	if err != nil {
 		return fail(fmt.Errorf("upstream: %s: %w", t.Provider, err))
 	}

@@ -22,9 +22,10 @@ type Config struct {
 	// MaxInflight is how many upstream streams the worker runs at once; each
 	// is a slot pulling its own request. Zero: 1024. A generation waits on
 	// its provider far more than it uses the CPU, and holds about 60 KiB
-	// (e2e/BENCHMARKS.md), so a worker queueing requests at a few dozen
-	// streams would add latency that calling the provider directly does
-	// not; idle slots cost a goroutine each. At most 4096: the
+	// over HTTP/1.1, 50 over HTTP/2 (e2e/BENCHMARKS.md), so a worker
+	// queueing requests at a few dozen streams would add latency that
+	// calling the provider directly does not; idle slots cost a goroutine
+	// each. At most 4096: the
 	// worker's full heartbeat (every tenth) lists every request it holds,
 	// about 150 bytes each, and must stay under NATS's default
 	// max_payload of 1 MiB (at 4096 it is 0.6-0.75 MiB), or it is not sent

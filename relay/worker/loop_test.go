@@ -25,28 +25,50 @@ func twoModels(mockURL string) []provider.Config {
 // endOf returns the end frame.
 func endOf(frames []chunklog.Entry) wire.Frame { return frames[len(frames)-1].Frame }
 
+// A cut answer is continued exactly, whether the provider is called over
+// HTTP/1.1, where the cut closes the connection, or over h2c
+// (http2_prior_knowledge), where it resets one stream of a shared
+// connection.
 func TestCutStreamIsContinued(t *testing.T) {
-	gate := &recordingGate{}
-	h := start(t, setup{mock: mockupstream.Config{Tokens: 40, TokenInterval: -1}, gate: gate})
-	id := wire.NewStreamID()
-	content := "[[mock: cut_after=5]] hello"
-	h.submit(id, content)
+	for _, tc := range []struct {
+		name           string
+		priorKnowledge bool
+		proto          string
+	}{{"http1", false, "HTTP/1.1"}, {"h2c", true, "HTTP/2.0"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := &recordingGate{}
+			h := start(t, setup{
+				mock: mockupstream.Config{Tokens: 40, TokenInterval: -1},
+				gate: gate,
+				providers: func(mockURL string) []provider.Config {
+					return []provider.Config{{Name: "mock", BaseURL: mockURL, APIKeys: []string{"key-1"}, Models: []string{"mock-1"}, Retry: fastRetry, HTTP2PriorKnowledge: tc.priorKnowledge}}
+				},
+			})
+			id := wire.NewStreamID()
+			content := "[[mock: cut_after=5]] hello"
+			h.submit(id, content)
 
-	frames := h.waitEnd(id)
-	text, chunks := chunkText(t, frames)
-	if want := mockupstream.AnswerText(userMessages(content), 40); text != want {
-		t.Fatalf("text = %q\nwant   %q", text, want)
-	}
-	i := slices.IndexFunc(chunks, func(c wire.Frame) bool { return c.Attempt == 2 })
-	if i <= 0 || chunks[i].Seam != wire.SeamContinuation || chunks[0].Seam != "" {
-		t.Fatalf("chunks = %+v: want attempt 1 without seam, then a continuation", chunks)
-	}
-	if end := endOf(frames); end.Status != wire.StatusDone || end.Attempts != 2 {
-		t.Fatalf("end = %+v, want done after 2 attempts", end)
-	}
-	h.waitJob(id)
-	if got, want := gate.verdicts(), []string{"mock/mock-1:failure", "mock/mock-1:success"}; !slices.Equal(got, want) {
-		t.Fatalf("gate reports %v, want %v", got, want)
+			frames := h.waitEnd(id)
+			text, chunks := chunkText(t, frames)
+			if want := mockupstream.AnswerText(userMessages(content), 40); text != want {
+				t.Fatalf("text = %q\nwant   %q", text, want)
+			}
+			i := slices.IndexFunc(chunks, func(c wire.Frame) bool { return c.Attempt == 2 })
+			if i <= 0 || chunks[i].Seam != wire.SeamContinuation || chunks[0].Seam != "" {
+				t.Fatalf("chunks = %+v: want attempt 1 without seam, then a continuation", chunks)
+			}
+			if end := endOf(frames); end.Status != wire.StatusDone || end.Attempts != 2 {
+				t.Fatalf("end = %+v, want done after 2 attempts", end)
+			}
+			h.waitJob(id)
+			if got, want := gate.verdicts(), []string{"mock/mock-1:failure", "mock/mock-1:success"}; !slices.Equal(got, want) {
+				t.Fatalf("gate reports %v, want %v", got, want)
+			}
+			// The key's check (GET /models) and the two calls.
+			if got := h.mock.Stats().ByProtocol; got[tc.proto] != 3 || len(got) != 1 {
+				t.Fatalf("requests by protocol %v, want 3 over %s", got, tc.proto)
+			}
+		})
 	}
 }
 

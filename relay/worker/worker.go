@@ -48,7 +48,9 @@ type Deps struct {
 	Catalog *provider.Catalog
 	// Upstream calls the providers; nil means a client with the default
 	// bounds whose transport keeps an idle connection per slot to each
-	// provider (upstream.NewTransport(max_inflight)).
+	// provider and calls those with http2_prior_knowledge over h2c
+	// (upstream.NewTransport(max_inflight)). A client with another
+	// transport calls every plain-http provider over HTTP/1.1.
 	Upstream *upstream.Client
 	// Logger receives one line per job; nil discards.
 	Logger *slog.Logger
