@@ -95,10 +95,12 @@ func (r *Reader) readBack(ctx context.Context, streamID string, after uint64, mo
 			break
 		}
 		back = append(back, e)
-		switch {
-		case len(back) == judgeAfter+1 && back[0].JSSeq-e.JSSeq < denseGap*judgeAfter:
-			return nil, forwardPaged, nil
-		case len(back) > most:
+		if len(back) == judgeAfter+1 {
+			if fwd := judge(back[0].JSSeq-e.JSSeq, back[0].JSSeq-after, most); fwd != notForward {
+				return nil, fwd, nil
+			}
+		}
+		if len(back) > most {
 			return nil, forwardPlain, nil
 		}
 		prev, ok := prevOf(msg.Header)
@@ -117,6 +119,22 @@ func (r *Reader) readBack(ctx context.Context, streamID string, after uint64, mo
 	}
 	slices.Reverse(back)
 	return back, notForward, nil
+}
+
+// judge says how a read goes on after judgeAfter steps back that spanned
+// span messages, with behind messages between the stream's last frame and
+// the cursor: forward in batches where the frames lie close together,
+// forward where more than most frames seem to lie after the cursor (a
+// walk to it would take a round trip for each, and then stop at most
+// anyway), else on back.
+func judge(span, behind uint64, most int) forward {
+	switch {
+	case span < denseGap*judgeAfter:
+		return forwardPaged
+	case behind*judgeAfter/span > uint64(most):
+		return forwardPlain
+	}
+	return notForward
 }
 
 // prevOf reads headerPrev; ok is false when it is missing or malformed.

@@ -157,6 +157,38 @@ func TestCatchUpsOfFarApartFramesMakeTheServerWalkNothing(t *testing.T) {
 	}
 }
 
+// TestADeepCatchUpGoesForwardAfterJudging reads 16 frames from the start
+// of a stream of 40 far apart: a walk back to the cursor would take 40
+// steps and deliver only 16, so the read judges after JudgeAfter steps
+// that more than its limit lie behind, and reads forward.
+func TestADeepCatchUpGoesForwardAfterJudging(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := relaytest.NATS(t)
+	nc, js := relaytest.Connect(t, s, streams.Topology{})
+	r := chunklog.NewReader(nc, "")
+	id := wire.NewStreamID()
+	spaced(ctx, t, js, r, id, 40, 100, true)
+	sent := directGets(t, s)
+	sent()
+	var got []string
+	if _, err := r.ReadUpTo(ctx, id, 0, 16, func(e chunklog.Entry) error { got = append(got, e.Frame.Content); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16"}; !slices.Equal(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+	steps := 0
+	for _, req := range sent() {
+		if req.Next == "" && req.Last == "" && req.Batch == 0 {
+			steps++
+		}
+	}
+	if steps != chunklog.JudgeAfter {
+		t.Fatalf("%d steps back, want %d", steps, chunklog.JudgeAfter)
+	}
+}
+
 func sameEntry(a, b chunklog.Entry) bool {
 	return a.JSSeq == b.JSSeq && a.Frame.Seq == b.Frame.Seq && a.Frame.Content == b.Frame.Content
 }

@@ -167,6 +167,8 @@ type getRequest struct {
 	// Next is the subject of a get of the next message after a sequence:
 	// the server walks the messages in between to find it.
 	Next string `json:"next_by_subj"`
+	// Last is the subject of a get of its last message.
+	Last string `json:"last_by_subj"`
 }
 
 // directGets subscribes, on a connection of its own, to the direct gets
