@@ -33,6 +33,9 @@ type systemSpec struct {
 	workerSettings procs.Settings
 	// breaker is every provider's breaker section; nil: the defaults.
 	breaker map[string]any
+	// h2c has the roles call the fake upstreams over HTTP/2 without TLS
+	// (http2_prior_knowledge); otherwise over HTTP/1.1.
+	h2c bool
 }
 
 type system struct {
@@ -74,6 +77,7 @@ func (b *bench) startSystem(ctx context.Context, spec systemSpec) (*system, erro
 		s.mocks[m.model] = p
 		prov := p.Provider(m.model, m.model)
 		prov.Breaker = spec.breaker
+		prov.HTTP2PriorKnowledge = spec.h2c
 		providers = append(providers, prov)
 	}
 	s.providers = providers

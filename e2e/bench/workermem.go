@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,25 +57,15 @@ func (b *bench) workerMemoryOver(ctx context.Context, h2c bool) (figure, error) 
 		return fail(err)
 	}
 	ops := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	// The worker is started here, not by startSystem, which knows no
-	// protocol: its providers are the system's, over proto.
-	sys, err := b.startSystem(ctx, systemSpec{name: name, mocks: []mockSpec{p.mem}})
-	if err != nil {
-		return fail(err)
-	}
-	defer sys.stop()
-	providers := slices.Clone(sys.providers)
-	for i := range providers {
-		providers[i].HTTP2PriorKnowledge = h2c
-	}
-	worker, err := b.h.Start(ctx, procs.Role{
-		Role: procs.Worker, Name: name + "-worker-1", NATS: b.nats, Providers: providers,
-		Settings: procs.Settings{"worker.max_inflight": g + 16, "worker.listen": ops},
+	sys, err := b.startSystem(ctx, systemSpec{
+		name: name, mocks: []mockSpec{p.mem}, workers: 1, maxInflight: g + 16, h2c: h2c,
+		workerSettings: procs.Settings{"worker.listen": ops},
 	})
 	if err != nil {
 		return fail(err)
 	}
-	sys.workers = append(sys.workers, worker)
+	defer sys.stop()
+	worker := sys.workers[0]
 	if err := sleep(ctx, time.Second); err != nil {
 		return fail(err)
 	}
