@@ -127,13 +127,7 @@ func TestReadReadsTheSameFramesBackAsForward(t *testing.T) {
 func TestCatchUpsOfFarApartFramesMakeTheServerWalkNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := relaytest.NATS(t)
-	nc, js := relaytest.Connect(t, s, streams.Topology{})
-	r := chunklog.NewReader(nc, "")
-	id := wire.NewStreamID()
-	cursors := spaced(ctx, t, js, r, id, 12, 100, true)
-	sent := directGets(t, s)
-	sent()
+	r, id, cursors, sent := farApart(ctx, t, 12)
 	afters := []uint64{0}
 	for _, c := range cursors[:len(cursors)-1] {
 		afters = append(afters, c.JSSeq)
@@ -164,13 +158,7 @@ func TestCatchUpsOfFarApartFramesMakeTheServerWalkNothing(t *testing.T) {
 func TestADeepCatchUpGoesForwardAfterJudging(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := relaytest.NATS(t)
-	nc, js := relaytest.Connect(t, s, streams.Topology{})
-	r := chunklog.NewReader(nc, "")
-	id := wire.NewStreamID()
-	spaced(ctx, t, js, r, id, 40, 100, true)
-	sent := directGets(t, s)
-	sent()
+	r, id, _, sent := farApart(ctx, t, 40)
 	var got []string
 	if _, err := r.ReadUpTo(ctx, id, 0, 16, func(e chunklog.Entry) error { got = append(got, e.Frame.Content); return nil }); err != nil {
 		t.Fatal(err)
@@ -187,6 +175,19 @@ func TestADeepCatchUpGoesForwardAfterJudging(t *testing.T) {
 	if steps != chunklog.JudgeAfter {
 		t.Fatalf("%d steps back, want %d", steps, chunklog.JudgeAfter)
 	}
+}
+
+// farApart stores a stream of n chunk frames 100 messages apart, through
+// a Writer, and returns a reader, the stream's id and cursors, and the
+// direct gets sent from then on (directGets).
+func farApart(ctx context.Context, t *testing.T, n int) (*chunklog.Reader, string, []wire.Cursor, func() []getRequest) {
+	t.Helper()
+	s := relaytest.NATS(t)
+	nc, js := relaytest.Connect(t, s, streams.Topology{})
+	r := chunklog.NewReader(nc, "")
+	id := wire.NewStreamID()
+	cursors := spaced(ctx, t, js, r, id, n, 100, true)
+	return r, id, cursors, directGets(t, s)
 }
 
 func sameEntry(a, b chunklog.Entry) bool {

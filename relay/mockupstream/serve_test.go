@@ -16,18 +16,8 @@ import (
 // it while a stream is stalled: the stream still ends properly and Serve
 // returns nil once it has.
 func TestServeShutsDownGracefully(t *testing.T) {
-	s, err := New(fullSpeed(3), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
+	_, ln, cancel, served := serving(t, fullSpeed(3))
 	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln) }()
 
 	reqBody, err := json.Marshal(chatBody(true, conv("[[mock: stall_after=1, stall_for=100ms]]")))
 	if err != nil {
@@ -70,17 +60,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 // its faults fail an h2c stream as they fail an HTTP/1.1 one: a cut is a
 // reset stream, an error, not a clean end; a status is that status.
 func TestServeSpeaksHTTP1AndH2COnOnePort(t *testing.T) {
-	s, err := New(fullSpeed(10), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln) }()
+	s, ln, cancel, served := serving(t, fullSpeed(10))
 	defer func() {
 		cancel()
 		if err := <-served; err != nil {
@@ -111,6 +91,24 @@ func TestServeSpeaksHTTP1AndH2COnOnePort(t *testing.T) {
 	if got, want := s.Stats().ByProtocol, map[string]int{"HTTP/1.1": 1, "HTTP/2.0": 3}; !maps.Equal(got, want) {
 		t.Fatalf("requests by protocol %v, want %v", got, want)
 	}
+}
+
+// serving runs a Server of cfg with Serve on a listener of its own until
+// cancel is called; served receives what Serve returned.
+func serving(t *testing.T, cfg Config) (*Server, net.Listener, context.CancelFunc, <-chan error) {
+	t.Helper()
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	return s, ln, cancel, served
 }
 
 // streamOver posts a streaming request to url through rt and reads the

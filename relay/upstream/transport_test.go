@@ -126,15 +126,7 @@ func TestTransportOpensAnotherH2CConnectionWhenOneIsFull(t *testing.T) {
 // (RST_STREAM) where over HTTP/1.1 it would close the connection: the
 // answer must still read as cut, a Transient failure, never as finished.
 func TestAbortedH2CStreamIsTransient(t *testing.T) {
-	srv := bothProtocols(t, func(w http.ResponseWriter, r *http.Request) {
-		if !overH2C(w, r) {
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: "+chunkData("Hello", "")+"\n\n")
-		http.NewResponseController(w).Flush()
-		panic(http.ErrAbortHandler)
-	})
+	srv := bothProtocols(t, helloOverH2C(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }))
 	c := &Client{HTTPClient: &http.Client{Transport: NewTransport(2)}}
 	defer c.CloseIdleConnections()
 	s, err := c.Stream(t.Context(), Target{Provider: "test", BaseURL: srv.URL, HTTP2PriorKnowledge: true}, []byte(`{}`))
@@ -153,16 +145,10 @@ func TestAbortedH2CStreamIsTransient(t *testing.T) {
 // close the connection.
 func TestStalledH2CStreamIsLeft(t *testing.T) {
 	gone := make(chan struct{})
-	srv := bothProtocols(t, func(w http.ResponseWriter, r *http.Request) {
-		if !overH2C(w, r) {
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: "+chunkData("Hello", "")+"\n\n")
-		http.NewResponseController(w).Flush()
+	srv := bothProtocols(t, helloOverH2C(func(_ http.ResponseWriter, r *http.Request) {
 		waitGone(t, r)
 		close(gone)
-	})
+	}))
 	c := &Client{HTTPClient: &http.Client{Transport: NewTransport(2)}, StallTimeout: 100 * time.Millisecond}
 	defer c.CloseIdleConnections()
 	s, err := c.Stream(t.Context(), Target{Provider: "test", BaseURL: srv.URL, HTTP2PriorKnowledge: true}, []byte(`{}`))
@@ -188,4 +174,18 @@ func overH2C(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// helloOverH2C is a provider's handler that refuses anything but h2c
+// (overH2C), streams one chunk, "Hello", and then does then.
+func helloOverH2C(then http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !overH2C(w, r) {
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: "+chunkData("Hello", "")+"\n\n")
+		http.NewResponseController(w).Flush()
+		then(w, r)
+	}
 }
