@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relaydev/relay/relay/app"
 )
 
 // `relay dev` with providers configured serves them and not the fake
@@ -35,16 +37,7 @@ func TestDevWithProvidersServesThemOnly(t *testing.T) {
 
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}
 	defer client.CloseIdleConnections()
-	body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"Hello"}]}`, addrs.Model)
-	res, err := client.Post("http://"+addrs.Edge+"/v1/chat/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	answer, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, answer := askHello(t, client, addrs)
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(answer), "from the house model") || !strings.Contains(string(answer), "[DONE]") {
 		t.Errorf("example request: %d %s; want the house provider's answer", res.StatusCode, answer)
 	}
@@ -56,15 +49,9 @@ func TestDevCallsItsFakeUpstreamOverH2C(t *testing.T) {
 	addrs := startDev(t, "")
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}
 	defer client.CloseIdleConnections()
-	body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"Hello"}]}`, addrs.Model)
-	res, err := client.Post("http://"+addrs.Edge+"/v1/chat/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	answer, err := io.ReadAll(res.Body)
-	res.Body.Close()
-	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(string(answer), "[DONE]") {
-		t.Fatalf("stream: %d %v\n%s", res.StatusCode, err, answer)
+	res, answer := askHello(t, client, addrs)
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(answer), "[DONE]") {
+		t.Fatalf("stream: %d\n%s", res.StatusCode, answer)
 	}
 	status, _, stats := fetch(client, "http://"+addrs.MockUpstream+"/mock/stats")
 	var s struct {
@@ -76,4 +63,21 @@ func TestDevCallsItsFakeUpstreamOverH2C(t *testing.T) {
 	if s.ByProtocol["HTTP/2.0"] == 0 || s.ByProtocol["HTTP/1.1"] != 0 {
 		t.Fatalf("the fake upstream's requests by protocol: %v; want every one over HTTP/2", s.ByProtocol)
 	}
+}
+
+// askHello streams "Hello" to the model dev names through its edge and
+// returns the response with its whole body.
+func askHello(t *testing.T, client *http.Client, addrs app.Addrs) (*http.Response, []byte) {
+	t.Helper()
+	body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"Hello"}]}`, addrs.Model)
+	res, err := client.Post("http://"+addrs.Edge+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	answer, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, answer
 }
