@@ -79,7 +79,7 @@ func (b *bench) concurrentRun(ctx context.Context, n int, spec mockSpec) (concRe
 		streamLen: time.Duration(spec.tokens) * spec.interval,
 	}
 	sys, err := b.startSystem(ctx, systemSpec{
-		name: fmt.Sprintf("conc%d-%v", n, spec.interval), mocks: []mockSpec{spec}, workers: p.concWorkers, maxInflight: res.maxInflight,
+		name: fmt.Sprintf("conc%d-%v", n, spec.interval), mocks: []mockSpec{spec}, workers: p.concWorkers, maxInflight: res.maxInflight, h2c: p.h2c,
 	})
 	if err != nil {
 		return res, err

@@ -30,7 +30,7 @@ func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 	paced := mockSpec{model: "paced50", tokens: op.tokens, interval: op.interval}
 	fast := mockSpec{model: "fast", tokens: op.tokens, interval: -1}
 	sys, err := b.startSystem(ctx, systemSpec{
-		name: "openloop", mocks: []mockSpec{paced, fast}, workers: 2, maxInflight: op.pacedClients/2 + 16,
+		name: "openloop", mocks: []mockSpec{paced, fast}, workers: 2, maxInflight: op.pacedClients/2 + 16, h2c: b.plan.h2c,
 	})
 	if err != nil {
 		return nil, err
@@ -45,12 +45,12 @@ func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 		return nil, err
 	}
 	defer stopAll([]*procs.Process{dev})
-	pacedProxy, err := startProxy(ctx, sys.mocks[paced.model].URL)
+	pacedProxy, err := startProxy(ctx, sys.mocks[paced.model].URL, b.plan.h2c)
 	if err != nil {
 		return nil, err
 	}
 	defer pacedProxy.stop()
-	fastProxy, err := startProxy(ctx, sys.mocks[fast.model].URL)
+	fastProxy, err := startProxy(ctx, sys.mocks[fast.model].URL, b.plan.h2c)
 	if err != nil {
 		return nil, err
 	}

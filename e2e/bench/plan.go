@@ -13,6 +13,11 @@ import (
 // benchmark still runs.
 type plan struct {
 	mode string
+	// h2c has the open-loop and concurrent phases' relay, and the bare
+	// proxy, call the fake upstreams over HTTP/2 without TLS, as they
+	// call a provider over TLS that offers HTTP/2 (--h2c); otherwise
+	// over HTTP/1.1, as a plain-http provider.
+	h2c bool
 
 	kvSamples int
 

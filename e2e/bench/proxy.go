@@ -25,6 +25,10 @@ import (
 // the benchmark's own executable spares building another binary.
 const proxyEnv = "RELAY_BENCH_PROXY_TARGET"
 
+// proxyH2CEnv, set to 1, has the bare proxy call its upstream over h2c
+// (the plan's h2c).
+const proxyH2CEnv = "RELAY_BENCH_PROXY_H2C"
+
 // init turns this process into the bare proxy when proxyEnv is set; it
 // runs before main, so the benchmark's flags are never parsed there.
 func init() {
@@ -32,7 +36,7 @@ func init() {
 	if target == "" {
 		return
 	}
-	if err := serveProxy(target); err != nil {
+	if err := serveProxy(target, os.Getenv(proxyH2CEnv) == "1"); err != nil {
 		fmt.Fprintln(os.Stderr, "bench proxy:", err)
 		os.Exit(1)
 	}
@@ -43,8 +47,9 @@ func init() {
 // loopback port, and prints its URL on stdout once it listens. It
 // flushes every write at once (FlushInterval -1), as a proxy in front
 // of an event stream must, and keeps as many idle upstream connections
-// as it has clients, as the relay's workers do.
-func serveProxy(target string) error {
+// as it has clients, as the relay's workers do; with h2c, it calls
+// target over HTTP/2 without TLS, as the relay's workers then do.
+func serveProxy(target string, h2c bool) error {
 	u, err := url.Parse(target)
 	if err != nil {
 		return err
@@ -53,10 +58,15 @@ func serveProxy(target string) error {
 	if err != nil {
 		return err
 	}
+	t := &http.Transport{MaxIdleConnsPerHost: 4096, IdleConnTimeout: 90 * time.Second}
+	if h2c {
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) },
 		FlushInterval: -1,
-		Transport:     &http.Transport{MaxIdleConnsPerHost: 4096, IdleConnTimeout: 90 * time.Second},
+		Transport:     t,
 	}
 	fmt.Printf("http://%s\n", ln.Addr())
 	return http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -84,14 +94,17 @@ type proxyProc struct {
 }
 
 // startProxy starts a bare proxy in front of the fake upstream whose URL
-// (ending in /v1) is upstream.
-func startProxy(ctx context.Context, upstream string) (*proxyProc, error) {
+// (ending in /v1) is upstream, calling it over h2c if h2c is set.
+func startProxy(ctx context.Context, upstream string, h2c bool) (*proxyProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), proxyEnv+"="+strings.TrimSuffix(upstream, "/v1"))
+	if h2c {
+		cmd.Env = append(cmd.Env, proxyH2CEnv+"=1")
+	}
 	cmd.Stderr = os.Stderr
 	// Killed when the benchmark dies, like every process it starts.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
