@@ -79,6 +79,7 @@ func run() error {
 	levels := flag.String("levels", "", "comma-separated concurrencies of the latency phase, e.g. 100 (zero: the plan's)")
 	hedge := flag.Bool("hedge", false, "run only the hedging mode: time to first token with and without first_token_sla")
 	hedgeRequests := flag.Int("hedge-requests", 0, "requests of each model in the hedging mode (zero: 400)")
+	fastOnly := flag.Bool("fast-only", false, "the concurrent phase runs only its 1 token/s run (no paced run, so no memory figures)")
 	h2c := flag.Bool("h2c", false, "the open-loop and concurrent phases' relay and bare proxy call the fake upstreams over h2c (HTTP/2 without TLS), as a TLS provider is called over HTTP/2")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -92,6 +93,7 @@ func run() error {
 		p.concStreams = *streams
 	}
 	p.h2c = *h2c
+	p.concFastOnly = *fastOnly
 	var err error
 	if *levels != "" {
 		if p.levels, err = p.pickLevels(*levels); err != nil {
