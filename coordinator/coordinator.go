@@ -277,13 +277,13 @@ func (c *Coordinator) event(kind, text string, level slog.Level) {
 // an error only if the shared buckets are missing (streams.Setup did not
 // run).
 func (c *Coordinator) Run(ctx context.Context) error {
-	lease, err := fleet.CoordinatorLease(ctx, c.deps.JS, c.name, c.cfg.LeaseTTL, c.deps.Logger)
-	if err != nil {
+	lease, s, err := c.start(ctx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Stopped while starting: a stop, as after starting, not a failure.
+		return nil
+	case err != nil:
 		return fmt.Errorf("coordinator: %w", err)
-	}
-	s, err := c.openState(ctx)
-	if err != nil {
-		return err
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -297,6 +297,16 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		}()
 		c.drive(ctx, s)
 	})
+}
+
+// start gets the coordinator's lease and opens the shared state.
+func (c *Coordinator) start(ctx context.Context) (fleet.Lease, *state, error) {
+	lease, err := fleet.CoordinatorLease(ctx, c.deps.JS, c.name, c.cfg.LeaseTTL, c.deps.Logger)
+	if err != nil {
+		return fleet.Lease{}, nil, err
+	}
+	s, err := c.openState(ctx)
+	return lease, s, err
 }
 
 // watchRetry spaces the starts of the liveness watcher after it could not

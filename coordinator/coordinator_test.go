@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/relaydev/relay/coordinator"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
@@ -62,5 +65,46 @@ func TestConfigValidateNamesKey(t *testing.T) {
 	err := coordinator.Config{HealthInterval: -time.Second}.Validate("coordinator")
 	if err == nil || err.Error()[:len("coordinator.health_interval")] != "coordinator.health_interval" {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A coordinator stopped while it starts has stopped, not failed: Run
+// returns nil, as it does when stopped later (`relay dev` stopped at once
+// reported the cancelled start as an error). Without the shared buckets
+// it still fails.
+func TestRunStoppedWhileStartingIsNotAFailure(t *testing.T) {
+	s := relaytest.NATS(t)
+	catalog, err := provider.NewCatalog([]provider.Config{{Name: "p", BaseURL: "http://127.0.0.1:1/v1", Models: []string{"m"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(js jetstream.JetStream, ctx context.Context) error {
+		c, err := coordinator.New(coordinator.Config{}, coordinator.Deps{JS: js, Catalog: catalog, Logger: relaytest.Logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Run(ctx)
+	}
+	_, js := relaytest.Connect(t, s, streams.Topology{})
+	stopped, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := run(js, stopped); err != nil {
+		t.Fatalf("Run stopped before it started: %v, want nil", err)
+	}
+
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	bare, err := jetstream.New(nc, jetstream.WithDefaultTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bare.DeleteKeyValue(t.Context(), wire.CanaryBucket); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(bare, t.Context()); err == nil {
+		t.Fatal("Run without the canary bucket returned nil, want an error")
 	}
 }

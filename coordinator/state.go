@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/fleet/quota"
@@ -23,7 +22,7 @@ func (c *Coordinator) openState(ctx context.Context) (*state, error) {
 	view, err := fleet.OpenView(ctx, c.deps.JS, c.deps.Logger,
 		wire.HealthBucket, wire.QuotaBucket, wire.BreakerBucket, wire.CanaryBucket)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: %w", err)
+		return nil, err
 	}
 	s := &state{View: view, calls: newCallTotals()}
 	view.FollowDemand(func(_ string, row fleet.Row[quota.Report], ok bool) {
