@@ -97,10 +97,29 @@ type Usage struct {
 // is read by hand (parseChunkFast); every other chunk, and every error, is
 // parseChunkGeneral's.
 func ParseChunk(data []byte) (Delta, error) {
-	if d, ok := parseChunkFast(data); ok {
-		return d, nil
+	var d Delta
+	err := parseChunkInto(data, &d)
+	return d, err
+}
+
+// parseChunkInto is ParseChunk into d, for a Stream, which reads every
+// chunk of an answer into the same Delta.
+func parseChunkInto(data []byte, d *Delta) error {
+	*d = Delta{}
+	if parseChunkFast(data, d) {
+		return nil
 	}
-	return parseChunkGeneral(data)
+	return parseGeneralInto(data, d)
+}
+
+// parseGeneralInto is parseChunkGeneral into d. The Delta it returns is
+// copied in this frame, not in parseChunkInto's, which is on the stack of
+// every chunk's parse (relay/worker/stack.go); hence noinline.
+//
+//go:noinline
+func parseGeneralInto(data []byte, d *Delta) (err error) {
+	*d, err = parseChunkGeneral(data)
+	return err
 }
 
 // parseChunkGeneral is ParseChunk for any data: it is the fallback of the

@@ -3,6 +3,7 @@ package upstream
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 
 	"github.com/relaydev/relay/relay/jsonscan"
 )
@@ -19,12 +20,27 @@ import (
 // choice member; parseChunkGeneral decides those. When ok, the Delta is
 // the one parseChunkGeneral returns (FuzzParseChunkFast holds the two to
 // it).
-func parseChunkFast(data []byte) (d Delta, ok bool) {
-	p := fastChunk{data: data}
-	if !p.chunk() {
-		return Delta{}, false
-	}
-	return p.delta()
+//
+// It reads into d, which must be zero; when not ok, d holds whatever the
+// path had set before it gave up.
+func parseChunkFast(data []byte, d *Delta) bool {
+	p := fastChunkPool.Get().(*fastChunk)
+	defer p.release()
+	p.data = data
+	return p.chunk() && p.delta(d)
+}
+
+// fastChunkPool keeps fastChunks between parses. One is a few KiB of sets
+// and spans: in the frame of the parse, which runs on a worker's job
+// goroutine for every chunk, it would double the stack that goroutine
+// keeps (relay/worker/stack.go).
+var fastChunkPool = sync.Pool{New: func() any { return new(fastChunk) }}
+
+// release drops p's references into the data it read and puts it back.
+func (p *fastChunk) release() {
+	clear(p.sets[:p.n])
+	p.data, p.n, p.usage = nil, 0, nil
+	fastChunkPool.Put(p)
 }
 
 // A fastTarget is the Delta member a value of the chunk goes to.
@@ -69,6 +85,8 @@ type fastChunk struct {
 	sets  [maxFastSets]fastSet
 	n     int
 	usage []byte // the raw usage object, nil when absent or null
+	// spans are where delta wrote each set's name and text.
+	spans [maxFastSets][2][2]int
 }
 
 // Bits of the members of a chunk and of a choice that must not repeat:
@@ -329,11 +347,11 @@ func (p *fastChunk) set(to fastTarget) (*fastSet, bool) {
 // delta builds the Delta from the sets: all its text is one string, its
 // raw members one slice and its extras one []Field, each allocated at its
 // size.
-func (p *fastChunk) delta() (d Delta, ok bool) {
+func (p *fastChunk) delta(d *Delta) bool {
 	if p.usage != nil {
 		d.Usage = &Usage{}
 		if err := json.Unmarshal(p.usage, d.Usage); err != nil {
-			return Delta{}, false
+			return false
 		}
 	}
 	// Decoded text is no longer than its source, but where a byte of
@@ -352,15 +370,16 @@ func (p *fastChunk) delta() (d Delta, ok bool) {
 		}
 	}
 	var (
-		b     strings.Builder
-		raw   []byte
-		spans [maxFastSets][2][2]int // of each set's name and text in b
+		b   strings.Builder
+		raw []byte
 	)
+	spans := &p.spans
 	b.Grow(textLen)
 	if rawLen > 0 {
 		raw = make([]byte, 0, rawLen)
 	}
 	for k, s := range p.sets[:p.n] {
+		spans[k] = [2][2]int{}
 		if s.name != nil {
 			spans[k][0] = writeSpan(&b, s.name[1:len(s.name)-1])
 		}
@@ -417,7 +436,7 @@ func (p *fastChunk) delta() (d Delta, ok bool) {
 			*e = append(*e, Field{Name: text[spans[k][0][0]:spans[k][0][1]], Value: r})
 		}
 	}
-	return d, true
+	return true
 }
 
 // writeSpan writes the decoded JSON string of body (what is between its

@@ -70,8 +70,8 @@ func TestParseChunkFastTakesCommonShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range append(fastChunks, string(full)) {
-		got, ok := parseChunkFast([]byte(in))
-		if !ok {
+		var got Delta
+		if !parseChunkFast([]byte(in), &got) {
 			t.Errorf("parseChunkFast(%q) left it to the general path", in)
 			continue
 		}
@@ -84,7 +84,7 @@ func TestParseChunkFastTakesCommonShapes(t *testing.T) {
 
 func TestParseChunkFastLeavesTheRest(t *testing.T) {
 	for _, in := range generalChunks {
-		if d, ok := parseChunkFast([]byte(in)); ok {
+		if d := (Delta{}); parseChunkFast([]byte(in), &d) {
 			t.Errorf("parseChunkFast(%q) = %+v, want it left to the general path", in, d)
 		}
 	}
@@ -94,7 +94,7 @@ func TestParseChunkFastLeavesTheRest(t *testing.T) {
 // its text, and service_tier's value with its Field.
 func TestParseChunkFastAllocs(t *testing.T) {
 	data := []byte(fastChunks[0])
-	if n := testing.AllocsPerRun(100, func() { _, _ = parseChunkFast(data) }); n > 3 {
+	if n := testing.AllocsPerRun(100, func() { _ = parseChunkFast(data, new(Delta)) }); n > 3 {
 		t.Errorf("parseChunkFast allocates %v times, want at most 3", n)
 	}
 }
@@ -112,7 +112,8 @@ func FuzzParseChunkFast(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, data := range append(inMembers(in), in) {
-			got, ok := parseChunkFast(data)
+			var got Delta
+			ok := parseChunkFast(data, &got)
 			want, err := parseChunkGeneral(data)
 			if ok && (err != nil || !reflect.DeepEqual(got, want)) {
 				t.Fatalf("parseChunkFast(%q) =\n %#v\nparseChunkGeneral =\n %#v, %v", data, got, want, err)

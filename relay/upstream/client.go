@@ -121,7 +121,7 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 	if err != nil {
 		return fail(fmt.Errorf("upstream: %s: %w", t.Provider, requestErr(reqCtx, err)))
 	}
-	rb := activityReader{r: resp.Body, wd: wd}
+	rb := &activityReader{r: resp.Body, wd: wd}
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		se := &StatusError{

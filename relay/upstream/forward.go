@@ -58,7 +58,7 @@ func (c *Client) Post(ctx context.Context, t Target, path string, body []byte, s
 	if err != nil {
 		return fail(fmt.Errorf("upstream: %s: %w", t.Provider, requestErr(reqCtx, err)))
 	}
-	rb := activityReader{r: resp.Body, wd: wd}
+	rb := &activityReader{r: resp.Body, wd: wd}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		se := &StatusError{Provider: t.Provider, Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
 		se.Body, _ = io.ReadAll(io.LimitReader(rb, maxErrorBody))

@@ -48,45 +48,71 @@ var doneData = []byte("[DONE]")
 // ErrStalled, ErrMalformed, *OpenAIError (an error payload mid-stream),
 // ErrClosed or the caller's ctx.Err(). Errors, and io.EOF, are sticky.
 func (s *Stream) Next() (Delta, error) {
+	var d Delta
+	err := s.NextInto(&d)
+	return d, err
+}
+
+// NextInto is Next, the Delta read into d; d is left as it was on an
+// error. A worker's job waits in it for as long as an answer streams, so
+// its own frame holds only the event it waits for: what is done with the
+// event is take's (relay/worker/stack.go).
+func (s *Stream) NextInto(d *Delta) error {
 	if s.err != nil {
-		return Delta{}, s.err
+		return s.err
 	}
 	for {
 		if err := s.ctx.Err(); err != nil {
 			// Closed, stalled or cancelled: buffered events are not
 			// delivered after the request ended.
-			return Delta{}, s.end(s.readErr(err))
+			return s.end(s.readErr(err))
 		}
 		ev, err := s.events.next()
 		if err != nil {
-			return Delta{}, s.end(s.readErr(err))
+			return s.end(s.readErr(err))
 		}
 		if ev.Comment {
 			continue
 		}
-		if s.dec != nil {
-			d, err := s.decode(ev)
-			if errors.Is(err, errSkip) {
-				continue
-			}
-			return d, err
+		if err := s.take(&ev, d); !errors.Is(err, errSkip) {
+			return err
 		}
-		if bytes.Equal(bytes.TrimSpace(ev.Data), doneData) {
-			s.sawDone = true
-			return Delta{}, s.end(io.EOF)
-		}
-		d, err := ParseChunk(ev.Data)
-		if err != nil && s.finish != "" {
-			return Delta{}, s.end(io.EOF)
-		}
-		if err != nil {
-			return Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, err))
-		}
-		if d.FinishReason != "" {
-			s.finish = d.FinishReason
-		}
-		return d, nil
 	}
+}
+
+// take decodes ev into d for NextInto; errSkip says that ev held no chunk.
+func (s *Stream) take(ev *Event, d *Delta) error {
+	if s.dec != nil {
+		return s.decodeInto(ev, d)
+	}
+	if bytes.Equal(bytes.TrimSpace(ev.Data), doneData) {
+		s.sawDone = true
+		return s.end(io.EOF)
+	}
+	err := parseChunkInto(ev.Data, d)
+	if err != nil && s.finish != "" {
+		return s.end(io.EOF)
+	}
+	if err != nil {
+		return s.end(fmt.Errorf("upstream: %s: %w", s.provider, err))
+	}
+	if d.FinishReason != "" {
+		s.finish = d.FinishReason
+	}
+	return nil
+}
+
+// decodeInto is take for a dialect's events: decode, into d. The Delta
+// decode returns is copied in this frame, not in take's, which is on the
+// stack of every chunk's parse (relay/worker/stack.go); hence noinline.
+//
+//go:noinline
+func (s *Stream) decodeInto(ev *Event, d *Delta) error {
+	dd, err := s.decode(*ev)
+	if err == nil {
+		*d = dd
+	}
+	return err
 }
 
 // decode is Next for a dialect's events: an explicit end of stream counts

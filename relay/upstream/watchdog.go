@@ -113,7 +113,7 @@ type activityReader struct {
 	wd *watchdog
 }
 
-func (a activityReader) Read(p []byte) (int, error) {
+func (a *activityReader) Read(p []byte) (int, error) {
 	n, err := a.r.Read(p)
 	if n > 0 {
 		a.wd.activity()

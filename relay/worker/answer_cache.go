@@ -110,16 +110,17 @@ func (j *job) cache() (provider.Cache, bool) {
 	return m.Cache, true
 }
 
-// answer serves the request with the attempt loop (serve), unless the
-// model's cache prefers a kept answer for a deterministic request on a
-// stream that holds nothing yet, and one is kept.
-func (j *job) answer(ctx context.Context, takeover bool) outcome {
-	if !takeover && j.prefersKept() {
-		if out, ok := j.replayKept(); ok {
-			return out
-		}
+// keptFirst is the outcome of a request answered from the cache, which its
+// model's cache prefers (prefersKept) and holds an answer for; nil if not.
+func (j *job) keptFirst() *outcome {
+	if !j.prefersKept() {
+		return nil
 	}
-	return j.serve(ctx, takeover)
+	out, ok := j.replayKept()
+	if !ok {
+		return nil
+	}
+	return &out
 }
 
 // prefersKept reports whether the request is answered from the cache
@@ -131,8 +132,7 @@ func (j *job) prefersKept() bool {
 }
 
 // replayKept answers from the cache, and reports whether an answer was
-// kept. It is apart from answer, whose frame is on the job's stack while
-// an answer streams (stack.go).
+// kept.
 func (j *job) replayKept() (outcome, bool) {
 	a, ok := j.keptAnswer()
 	if !ok {

@@ -11,21 +11,23 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// attempt makes one upstream call of candidate c with key, and streams its
-// answer into the chunk log after what the stream already holds. If the
-// stream holds text, the call asks the provider to continue it, and a
-// repeat of that text at the start of the answer is stripped. seam marks
-// the attempt's first chunk.
+// attempt makes one upstream call of candidate c with key, streams its
+// answer into the chunk log after what the stream already holds, and says
+// in out how it ended. If the stream holds text, the call asks the
+// provider to continue it, and a repeat of that text at the start of the
+// answer is stripped. seam marks the attempt's first chunk.
 //
 // Its frame is on the job's stack while the answer streams: the call is
 // opened (openAttempt) and its end worked out (endAttempt) in functions of
-// their own, whose frames are not (stack.go).
-func (j *job) attempt(ctx context.Context, c *provider.Candidate, key string, seam wire.Seam) outcome {
-	a, out := j.openAttempt(ctx, c, key, seam)
+// their own, whose frames are not, and the outcome is written to out
+// rather than returned, which would hold room for it in each frame
+// (stack.go).
+func (j *job) attempt(ctx context.Context, c *provider.Candidate, key string, seam wire.Seam, out *outcome) {
+	a := j.openAttempt(ctx, c, key, seam, out)
 	if a == nil {
-		return out
+		return
 	}
-	return j.endAttempt(a, j.read(a.l, a.pub, a.l.c.Price, a.overlap))
+	j.endAttempt(a, j.read(a.l, a.pub, a.l.c.Price, a.overlap), out)
 }
 
 // liveAttempt is an attempt whose call is open and whose answer is being
@@ -42,8 +44,8 @@ type liveAttempt struct {
 
 // openAttempt opens the call of an attempt (see attempt) and starts
 // publishing what it reads; with a nil *liveAttempt, the attempt ended
-// before, with out.
-func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string, seam wire.Seam) (*liveAttempt, outcome) {
+// before, as it set in out.
+func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string, seam wire.Seam, out *outcome) *liveAttempt {
 	j.attempts++
 	j.provider, j.model = c.Provider.Name, c.Model
 	ctx, traced := j.traceAttempt(ctx, c, seam)
@@ -51,18 +53,18 @@ func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string
 		started: func() { callStarted(ctx) }}
 	body, err := upstreamBody(j.req.Body, c.Model, first.cont)
 	if err != nil {
-		out := refused(err)
-		traced(out)
-		return nil, out
+		*out = refused(err)
+		traced(*out)
+		return nil
 	}
 	first.body = body
 	// The call may be raced by a hedge (hedge_race.go): what follows
 	// streams the answer of the call that won.
 	l, err := j.open(ctx, first)
 	if err != nil {
-		out := failed(err)
-		traced(out)
-		return nil, out
+		*out = failed(err)
+		traced(*out)
+		return nil
 	}
 	c = &l.c
 	j.provider, j.model = c.Provider.Name, c.Model
@@ -79,12 +81,12 @@ func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string
 	if l.cont.text != "" && l.cont.mode == provider.Prompt {
 		a.overlap = newOverlapFilter(l.cont.text)
 	}
-	return a, outcome{}
+	return a
 }
 
 // endAttempt waits for the attempt's chunks to be published, closes its
-// call and says how it ended; readErr is what read returned.
-func (j *job) endAttempt(a *liveAttempt, readErr error) (out outcome) {
+// call and says in out how it ended; readErr is what read returned.
+func (j *job) endAttempt(a *liveAttempt, readErr error, out *outcome) {
 	l := a.l
 	a.pub.close()
 	logErr := <-a.pub.done
@@ -96,19 +98,18 @@ func (j *job) endAttempt(a *liveAttempt, readErr error) (out outcome) {
 	}
 	switch {
 	case logErr != nil:
-		out = outcome{logErr: logErr}
+		*out = outcome{logErr: logErr}
 	case readErr != nil:
-		out = failed(readErr)
+		*out = failed(readErr)
 	default:
-		out = outcome{finishReason: l.FinishReason(), stopSequence: l.StopSequence()}
+		*out = outcome{finishReason: l.FinishReason(), stopSequence: l.StopSequence()}
 	}
 	out.ttft = ttft
 	if l != a.first {
 		out.hedge = l
 	}
 	l.close()
-	a.traced(out)
-	return out
+	a.traced(*out)
 }
 
 // continuation says what attempts on c continue: the stream's text, in c's

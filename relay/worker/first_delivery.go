@@ -25,8 +25,7 @@ func (j *job) runFirst() bool {
 	ctx, stopEarly := context.WithCancelCause(j.callCtx)
 	defer stopEarly(nil)
 	claim := j.startClaim(stopEarly)
-	out := j.answer(ctx, false)
-	return j.endFirst(claim, &out)
+	return j.endFirst(claim, j.serve(ctx, false))
 }
 
 // startClaim starts storing the claim frame of a first delivery and
@@ -58,7 +57,7 @@ func (j *job) startClaim(stop context.CancelCauseFunc) *firstClaim {
 // endFirst ends the stream of a first delivery whose answer ended with
 // out, once its claim is known, and reports whether it did: false if the
 // claim was fenced.
-func (j *job) endFirst(claim *firstClaim, out *outcome) bool {
+func (j *job) endFirst(claim *firstClaim, out outcome) bool {
 	err := claim.wait()
 	j.firstClaim = nil
 	switch {
@@ -70,7 +69,7 @@ func (j *job) endFirst(claim *firstClaim, out *outcome) bool {
 	case err != nil:
 		j.abandon(err)
 	default:
-		j.end(*out)
+		j.end(out)
 	}
 	return true
 }

@@ -55,7 +55,7 @@ type leg struct {
 func (j *job) open(ctx context.Context, first *leg) (*leg, error) {
 	plan, ok := hedgePlanOf(ctx)
 	if !ok {
-		first.dial(ctx, j)
+		first.dialAside(ctx, j)
 		return first, first.err
 	}
 	done := make(chan *leg, 2)
@@ -148,6 +148,18 @@ func (l *leg) run(ctx context.Context, j *job, done chan<- *leg) {
 		}
 		done <- l
 	}()
+}
+
+// dialAside is dial on a goroutine of its own, waited for. Opening a call
+// goes deep into net/http: on the job's goroutine it would grow the stack
+// the job then keeps while the answer streams (stack.go).
+func (l *leg) dialAside(ctx context.Context, j *job) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.dial(ctx, j)
+	}()
+	<-done
 }
 
 // dial opens l's stream.
@@ -251,17 +263,23 @@ func (l *leg) close() {
 // next reads the next delta into d: what the race read ahead, then the
 // rest of the stream. It is on the job's stack while the answer streams,
 // with no more in its frame than the stream's delta (stack.go).
-func (l *leg) next(d *upstream.Delta) (err error) {
+func (l *leg) next(d *upstream.Delta) error {
 	if len(l.early) > 0 {
-		*d = l.early[0]
-		l.early = l.early[1:]
+		l.takeEarly(d)
 		return nil
 	}
 	if l.end != nil {
 		return l.end
 	}
-	*d, err = l.stream.Next()
-	return err
+	return l.stream.NextInto(d)
+}
+
+// takeEarly moves the first delta read ahead into d. It is next's, in a
+// frame of its own: a delta copied in next's would be on the job's stack
+// while it waits for the provider (stack.go).
+func (l *leg) takeEarly(d *upstream.Delta) {
+	*d = l.early[0]
+	l.early = l.early[1:]
 }
 
 // FinishReason and StopSequence are the stream's.

@@ -117,6 +117,9 @@ func (j *job) retry() retrier { return retrier{bound: j.w.appendRetry, log: j.lo
 // and then calls. So does a first delivery that waited in the queue for
 // freshFor or longer (a backlog, where clients give up): its stream is
 // checked for a cancellation before any provider is called and paid.
+//
+// run's frame is on the job's stack while the answer streams, so the
+// order after a claim is runClaimed's (stack.go).
 func (j *job) run() {
 	defer j.stopCall(nil)
 	if j.delivery.Delivered == 1 && j.fresh() {
@@ -127,11 +130,17 @@ func (j *job) run() {
 		// claim was fenced before anything was published.
 		j.log.Info("first delivery found frames; reading the stream")
 	}
+	j.runClaimed()
+}
+
+// runClaimed serves a request whose stream it reads and claims before it
+// calls anyone (see run).
+func (j *job) runClaimed() {
 	takeover, ok := j.claimStream()
 	if !ok {
 		return
 	}
-	j.end(j.answer(j.callCtx, takeover))
+	j.end(j.serve(j.callCtx, takeover))
 }
 
 // claimStream reads and claims the stream for run, and reports whether

@@ -21,64 +21,113 @@ import (
 // route, or gives up, rather than leave a client staring at nothing.
 const maxRetryAfter = time.Minute
 
-// serve is the attempt loop. It calls the candidates of the request's
-// route (see routeState) until an attempt finishes the answer, one fails in
-// a way no other attempt can fix (the request's own fault, a cut answer
-// that holds tool calls, a lost stream, a shutdown), or the budgets are
-// spent. Every attempt after the first continues the text already
+// serve answers the request. A request on a stream that holds nothing
+// yet is answered from the cache if its model's cache prefers a kept
+// answer for a deterministic request, and one is kept (keptFirst).
+// Otherwise serve is the attempt loop: it calls the candidates of the
+// request's route (see routeState) until an attempt finishes the answer,
+// one fails in a way no other attempt can fix (the request's own fault, a
+// cut answer that holds tool calls, a lost stream, a shutdown), or the
+// budgets are spent. Every attempt after the first continues the text already
 // published, so the client sees one answer. takeover says that the text
 // was published by an earlier worker.
 //
 // serve's frame is on the job's stack for as long as the answer streams,
-// so what an attempt needs before and after its call is worked out in
-// functions of their own (callContext, failedAttempt): see stack.go.
+// so the loop's state is a serving, and what an attempt needs before and
+// after its call is worked out in functions of their own (startServing,
+// callContext, again): see stack.go.
 func (j *job) serve(ctx context.Context, takeover bool) outcome {
-	if j.toolCalls {
-		return refused(errNoToolCallContinuation)
+	s, settled := j.startServing(takeover)
+	if settled != nil {
+		return *settled
 	}
-	route := j.w.route(j.req)
-	if len(route) == 0 {
-		return refused(modelNotServed(j.req.Model))
-	}
-	state := newRouteState(route)
-	var seam wire.Seam
-	if takeover {
-		seam = wire.SeamTakeover
-	}
-	limit, limited := tokenLimit(j.req.Body)
-	i := 0
-	// Whichever way the loop ends, the stream ended on candidate i.
-	defer func() { j.routed = &routed{first: route[0], last: route[i]} }()
+	// Whichever way the loop ends, the stream ended on candidate s.i.
+	defer s.done(j)
 	for {
-		if limited && j.tokensOut >= limit {
+		if s.limited && j.tokensOut >= s.limit {
 			// The answer has every token the client allowed: a provider
 			// would have stopped here with the same reason.
 			return outcome{finishReason: "length"}
 		}
 		before := j.text.Len()
-		out := j.call(j.callContext(ctx, state, i, takeover), &route[i], seam)
+		out := j.call(j.callContext(ctx, s.state, s.i, takeover), &s.route[s.i], s.seam)
 		if out.final(ctx, j.toolCalls) {
 			if j.toolCalls && out.err != nil && out.class == upstream.Transient {
 				out.err = chain(errNoToolCallContinuation, out.err)
 			}
 			return out
 		}
-		next, delay, ok := j.failedAttempt(state, i, j.text.Len() > before, &out)
-		switch {
-		case !ok:
+		if !j.again(ctx, s, j.text.Len() > before, &out) {
 			return out
-		case next != i:
-			i, seam = next, wire.SeamFallback
-			continue
-		}
-		if err := (backoff.Backoff{}).Sleep(ctx, delay); err != nil {
-			return outcome{err: err, class: upstream.Canceled}
-		}
-		seam = wire.SeamRetry
-		if j.text.Len() > 0 {
-			seam = wire.SeamContinuation
 		}
 	}
+}
+
+// serving is serve's loop: the route, what was called on it, the
+// candidate called next and how its first chunk is marked, and the
+// client's limit on the answer's tokens.
+type serving struct {
+	route   []provider.Candidate
+	state   *routeState
+	i       int
+	seam    wire.Seam
+	limit   int
+	limited bool
+}
+
+// startServing sets up serve's loop, or settles the request before it:
+// with a kept answer, or refused for want of a route.
+func (j *job) startServing(takeover bool) (*serving, *outcome) {
+	if !takeover {
+		if out := j.keptFirst(); out != nil {
+			return nil, out
+		}
+	}
+	if j.toolCalls {
+		out := refused(errNoToolCallContinuation)
+		return nil, &out
+	}
+	route := j.w.route(j.req)
+	if len(route) == 0 {
+		out := refused(modelNotServed(j.req.Model))
+		return nil, &out
+	}
+	s := &serving{route: route, state: newRouteState(route)}
+	if takeover {
+		s.seam = wire.SeamTakeover
+	}
+	s.limit, s.limited = tokenLimit(j.req.Body)
+	return s, nil
+}
+
+// done records where the stream went: the route's first candidate and
+// the one it ended on.
+func (s *serving) done(j *job) {
+	j.routed = &routed{first: s.route[0], last: s.route[s.i]}
+}
+
+// again moves s on after the attempt on candidate s.i failed with out,
+// having published text if progress: to the next candidate at once, or to
+// the same one after a backoff. It reports false if serve gives up with
+// out, whose error then says why.
+func (j *job) again(ctx context.Context, s *serving, progress bool, out *outcome) bool {
+	next, delay, ok := j.failedAttempt(s.state, s.i, progress, out)
+	switch {
+	case !ok:
+		return false
+	case next != s.i:
+		s.i, s.seam = next, wire.SeamFallback
+		return true
+	}
+	if err := (backoff.Backoff{}).Sleep(ctx, delay); err != nil {
+		*out = outcome{err: err, class: upstream.Canceled}
+		return false
+	}
+	s.seam = wire.SeamRetry
+	if j.text.Len() > 0 {
+		s.seam = wire.SeamContinuation
+	}
+	return true
 }
 
 // callContext is ctx as the call of candidate i takes it: with what the
@@ -155,7 +204,8 @@ func (j *job) call(ctx context.Context, c *provider.Candidate, seam wire.Seam) o
 			return *refused
 		}
 		tokens, received := j.tokens(), j.received
-		out := j.attempt(withTicket(ctx, ticket), c, k.key, seam)
+		var out outcome
+		j.attempt(withTicket(ctx, ticket), c, k.key, seam, &out)
 		used := callUsed{tokens: j.tokens() - tokens, streamed: j.received > received}
 		if j.callAgain(ticket, c, k, &seam, &out, used) {
 			continue
