@@ -14,6 +14,9 @@ type Catalog struct {
 	byModel   map[string][]int
 	models    []string
 	settings  map[string]Model
+	// routes holds each served model's route, worked out once: a worker
+	// asks for one with every request.
+	routes map[string][]Candidate
 }
 
 // NewCatalog validates the providers and the entries of the `models`
@@ -50,6 +53,11 @@ func NewCatalog(providers []Config, models ...Model) (*Catalog, error) {
 			return nil, fmt.Errorf("%s.name: %q has two entries", key, m.Name)
 		}
 		c.settings[m.Name] = m
+	}
+	c.routes = map[string][]Candidate{}
+	for _, m := range c.models {
+		r := c.route(m)
+		c.routes[m] = r[:len(r):len(r)]
 	}
 	return c, nil
 }
@@ -119,7 +127,21 @@ type Candidate struct {
 //     fallback's model, or only the fallback's provider when it names one.
 //
 // A provider and model pair appears once, where it first would.
+//
+// The route of a served model is the catalog's own, the same slice for
+// every request: read it, never write it (an append copies it, as its
+// capacity is its length). A candidate is 470 bytes, most of it its
+// provider's settings: a route copied for each request was one of the
+// larger items of a worker's memory per generation.
 func (c *Catalog) Route(model string) []Candidate {
+	if r, ok := c.routes[model]; ok {
+		return r
+	}
+	return c.route(model)
+}
+
+// route works out Route's answer for model.
+func (c *Catalog) route(model string) []Candidate {
 	var out []Candidate
 	add := func(p Config, m string) {
 		if !slices.ContainsFunc(out, func(x Candidate) bool { return x.Provider.Name == p.Name && x.Model == m }) {

@@ -49,7 +49,7 @@ func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string
 	j.attempts++
 	j.provider, j.model = c.Provider.Name, c.Model
 	ctx, traced := j.traceAttempt(ctx, c, seam)
-	first := &leg{c: *c, key: key, seam: seam, n: j.attempts, ob: j.observe(c, seam), cont: j.continuation(c),
+	first := &leg{c: c, key: key, seam: seam, n: j.attempts, ob: j.observe(c, seam), cont: j.continuation(c),
 		started: func() { callStarted(ctx) }}
 	body, err := upstreamBody(j.req.Body, c.Model, first.cont)
 	if err != nil {
@@ -66,7 +66,7 @@ func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string
 		traced(*out)
 		return nil
 	}
-	c = &l.c
+	c = l.c
 	j.provider, j.model = c.Provider.Name, c.Model
 	a := &liveAttempt{first: first, l: l, traced: traced}
 	a.pub = newPublisher(j.writer, wire.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: l.n}, l.seam)

@@ -25,7 +25,7 @@ type hedgeKey struct{}
 // route, and the CallInfo the gate is asked with for it.
 type hedgePlan struct {
 	cfg  provider.Hedge
-	c    provider.Candidate
+	c    *provider.Candidate // the route's: read, never written
 	info fleet.CallInfo
 }
 
@@ -43,7 +43,7 @@ func (j *job) withHedge(ctx context.Context, s *routeState, i int, takeover bool
 		if s.open(k) {
 			info := j.callInfo(s, k, takeover)
 			info.FailFast = true
-			return context.WithValue(ctx, hedgeKey{}, hedgePlan{cfg: cfg, c: s.route[k], info: info})
+			return context.WithValue(ctx, hedgeKey{}, hedgePlan{cfg: cfg, c: &s.route[k], info: info})
 		}
 	}
 	return ctx
@@ -66,7 +66,7 @@ type TTFTFigures interface {
 // is hedged: the quantile the plan asks for of c's figures, at least
 // provider.MinHedgeDelay, or the fixed first_token_sla when it asks for
 // none or the gate has no figures.
-func (w *Worker) hedgeDelay(p hedgePlan, c provider.Candidate) time.Duration {
+func (w *Worker) hedgeDelay(p hedgePlan, c *provider.Candidate) time.Duration {
 	if p.cfg.Quantile == 0 {
 		return p.cfg.SLA
 	}

@@ -18,7 +18,9 @@ import (
 // run at once, each on a goroutine of its own until it sends itself on
 // the race's channel; from then on, the attempt's goroutine owns it.
 type leg struct {
-	c    provider.Candidate
+	// c is the route's candidate, shared with the job: read, never
+	// written.
+	c    *provider.Candidate
 	key  string
 	seam wire.Seam
 	n    int // the call's attempt number (wire.Frame.Attempt)
@@ -99,12 +101,12 @@ func (j *job) hedge(ctx context.Context, p hedgePlan, first *leg) *leg {
 		log.Info("first token late; the hedge budget is spent")
 		return nil
 	}
-	ticket, refused := j.w.admit(fleet.WithCallInfo(ctx, p.info), &p.c)
+	ticket, refused := j.w.admit(fleet.WithCallInfo(ctx, p.info), p.c)
 	if refused != nil {
 		log.Info("first token late; the gate refused the hedge", "err", refused.err)
 		return nil
 	}
-	l := &leg{c: p.c, key: j.w.keys[p.c.Provider.Name].Key(), seam: wire.SeamFallback, cont: j.continuation(&p.c), ticket: ticket}
+	l := &leg{c: p.c, key: j.w.keys[p.c.Provider.Name].Key(), seam: wire.SeamFallback, cont: j.continuation(p.c), ticket: ticket}
 	body, err := upstreamBody(j.req.Body, p.c.Model, l.cont)
 	if err != nil || !j.w.hedges.hedge(j.req.Model, p.cfg.Budget) {
 		// Not made: the ticket settles at nothing.
@@ -117,7 +119,7 @@ func (j *job) hedge(ctx context.Context, p hedgePlan, first *leg) *leg {
 	}
 	j.attempts++
 	l.n = j.attempts
-	l.ob = j.observe(&p.c, l.seam)
+	l.ob = j.observe(p.c, l.seam)
 	log.Info("first token late; hedging", "attempt", l.n)
 	return l
 }
@@ -166,7 +168,7 @@ func (l *leg) dialAside(ctx context.Context, j *job) {
 func (l *leg) dial(ctx context.Context, j *job) {
 	client := *j.w.upstream
 	client.FirstByteTimeout, client.StallTimeout = l.c.Provider.FirstTokenBound(), l.c.Provider.StallBound()
-	l.stream, l.err = client.Stream(ctx, j.target(&l.c, l.key), l.body)
+	l.stream, l.err = client.Stream(ctx, j.target(l.c, l.key), l.body)
 	if l.err == nil && l.started != nil {
 		l.started()
 	}

@@ -253,7 +253,7 @@ func TestHedgeDelayAdaptsToTheFleetsFigures(t *testing.T) {
 		{"fixed SLA", figuresGate{p95: 300 * time.Millisecond}, fixed, a, 800 * time.Millisecond},
 	} {
 		w := &Worker{gate: meteredGate{Gate: tc.gate}}
-		if got := w.hedgeDelay(tc.plan, tc.c); got != tc.want {
+		if got := w.hedgeDelay(tc.plan, &tc.c); got != tc.want {
 			t.Errorf("%s: delay %v, want %v", tc.name, got, tc.want)
 		}
 	}

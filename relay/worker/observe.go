@@ -37,7 +37,7 @@ type jobStats struct {
 // attemptObs observes one upstream call of a job.
 type attemptObs struct {
 	j     *job
-	c     provider.Candidate
+	c     *provider.Candidate // the route's: read, never written
 	start time.Time
 	// fresh: the stream had no chunk when the call started, so its first
 	// token is the stream's.
@@ -57,7 +57,7 @@ func (j *job) observe(c *provider.Candidate, seam wire.Seam) *attemptObs {
 		s.models = append(s.models, c.Model)
 	}
 	j.w.metrics.Attempt(c.Provider.Name, c.Model, metrics.SeamOf(seam))
-	ob := &attemptObs{j: j, c: *c, start: time.Now(), fresh: j.writer.Seq() == 0, cost: j.cost}
+	ob := &attemptObs{j: j, c: c, start: time.Now(), fresh: j.writer.Seq() == 0, cost: j.cost}
 	if j.usage != nil {
 		ob.usage = *j.usage
 	}

@@ -36,8 +36,9 @@ const maxChunkContent = 64 << 10
 // until done received the publisher's result.
 type publisher struct {
 	writer *streamWriter
-	// template is copied into every chunk: Provider, Model and Attempt.
-	template wire.Frame
+	// provider and attempt go into every chunk, with model.
+	provider string
+	attempt  int
 	// seam marks the attempt's first chunk when it does not start the
 	// stream.
 	seam wire.Seam
@@ -76,9 +77,11 @@ type publisher struct {
 	claimed bool
 }
 
+// newPublisher returns the publisher of an attempt whose chunks say the
+// Provider, Model and Attempt of template (its only members read: a frame
+// kept whole would be half a publisher's memory).
 func newPublisher(w *streamWriter, template wire.Frame, seam wire.Seam) *publisher {
-	template.Kind = wire.KindChunk
-	return &publisher{writer: w, template: template, seam: seam, model: template.Model, done: make(chan error, 1)}
+	return &publisher{writer: w, provider: template.Provider, attempt: template.Attempt, seam: seam, model: template.Model, done: make(chan error, 1)}
 }
 
 // start starts publishing on pool, under ctx, once claim is stored (a nil
@@ -246,8 +249,7 @@ func (p *publisher) takeLocked() (f wire.Frame, ok, closed bool) {
 // then its text, at most maxChunkContent bytes of them, and with the last
 // piece everything else. seg leaves the queue once it is all taken.
 func (p *publisher) cut(seg *segment) wire.Frame {
-	f := p.template
-	f.Model = p.model
+	f := wire.Frame{Kind: wire.KindChunk, Provider: p.provider, Model: p.model, Attempt: p.attempt}
 	f.SystemFingerprint = seg.fingerprint
 	f.Tokens, seg.tokens = seg.tokens, 0 // a chunk cut at maxChunkContent counts them all
 	f.NewBlock, seg.newBlock = seg.newBlock, false
