@@ -77,7 +77,7 @@ func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string
 	// cancellation or a handover is still published. If publishing fails,
 	// nobody will see the rest of this answer: the call stops, not to pay
 	// for it.
-	a.pub.start(j.logCtx, j.firstClaim, j.w.publishers, l.close)
+	a.pub.start(j.logCtx, j.firstClaim, j.w.runners, l.close)
 	if l.cont.text != "" && l.cont.mode == provider.Prompt {
 		a.overlap = newOverlapFilter(l.cont.text)
 	}

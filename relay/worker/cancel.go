@@ -37,6 +37,14 @@ func (w *Worker) followCancels() (*nats.Subscription, error) {
 // metaTimeout bounds reading a stream's metadata.
 const metaTimeout = 2 * time.Second
 
+// checkCancelled starts cancelledEarlier on one of the worker's runners;
+// its answer comes on the channel returned.
+func (j *job) checkCancelled() <-chan bool {
+	cancelled := make(chan bool, 1)
+	j.w.runners.Run(func() { cancelled <- j.cancelledEarlier(j.logCtx) })
+	return cancelled
+}
+
 // cancelledEarlier reports whether the stream's metadata records that its
 // client cancelled it before this job started. A stream without metadata
 // (the record expired, or a request queued by other means) or whose

@@ -29,8 +29,8 @@ func (j *job) runFirst() bool {
 }
 
 // startClaim starts storing the claim frame of a first delivery and
-// checking that its stream was not cancelled, on a goroutine of its own;
-// a failure stops the call with stop. It returns the go-ahead the
+// checking that its stream was not cancelled, on the worker's runners
+// (stack.go); a failure stops the call with stop. It returns the go-ahead the
 // publishers wait for.
 func (j *job) startClaim(stop context.CancelCauseFunc) *firstClaim {
 	j.takeOver(&history{})
@@ -39,9 +39,8 @@ func (j *job) startClaim(stop context.CancelCauseFunc) *firstClaim {
 	// The call goes on the job's goroutine, the claim on another: the call
 	// is on the first token's path, the claim only has to be stored before
 	// the first chunk, which comes a provider's time to first token later.
-	go func() {
-		cancelled := make(chan bool, 1)
-		go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
+	j.w.runners.Run(func() {
+		cancelled := j.checkCancelled()
 		err := j.appendClaim()
 		if err == nil && <-cancelled {
 			err = errCancelled
@@ -50,7 +49,7 @@ func (j *job) startClaim(stop context.CancelCauseFunc) *firstClaim {
 			stop(err)
 		}
 		claim.done(err)
-	}()
+	})
 	return claim
 }
 

@@ -57,7 +57,8 @@ type leg struct {
 func (j *job) open(ctx context.Context, first *leg) (*leg, error) {
 	plan, ok := hedgePlanOf(ctx)
 	if !ok {
-		first.dialAside(ctx, j)
+		// Opening a call goes deep into net/http (stack.go).
+		j.w.aside(func() { first.dial(ctx, j) })
 		return first, first.err
 	}
 	done := make(chan *leg, 2)
@@ -150,18 +151,6 @@ func (l *leg) run(ctx context.Context, j *job, done chan<- *leg) {
 		}
 		done <- l
 	}()
-}
-
-// dialAside is dial on a goroutine of its own, waited for. Opening a call
-// goes deep into net/http: on the job's goroutine it would grow the stack
-// the job then keeps while the answer streams (stack.go).
-func (l *leg) dialAside(ctx context.Context, j *job) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l.dial(ctx, j)
-	}()
-	<-done
 }
 
 // dial opens l's stream.

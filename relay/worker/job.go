@@ -149,8 +149,7 @@ func (j *job) runClaimed() {
 // claim. Its frame (the stream's history) is not on the job's stack while
 // the answer streams (stack.go).
 func (j *job) claimStream() (takeover, ok bool) {
-	cancelled := make(chan bool, 1)
-	go func() { cancelled <- j.cancelledEarlier(j.logCtx) }()
+	cancelled := j.checkCancelled()
 	h, err := j.claim()
 	wasCancelled := <-cancelled
 	if err != nil {
@@ -231,7 +230,16 @@ func claimFrame(worker string) wire.Frame {
 // answer was finished anyway. A request no provider could take may be
 // answered from the cache first, and a finished answer is kept there
 // (answer_cache.go).
+//
+// It runs on one of the worker's runners: what ends a stream (a publish,
+// a KV write, the job's log line) goes deep into nats.go, encoding/json
+// and log/slog (stack.go).
 func (j *job) end(out outcome) {
+	j.w.aside(func() { j.endAside(out) })
+}
+
+// endAside is end, on a runner.
+func (j *job) endAside(out outcome) {
 	out = j.orKept(out)
 	cause := context.Cause(j.callCtx)
 	switch {

@@ -37,7 +37,11 @@ const maxRetryAfter = time.Minute
 // after its call is worked out in functions of their own (startServing,
 // callContext, again): see stack.go.
 func (j *job) serve(ctx context.Context, takeover bool) outcome {
-	s, settled := j.startServing(takeover)
+	var s *serving
+	var settled *outcome
+	// Reading the request's limits and its route goes deep into
+	// encoding/json (stack.go).
+	j.w.aside(func() { s, settled = j.startServing(takeover) })
 	if settled != nil {
 		return *settled
 	}

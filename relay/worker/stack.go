@@ -35,9 +35,12 @@ package worker
 // first delivery and its end (startClaim, endFirst), and a malformed or
 // returned request (startJob, pullFailed, handBack). Each chunk is parsed
 // below the chain, in frames that hold no more than a few hundred bytes
-// (upstream's parse state is pooled, not a local), and a call is opened
-// on a goroutine of its own (leg.dialAside), as net/http goes 4 KiB deep
-// to send a request.
+// (upstream's parse state is pooled, not a local). What goes deeper is
+// handed to the worker's runners and waited for (Worker.aside): decoding
+// the request (encoding/json), opening a call (net/http goes 4 KiB deep to
+// send one), the claim, and the end of the stream (its frame, the usage
+// record, the ack, the log line). A runner's stack grows once, not per
+// request.
 //
 // Over HTTP/1.1 the job reads the socket itself, 3 KiB down from the SSE
 // reader, and its stack stays at 16 KiB.

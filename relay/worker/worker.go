@@ -91,8 +91,10 @@ type Worker struct {
 	keys map[string]*apikeys.Ring
 	// hedges are the hedge budgets of the models that hedge (hedge.go).
 	hedges *hedgeBudgets
-	// publishers runs the jobs' appends of chunks (relay/runners).
-	publishers *runners.Pool
+	// runners run what jobs do in bursts off their own goroutines: the
+	// appends of chunks, claims, the opening of calls, usage records
+	// (relay/runners, and stack.go for why).
+	runners *runners.Pool
 	// keysPoll is how often key files are checked; 0: never.
 	keysPoll time.Duration
 	// progressEvery is a quarter of AckWait: three reports can be lost
@@ -209,7 +211,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		jobs:            newInflight(),
 		answers:         &answerCache{js: deps.JS},
 		hedges:          newHedgeBudgets(),
-		publishers:      runners.New(runners.Idle),
+		runners:         runners.New(runners.Idle),
 		draining:        make(chan struct{}),
 		done:            make(chan struct{}),
 	}
@@ -477,7 +479,9 @@ func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	stop := keepInProgress(msg, w.progressEvery, w.logger)
 	defer stop()
-	j := w.startJob(ctx, msg, stop)
+	var j *job
+	// Decoding the request goes deep into encoding/json (stack.go).
+	w.aside(func() { j = w.startJob(ctx, msg, stop) })
 	if j == nil {
 		return
 	}
@@ -502,6 +506,20 @@ func (w *Worker) startJob(ctx context.Context, msg jetstream.Msg, stopProgress f
 	j := newJob(ctx, w, msg, req, stopProgress)
 	w.jobs.add(j)
 	return j
+}
+
+// aside runs f on one of the worker's runners and waits for it. A job's
+// goroutine hands over what goes deep (encoding/json, net/http, nats.go,
+// log/slog): done on its own stack, it would grow the stack the job keeps
+// while its answer streams, and copy it as it grows, for every request
+// (stack.go).
+func (w *Worker) aside(f func()) {
+	done := make(chan struct{})
+	w.runners.Run(func() {
+		defer close(done)
+		f()
+	})
+	<-done
 }
 
 // decodeRequest parses a work-queue message and checks that its stream id
