@@ -74,6 +74,27 @@ func TestRoute(t *testing.T) {
 	}
 }
 
+// TestRouteIsSharedAndAnAppendCopies holds the catalog's routes, which
+// every request shares, safe from a caller that appends to one.
+func TestRouteIsSharedAndAnAppendCopies(t *testing.T) {
+	c, err := NewCatalog([]Config{
+		{Name: "a", BaseURL: "http://a/v1", Models: []string{"m1"}},
+		{Name: "b", BaseURL: "http://b/v1", Models: []string{"m1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Route("m1")
+	if again := c.Route("m1"); &again[0] != &r[0] {
+		t.Error("Route worked the route out again; want the catalog's own")
+	}
+	grown := append(r, Candidate{Model: "extra"})
+	grown[0].Model = "changed"
+	if got := c.Route("m1"); len(got) != 2 || got[0].Model != "m1" {
+		t.Errorf("after an append to a route and a write to the copy, Route = %+v; want the catalog's two candidates unchanged", got)
+	}
+}
+
 func TestRouteSettings(t *testing.T) {
 	c, err := NewCatalog([]Config{
 		{Name: "a", BaseURL: "http://a/v1", Models: []string{"m1", "m2", "m3"}, Continuation: Prompt, ContinuePrompt: "go on"},

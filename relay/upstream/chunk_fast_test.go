@@ -82,6 +82,26 @@ func TestParseChunkFastTakesCommonShapes(t *testing.T) {
 	}
 }
 
+// TestParseChunkFastForgetsTheChunkBefore parses each common chunk right
+// after each other one, so that the parse state recycled between them
+// (fastChunkPool) is the one the chunk before left, and holds it to what
+// the general path reads.
+func TestParseChunkFastForgetsTheChunkBefore(t *testing.T) {
+	for _, before := range fastChunks {
+		for _, in := range fastChunks {
+			parseChunkFast([]byte(before), new(Delta))
+			var got Delta
+			if !parseChunkFast([]byte(in), &got) {
+				t.Errorf("parseChunkFast(%q) after %q left it to the general path", in, before)
+				continue
+			}
+			if want, err := parseChunkGeneral([]byte(in)); err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("parseChunkFast(%q) after %q =\n %+v\nparseChunkGeneral =\n %+v, %v", in, before, got, want, err)
+			}
+		}
+	}
+}
+
 func TestParseChunkFastLeavesTheRest(t *testing.T) {
 	for _, in := range generalChunks {
 		if d := (Delta{}); parseChunkFast([]byte(in), &d) {
