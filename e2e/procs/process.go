@@ -47,6 +47,8 @@ type spec struct {
 	nats bool
 	// embedded is the client URL of the server a Dev process embeds.
 	embedded string
+	// env is added to the process's environment.
+	env []string
 }
 
 // readiness says when a started process serves. Exactly one field is set.
@@ -72,6 +74,9 @@ func startProcess(ctx context.Context, s spec, logPath string, timeout time.Dura
 		return nil, fmt.Errorf("procs: %s: %w", s.name, err)
 	}
 	cmd := exec.Command(s.path, s.args...)
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	cmd.Stdout, cmd.Stderr = stdoutW, logFile
 	// The child is killed when this program dies, however it dies: a
 	// benchmark that panics or a test binary killed on timeout must not

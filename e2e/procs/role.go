@@ -65,6 +65,8 @@ type Role struct {
 	// on free ports, nats.url, providers, worker.id, and
 	// edge.allow_anonymous.
 	Settings Settings
+	// Env is added to the process's environment ("GOTRACEBACK=system").
+	Env []string
 }
 
 // Start writes r's configuration file, starts the relay binary with it and
@@ -117,6 +119,7 @@ func (h *Harness) Start(ctx context.Context, r Role) (*Process, error) {
 		args:     []string{r.Role, "--config", confPath},
 		ready:    readiness{line: readyLine(r.Role)},
 		embedded: embedded,
+		env:      r.Env,
 	})
 }
 

@@ -45,6 +45,10 @@ package worker
 // Over HTTP/1.1 the job reads the socket itself, 3 KiB down from the SSE
 // reader, and its stack stays at 16 KiB.
 //
+// TestProcessAJobWaitsOnAnEightKiBStack (e2e) holds the first rule: it
+// reads a worker's goroutine dump and fails with the waiting chain's
+// frames if they take too much.
+//
 // Frame sizes: `go build -gcflags=-S ./relay/worker 2>&1 | grep STEXT`
 // (locals=, plus 8 bytes of return address). The chain as it waits: run
 // a worker with GOTRACEBACK=system and send it SIGQUIT; each frame's fp
