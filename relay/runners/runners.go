@@ -31,8 +31,10 @@
 // a runner a cycle, not one a token.)
 //
 // The worker uses the same pool for the appends of its generations'
-// chunks: a goroutine per attempt held a stack for every generation in
-// flight, where the appends of all of them need a few runners at a time.
+// chunks (a goroutine per attempt held a stack for every generation in
+// flight, where the appends of all of them need a few runners at a time),
+// and for what a job does that goes deep, so that the job's own stack stays
+// small while it waits for its provider (relay/worker/stack.go).
 package runners
 
 import (

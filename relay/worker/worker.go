@@ -92,8 +92,8 @@ type Worker struct {
 	// hedges are the hedge budgets of the models that hedge (hedge.go).
 	hedges *hedgeBudgets
 	// runners run what jobs do in bursts off their own goroutines: the
-	// appends of chunks, claims, the opening of calls, usage records
-	// (relay/runners, and stack.go for why).
+	// appends of chunks, claims, decoding requests, opening calls, ending
+	// streams (relay/runners, and stack.go for why).
 	runners *runners.Pool
 	// keysPoll is how often key files are checked; 0: never.
 	keysPoll time.Duration
