@@ -60,7 +60,8 @@
 //	sse.go            Cache-Control: no-cache, no-transform; X-Accel-Buffering: no; retry:
 //	sse_conn.go       over HTTP/1.1 an SSE response takes its connection over from net/http:
 //	                  a stream waiting for its next token holds no goroutine but its
-//	                  connection's reader, and no buffer (Connection: close)
+//	                  connection's reader, and no buffer; once it ended, the connection
+//	                  goes back to net/http for the client's next request (keepalive.go)
 //
 // Nothing a client sends as a credential (keys, tokens) is logged or echoed
 // in an error.

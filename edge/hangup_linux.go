@@ -62,13 +62,23 @@ func startHangups() *hangups {
 	return h
 }
 
+// canWatchHangup says that watchHangup can watch a connection without
+// reading it, so that what its client sends next stays in the socket
+// (keepalive.go).
+const canWatchHangup = true
+
 // watchHangup calls fn once conn's client hangs up, until stop is called;
 // ok is false when conn cannot be watched so (the caller reads it
-// instead). stop also drops what the client sent and was not read, so
-// that closing the connection sends a FIN, not a reset that could cut
-// the end of the response.
-func watchHangup(conn net.Conn, fn func()) (stop func(), ok bool) {
-	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok { // TLS
+// instead). stop(true), for a connection about to be closed, also drops
+// what the client sent and was not read, so that closing it sends a FIN,
+// not a reset that could cut the end of the response; stop(false), for
+// one kept alive, leaves the client's next request in the socket.
+func watchHangup(conn net.Conn, fn func()) (stop func(drop bool), ok bool) {
+	for { // TLS, the connection cap's and the listener's wrappers
+		nc, ok := conn.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
 		conn = nc.NetConn()
 	}
 	sc, isSC := conn.(syscall.Conn)
@@ -121,12 +131,12 @@ func watchHangup(conn net.Conn, fn func()) (stop func(), ok bool) {
 		return nil, false
 	}
 	var once sync.Once
-	return func() {
+	return func(drop bool) {
 		once.Do(func() {
 			forget()
 			_ = rc.Read(func(fd uintptr) bool {
 				var b [512]byte
-				for {
+				for drop {
 					if n, err := syscall.Read(int(fd), b[:]); n <= 0 || err != nil {
 						break
 					}

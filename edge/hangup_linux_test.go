@@ -3,6 +3,7 @@
 package edge
 
 import (
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -54,12 +55,34 @@ func TestHangupWatchEndsWithTheLastConnection(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("round %d: hang-up not told", round)
 		}
-		stopA()
-		stopA() // a second stop does nothing
+		stopA(true)
+		stopA(true) // a second stop does nothing
 		if !hangupsRunning() {
 			t.Fatalf("round %d: stopped watching with b still watched", round)
 		}
-		stopB()
+		stopB(true)
 		relaytest.Eventually(t, 10*time.Second, time.Millisecond, func() bool { return !hangupsRunning() })
+	}
+}
+
+// What a client sends while its connection is watched is not a hang-up,
+// and stop(false) leaves it in the socket: the next request on a
+// connection kept alive (keepalive.go). (On loopback a write returns once
+// its bytes are in the peer's socket.)
+func TestHangupWatchLeavesTheNextRequestInTheSocket(t *testing.T) {
+	a, aClient := tcpPair(t)
+	stop, ok := watchHangup(a, func() { t.Error("a request taken for a hang-up") })
+	if !ok {
+		t.Fatal("connection not watched")
+	}
+	const next = "GET /v1/models HTTP/1.1\r\nHost: edge\r\n\r\n"
+	if _, err := aClient.Write([]byte(next)); err != nil {
+		t.Fatal(err)
+	}
+	stop(false)
+	a.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, len(next))
+	if _, err := io.ReadFull(a, got); err != nil || string(got) != next {
+		t.Fatalf("read %q, %v", got, err)
 	}
 }

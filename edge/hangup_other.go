@@ -4,6 +4,10 @@ package edge
 
 import "net"
 
+// canWatchHangup: elsewhere a goroutine reads each taken-over connection,
+// which then cannot serve another request (keepalive.go).
+const canWatchHangup = false
+
 // watchHangup is epoll's (hangup_linux.go): elsewhere a goroutine reads
 // each taken-over connection.
-func watchHangup(net.Conn, func()) (stop func(), ok bool) { return nil, false }
+func watchHangup(net.Conn, func()) (stop func(drop bool), ok bool) { return nil, false }

@@ -202,6 +202,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv.RegisterOnShutdown(s.clients.close)
 	served := make(chan error, 1)
 	ln = limitConnections(ln, s.cfg.MaxConnections) // conn_limit.go
+	ln = newReuseListener(ln)                       // keepalive.go
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:

@@ -30,9 +30,9 @@ import (
 // grew while it rendered and wrote is there for the next token.
 //
 // The body is chunked, as net/http would write it, so that a client tells
-// a complete response from a cut connection; the response says
-// "Connection: close", as the connection is not handed back: a client's
-// next request opens a new one.
+// a complete response from a cut connection. Once the response ended, the
+// connection goes back to net/http for the client's next request
+// (keepalive.go), unless the response said "Connection: close".
 //
 // What is left per waiting stream is the connection, the follower and its
 // subscription. The edge still learns at once that a client closed its
@@ -70,7 +70,10 @@ type sseConn struct {
 	// no one (and hold up the reads behind it on the edge's connection).
 	leave context.CancelCauseFunc
 	// unwatch stops watching the connection for the client's hang-up.
-	unwatch  func()
+	unwatch func(drop bool)
+	// keep is the connection to give back for the client's next request
+	// once the response ended, nil if it is closed (keepalive.go).
+	keep     *keptConn
 	done     func()
 	stopDone func() bool
 }
@@ -81,17 +84,21 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	if r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) || r.Method == http.MethodHead || s.cfg.Demo {
 		return false
 	}
-	// net/http's buffers are let go of: whatever the client sends after
-	// the request (the response says Connection: close) is dropped.
-	conn, _, err := http.NewResponseController(w).Hijack()
+	// net/http's buffers are let go of: if they held anything the client
+	// sent after the request, it is dropped and the response says
+	// Connection: close.
+	conn, buf, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
 	}
+	keep := reusable(conn, r, buf.Reader.Buffered())
 	// A body the handler never read (a GET carrying one) left its read
 	// deadline on the connection (body.go); the hang-up watch reads on.
 	conn.SetReadDeadline(time.Time{})
 	h := w.Header()
-	h.Set("Connection", "close")
+	if keep == nil {
+		h.Set("Connection", "close")
+	}
 	h.Set("Transfer-Encoding", "chunked")
 	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 	// Room for a common head, so that it is not grown header by header.
@@ -100,7 +107,7 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	h.Write(head)
 	head.WriteString("\r\n")
 
-	c := &sseConn{sseStream: st, conn: conn, w: &chunkedConn{conn: conn, head: head.Bytes()}, runners: s.runners}
+	c := &sseConn{sseStream: st, conn: conn, w: &chunkedConn{conn: conn, head: head.Bytes()}, runners: s.runners, keep: keep}
 	c.serve = c.run
 	var base context.Context
 	base, c.leave = context.WithCancelCause(context.Background())
@@ -117,6 +124,9 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	c.stopDone = context.AfterFunc(st.ctx, c.schedule)
 	var watched bool
 	if c.unwatch, watched = watchHangup(conn, c.hangUp); !watched {
+		// The reader drops what the client sends next: the connection
+		// is closed after the response, whatever its head said.
+		c.keep = nil
 		go c.watch()
 	}
 	// A resume's first read was started with the request's context, which
@@ -176,15 +186,21 @@ func (c *sseConn) work() (over, left bool) {
 	}
 }
 
-// end ends the response, closes the connection and releases the stream.
+// end ends the response, gives the connection back for the client's next
+// request or closes it, and releases the stream.
 func (c *sseConn) end(left bool) {
 	if !left {
 		c.w.end()
 	}
+	keep := c.keep != nil && !left && c.w.ended && !c.w.failed && !c.gone.Load()
 	if c.unwatch != nil {
-		c.unwatch()
+		c.unwatch(!keep)
 	}
-	c.conn.Close()
+	if keep {
+		c.keep.giveBack()
+	} else {
+		c.conn.Close()
+	}
 	if c.stopDone != nil {
 		c.stopDone()
 	}

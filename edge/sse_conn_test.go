@@ -109,7 +109,9 @@ func TestWaitingSSEStreamKeepsAlive(t *testing.T) {
 }
 
 // TestSSEOverTLS: an HTTP/2 connection cannot be taken over, its handler
-// serves the stream; an HTTP/1.1 one over TLS is taken over.
+// serves the stream; an HTTP/1.1 one over TLS is taken over. The server
+// here is not the edge's own (Serve), which could take the connection
+// back, so the response says Connection: close.
 func TestSSEOverTLS(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker(&worker{script: answer(5), pace: time.Millisecond})
@@ -134,8 +136,9 @@ func TestSSEOverTLS(t *testing.T) {
 }
 
 // TestSSEClientThatLeavesIsNoticedAtOnce: what a client sends after its
-// request is dropped, and once it closes its connection the edge lets go
-// of its stream without waiting for a keepalive.
+// request is dropped (the response says Connection: close, keepalive.go),
+// and once it closes its connection the edge lets go of its stream
+// without waiting for a keepalive.
 func TestSSEClientThatLeavesIsNoticedAtOnce(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{Keepalive: time.Hour})

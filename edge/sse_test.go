@@ -68,8 +68,9 @@ func TestReplayWireFormat(t *testing.T) {
 		}
 	}
 	// The stream took the connection over (sse_conn.go): the body is
-	// chunked, and the connection ends with it.
-	if !res.Close || len(res.TransferEncoding) != 1 || res.TransferEncoding[0] != "chunked" {
+	// chunked, and the connection is kept for the next request
+	// (keepalive.go).
+	if res.Close || len(res.TransferEncoding) != 1 || res.TransferEncoding[0] != "chunked" {
 		t.Errorf("Connection: close %v, Transfer-Encoding %q", res.Close, res.TransferEncoding)
 	}
 	golden(t, "replay_done.sse", readAll(t, res))

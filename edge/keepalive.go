@@ -1,0 +1,139 @@
+package edge
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// # Keep-alive after a taken-over stream
+//
+// A taken-over SSE response (sse_conn.go) is no longer net/http's, and
+// net/http cannot be handed a hijacked connection back. Answering
+// "Connection: close" would make every streamed request open a connection
+// of its own: a TCP handshake, and through a TLS terminator a TLS one too,
+// on the way to every first token, and an accept and a close on the edge
+// for every request. So the edge's listener takes a connection back once
+// its stream ended cleanly, and net/http serves the client's next request
+// on it as it would on a new connection; its next read is bounded by the
+// server's ReadHeaderTimeout rather than its IdleTimeout.
+//
+// A connection is given back only if nothing of it is lost: the request's
+// body was read to its end and net/http had buffered nothing after it, so
+// that the client's next bytes are its next request, still in the socket;
+// the client did not ask for the connection to close; and the hang-up is
+// watched without reading the connection (hangup_linux.go). Otherwise the
+// response says "Connection: close" as before.
+
+// reuseListener is the edge's listener in Serve: it accepts new
+// connections and the connections that taken-over streams give back. Each
+// new one is a keptConn, which names the listener to give it back to; a
+// connection of another server the handler is mounted on is not one.
+type reuseListener struct {
+	net.Listener
+	accepted chan acceptResult
+	back     chan *keptConn
+	// closed is closed with the listener: a connection given back after
+	// that is closed instead.
+	closed    chan struct{}
+	closeOnce sync.Once
+	pumpOnce  sync.Once
+}
+
+type acceptResult struct {
+	conn net.Conn
+	err  error
+}
+
+func newReuseListener(ln net.Listener) *reuseListener {
+	return &reuseListener{Listener: ln, accepted: make(chan acceptResult), back: make(chan *keptConn), closed: make(chan struct{})}
+}
+
+// Accept returns the next connection, new or given back.
+func (l *reuseListener) Accept() (net.Conn, error) {
+	l.pumpOnce.Do(func() { go l.pump() })
+	select {
+	case c := <-l.back:
+		return c, nil
+	case a := <-l.accepted:
+		if a.err != nil {
+			return nil, a.err
+		}
+		return &keptConn{Conn: a.conn, l: l}, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// pump accepts new connections for Accept, one at a time, until the
+// listener is closed; Serve decides what other errors mean.
+func (l *reuseListener) pump() {
+	for {
+		c, err := l.Listener.Accept()
+		select {
+		case l.accepted <- acceptResult{c, err}:
+		case <-l.closed:
+			if c != nil {
+				c.Close()
+			}
+			return
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
+}
+
+func (l *reuseListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// keptConn is a connection the edge's listener accepted.
+type keptConn struct {
+	net.Conn
+	l *reuseListener
+}
+
+// NetConn is the connection wrapped: the hang-up watch reaches the socket
+// through it (hangup_linux.go).
+func (c *keptConn) NetConn() net.Conn { return c.Conn }
+
+// giveBack hands c to the server for the client's next request, with no
+// deadline left on it, or closes it if the server stopped accepting.
+func (c *keptConn) giveBack() {
+	if c.SetDeadline(time.Time{}) != nil {
+		c.Close()
+		return
+	}
+	select {
+	case c.l.back <- c:
+	case <-c.l.closed:
+		c.Close()
+	}
+}
+
+// reusable returns the connection a taken-over response to r is written
+// on if it can serve the client's next request (see above), else nil:
+// buffered is what net/http had read past the request.
+func reusable(conn net.Conn, r *http.Request, buffered int) *keptConn {
+	kc, ok := conn.(*keptConn)
+	if !ok || !canWatchHangup || r.Close || buffered > 0 || !bodyRead(r) {
+		return nil
+	}
+	return kc
+}
+
+// bodyRead reports whether r's body was read to its end: a read of
+// nothing then answers io.EOF, and reads nothing from the connection in
+// any case.
+func bodyRead(r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	n, err := r.Body.Read(nil)
+	return n == 0 && err == io.EOF
+}

@@ -1,0 +1,93 @@
+package edge
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"testing"
+	"time"
+)
+
+// reuseClient sends requests on a transport of its own and tells whether
+// each went on a connection an earlier one used.
+type reuseClient struct {
+	t  *testing.T
+	hc *http.Client
+}
+
+func newReuseClient(t *testing.T) *reuseClient {
+	tr := &http.Transport{MaxIdleConnsPerHost: 1}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &reuseClient{t: t, hc: &http.Client{Transport: tr}}
+}
+
+// do sends the request and reads its whole body.
+func (c *reuseClient) do(method, url, body string, close bool) (res *http.Response, text string, reused bool) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Close = close
+	res, err = c.hc.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	return res, readAll(c.t, res), reused
+}
+
+// TestSSEConnectionServesTheNextRequest: a taken-over stream's connection
+// goes back to the server once the stream ended, and carries the
+// client's next requests, streamed or not (keepalive.go).
+func TestSSEConnectionServesTheNextRequest(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: answer(5), pace: time.Millisecond})
+	edge := e.startEdge(Config{})
+	c := newReuseClient(t)
+	for i := range 3 {
+		res, body, reused := c.do("POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), false)
+		if res.Close || res.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("stream %d: Connection: close %v, %s", i, res.Close, res.Header.Get("Content-Type"))
+		}
+		if got := checkAnswer(t, body, 5); got != words(5) {
+			t.Fatalf("stream %d: text %q", i, got)
+		}
+		if reused != (i > 0) {
+			t.Fatalf("stream %d: on a connection used before: %v", i, reused)
+		}
+		// The client may read the end before the stream lets go of it.
+		waitFor(t, func() bool { return edge.clients.count(clientSSE) == 0 })
+	}
+	res, _, reused := c.do("GET", edge.url+"/v1/models", "", false)
+	if res.StatusCode != http.StatusOK || !reused {
+		t.Fatalf("models after streams: %d, on a connection used before: %v", res.StatusCode, reused)
+	}
+}
+
+// TestSSEConnectionCloseIsHonoured: a client that asks for its connection
+// to close gets it closed after the stream, and its next request opens
+// another.
+func TestSSEConnectionCloseIsHonoured(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: answer(3), pace: time.Millisecond})
+	edge := e.startEdge(Config{})
+	c := newReuseClient(t)
+	res, body, _ := c.do("POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), true)
+	if !res.Close {
+		t.Fatal("Connection: close asked for, not answered")
+	}
+	if got := checkAnswer(t, body, 3); got != words(3) {
+		t.Fatalf("text %q", got)
+	}
+	if _, _, reused := c.do("POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), false); reused {
+		t.Fatal("the next request went on the closed connection")
+	}
+}
