@@ -3,17 +3,24 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // capResult is what a closed-loop saturation step measured.
 type capResult struct {
 	// rate is the exact streams per second that ended in the window.
-	rate            float64
-	counted         int
-	clients         int
-	streams, exact  int
+	rate           float64
+	counted        int
+	clients        int
+	streams, exact int
+	// dials counts the connections the clients opened: as many as the
+	// clients when a connection carries stream after stream, as many as
+	// the streams when each response ends its connection.
+	dials           int64
 	firstFailure    string
 	ttft            dist // of the streams counted, ms
 	warm, window    time.Duration
@@ -21,8 +28,8 @@ type capResult struct {
 }
 
 func (r capResult) summary() string {
-	s := fmt.Sprintf("%.0f req/s: %d clients back to back, %d exact streams ended in the %v after a %v warm-up (%d of %d exact in all), time to first token %s ms",
-		r.rate, r.clients, r.counted, r.window, r.warm, r.exact, r.streams, num(r.ttft.Median))
+	s := fmt.Sprintf("%.0f req/s: %d clients back to back, %d exact streams ended in the %v after a %v warm-up (%d of %d exact in all, on %d connections), time to first token %s ms",
+		r.rate, r.clients, r.counted, r.window, r.warm, r.exact, r.streams, r.dials, num(r.ttft.Median))
 	if r.unsaturatedHint {
 		s += " (not saturated: a lower bound)"
 	}
@@ -42,6 +49,13 @@ func (r capResult) summary() string {
 func (b *bench) capacity(ctx context.Context, t target, conv conversation, clients int, warm, window time.Duration, streamLen time.Duration) (capResult, error) {
 	hc := newHTTPClient(clients, true)
 	defer hc.CloseIdleConnections()
+	var dials atomic.Int64
+	tr := hc.Transport.(*http.Transport)
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
 	res := capResult{clients: clients, warm: warm, window: window}
 	start := time.Now()
 	from, until := start.Add(warm), start.Add(warm+window)
@@ -73,6 +87,7 @@ func (b *bench) capacity(ctx context.Context, t target, conv conversation, clien
 		})
 	}
 	wg.Wait()
+	res.dials = dials.Load()
 	res.counted = len(counted)
 	res.rate = float64(len(counted)) / window.Seconds()
 	res.ttft = summarize(ms(counted))
