@@ -1,18 +1,21 @@
 package edge
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"testing"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/wire"
 )
 
 // The edge's processor time per chunk (e2e/BENCHMARKS.md, "Edge CPU per
-// chunk"): rendering a chunk's event, and writing events to a client.
+// chunk"): rendering a chunk's event, and writing events to a client; and
+// per request: checking its body.
 //
-//	go test -run '^$' -bench 'RenderChunk|SSEWriteBatch' -benchmem ./edge/
+//	go test -run '^$' -bench 'RenderChunk|SSEWriteBatch|ParseChatRequest' -benchmem ./edge/
 
 // benchChunks are a typical stream's entries: a first chunk with the role,
 // a token, and the done end frame with its usage.
@@ -115,4 +118,28 @@ func loopback(b *testing.B) net.Conn {
 	}
 	b.Cleanup(func() { conn.Close() })
 	return conn
+}
+
+// BenchmarkParseChatRequest checks a request body with encoding/json, as
+// the edge did (decodeChatRequest), and in one pass (parseChatRequest): a
+// first turn and a conversation of 21 messages.
+func BenchmarkParseChatRequest(b *testing.B) {
+	lim := fuzzLimits
+	lim.maxMessages = -1
+	for _, turns := range []int{1, 21} {
+		body := relaytest.Conversation(testModel, turns)
+		for _, c := range []struct {
+			name  string
+			parse func([]byte, limits) (chatRequest, *wire.Error)
+		}{{"encoding-json", decodeChatRequest}, {"one-pass", parseChatRequest}} {
+			b.Run(fmt.Sprintf("%d-messages/%s", turns, c.name), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					if _, e := c.parse(body, lim); e != nil {
+						b.Fatal(e)
+					}
+				}
+			})
+		}
+	}
 }

@@ -89,8 +89,19 @@ func readChatRequest(w http.ResponseWriter, r *http.Request, max int64, lim limi
 // parseChatRequest validates what the relay relies on and what would only
 // fail at the provider (types and ranges of the common parameters, the
 // edge's limits), and names the first field at fault the way OpenAI does
-// (param "messages[2].role"). Nothing it refuses reaches JetStream.
+// (param "messages[2].role"). Nothing it refuses reaches JetStream. A
+// valid request is accepted in one pass (request_scan.go); the rest is
+// decodeChatRequest's.
 func parseChatRequest(body []byte, lim limits) (chatRequest, *wire.Error) {
+	if req, ok := scanChatRequest(body, lim); ok {
+		return req, nil
+	}
+	return decodeChatRequest(body, lim)
+}
+
+// decodeChatRequest is parseChatRequest with encoding/json: it names what
+// is wrong with a request, and decides what the one pass gives up on.
+func decodeChatRequest(body []byte, lim limits) (chatRequest, *wire.Error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		return chatRequest{}, invalid("", CodeInvalidJSON, "request body must be a JSON object")
