@@ -44,7 +44,20 @@ type continuation struct {
 // (max_tokens, max_completion_tokens) are reduced by the tokens of the
 // text, so the whole answer keeps within them; the attempt loop ends a
 // stream whose limit is spent before it gets here (tokenLimit).
+//
+// A fresh answer's body is usually the client's with three members set,
+// which spliceBody writes in one pass; decodeBody is the general way.
 func upstreamBody(clientBody json.RawMessage, model string, cont continuation) ([]byte, error) {
+	if cont.text == "" {
+		if b, ok := spliceBody(clientBody, model); ok {
+			return b, nil
+		}
+	}
+	return decodeBody(clientBody, model, cont)
+}
+
+// decodeBody is upstreamBody with encoding/json.
+func decodeBody(clientBody json.RawMessage, model string, cont continuation) ([]byte, error) {
 	var body map[string]json.RawMessage
 	if err := json.Unmarshal(clientBody, &body); err != nil || body == nil {
 		return nil, badBody("the request body is not a JSON object")
@@ -107,16 +120,23 @@ func continued(messages []json.RawMessage, text string) []json.RawMessage {
 var tokenLimitFields = [...]string{"max_tokens", "max_completion_tokens"}
 
 // tokenLimit returns the smallest positive limit the request sets on the
-// answer's tokens, if any.
+// answer's tokens, if any. The fields are found in one pass (scanLimits)
+// unless that gives up.
 func tokenLimit(clientBody json.RawMessage) (int, bool) {
-	var body map[string]json.RawMessage
-	if json.Unmarshal(clientBody, &body) != nil {
-		return 0, false
+	fields, scanned := scanLimits(clientBody)
+	if !scanned {
+		var body map[string]json.RawMessage
+		if json.Unmarshal(clientBody, &body) != nil {
+			return 0, false
+		}
+		for i, field := range tokenLimitFields {
+			fields[i] = body[field]
+		}
 	}
 	limit, ok := 0, false
-	for _, field := range tokenLimitFields {
+	for _, raw := range fields {
 		var n int
-		if json.Unmarshal(body[field], &n) == nil && n > 0 && (!ok || n < limit) {
+		if json.Unmarshal(raw, &n) == nil && n > 0 && (!ok || n < limit) {
 			limit, ok = n, true
 		}
 	}
