@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -33,7 +32,8 @@ const natsTimeout = 5 * time.Second
 func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, wire.Meta, *wire.Error) {
 	req = s.downgradeForSpend(ctx, tenant, req) // spend.go
 	meta := wire.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
-	data, err := json.Marshal(wire.Request{
+	// Body is JSON the edge parsed, which Encode copies as it is.
+	data := (&wire.Request{
 		StreamID:  id,
 		Tenant:    tenant,
 		Key:       principalIn(ctx).key,
@@ -42,11 +42,7 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 		Created:   meta.Created,
 		FailFast:  req.FailFast,
 		RequestID: req.RequestID,
-	})
-	if err != nil {
-		// Body is JSON the edge parsed, so marshalling cannot fail.
-		panic("edge: encode request: " + err.Error())
-	}
+	}).Encode()
 	if e := s.checkQueueable(len(data)); e != nil {
 		return "", wire.Meta{}, e
 	}

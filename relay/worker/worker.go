@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -525,9 +524,9 @@ func (w *Worker) aside(f func()) {
 // decodeRequest parses a work-queue message and checks that its stream id
 // is safe to use as a subject token.
 func decodeRequest(data []byte) (wire.Request, error) {
-	var req wire.Request
-	if err := json.Unmarshal(data, &req); err != nil {
-		return req, fmt.Errorf("worker: decode request: %w", err)
+	req, err := wire.DecodeRequest(data)
+	if err != nil {
+		return req, fmt.Errorf("worker: %w", err)
 	}
 	if !wire.ValidStreamID(req.StreamID) {
 		return req, fmt.Errorf("worker: request has invalid stream id %q", req.StreamID)
