@@ -21,26 +21,19 @@ import (
 // than true, or JSON deeper than jsonscan follows. FuzzSpliceBody holds it
 // to decodeBody's result, value for value.
 
-// maxSplicedMembers bounds the top-level members spliceBody compares for
-// repeats; a body with more is left to decodeBody.
+// maxSplicedMembers bounds the members of an object spliceBody compares
+// for repeats; a body with more is left to decodeBody.
 const maxSplicedMembers = 32
 
 // spliceBody returns the provider's body for a fresh answer to body
 // (upstreamBody), false if decodeBody must write it.
 func spliceBody(body []byte, model string) ([]byte, bool) {
-	var keys [maxSplicedMembers][]byte
-	n := 0
+	var members memberSet
 	var modelV, streamV, optsV []byte
 	ok := jsonscan.Members(body, jsonscan.SkipSpace(body, 0), func(key, val []byte) bool {
-		if n == len(keys) {
+		if !members.add(key) {
 			return false
 		}
-		for _, k := range keys[:n] {
-			if bytes.Equal(k, key) {
-				return false
-			}
-		}
-		keys[n], n = key, n+1
 		switch string(key) {
 		case "model":
 			modelV = val
@@ -100,7 +93,7 @@ func spliceBody(body []byte, model string) ([]byte, bool) {
 	}
 	out = append(out, body[from:closing]...)
 	for i, m := range missing[:nm] {
-		if i > 0 || n > 0 {
+		if i > 0 || members.n > 0 {
 			out = append(out, ',')
 		}
 		out = append(out, m...)
@@ -115,28 +108,18 @@ func usageOptions(opts []byte) ([]byte, bool) {
 	if opts == nil || isJSONNull(opts) {
 		return []byte(`{"include_usage":true}`), true
 	}
-	var keys [maxSplicedMembers][]byte
-	n := 0
+	var members memberSet
 	var usage []byte
 	ok := jsonscan.Members(opts, 0, func(key, val []byte) bool {
-		if n == len(keys) {
-			return false
-		}
-		for _, k := range keys[:n] {
-			if bytes.Equal(k, key) {
-				return false
-			}
-		}
-		keys[n], n = key, n+1
 		if string(key) == "include_usage" {
 			usage = val
 		}
-		return true
+		return members.add(key)
 	})
 	switch {
 	case !ok:
 		return nil, false
-	case usage == nil && n == 0:
+	case usage == nil && members.n == 0:
 		return []byte(`{"include_usage":true}`), true
 	case usage == nil:
 		return append([]byte(`{"include_usage":true,`), opts[1:]...), true
@@ -144,6 +127,28 @@ func usageOptions(opts []byte) ([]byte, bool) {
 		return nil, true
 	}
 	return nil, false
+}
+
+// memberSet holds the keys of an object's members, to tell a key given
+// twice, which encoding/json would collapse into its last value.
+type memberSet struct {
+	keys [maxSplicedMembers][]byte
+	n    int
+}
+
+// add adds key, and reports false if it was given before or the object
+// has more than maxSplicedMembers members.
+func (s *memberSet) add(key []byte) bool {
+	if s.n == len(s.keys) {
+		return false
+	}
+	for _, k := range s.keys[:s.n] {
+		if bytes.Equal(k, key) {
+			return false
+		}
+	}
+	s.keys[s.n], s.n = key, s.n+1
+	return true
 }
 
 // offsetIn is where sub, a slice of b, starts in b.
