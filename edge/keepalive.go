@@ -19,7 +19,10 @@ import (
 // for every request. So the edge's listener takes a connection back once
 // its stream ended cleanly, and net/http serves the client's next request
 // on it as it would on a new connection; its next read is bounded by the
-// server's ReadHeaderTimeout rather than its IdleTimeout.
+// server's ReadHeaderTimeout rather than its IdleTimeout. net/http's
+// Shutdown waits for a new connection until it is 5 s old, so the
+// listener closes the connections given back that wait for their next
+// request when it is closed, which is the first thing Shutdown does.
 //
 // A connection is given back only if nothing of it is lost: the request's
 // body was read to its end and net/http had buffered nothing after it, so
@@ -41,6 +44,10 @@ type reuseListener struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	pumpOnce  sync.Once
+	// waiting holds the connections given back that have not sent their
+	// next request (connState), which Close closes.
+	mu      sync.Mutex
+	waiting map[*keptConn]struct{}
 }
 
 type acceptResult struct {
@@ -49,7 +56,8 @@ type acceptResult struct {
 }
 
 func newReuseListener(ln net.Listener) *reuseListener {
-	return &reuseListener{Listener: ln, accepted: make(chan acceptResult), back: make(chan *keptConn), closed: make(chan struct{})}
+	return &reuseListener{Listener: ln, accepted: make(chan acceptResult), back: make(chan *keptConn), closed: make(chan struct{}),
+		waiting: map[*keptConn]struct{}{}}
 }
 
 // Accept returns the next connection, new or given back.
@@ -87,9 +95,29 @@ func (l *reuseListener) pump() {
 	}
 }
 
+// Close stops accepting, and closes the connections given back that wait
+// for their next request.
 func (l *reuseListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		close(l.closed)
+		for c := range l.waiting {
+			c.Close()
+		}
+		clear(l.waiting)
+	})
 	return l.Listener.Close()
+}
+
+// connState is the server's http.Server.ConnState: a connection given back
+// stops waiting once net/http reads its next request, or lets it go.
+func (l *reuseListener) connState(c net.Conn, st http.ConnState) {
+	if kc, ok := c.(*keptConn); ok && st != http.StateNew {
+		l.mu.Lock()
+		delete(l.waiting, kc)
+		l.mu.Unlock()
+	}
 }
 
 // keptConn is a connection the edge's listener accepted.
@@ -105,15 +133,28 @@ func (c *keptConn) NetConn() net.Conn { return c.Conn }
 // giveBack hands c to the server for the client's next request, with no
 // deadline left on it, or closes it if the server stopped accepting.
 func (c *keptConn) giveBack() {
-	if c.SetDeadline(time.Time{}) != nil {
+	if c.SetDeadline(time.Time{}) != nil || !c.l.wait(c) {
 		c.Close()
 		return
 	}
 	select {
 	case c.l.back <- c:
-	case <-c.l.closed:
-		c.Close()
+	case <-c.l.closed: // Close closed c
 	}
+}
+
+// wait counts c among the connections waiting for their next request,
+// unless the listener was closed.
+func (l *reuseListener) wait(c *keptConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.closed:
+		return false
+	default:
+	}
+	l.waiting[c] = struct{}{}
+	return true
 }
 
 // reusable returns the connection a taken-over response to r is written

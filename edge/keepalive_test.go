@@ -2,6 +2,8 @@ package edge
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -89,5 +91,54 @@ func TestSSEConnectionCloseIsHonoured(t *testing.T) {
 	}
 	if _, _, reused := c.do("POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), false); reused {
 		t.Fatal("the next request went on the closed connection")
+	}
+}
+
+// TestClosingTheListenerClosesConnectionsGivenBack: a stopping edge
+// closes at once the connections given back that wait for their next
+// request (net/http's Shutdown would wait until they are 5 s old), and
+// leaves one whose request net/http is reading to Shutdown.
+func TestClosingTheListenerClosesConnectionsGivenBack(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newReuseListener(ln)
+	defer l.Close()
+	accept := func() *keptConn {
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.(*keptConn)
+	}
+	clients := map[string]net.Conn{}
+	for range 2 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		clients[c.LocalAddr().String()] = c
+	}
+	idle, busy := accept(), accept()
+	for _, c := range []*keptConn{idle, busy} {
+		go c.giveBack()
+		if back := accept(); back != idle && back != busy {
+			t.Fatalf("accepted %v, not a connection given back", back.RemoteAddr())
+		}
+	}
+	l.connState(busy, http.StateActive) // its client sent a request
+	l.Close()
+
+	if n, err := clients[idle.RemoteAddr().String()].Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the waiting connection: read %d, %v; want it closed", n, err)
+	}
+	if _, err := busy.Write([]byte("x")); err != nil {
+		t.Fatalf("the busy connection was closed: %v", err)
+	}
+	if _, err := io.ReadFull(clients[busy.RemoteAddr().String()], make([]byte, 1)); err != nil {
+		t.Fatalf("the busy connection: %v", err)
 	}
 }

@@ -202,7 +202,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv.RegisterOnShutdown(s.clients.close)
 	served := make(chan error, 1)
 	ln = limitConnections(ln, s.cfg.MaxConnections) // conn_limit.go
-	ln = newReuseListener(ln)                       // keepalive.go
+	reuse := newReuseListener(ln)                   // keepalive.go
+	srv.ConnState = reuse.connState
+	ln = reuse
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
