@@ -133,7 +133,6 @@ func SetupRegion(ctx context.Context, js jetstream.JetStream, t streams.Topology
 		js, logger = g.JetStream, g.logger
 	}
 	r = r.WithDefaults()
-	t = t.WithDefaults()
 	for _, b := range wire.SharedStateBuckets {
 		if regionReady(ctx, js, r, b) {
 			continue
@@ -189,9 +188,8 @@ func ensureMirror(ctx context.Context, js jetstream.JetStream, t streams.Topolog
 		return fmt.Errorf("region: bucket %s: %w", name, err)
 	}
 	cfg := want
-	storage := jetstream.FileStorage
-	if t.MemoryStorage {
-		storage = jetstream.MemoryStorage
+	if t, err = t.On(ctx, js); err != nil {
+		return err
 	}
 	_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:       name,
@@ -199,7 +197,7 @@ func ensureMirror(ctx context.Context, js jetstream.JetStream, t streams.Topolog
 		History:      cfg.History,
 		TTL:          cfg.TTL,
 		MaxValueSize: cfg.MaxValueSize,
-		Storage:      storage,
+		Storage:      t.StorageType(),
 		Replicas:     t.Replicas,
 		Mirror:       &jetstream.StreamSource{Name: name, Domain: r.HomeDomain},
 	})
@@ -254,15 +252,15 @@ func ensureOverlay(ctx context.Context, js jetstream.JetStream, t streams.Topolo
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("region: overlay of %s: %w", shared, err)
 	}
-	storage := jetstream.FileStorage
-	if t.MemoryStorage {
-		storage = jetstream.MemoryStorage
+	t, err := t.On(ctx, js)
+	if err != nil {
+		return err
 	}
-	_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         name,
 		Description:    "writes to " + shared + " while the home region was unreachable",
 		History:        1,
-		Storage:        storage,
+		Storage:        t.StorageType(),
 		Replicas:       t.Replicas,
 		LimitMarkerTTL: markerTTL,
 	})

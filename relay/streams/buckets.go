@@ -66,18 +66,19 @@ func setupAnswers(ctx context.Context, js jetstream.JetStream, t Topology, stora
 // OpenHandovers returns HandoverBucket, creating it if it is missing
 // (Setup does too). Roles that hand deliveries over call it at start.
 func OpenHandovers(ctx context.Context, js jetstream.JetStream, t Topology) (jetstream.KeyValue, error) {
-	t = t.WithDefaults()
-	storage := jetstream.FileStorage
-	if t.MemoryStorage {
-		storage = jetstream.MemoryStorage
+	t, err := t.On(ctx, js)
+	if err != nil {
+		return nil, err
 	}
-	err := ensureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket:   wire.HandoverBucket,
-		History:  1,
-		TTL:      handoverRetention,
-		MaxBytes: mibBytes(t.Storage.State),
-		Storage:  storage,
-		Replicas: t.Replicas,
+	err = t.place(func(t Topology) error {
+		return ensureKV(ctx, js, jetstream.KeyValueConfig{
+			Bucket:   wire.HandoverBucket,
+			History:  1,
+			TTL:      handoverRetention,
+			MaxBytes: mibBytes(t.Storage.State),
+			Storage:  t.StorageType(),
+			Replicas: t.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("streams: bucket %s: %w", wire.HandoverBucket, err)

@@ -13,7 +13,8 @@ import (
 
 // Topology sizes the JetStream assets. The zero value means the defaults.
 type Topology struct {
-	// Replicas of every stream and bucket (zero: 1). Use 3 on a cluster.
+	// Replicas of every stream and bucket (zero: auto, 3 on a cluster and
+	// 1 on a single server; replicas.go).
 	Replicas int `koanf:"replicas"`
 	// Retention is how long a stream's frames, and its metadata, can be
 	// resumed after they were written (zero: 24h).
@@ -27,6 +28,9 @@ type Topology struct {
 	AckWait time.Duration `koanf:"ack_wait"`
 	// Storage caps each stream and bucket (storage.go).
 	Storage StorageLimits `koanf:"storage_mib"`
+
+	// autoReplicas: On chose Replicas, which the configuration left unset.
+	autoReplicas bool
 }
 
 // Defaults.
@@ -35,11 +39,9 @@ const (
 	DefaultAckWait   = 4 * time.Second
 )
 
-// WithDefaults fills zero fields.
+// WithDefaults fills zero fields but Replicas, which depends on the
+// servers (On).
 func (t Topology) WithDefaults() Topology {
-	if t.Replicas == 0 {
-		t.Replicas = 1
-	}
 	if t.Retention == 0 {
 		t.Retention = DefaultRetention
 	}
@@ -48,6 +50,14 @@ func (t Topology) WithDefaults() Topology {
 	}
 	t.Storage = t.Storage.withDefaults()
 	return t
+}
+
+// StorageType is where every stream and bucket keeps its messages.
+func (t Topology) StorageType() jetstream.StorageType {
+	if t.MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
 }
 
 // Validate names the first invalid field under prefix (e.g. "streams").
@@ -69,11 +79,15 @@ func (t Topology) Validate(prefix string) error {
 // buckets, where they are missing or differ (ensure.go, buckets.go). Every
 // role calls it at start, so any role can come up first; it is idempotent.
 func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
-	t = t.WithDefaults()
-	storage := jetstream.FileStorage
-	if t.MemoryStorage {
-		storage = jetstream.MemoryStorage
+	t, err := t.On(ctx, js)
+	if err != nil {
+		return err
 	}
+	return t.place(func(t Topology) error { return setup(ctx, js, t) })
+}
+
+func setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	storage := t.StorageType()
 	req, err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:       wire.RequestStream,
 		Subjects:   []string{wire.RequestSubject},
