@@ -3,12 +3,10 @@ package fleet
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/fleet/quota"
@@ -56,6 +54,8 @@ type QuotaNode struct {
 	haveSh  bool
 	nodes   int // nodes of the role, counted when there is no share
 	rolled  time.Time
+	// peers counts the nodes while there is no share (quota_peers.go).
+	peers *peerWatch
 }
 
 type nodeLimit struct {
@@ -242,7 +242,9 @@ func (q *QuotaNode) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	defer q.followPeers(ctx, false)
 	for {
+		q.followPeers(ctx, !q.hasShare())
 		rctx, cancel := context.WithTimeout(ctx, every)
 		q.Round(rctx)
 		cancel()
@@ -254,7 +256,15 @@ func (q *QuotaNode) Run(ctx context.Context) error {
 	}
 }
 
-// Round is one report and refresh; Run calls it every Interval.
+// hasShare reports whether the coordinator has given the node a share.
+func (q *QuotaNode) hasShare() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.haveSh
+}
+
+// Round is one report and refresh; Run calls it every Interval. Without
+// a share, it counts the nodes of the role only while Run follows them.
 func (q *QuotaNode) Round(ctx context.Context) {
 	r := q.report()
 	if q.Extra != nil {
@@ -336,23 +346,6 @@ func (q *QuotaNode) report() quota.Report {
 		}
 	}
 	return r
-}
-
-// countNodes counts the nodes of the role that reported lately.
-func (q *QuotaNode) countNodes(ctx context.Context) int {
-	lister, err := q.KV.ListKeysFiltered(ctx, DemandPrefix+q.Role+".>")
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for range lister.Keys() {
-		n++
-	}
-	// A lister that listed every key has let go of its subscription.
-	if err := lister.Stop(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, nats.ErrBadSubscription) {
-		q.Logger.Debug("counting nodes", "err", err)
-	}
-	return n
 }
 
 // Retake is Take for a call that already asked (and was counted in the

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/fleet"
-	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
@@ -142,35 +141,6 @@ func TestLeaseOneHolderTakeover(t *testing.T) {
 	relaytest.Eventually(t, 4*ttl, 10*time.Millisecond, c.active.Load)
 	if took := time.Since(died); took < ttl/2 {
 		t.Fatalf("taken over %v after the holder died, before its TTL", took)
-	}
-}
-
-// Without a coordinator, nodes split a limit evenly over the nodes of
-// their role that report.
-func TestQuotaNodesSplitEvenlyWithoutShares(t *testing.T) {
-	srv := relaytest.NATS(t)
-	var nodes []*fleet.QuotaNode
-	for _, id := range []string{"w1", "w2", "w3"} {
-		_, js := relaytest.Connect(t, srv, streams.Topology{})
-		kv, err := js.KeyValue(context.Background(), wire.QuotaBucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &fleet.QuotaNode{KV: kv, ID: id, Role: "worker"}
-		n.Declare(quota.ProviderRPM("p"), 90, quota.Limit{RPM: 90}, false)
-		nodes = append(nodes, n)
-	}
-	ctx := context.Background()
-	for range 2 {
-		for _, n := range nodes {
-			n.Round(ctx)
-		}
-	}
-	for _, n := range nodes {
-		share, set := n.Share(quota.ProviderRPM("p"))
-		if set || share != 30 {
-			t.Fatalf("%s: share %v (set by a coordinator: %v), want an even 30", n.ID, share, set)
-		}
 	}
 }
 
