@@ -21,7 +21,7 @@ type cpuMeter struct {
 
 func (b *bench) meterCPU(sys *system) *cpuMeter {
 	m := &cpuMeter{
-		parts: map[string][]*procs.Process{"edge": {sys.edge}, "workers": sys.workers, "nats": {b.natsProc.Process}},
+		parts: map[string][]*procs.Process{"edge": {sys.edge}, "workers": sys.workers, "nats": b.natsParts()},
 		start: map[*procs.Process]time.Duration{},
 		self:  selfCPU(),
 		t0:    time.Now(),

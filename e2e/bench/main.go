@@ -37,12 +37,15 @@ import (
 type bench struct {
 	plan plan
 	h    *procs.Harness
-	// natsProc is the nats-server every phase shares; nats its URLs.
-	natsProc *procs.NATS
-	nats     []string
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	log      *progress
+	// natsProcs are the nats-servers every phase shares (one, or a
+	// cluster of three with --cluster); nats their URLs.
+	natsProcs []*procs.NATS
+	nats      []string
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	log       *progress
+	// cluster: the phases share three nats-servers and R3 streams.
+	cluster bool
 }
 
 // phase is one group of figures.
@@ -80,6 +83,7 @@ func run() error {
 	hedge := flag.Bool("hedge", false, "run only the hedging mode: time to first token with and without first_token_sla")
 	hedgeRequests := flag.Int("hedge-requests", 0, "requests of each model in the hedging mode (zero: 400)")
 	fastOnly := flag.Bool("fast-only", false, "the concurrent phase runs only its 1 token/s run (no paced run, so no memory figures)")
+	cluster := flag.Bool("cluster", false, "the phases share a cluster of three nats-servers, and the roles keep every stream on three replicas (streams.replicas unset), as in a replicated deployment; the rows marked one process still use relay dev's embedded server")
 	h2c := flag.Bool("h2c", false, "the open-loop and concurrent phases' relay and bare proxy call the fake upstreams over h2c (HTTP/2 without TLS), as a TLS provider is called over HTTP/2")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -121,7 +125,7 @@ func run() error {
 		return err
 	}
 	defer h.Close()
-	b := &bench{plan: p, h: h, log: log}
+	b := &bench{plan: p, h: h, log: log, cluster: *cluster}
 	if *hedge {
 		return b.hedgeMode(ctx, cmp.Or(*hedgeRequests, hedgeSpec.defaultN), os.Stdout)
 	}
@@ -144,19 +148,35 @@ func run() error {
 	return nil
 }
 
-// connect starts the nats-server every phase shares and connects the
-// benchmark to it; the caller closes b.nc.
+// connect starts the nats-server (or cluster) every phase shares and
+// connects the benchmark to it; the caller closes b.nc.
 func (b *bench) connect(ctx context.Context) error {
-	n, err := b.h.StartNATS(ctx, procs.NATSOptions{})
+	var err error
+	if b.cluster {
+		b.natsProcs, err = b.h.StartNATSCluster(ctx, 3, procs.NATSOptions{})
+	} else {
+		var n *procs.NATS
+		n, err = b.h.StartNATS(ctx, procs.NATSOptions{})
+		b.natsProcs = []*procs.NATS{n}
+	}
 	if err != nil {
 		return err
 	}
-	b.natsProc, b.nats = n, n.URLs()
-	if b.nc, err = nats.Connect(n.URL, nats.Name("relay-bench")); err != nil {
+	b.nats = procs.URLs(b.natsProcs...)
+	if b.nc, err = nats.Connect(strings.Join(b.nats, ","), nats.Name("relay-bench")); err != nil {
 		return err
 	}
 	b.js, err = jetstream.New(b.nc)
 	return err
+}
+
+// natsParts are the nats-server processes, for the CPU figures.
+func (b *bench) natsParts() []*procs.Process {
+	out := make([]*procs.Process, len(b.natsProcs))
+	for i, n := range b.natsProcs {
+		out[i] = n.Process
+	}
+	return out
 }
 
 func (b *bench) run(ctx context.Context, selected []phase) (*report, error) {
@@ -167,6 +187,9 @@ func (b *bench) run(ctx context.Context, selected []phase) (*report, error) {
 	rep := &report{Header: machineHeader(b.plan.mode)}
 	rep.Header.NATSServer = b.nc.ConnectedServerVersion()
 	rep.Header.Storage = "one server, file storage, R1, every role a separate process on 127.0.0.1, except the rows marked one process"
+	if b.cluster {
+		rep.Header.Storage = "a cluster of three servers, file storage, R3 (streams.replicas unset), every role a separate process on 127.0.0.1, except the rows marked one process (relay dev: one embedded server, R1)"
+	}
 	for _, ph := range selected {
 		if ctx.Err() != nil {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %v", ph.name, ctx.Err()))

@@ -27,7 +27,11 @@ func (b *bench) relayParts(sys *system) []part {
 	for i, w := range sys.workers {
 		workers[i] = w
 	}
-	return []part{{"edge", []cpuClock{sys.edge}}, {"workers", workers}, {"nats", []cpuClock{b.natsProc.Process}}}
+	var servers []cpuClock
+	for _, p := range b.natsParts() {
+		servers = append(servers, p)
+	}
+	return []part{{"edge", []cpuClock{sys.edge}}, {"workers", workers}, {"nats", servers}}
 }
 
 // partsMeter reads each part's processor time at its start, so that

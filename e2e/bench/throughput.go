@@ -200,12 +200,12 @@ func (b *bench) tputLoad(ctx context.Context, sys *system, label, url string, co
 }
 
 // ceiling publishes messages of size bytes asynchronously into a scratch
-// stream for the plan's duration and returns the acknowledged messages per
-// one-second window.
+// stream, with as many replicas as the relay's, for the plan's duration
+// and returns the acknowledged messages per one-second window.
 func (b *bench) ceiling(ctx context.Context, size int) (dist, error) {
 	const name = "BENCH_CEILING"
 	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{"bench.ceiling.*"}, Storage: jetstream.FileStorage, Replicas: 1,
+		Name: name, Subjects: []string{"bench.ceiling.*"}, Storage: jetstream.FileStorage, Replicas: len(b.natsProcs),
 	})
 	if err != nil {
 		return dist{}, err
