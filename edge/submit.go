@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -24,11 +25,10 @@ const natsTimeout = 5 * time.Second
 // Meta, and a worker does not need the Meta to start (it reads it only for
 // a cancellation, which a missing Meta cannot hold). Done one after the
 // other they put a second round trip before the first token. If one write
-// fails, the client gets the error and the id is never shown to anyone: an
-// orphan Meta only expires, and a queued Request without one is generated
-// for no reader (rare: NATS failed between two concurrent writes). The
-// request is published with Nats-Msg-Id = id, so JetStream queues a
-// retried publish once.
+// fails for good, the client gets the error and the id is never shown to
+// anyone: an orphan Meta only expires, and a queued Request without one is
+// generated for no reader (rare: NATS failed between two concurrent
+// writes). A write that finds no leader is tried again (submit_wait.go).
 func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, wire.Meta, *wire.Error) {
 	req = s.downgradeForSpend(ctx, tenant, req) // spend.go
 	meta := wire.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
@@ -53,14 +53,33 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	if e != nil {
 		return "", wire.Meta{}, e
 	}
-	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
+	// Both writes wait out an election (submit_wait.go).
+	ctx, cancel := context.WithTimeout(ctx, submitWait)
 	defer cancel()
 	stored := make(chan error, 1)
 	// On a runner (relay/runners): a new goroutine would grow its stack by
 	// copying as it encodes and publishes, on every request.
-	s.runners.Run(func() { stored <- s.meta.create(ctx, id, meta) })
+	s.runners.Run(func() {
+		tried := false
+		err := untilStored(ctx, func(ctx context.Context) error {
+			err := s.meta.create(ctx, id, meta)
+			if tried && errors.Is(err, jetstream.ErrKeyExists) {
+				return nil // a try that timed out had stored it
+			}
+			tried = true
+			return err
+		})
+		if err != nil {
+			cancel() // the request is refused: stop queueing it
+		}
+		stored <- err
+	})
 	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: traceHeader(ctx, id)}
-	_, queueErr := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+	// Nats-Msg-Id queues a retried publish once.
+	queueErr := untilStored(ctx, func(ctx context.Context) error {
+		_, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+		return err
+	})
 	if err := <-stored; err != nil {
 		undo()
 		return "", wire.Meta{}, natsWriteError("storing stream metadata", err)
