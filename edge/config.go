@@ -31,8 +31,9 @@ type Config struct {
 	// gets a 408 and its connection is closed (body.go).
 	BodyTimeout time.Duration `koanf:"body_timeout"`
 	// MaxConnections caps the edge's open client connections, streams and
-	// WebSockets included; one more is answered with a 503 and closed
-	// (conn_limit.go). Zero: 10,000; negative: no cap.
+	// WebSockets included; at the cap an idle one makes room for a new
+	// one, and without an idle one a new one is answered with a 503 and
+	// closed (conn_limit.go). Zero: 10,000; negative: no cap.
 	MaxConnections int `koanf:"max_connections"`
 	// ClientBuffer is how many live frames are queued for one client before
 	// further ones are dropped and the client catches up from JetStream

@@ -13,10 +13,15 @@ import (
 //
 // Every client connection holds a goroutine and buffers, and a stream or a
 // WebSocket holds its connection for minutes, so the edge caps how many it
-// keeps open (edge.max_connections). One over the cap is not left waiting in
-// the kernel's backlog, where a client cannot tell a full edge from a dead
-// one: it gets a 503 in OpenAI's shape with Retry-After, so a load balancer
-// or SDK retries elsewhere, and is closed.
+// keeps open (edge.max_connections). At the cap, a connection that only
+// waits for its client's next request (keep-alive) is closed to make room
+// for a new one, the one idle longest, as nginx does: a client that holds
+// an idle connection loses nothing it cannot get back by dialling again,
+// where one refused would have to retry. Only when none is idle is one
+// over the cap refused. It is not left waiting in the kernel's backlog,
+// where a client cannot tell a full edge from a dead one: it gets a 503 in
+// OpenAI's shape with Retry-After, so a load balancer or SDK retries
+// elsewhere, and is closed.
 
 // CodeTooManyConnections answers a connection over edge.max_connections.
 const CodeTooManyConnections = "too_many_connections"
@@ -30,14 +35,18 @@ type capListener struct {
 	net.Listener
 	slots   chan struct{}
 	refusal []byte
+	// reclaim, if set, closes an idle connection, which gives its slot
+	// back at once, and reports whether it found one.
+	reclaim func() bool
 }
 
-// limitConnections wraps ln with the cap; max < 0: no cap.
-func limitConnections(ln net.Listener, max int) net.Listener {
+// limitConnections wraps ln with the cap, or returns nil for max < 0 (no
+// cap); reclaim is capListener.reclaim.
+func limitConnections(ln net.Listener, max int, reclaim func() bool) *capListener {
 	if max < 0 {
-		return ln
+		return nil
 	}
-	return &capListener{Listener: ln, slots: make(chan struct{}, max), refusal: refusal(max)}
+	return &capListener{Listener: ln, slots: make(chan struct{}, max), refusal: refusal(max), reclaim: reclaim}
 }
 
 // refusal is the whole HTTP response to a connection over the cap.
@@ -60,14 +69,22 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case l.slots <- struct{}{}:
+		if l.take() || l.reclaim != nil && l.reclaim() && l.take() {
 			return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
-		default:
-			c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
-			c.Write(l.refusal)
-			c.Close()
 		}
+		c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
+		c.Write(l.refusal)
+		c.Close()
+	}
+}
+
+// take takes a slot if one is free.
+func (l *capListener) take() bool {
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/relaydev/relay/relay/relaytest"
 )
 
 // dialEdge opens a real TCP connection to te.
@@ -34,15 +32,20 @@ func healthz(t *testing.T, c net.Conn) (*http.Response, error) {
 	return http.ReadResponse(bufio.NewReader(c), nil)
 }
 
+// TestConnectionCapHolds: connections that are busy (here each in the
+// middle of sending its request) hold the cap; one over it is refused with
+// a 503 and closed. Once a held one is done with its request it is idle,
+// and the next new connection takes its place.
 func TestConnectionCapHolds(t *testing.T) {
 	e := newEnv(t)
 	te := e.startEdge(Config{MaxConnections: 2})
 	held := []net.Conn{dialEdge(t, te), dialEdge(t, te)}
 	for _, c := range held {
-		if res, err := healthz(t, c); err != nil || res.StatusCode != http.StatusOK {
-			t.Fatalf("a connection under the cap: %v, %v", res, err)
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: relay\r\n"); err != nil {
+			t.Fatal(err)
 		}
 	}
+	// The edge accepts in order: both hold their slots when the next comes.
 
 	over := dialEdge(t, te)
 	br := bufio.NewReader(over)
@@ -56,13 +59,50 @@ func TestConnectionCapHolds(t *testing.T) {
 	}
 	expectClosed(t, br)
 
-	// The held connections still work; once one closes, a new one is served.
-	if res, err := healthz(t, held[1]); err != nil || res.StatusCode != http.StatusOK {
+	// The held connections still work; once one is idle, a new one is
+	// served in its place.
+	if _, err := io.WriteString(held[0], "\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := http.ReadResponse(bufio.NewReader(held[0]), nil); err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("a held connection: %v, %v", res, err)
 	}
-	held[0].Close()
-	relaytest.Eventually(t, 5*time.Second, 10*time.Millisecond, func() bool {
-		res, err := healthz(t, dialEdge(t, te))
-		return err == nil && res.StatusCode == http.StatusOK
-	})
+	if res, err := healthz(t, dialEdge(t, te)); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("a new connection at the cap, with one idle: %v, %v", res, err)
+	}
+}
+
+// TestConnectionCapReclaimsTheIdlest: at the cap, a new connection is
+// served in the place of the one kept alive idle the longest, which the
+// edge closes; the other idle one goes on serving its client.
+func TestConnectionCapReclaimsTheIdlest(t *testing.T) {
+	e := newEnv(t)
+	te := e.startEdge(Config{MaxConnections: 2})
+	oldest, newer := dialEdge(t, te), dialEdge(t, te)
+	oldBr := bufio.NewReader(oldest)
+	for _, c := range []net.Conn{oldest, newer} {
+		var res *http.Response
+		var err error
+		if c == oldest {
+			_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n")
+			if err == nil {
+				res, err = http.ReadResponse(oldBr, nil)
+			}
+		} else {
+			res, err = healthz(t, c)
+		}
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("a connection under the cap: %v, %v", res, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+
+	if res, err := healthz(t, dialEdge(t, te)); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("a new connection at the cap, two idle: %v, %v", res, err)
+	}
+	expectClosed(t, oldBr)
+	if res, err := healthz(t, newer); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("the newer idle connection: %v, %v", res, err)
+	}
 }

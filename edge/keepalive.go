@@ -45,9 +45,12 @@ type reuseListener struct {
 	closeOnce sync.Once
 	pumpOnce  sync.Once
 	// waiting holds the connections given back that have not sent their
-	// next request (connState), which Close closes.
+	// next request (connState), which Close closes; idle holds those and
+	// the ones net/http keeps alive between requests, with when they
+	// became idle, for the connection cap to reclaim (reclaimIdle).
 	mu      sync.Mutex
 	waiting map[*keptConn]struct{}
+	idle    map[*keptConn]time.Time
 }
 
 type acceptResult struct {
@@ -57,7 +60,7 @@ type acceptResult struct {
 
 func newReuseListener(ln net.Listener) *reuseListener {
 	return &reuseListener{Listener: ln, accepted: make(chan acceptResult), back: make(chan *keptConn), closed: make(chan struct{}),
-		waiting: map[*keptConn]struct{}{}}
+		waiting: map[*keptConn]struct{}{}, idle: map[*keptConn]time.Time{}}
 }
 
 // Accept returns the next connection, new or given back.
@@ -106,18 +109,50 @@ func (l *reuseListener) Close() error {
 			c.Close()
 		}
 		clear(l.waiting)
+		clear(l.idle)
 	})
 	return l.Listener.Close()
 }
 
 // connState is the server's http.Server.ConnState: a connection given back
-// stops waiting once net/http reads its next request, or lets it go.
+// stops waiting once net/http reads its next request, or lets it go; one
+// kept alive between requests is idle until its next.
 func (l *reuseListener) connState(c net.Conn, st http.ConnState) {
-	if kc, ok := c.(*keptConn); ok && st != http.StateNew {
-		l.mu.Lock()
-		delete(l.waiting, kc)
-		l.mu.Unlock()
+	kc, ok := c.(*keptConn)
+	if !ok || st == http.StateNew {
+		return
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.waiting, kc)
+	if st == http.StateIdle {
+		l.idle[kc] = time.Now()
+	} else {
+		delete(l.idle, kc)
+	}
+}
+
+// reclaimIdle closes the connection idle longest, if any, and reports
+// whether it did (conn_limit.go). A client that sends its next request
+// at that very moment sees the connection close, as it would at the end
+// of an idle timeout; HTTP clients retry that on a new one.
+func (l *reuseListener) reclaimIdle() bool {
+	l.mu.Lock()
+	var oldest *keptConn
+	var since time.Time
+	for c, at := range l.idle {
+		if oldest == nil || at.Before(since) {
+			oldest, since = c, at
+		}
+	}
+	delete(l.idle, oldest)
+	delete(l.waiting, oldest)
+	l.mu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	oldest.Close()
+	return true
 }
 
 // keptConn is a connection the edge's listener accepted.
@@ -154,6 +189,7 @@ func (l *reuseListener) wait(c *keptConn) bool {
 	default:
 	}
 	l.waiting[c] = struct{}{}
+	l.idle[c] = time.Now()
 	return true
 }
 

@@ -201,8 +201,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// reconnect cannot land on this edge again.
 	srv.RegisterOnShutdown(s.clients.close)
 	served := make(chan error, 1)
-	ln = limitConnections(ln, s.cfg.MaxConnections) // conn_limit.go
-	reuse := newReuseListener(ln)                   // keepalive.go
+	// The cap (conn_limit.go) is under the listener that gives taken-over
+	// connections back (keepalive.go), which tells it the idle ones.
+	reuse := newReuseListener(ln)
+	if capped := limitConnections(ln, s.cfg.MaxConnections, reuse.reclaimIdle); capped != nil {
+		reuse.Listener = capped
+	}
 	srv.ConnState = reuse.connState
 	ln = reuse
 	go func() { served <- srv.Serve(ln) }()
