@@ -26,12 +26,7 @@ import (
 func decodeCommon(data []byte) (Frame, bool) {
 	var f Frame
 	p := newJSONScanner(data)
-	p.space()
-	if !p.object(func(key string, escaped bool) bool { return !escaped && p.member(&f, key) }) {
-		return Frame{}, false
-	}
-	p.space()
-	if p.i != len(p.b) {
+	if !p.document(func(key string) bool { return p.member(&f, key) }) {
 		return Frame{}, false
 	}
 	return f, true

@@ -105,6 +105,18 @@ func (p *jsonScanner) value() bool {
 	return p.advance(jsonscan.Value(p.b, p.i, 0))
 }
 
+// document consumes the whole of the scanner's data as one object whose
+// keys have no escapes, as object does with member, and reports whether
+// nothing else was there: false leaves the data to encoding/json.
+func (p *jsonScanner) document(member func(key string) bool) bool {
+	p.space()
+	if !p.object(func(key string, escaped bool) bool { return !escaped && member(key) }) {
+		return false
+	}
+	p.space()
+	return p.i == len(p.b)
+}
+
 // object consumes an object, calling member with each member's key (and
 // whether it has escapes, which key does not undo, as quoted returns them)
 // with the scanner at the member's value, which member consumes.

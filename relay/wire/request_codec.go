@@ -66,12 +66,10 @@ func DecodeRequest(data []byte) (Request, error) {
 func decodeRequestCommon(data []byte) (Request, bool) {
 	var r Request
 	p := newJSONScanner(data)
-	p.space()
-	if !p.object(func(key string, escaped bool) bool { return !escaped && p.requestMember(&r, key) }) {
+	if !p.document(func(key string) bool { return p.requestMember(&r, key) }) {
 		return Request{}, false
 	}
-	p.space()
-	return r, p.i == len(p.b)
+	return r, true
 }
 
 // requestMember reads the value of r's member key.
