@@ -274,7 +274,15 @@ func setUp(ctx context.Context, cfg config.Config, js *region.Regional, logger *
 		if err := streams.Setup(ctx, js, cfg.Streams); err != nil {
 			return err
 		}
-		return region.SetupRegion(ctx, js, cfg.Streams, cfg.Region)
+		if err := region.SetupRegion(ctx, js, cfg.Streams, cfg.Region); err != nil {
+			return err
+		}
+		// Unset, the replicas depend on the servers (streams.Topology.On):
+		// say what they came to.
+		if t, err := cfg.Streams.On(ctx, js); err == nil {
+			logger.Info("streams set up", "replicas", t.Replicas, "cluster", js.Conn().ConnectedClusterName())
+		}
+		return nil
 	})
 }
 
