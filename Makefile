@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/relay
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: run test test-loaded build image lint bench bench-quick bench-resilience clean
+.PHONY: run test test-loaded build image lint bench bench-cluster bench-quick bench-resilience clean
 
 run: ## everything in one process: embedded NATS, edge, worker, coordinator, fake upstream
 	$(GO) run ./relay/cmd/relay dev
@@ -28,6 +28,9 @@ lint:
 
 bench: ## the benchmark: one table, about 9 minutes on 2 cores (e2e/BENCHMARKS.md)
 	$(GO) run ./e2e/bench
+
+bench-cluster: ## the same figures on a cluster of three nats-servers, every stream on three replicas (the replicated layout)
+	$(GO) run ./e2e/bench --cluster
 
 bench-quick: ## the same figures with small counts, under a minute; CI runs it so it keeps working
 	$(GO) run ./e2e/bench --quick
