@@ -142,3 +142,27 @@ func TestClosingTheListenerClosesConnectionsGivenBack(t *testing.T) {
 		t.Fatalf("the busy connection: %v", err)
 	}
 }
+
+// TestConnectionGivenBackIsReclaimedAtTheCap: a stream's connection given
+// back and waiting for its client's next request is idle: at the
+// connection cap, a new connection is served in its place, and the
+// client's next request goes on a connection of its own.
+func TestConnectionGivenBackIsReclaimedAtTheCap(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: answer(3), pace: time.Millisecond})
+	edge := e.startEdge(Config{MaxConnections: 1})
+	c := newReuseClient(t)
+	res, body, _ := c.do("POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), false)
+	if res.Close || checkAnswer(t, body, 3) != words(3) {
+		t.Fatalf("stream: Connection: close %v, %q", res.Close, body)
+	}
+	// Until the stream gave its connection back, the cap refuses.
+	waitFor(t, func() bool {
+		res, err := healthz(t, dialEdge(t, edge))
+		return err == nil && res.StatusCode == http.StatusOK
+	})
+	res, _, reused := c.do("GET", edge.url+"/v1/models", "", false)
+	if res.StatusCode != http.StatusOK || reused {
+		t.Fatalf("the stream's client next: %d, on its old connection: %v", res.StatusCode, reused)
+	}
+}
