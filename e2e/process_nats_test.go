@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -167,7 +168,7 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	}
 	// The groups a new request is written to are led by the same node,
 	// so that the requests sent during the election below meet it.
-	for _, stream := range []string{wire.RequestStream, "KV_" + wire.MetaBucket} {
+	for _, stream := range []string{wire.RequestStream, "KV_" + wire.MetaBucket, "KV_" + wire.IdempotencyBucket} {
 		if l, _ := leaderOf(stream); l != name {
 			_, err := s.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(`{"placement":{"preferred":"`+name+`"}}`), 5*time.Second)
 			must(t, err)
@@ -191,12 +192,17 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	// New requests sent during the election are accepted, not refused:
 	// the edge waits for the groups it writes to to have a leader again,
 	// where a 503 would fail a client whose SDK gives up after two
-	// retries, before the election ends.
+	// retries, before the election ends. The first carries an idempotency
+	// key, which is recorded in a bucket of its own first.
 	var during []*pclient
 	for i := range 2 {
 		msgs, want := prompt(fmt.Sprintf("Process test: during the election, stream %d.", i), tokens)
+		var header http.Header
+		if i == 0 {
+			header = http.Header{"Idempotency-Key": {"during-the-election"}}
+		}
 		sent := time.Now()
-		c, err := postStream(ctx, s.edgeProcs[i%len(s.edgeProcs)].URL, msgs, want, nil)
+		c, err := postStream(ctx, s.edgeProcs[i%len(s.edgeProcs)].URL, msgs, want, header)
 		if err != nil {
 			t.Fatalf("a request sent %v after the kill: %v", sent.Sub(killed).Round(time.Millisecond), err)
 		}

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -101,13 +102,38 @@ func (m *idempotencyStore) bucket(ctx context.Context) (jetstream.KeyValue, erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.kv == nil {
-		kv, err := m.js.KeyValue(ctx, wire.IdempotencyBucket)
+		// The lookup asks the bucket's leader: across an election, it
+		// waits as the writes do (submit_wait.go).
+		err := retryLeaderless(ctx, func(ctx context.Context) (err error) {
+			m.kv, err = m.js.KeyValue(ctx, wire.IdempotencyBucket)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("edge: bucket %s: %w", wire.IdempotencyBucket, err)
 		}
-		m.kv = kv
 	}
 	return m.kv, nil
+}
+
+// create records the key for stream id, trying again while the bucket
+// has no leader (submit_wait.go). A try that timed out may have stored the
+// record all the same: the next then finds the key, holding this id, and
+// takes that record as its own.
+func (m *idempotencyStore) create(ctx context.Context, kv jetstream.KeyValue, recordKey, id string, value []byte) (uint64, error) {
+	var revision uint64
+	tried := false
+	err := retryLeaderless(ctx, func(ctx context.Context) error {
+		var err error
+		revision, err = kv.Create(ctx, recordKey, value)
+		if tried && errors.Is(err, jetstream.ErrKeyExists) {
+			if entry, gerr := kv.Get(ctx, recordKey); gerr == nil && bytes.Equal(entry.Value(), value) {
+				revision, err = entry.Revision(), nil
+			}
+		}
+		tried = true
+		return err
+	})
+	return revision, err
 }
 
 // started is the stream a request started, or attached to (replay).
@@ -139,7 +165,7 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 	for range idempotencyAttempts {
 		id := wire.NewStreamID()
 		value := marshal(wire.IdempotencyRecord{StreamID: id, BodySHA256: bodyHash, Created: s.now().UnixMilli()})
-		revision, err := kv.Create(ctx, recordKey, value)
+		revision, err := s.idem.create(ctx, kv, recordKey, id, value)
 		if err == nil {
 			return s.startRecorded(ctx, kv, recordKey, revision, id, tenant, req)
 		}

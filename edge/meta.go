@@ -33,11 +33,15 @@ func (m *metaStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.kv == nil {
-		kv, err := m.js.KeyValue(ctx, wire.MetaBucket)
+		// The lookup asks the bucket's leader: across an election, it
+		// waits as the writes do (submit_wait.go).
+		err := retryLeaderless(ctx, func(ctx context.Context) (err error) {
+			m.kv, err = m.js.KeyValue(ctx, wire.MetaBucket)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("edge: bucket %s: %w", wire.MetaBucket, err)
 		}
-		m.kv = kv
 	}
 	return m.kv, nil
 }

@@ -191,6 +191,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// that the tenants' sharing knows the workers' slots when a burst of
 	// requests comes (tenant_gate.go).
 	s.clusterState()
+	// The buckets a new request writes to are looked up now, from their
+	// leaders: a first request that came during an election would wait
+	// for one.
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, submitWait)
+		defer cancel()
+		_, _ = s.meta.bucket(wctx)
+		if s.cfg.IdempotencyWindow >= 0 {
+			_, _ = s.idem.bucket(wctx)
+		}
+	}()
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,

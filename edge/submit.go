@@ -61,7 +61,7 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	// copying as it encodes and publishes, on every request.
 	s.runners.Run(func() {
 		tried := false
-		err := untilStored(ctx, func(ctx context.Context) error {
+		err := retryLeaderless(ctx, func(ctx context.Context) error {
 			err := s.meta.create(ctx, id, meta)
 			if tried && errors.Is(err, jetstream.ErrKeyExists) {
 				return nil // a try that timed out had stored it
@@ -76,7 +76,7 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	})
 	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: traceHeader(ctx, id)}
 	// Nats-Msg-Id queues a retried publish once.
-	queueErr := untilStored(ctx, func(ctx context.Context) error {
+	queueErr := retryLeaderless(ctx, func(ctx context.Context) error {
 		_, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 		return err
 	})

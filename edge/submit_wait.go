@@ -33,12 +33,13 @@ const submitWait = 15 * time.Second
 // leader.
 var submitRetry = backoff.Backoff{Config: backoff.Config{Base: 100 * time.Millisecond, Cap: time.Second}}
 
-// untilStored runs write until it succeeds, fails for good, or ctx (the
-// request's, bounded by submitWait) ends; it returns the last error.
-func untilStored(ctx context.Context, write func(ctx context.Context) error) error {
+// retryLeaderless runs op (a write, or the lookup of a bucket before one)
+// until it succeeds, fails for good, or ctx (the request's, bounded by
+// submitWait) ends; it returns the last error.
+func retryLeaderless(ctx context.Context, op func(ctx context.Context) error) error {
 	for try := 0; ; try++ {
 		tctx, cancel := context.WithTimeout(ctx, natsTimeout)
-		err := write(tctx)
+		err := op(tctx)
 		cancel()
 		if err == nil || !leaderless(ctx, err) {
 			return err
@@ -49,7 +50,7 @@ func untilStored(ctx context.Context, write func(ctx context.Context) error) err
 	}
 }
 
-// leaderless reports whether err is what a write gets while its stream
+// leaderless reports whether err is what an operation gets while its stream
 // has no leader, or its server is out of reach: no answer, no one to
 // answer, or JetStream's own "unavailable", while the caller still waits.
 func leaderless(ctx context.Context, err error) bool {

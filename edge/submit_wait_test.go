@@ -10,10 +10,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TestUntilStoredWaitsOutAnElection: a write that finds no leader is
+// TestRetryLeaderlessWaitsOutAnElection: a write that finds no leader is
 // tried again until it is stored; one refused for good (the storage full)
 // is not; and the wait ends with the request's context.
-func TestUntilStoredWaitsOutAnElection(t *testing.T) {
+func TestRetryLeaderlessWaitsOutAnElection(t *testing.T) {
 	full := &jetstream.APIError{Code: 500, ErrorCode: 10047, Description: "insufficient storage resources available"}
 	noLeader := &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
 	for _, tc := range []struct {
@@ -32,7 +32,7 @@ func TestUntilStoredWaitsOutAnElection(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tries := 0
 				start := time.Now()
-				err := untilStored(t.Context(), func(context.Context) error {
+				err := retryLeaderless(t.Context(), func(context.Context) error {
 					tries++
 					if tries <= len(tc.errs) {
 						return tc.errs[tries-1]
@@ -52,7 +52,7 @@ func TestUntilStoredWaitsOutAnElection(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), submitWait)
 		defer cancel()
 		start := time.Now()
-		err := untilStored(ctx, func(context.Context) error { return jetstream.ErrNoStreamResponse })
+		err := retryLeaderless(ctx, func(context.Context) error { return jetstream.ErrNoStreamResponse })
 		if !errors.Is(err, jetstream.ErrNoStreamResponse) || time.Since(start) < submitWait {
 			t.Fatalf("a leader never elected: %v after %v, want the last error after %v", err, time.Since(start), submitWait)
 		}
