@@ -18,12 +18,14 @@ import (
 // can shorten. A request the edge answered with a 503 meanwhile would
 // fail where calling the provider directly would not, since an SDK's
 // retries (two, about a second apart, for OpenAI's) are spent before the
-// election ends. So the edge keeps writing a new request's metadata and
-// queueing it, with backoff, for up to submitWait; the client sees a
-// slower first token, not an error. Only a failure that a retry cannot
-// mend (the storage full, a write refused) ends it at once, and so does
-// the client leaving. Each try is bounded by natsTimeout, so a write that
-// is lost without an answer is tried again rather than waited for.
+// election ends. So the edge keeps writing a new request's idempotency
+// record, its metadata and its queue message (and looking up their
+// buckets, which asks their leaders), with backoff, for up to submitWait;
+// the client sees a slower first token, not an error. Only a failure that
+// a retry cannot mend (the storage full, a write refused) ends it at once,
+// and so does the client leaving. Each try is bounded by natsTimeout, so a
+// write that is lost without an answer is tried again rather than waited
+// for.
 
 // submitWait bounds how long a new request waits for the writes that
 // accept it, across an election (see above).
