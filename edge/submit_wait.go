@@ -52,16 +52,22 @@ func retryLeaderless(ctx context.Context, op func(ctx context.Context) error) er
 	}
 }
 
+// codeClusterNotAvailable is JetStream's "temporarily unavailable". Its
+// other 503s (the storage full, insufficient resources, JetStream not
+// enabled) do not pass with a retry.
+const codeClusterNotAvailable = 10008
+
 // leaderless reports whether err is what an operation gets while its stream
 // has no leader, or its server is out of reach: no answer, no one to
-// answer, or JetStream's own "unavailable", while the caller still waits.
+// answer, or JetStream's "temporarily unavailable", while the caller still
+// waits.
 func leaderless(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.Code == 503
+		return apiErr.ErrorCode == codeClusterNotAvailable
 	}
 	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)

@@ -15,6 +15,8 @@ import (
 // is not; and the wait ends with the request's context.
 func TestRetryLeaderlessWaitsOutAnElection(t *testing.T) {
 	full := &jetstream.APIError{Code: 500, ErrorCode: 10047, Description: "insufficient storage resources available"}
+	// A stream at its byte limit (DiscardNew) refuses with a 503 too.
+	maxBytes := &jetstream.APIError{Code: 503, ErrorCode: 10077, Description: "maximum bytes exceeded"}
 	noLeader := &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
 	for _, tc := range []struct {
 		name  string
@@ -27,6 +29,7 @@ func TestRetryLeaderlessWaitsOutAnElection(t *testing.T) {
 		{"no stream answers, then a leader is elected", []error{jetstream.ErrNoStreamResponse, jetstream.ErrNoStreamResponse, context.DeadlineExceeded}, 4, nil, 100 * time.Millisecond},
 		{"JetStream unavailable", []error{noLeader}, 2, nil, 0},
 		{"storage full", []error{full}, 1, full, 0},
+		{"the queue at its byte limit", []error{maxBytes}, 1, maxBytes, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
