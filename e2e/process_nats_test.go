@@ -141,8 +141,8 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	const tokens, streams = 100, 6
 	s := start(t, options{Processes: true,
 		ClusterNodes: 3, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond},
+		// streams.replicas unset: three on a cluster, as shipped.
 		Edges: 2, Workers: 2, Coordinator: true,
-		Streams: procs.Settings{"streams.replicas": 3},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaydev/relay/e2e/procs"
 	"github.com/relaydev/relay/relay/mockupstream"
 )
 
@@ -33,8 +32,8 @@ const (
 func TestProcessResumeOtherEdgeNeverLies(t *testing.T) {
 	s := start(t, options{Processes: true,
 		ClusterNodes: 3, Mock: mockupstream.Config{Tokens: processResumeTokens, TokenInterval: 5 * time.Millisecond},
+		// streams.replicas unset: three on a cluster, as shipped.
 		Edges: 2, Workers: 3, Coordinator: true,
-		Streams: procs.Settings{"streams.replicas": 3},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()

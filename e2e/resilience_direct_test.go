@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/relaydev/relay/e2e/procs"
 	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Never worse than calling the provider directly. A replicated cluster on
@@ -37,12 +38,21 @@ const weatherTokens = 40
 var ordinaryWeather = mockupstream.Weather{Cut: 0.05, Stall: 0.05, StallFor: 20 * time.Second, RateLimited: 0.03, RetryAfter: time.Second}
 
 func TestProcessNeverWorseThanDirect(t *testing.T) {
+	// Default settings, streams.replicas included: three on a cluster.
 	s := start(t, options{Processes: true, ClusterNodes: 3, Edges: 2, Workers: 3, Coordinator: true,
-		Streams: procs.Settings{"streams.replicas": 3},
-		Mock:    mockupstream.Config{Tokens: weatherTokens, TokenInterval: 10 * time.Millisecond, Weather: ordinaryWeather},
+		Mock: mockupstream.Config{Tokens: weatherTokens, TokenInterval: 10 * time.Millisecond, Weather: ordinaryWeather},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	js, err := jetstream.New(s.nc)
+	must(t, err)
+	for _, name := range []string{wire.RequestStream, wire.ChunkStream} {
+		st, err := js.Stream(ctx, name)
+		must(t, err)
+		if r := st.CachedInfo().Config.Replicas; r != 3 {
+			t.Fatalf("%s has %d replicas on a three-node cluster with default settings, want 3", name, r)
+		}
+	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	direct := openai.NewClient(option.WithBaseURL(s.mockURL()+"/v1/"), option.WithAPIKey("direct"))
