@@ -157,7 +157,7 @@ func TestMetaUpdateIsRevisionChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &metaStore{js: e.js}
+	store := newMetaStore(e.js)
 	interfere := func(id string) {
 		if _, err := kv.Put(ctx, id, mustJSON(t, wire.Meta{Model: otherModel, Created: 7})); err != nil {
 			t.Fatal(err)

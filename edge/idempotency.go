@@ -7,9 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -93,26 +91,11 @@ func checkIdempotencyKey(key, param string) *wire.Error {
 // idempotencyStore binds wire.IdempotencyBucket on first use: only
 // requests with a key need it.
 type idempotencyStore struct {
-	js jetstream.JetStream
-	mu sync.Mutex
-	kv jetstream.KeyValue
+	bucketHandle
 }
 
-func (m *idempotencyStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.kv == nil {
-		// The lookup asks the bucket's leader: across an election, it
-		// waits as the writes do (submit_wait.go).
-		err := retryLeaderless(ctx, func(ctx context.Context) (err error) {
-			m.kv, err = m.js.KeyValue(ctx, wire.IdempotencyBucket)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("edge: bucket %s: %w", wire.IdempotencyBucket, err)
-		}
-	}
-	return m.kv, nil
+func newIdempotencyStore(js jetstream.JetStream) *idempotencyStore {
+	return &idempotencyStore{bucketHandle{js: js, name: wire.IdempotencyBucket}}
 }
 
 // create records the key for stream id, trying again while the bucket

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,32 +17,15 @@ import (
 // errNoMeta means the stream is unknown, or expired with its metadata.
 var errNoMeta = errors.New("edge: no metadata for stream")
 
-// metaStore reads and creates stream metadata in wire.MetaBucket. The
-// bucket handle is bound on first use, not in New, because any role may
-// come up before the assets are set up.
+// metaStore reads and creates stream metadata in wire.MetaBucket.
 type metaStore struct {
-	js jetstream.JetStream
-	mu sync.Mutex
-	kv jetstream.KeyValue
+	bucketHandle
 	// confirms counts the gets that missed and asked the bucket's leader.
 	confirms atomic.Uint64
 }
 
-func (m *metaStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.kv == nil {
-		// The lookup asks the bucket's leader: across an election, it
-		// waits as the writes do (submit_wait.go).
-		err := retryLeaderless(ctx, func(ctx context.Context) (err error) {
-			m.kv, err = m.js.KeyValue(ctx, wire.MetaBucket)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("edge: bucket %s: %w", wire.MetaBucket, err)
-		}
-	}
-	return m.kv, nil
+func newMetaStore(js jetstream.JetStream) *metaStore {
+	return &metaStore{bucketHandle: bucketHandle{js: js, name: wire.MetaBucket}}
 }
 
 // get returns the stream's metadata and its revision, or errNoMeta.

@@ -37,7 +37,7 @@ func TestMetaReplicatedNeverMissing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores[i] = &metaStore{js: js}
+		stores[i] = newMetaStore(js)
 	}
 	// A new bucket's replicas answer direct gets through a server only
 	// once their interest reached it over the routes, which a loaded
