@@ -66,7 +66,9 @@ type Config struct {
 	// AppendRetry bounds how long a job retries a chunk-log write or read
 	// that failed for a reason other than losing the stream (NATS
 	// restarting, a replica leader election), while the upstream keeps
-	// streaming into memory. Zero: 30s; negative: no retry.
+	// streaming into memory, and its stream's usage record while the
+	// ledger has no leader (usage_ledger.go). Zero: 30s; negative: no
+	// retry.
 	AppendRetry time.Duration `koanf:"append_retry"`
 	// Tenants are the tenant names the worker's token and cost metrics
 	// carry; every other tenant is counted as "other", which bounds the

@@ -8,7 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/spend"
+	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -19,6 +21,12 @@ import (
 // end frame, which covers a worker that stopped in between, and
 // spend.Store counts a stream once however often it is recorded.
 //
+// A record is tried again while the bucket has no leader (an election in
+// a replicated cluster, streams.RetryLeaderless), for as long as the
+// job's chunk-log writes are (worker.append_retry): once the request is
+// acked, no job of it is left to record its usage, and a budget would not
+// count tokens that were paid for.
+//
 // The bucket is opened on first use, not at start, so a worker whose
 // NATS has no ledger yet serves all the same (its usage goes uncounted,
 // with a warning).
@@ -28,15 +36,22 @@ type usageLedger struct {
 	retryAt time.Time
 }
 
-// ledgerRetry spaces the attempts to open the bucket.
-const ledgerRetry = 5 * time.Second
+const (
+	// ledgerRetry spaces the attempts to open a bucket found missing.
+	ledgerRetry = 5 * time.Second
+	// ledgerTimeout bounds one try at recording a stream's usage.
+	ledgerTimeout = 2 * time.Second
+)
 
-// ledgerTimeout bounds recording one stream's usage.
-const ledgerTimeout = 2 * time.Second
+// ledgerSpacing spaces the tries of a record that found no leader.
+var ledgerSpacing = backoff.Backoff{Config: backoff.Config{Base: 100 * time.Millisecond, Cap: time.Second}}
 
 // errNoLedger: the bucket could not be opened a moment ago.
 var errNoLedger = errors.New("worker: the usage ledger is unavailable")
 
+// open returns the bucket, looking it up unless a lookup found it missing
+// less than ledgerRetry ago. A lookup that found no leader is not held
+// against the next.
 func (l *usageLedger) open(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -48,11 +63,25 @@ func (l *usageLedger) open(ctx context.Context, js jetstream.JetStream) (jetstre
 	}
 	kv, err := js.KeyValue(ctx, wire.UsageBucket)
 	if err != nil {
-		l.retryAt = time.Now().Add(ledgerRetry)
+		if !streams.Leaderless(context.Background(), err) {
+			l.retryAt = time.Now().Add(ledgerRetry)
+		}
 		return nil, err
 	}
 	l.kv = kv
 	return kv, nil
+}
+
+// record stores r, the usage of stream id, trying again while the
+// bucket has no leader, until ctx ends.
+func (l *usageLedger) record(ctx context.Context, js jetstream.JetStream, id string, r spend.Record) error {
+	return streams.RetryLeaderless(ctx, ledgerSpacing, ledgerTimeout, func(ctx context.Context) error {
+		kv, err := l.open(ctx, js)
+		if err == nil {
+			_, err = spend.Store(ctx, kv, id, r)
+		}
+		return err
+	})
 }
 
 // recordUsage records the usage of end, the stream's end frame. The
@@ -63,13 +92,9 @@ func (j *job) recordUsage(end wire.Frame) {
 	if r.Empty() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(j.logCtx, ledgerTimeout)
+	ctx, cancel := context.WithTimeout(j.logCtx, max(j.w.appendRetry, ledgerTimeout))
 	defer cancel()
-	kv, err := j.w.usage.open(ctx, j.w.js)
-	if err == nil {
-		_, err = spend.Store(ctx, kv, j.req.StreamID, r)
-	}
-	if err != nil {
+	if err := j.w.usage.record(ctx, j.w.js, j.req.StreamID, r); err != nil {
 		j.log.Warn("usage not recorded", "tenant", j.req.Tenant, "tokens", r.Tokens, "cost", r.CostUSD, "err", err)
 	}
 }
