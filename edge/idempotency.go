@@ -98,17 +98,34 @@ func newIdempotencyStore(js jetstream.JetStream) *idempotencyStore {
 	return &idempotencyStore{bucketHandle{js: js, name: wire.IdempotencyBucket}}
 }
 
-// create records the key for stream id, trying again while the bucket
-// has no leader (submit_wait.go). A try that timed out may have stored the
-// record all the same: the next then finds the key, holding this id, and
-// takes that record as its own.
-func (m *idempotencyStore) create(ctx context.Context, kv jetstream.KeyValue, recordKey, id string, value []byte) (uint64, error) {
+// create records the key for stream id.
+func (m *idempotencyStore) create(ctx context.Context, kv jetstream.KeyValue, recordKey string, value []byte) (uint64, error) {
+	return m.write(ctx, kv, recordKey, value, func(ctx context.Context) (uint64, error) {
+		return kv.Create(ctx, recordKey, value)
+	})
+}
+
+// replace records the key for another stream, in place of the stale
+// record at revision.
+func (m *idempotencyStore) replace(ctx context.Context, kv jetstream.KeyValue, recordKey string, value []byte, revision uint64) (uint64, error) {
+	return m.write(ctx, kv, recordKey, value, func(ctx context.Context) (uint64, error) {
+		return kv.Update(ctx, recordKey, value, revision)
+	})
+}
+
+// write stores value, a record naming a fresh stream id, with put (a
+// create, or an update of a known revision), trying again while the
+// bucket has no leader (submit_wait.go). A try that timed out may have
+// stored it all the same: the next try is then refused, and finds the
+// key holding value byte for byte (no other request's record names the
+// same stream), which it takes as its own.
+func (m *idempotencyStore) write(ctx context.Context, kv jetstream.KeyValue, recordKey string, value []byte, put func(context.Context) (uint64, error)) (uint64, error) {
 	var revision uint64
 	tried := false
 	err := retryLeaderless(ctx, func(ctx context.Context) error {
 		var err error
-		revision, err = kv.Create(ctx, recordKey, value)
-		if tried && errors.Is(err, jetstream.ErrKeyExists) {
+		revision, err = put(ctx)
+		if tried && (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)) {
 			if entry, gerr := kv.Get(ctx, recordKey); gerr == nil && bytes.Equal(entry.Value(), value) {
 				revision, err = entry.Revision(), nil
 			}
@@ -148,7 +165,7 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 	for range idempotencyAttempts {
 		id := wire.NewStreamID()
 		value := marshal(wire.IdempotencyRecord{StreamID: id, BodySHA256: bodyHash, Created: s.now().UnixMilli()})
-		revision, err := s.idem.create(ctx, kv, recordKey, id, value)
+		revision, err := s.idem.create(ctx, kv, recordKey, value)
 		if err == nil {
 			return s.startRecorded(ctx, kv, recordKey, revision, id, tenant, req)
 		}
@@ -189,7 +206,7 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 			}
 			// Its edge failed between the record and the Meta: start anew.
 		}
-		revision, err = kv.Update(ctx, recordKey, value, entry.Revision())
+		revision, err = s.idem.replace(ctx, kv, recordKey, value, entry.Revision())
 		if err == nil {
 			return s.startRecorded(ctx, kv, recordKey, revision, id, tenant, req)
 		}
