@@ -59,6 +59,7 @@ var phases = []phase{
 	{"throughput", (*bench).throughput},
 	{"latency", (*bench).latency},
 	{"openloop", (*bench).openLoop},
+	{"rounds", (*bench).rounds},
 	{"resume", (*bench).resume},
 	{"failover", (*bench).failover},
 	{"breaker", (*bench).breakers},
@@ -84,6 +85,7 @@ func run() error {
 	hedgeRequests := flag.Int("hedge-requests", 0, "requests of each model in the hedging mode (zero: 400)")
 	fastOnly := flag.Bool("fast-only", false, "the concurrent phase runs only its 1 token/s run (no paced run, so no memory figures)")
 	cluster := flag.Bool("cluster", false, "the phases share a cluster of three nats-servers, and the roles keep every stream on three replicas (streams.replicas unset), as in a replicated deployment; the rows marked one process still use relay dev's embedded server")
+	capacity := flag.Float64("capacity", 0, "the open-loop phase's loads are fractions of this many requests/s instead of the relay's paced capacity measured in the run, so that runs of two builds offer the same arrivals (zero: measured)")
 	h2c := flag.Bool("h2c", false, "the open-loop and concurrent phases' relay and bare proxy call the fake upstreams over h2c (HTTP/2 without TLS), as a TLS provider is called over HTTP/2")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -97,6 +99,10 @@ func run() error {
 		p.concStreams = *streams
 	}
 	p.h2c = *h2c
+	if *capacity < 0 {
+		return fmt.Errorf("--capacity: %v is negative", *capacity)
+	}
+	p.openLoopCapacity = *capacity
 	p.concFastOnly = *fastOnly
 	var err error
 	if *levels != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -84,7 +85,8 @@ func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 	if runs.capacity.rate == 0 {
 		return nil, fmt.Errorf("openloop: the relay completed no stream in its capacity step: %s", runs.capacity.summary())
 	}
-	runs.loads = openLoopLoads(op, runs.capacity.rate)
+	runs.given = b.plan.openLoopCapacity
+	runs.loads = openLoopLoads(op, cmp.Or(runs.given, runs.capacity.rate))
 	for _, s := range systems {
 		s.into.loads = make([]openResult, len(runs.loads))
 	}
@@ -147,8 +149,10 @@ type systemRuns struct {
 // openLoopRuns is the whole phase's measurements.
 type openLoopRuns struct {
 	// capacity is the relay's (separate processes) with the upstream
-	// paced: the loads are fractions of it.
+	// paced: the loads are fractions of it, unless given is set
+	// (--capacity).
 	capacity                  capResult
+	given                     float64
 	loads                     []loadSpec
 	direct, proxy, relay, one systemRuns
 }

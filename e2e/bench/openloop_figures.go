@@ -79,8 +79,12 @@ func (r openLoopRuns) loadNote(l loadSpec, run openResult) string {
 	if l.fraction == 0 {
 		return fmt.Sprintf("%d requests in %d burst(s), each system in turn", run.arrivals, len(l.rounds))
 	}
-	return fmt.Sprintf("%d arrivals at %.0f req/s for %v in %d round(s), each system in turn: %.0f %% of the relay's capacity (separate processes, upstream paced), %s",
-		run.arrivals, l.rate, l.span.Round(100*time.Millisecond), len(l.rounds), 100*l.fraction, r.capacity.summary())
+	of := "the relay's capacity (separate processes, upstream paced), "
+	if r.given > 0 {
+		of = fmt.Sprintf("%.0f req/s, given with --capacity; the relay's capacity (separate processes, upstream paced) measured ", r.given)
+	}
+	return fmt.Sprintf("%d arrivals at %.0f req/s for %v in %d round(s), each system in turn: %.0f %% of %s%s",
+		run.arrivals, l.rate, l.span.Round(100*time.Millisecond), len(l.rounds), 100*l.fraction, of, r.capacity.summary())
 }
 
 // cpuFigure is the processor time of the relay's processes per delivered

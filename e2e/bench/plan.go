@@ -18,8 +18,15 @@ type plan struct {
 	// call a provider over TLS that offers HTTP/2 (--h2c); otherwise
 	// over HTTP/1.1, as a plain-http provider.
 	h2c bool
+	// openLoopCapacity, if set, replaces the paced capacity the open-loop
+	// phase measures as its loads' reference (--capacity).
+	openLoopCapacity float64
 
 	kvSamples int
+
+	// JetStream writes alone and together: messages per way and run, and
+	// runs.
+	roundsMessages, roundsRuns int
 
 	// End-to-end throughput, fake upstream at full speed.
 	tputStreams  int // concurrent streams
@@ -95,6 +102,8 @@ func defaultPlan() plan {
 	return plan{
 		mode:            "default",
 		kvSamples:       1000,
+		roundsMessages:  3000,
+		roundsRuns:      3,
 		tputStreams:     64,
 		tputTokens:      1000,
 		tputPaced:       tputPaced,
@@ -133,6 +142,8 @@ func quickPlan() plan {
 	return plan{
 		mode:              "quick",
 		kvSamples:         200,
+		roundsMessages:    400,
+		roundsRuns:        1,
 		tputStreams:       64,
 		tputTokens:        400,
 		tputPaced:         mockSpec{model: tputPaced.model, tokens: 200, interval: tputPaced.interval},

@@ -44,6 +44,7 @@ const (
 	rankFailover
 	rankBreaker
 	rankWorkerMemory
+	rankRounds
 )
 
 type added struct {

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// rounds measures what nats-server spends on a stored message when it
+// arrives alone and when it arrives with others. Each message a stream's
+// leader receives alone is a write of its own and, on a replicated
+// stream, a raft round of its own (appended, sent to the followers,
+// acknowledged, applied: a wake-up on every server); messages that arrive
+// together share one. A worker appends each stream's frames one at a
+// time (a replicated stream refuses pipelined appends to one subject,
+// error 10164), so at a token's pace its appends come one by one, and
+// what they cost the servers is the figure "CPU per delivered chunk"
+// carries, whatever the relay does around them.
+//
+// Three ways of writing the same messages (as large as a one-token
+// frame) into a scratch stream with the relay's replica count, in turn,
+// roundsRuns times: one at a time (each waits for its ack), 16 in flight
+// (async publish), and 40 streams writing one message every 20 ms each
+// (a worker's appends at 50 tokens/s), each stream one at a time.
+func (b *bench) rounds(ctx context.Context) ([]figure, error) {
+	const name = "BENCH_ROUNDS"
+	replicas := len(b.natsProcs)
+	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{"bench.rounds.*"}, Storage: jetstream.FileStorage, Replicas: replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer b.js.DeleteStream(context.WithoutCancel(ctx), name)
+	w := roundsWriter{js: b.js, payload: []byte(strings.Repeat("x", 114)), n: b.plan.roundsMessages}
+	var alone, together, paced []float64
+	for run := range b.plan.roundsRuns {
+		for _, m := range []struct {
+			into  *[]float64
+			write func(context.Context) error
+		}{{&alone, w.alone}, {&together, w.together}, {&paced, w.paced}} {
+			cpu := meterParts([]part{{"nats", b.natsCPUClocks()}})
+			if err := m.write(ctx); err != nil {
+				return nil, fmt.Errorf("rounds: %w", err)
+			}
+			*m.into = append(*m.into, float64(cpu.used()[0].Microseconds())/float64(w.n))
+		}
+		b.log.printf("  rounds, run %d: nats-server µs per message: alone %.0f, 16 in flight %.0f, 40 streams at 50/s %.0f", run+1, alone[run], together[run], paced[run])
+	}
+	servers := fmt.Sprintf("%d nats-server(s), file storage, R%d; %d messages of 114 bytes per way and run, the ways in turn, %d runs; processor time of every server", replicas, replicas, w.n, b.plan.roundsRuns)
+	base := "16 in flight (async publish)"
+	figs := []figure{
+		{Name: "nats-server CPU per stored message, written one at a time", Unit: "µs",
+			Relay: ptr(summarize(alone)), Baseline: ptr(summarize(together)), BaselineName: base, Goal: "report", Note: servers, rank: rankRounds},
+		{Name: "nats-server CPU per stored message, 40 streams writing one every 20 ms each (a worker's appends at 50 tokens/s)", Unit: "µs",
+			Relay: ptr(summarize(paced)), Baseline: ptr(summarize(together)), BaselineName: base, Goal: "report",
+			Note: "each stream waits for its message's ack before the next, as a worker's appends to one stream do; " + servers, rank: rankRounds},
+	}
+	for i := range figs {
+		figs[i].compare()
+	}
+	return figs, nil
+}
+
+// natsCPUClocks are the nats-servers every phase shares, as clocks.
+func (b *bench) natsCPUClocks() []cpuClock {
+	var out []cpuClock
+	for _, p := range b.natsParts() {
+		out = append(out, p)
+	}
+	return out
+}
+
+// roundsWriter writes n messages into the rounds stream, one way or
+// another.
+type roundsWriter struct {
+	js      jetstream.JetStream
+	payload []byte
+	n       int
+}
+
+func (w roundsWriter) subject(i int) string { return fmt.Sprintf("bench.rounds.s%d", i%64) }
+
+// alone writes each message after the previous one's ack.
+func (w roundsWriter) alone(ctx context.Context) error {
+	for i := range w.n {
+		if _, err := w.js.Publish(ctx, w.subject(i), w.payload); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// together keeps 16 messages in flight.
+func (w roundsWriter) together(ctx context.Context) error {
+	for i := range w.n {
+		if _, err := w.js.PublishAsync(w.subject(i), w.payload); err != nil {
+			return err
+		}
+		if i%16 == 15 || i == w.n-1 {
+			select {
+			case <-w.js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+// paced has 40 streams write a message every 20 ms each, the streams'
+// first messages spread over the first 20 ms, until n are written.
+func (w roundsWriter) paced(ctx context.Context) error {
+	const streams, every = 40, 20 * time.Millisecond
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for s := range streams {
+		count := w.n / streams
+		if s < w.n%streams {
+			count++
+		}
+		wg.Go(func() {
+			next := time.Now().Add(every * time.Duration(s) / streams)
+			for range count {
+				t := time.NewTimer(time.Until(next))
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					errs <- ctx.Err()
+					return
+				}
+				if _, err := w.js.Publish(ctx, w.subject(s), w.payload); err != nil {
+					errs <- err
+					return
+				}
+				next = next.Add(every)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
