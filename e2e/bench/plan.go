@@ -25,8 +25,9 @@ type plan struct {
 	kvSamples int
 
 	// JetStream writes alone and together: messages per way and run, and
-	// runs.
+	// runs; requests held for the progress reports.
 	roundsMessages, roundsRuns int
+	progressHeld               int
 
 	// End-to-end throughput, fake upstream at full speed.
 	tputStreams  int // concurrent streams
@@ -104,6 +105,7 @@ func defaultPlan() plan {
 		kvSamples:       1000,
 		roundsMessages:  3000,
 		roundsRuns:      3,
+		progressHeld:    5000,
 		tputStreams:     64,
 		tputTokens:      1000,
 		tputPaced:       tputPaced,
@@ -144,6 +146,7 @@ func quickPlan() plan {
 		kvSamples:         200,
 		roundsMessages:    400,
 		roundsRuns:        1,
+		progressHeld:      500,
 		tputStreams:       64,
 		tputTokens:        400,
 		tputPaced:         mockSpec{model: tputPaced.model, tokens: 200, interval: tputPaced.interval},

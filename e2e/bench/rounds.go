@@ -25,7 +25,9 @@ import (
 // frame) into a scratch stream with the relay's replica count, in turn,
 // roundsRuns times: one at a time (each waits for its ack), 16 in flight
 // (async publish), and 40 streams writing one message every 20 ms each
-// (a worker's appends at 50 tokens/s), each stream one at a time.
+// (a worker's appends at 50 tokens/s), each stream one at a time. Then
+// the same for a worker's progress reports on the requests it holds
+// (progressRounds).
 func (b *bench) rounds(ctx context.Context) ([]figure, error) {
 	const name = "BENCH_ROUNDS"
 	replicas := len(b.natsProcs)
@@ -51,6 +53,11 @@ func (b *bench) rounds(ctx context.Context) ([]figure, error) {
 		}
 		b.log.printf("  rounds, run %d: nats-server µs per message: alone %.0f, 16 in flight %.0f, 40 streams at 50/s %.0f", run+1, alone[run], together[run], paced[run])
 	}
+	progTogether, progSpread, held, err := b.progressRounds(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("rounds: progress reports: %w", err)
+	}
+	b.log.printf("  rounds: nats-server µs per progress report, %d held: together %v, spread %v", held, progTogether, progSpread)
 	servers := fmt.Sprintf("%d nats-server(s), file storage, R%d; %d messages of 114 bytes per way and run, the ways in turn, %d runs; processor time of every server", replicas, replicas, w.n, b.plan.roundsRuns)
 	base := "16 in flight (async publish)"
 	figs := []figure{
@@ -59,6 +66,9 @@ func (b *bench) rounds(ctx context.Context) ([]figure, error) {
 		{Name: "nats-server CPU per stored message, 40 streams writing one every 20 ms each (a worker's appends at 50 tokens/s)", Unit: "µs",
 			Relay: ptr(summarize(paced)), Baseline: ptr(summarize(together)), BaselineName: base, Goal: "report",
 			Note: "each stream waits for its message's ack before the next, as a worker's appends to one stream do; " + servers, rank: rankRounds},
+		{Name: fmt.Sprintf("nats-server CPU per progress report, %d requests held, each reported once a second, spread over it", held), Unit: "µs",
+			Relay: ptr(summarize(progSpread)), Baseline: ptr(summarize(progTogether)), BaselineName: "all in one burst", Goal: "report",
+			Note: fmt.Sprintf("an InProgress ack of a request held by a worker, as its own timer sends it, against all of them at once; a work queue and its consumer with the relay's replica count (R%d); the servers' processor time in a second without reports taken off; %d runs, each way in turn", replicas, b.plan.roundsRuns), rank: rankRounds},
 	}
 	for i := range figs {
 		figs[i].compare()
@@ -145,4 +155,79 @@ func (w roundsWriter) paced(ctx context.Context) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// progressRounds measures what nats-server spends on a progress report
+// (an InProgress ack) of a request held by a worker: held requests of a
+// replicated work queue, each reported once a second for a second, all in
+// one burst and then each at its own moment, spread over the second, in
+// turn, roundsRuns times. The servers' processor time while no report is
+// sent, as long, is taken off both.
+func (b *bench) progressRounds(ctx context.Context) (together, spread []float64, held int, err error) {
+	const name = "BENCH_PROGRESS"
+	replicas := len(b.natsProcs)
+	s, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{"bench.progress"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: replicas,
+	})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer b.js.DeleteStream(context.WithoutCancel(ctx), name)
+	c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "bench", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: -1, Replicas: replicas,
+	})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	n := b.plan.progressHeld
+	for range n {
+		if _, err := b.js.PublishAsync("bench.progress", []byte("request")); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	select {
+	case <-b.js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return nil, nil, 0, ctx.Err()
+	}
+	msgs := make([]jetstream.Msg, 0, n)
+	for len(msgs) < n {
+		batch, err := c.Fetch(n-len(msgs), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if batch.Error() != nil {
+			return nil, nil, 0, batch.Error()
+		}
+	}
+	clocks := b.natsCPUClocks()
+	perReport := func(send func()) float64 {
+		idle := meterParts([]part{{"nats", clocks}})
+		time.Sleep(time.Second)
+		quiet := idle.used()[0]
+		busy := meterParts([]part{{"nats", clocks}})
+		send()
+		return float64((busy.used()[0] - quiet).Microseconds()) / float64(n)
+	}
+	for range b.plan.roundsRuns {
+		together = append(together, perReport(func() {
+			start := time.Now()
+			for _, m := range msgs {
+				m.InProgress()
+			}
+			time.Sleep(time.Until(start.Add(time.Second)))
+		}))
+		spread = append(spread, perReport(func() {
+			start := time.Now()
+			for i, m := range msgs {
+				time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(n))))
+				m.InProgress()
+			}
+			time.Sleep(time.Until(start.Add(time.Second)))
+		}))
+	}
+	return together, spread, n, nil
 }

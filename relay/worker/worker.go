@@ -96,9 +96,10 @@ type Worker struct {
 	runners *runners.Pool
 	// keysPoll is how often key files are checked; 0: never.
 	keysPoll time.Duration
-	// progressEvery is a quarter of AckWait: three reports can be lost
-	// before the queue gives the request to another worker.
-	progressEvery time.Duration
+	// progress reports the requests held every quarter of AckWait: three
+	// reports can be lost before the queue gives a request to another
+	// worker.
+	progress *progress
 	// pullWait bounds one pull: at most maxPullWait, and at most half the
 	// liveness timeout, so that a worker paused (SIGSTOP) holds no pull
 	// by the time its requests are handed over; otherwise the server
@@ -181,6 +182,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		}
 		keys[p.Name] = r
 	}
+	logger := deps.Logger.With("worker", cfg.ID)
 	w := &Worker{
 		id:              cfg.ID,
 		instance:        newInstance(),
@@ -194,11 +196,11 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		gate:            deps.Gate,
 		metrics:         m,
 		tracer:          tracing.Tracer(deps.Tracer),
-		logger:          deps.Logger.With("worker", cfg.ID),
+		logger:          logger,
 		topology:        deps.Topology,
 		keys:            keys,
 		keysPoll:        max(cfg.KeysPollInterval, 0),
-		progressEvery:   deps.Topology.WithDefaults().AckWait / 4,
+		progress:        newProgress(deps.Topology.WithDefaults().AckWait/4, logger),
 		pullWait:        min(maxPullWait, cfg.LivenessTimeout/2),
 		pulls:           make(chan struct{}, maxWaitingPulls),
 		pullRetry:       pullRetry,
@@ -296,6 +298,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	bgCtx, stopBackground := context.WithCancel(jobCtx)
 	stopBeat := make(chan struct{})
 	var bg sync.WaitGroup
+	bg.Go(func() { w.progress.run(bgCtx) })
 	if w.keysPoll > 0 && w.hasKeyFiles() {
 		bg.Go(func() { w.watchKeys(bgCtx, w.keysPoll) })
 	}
@@ -476,7 +479,7 @@ func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.
 // handle runs the job of one request message under ctx, reporting
 // progress on it until the job is done with it.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
-	stop := keepInProgress(msg, w.progressEvery, w.logger)
+	stop := w.progress.keep(msg)
 	defer stop()
 	var j *job
 	// Decoding the request goes deep into encoding/json (stack.go).
