@@ -2,34 +2,27 @@ package edge
 
 import (
 	"context"
-	"fmt"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/streams"
 )
 
-// bucketHandle is a KV bucket bound on first use, not in New, because any
-// role may come up before the assets are set up. The lookup asks the
-// bucket's leader: across an election, it waits as the writes do
-// (submit_wait.go).
+// bucketHandle is a KV bucket bound on first use (streams.Bucket), whose
+// lookup waits out an election as the writes do (submit_wait.go).
 type bucketHandle struct {
-	js   jetstream.JetStream
-	name string
-	mu   sync.Mutex
-	kv   jetstream.KeyValue
+	b *streams.Bucket
 }
 
-func (b *bucketHandle) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.kv == nil {
-		err := retryLeaderless(ctx, func(ctx context.Context) (err error) {
-			b.kv, err = b.js.KeyValue(ctx, b.name)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("edge: bucket %s: %w", b.name, err)
-		}
-	}
-	return b.kv, nil
+func newBucketHandle(js jetstream.JetStream, name string) bucketHandle {
+	return bucketHandle{streams.NewBucket(js, name, 0)}
+}
+
+func (h bucketHandle) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	var kv jetstream.KeyValue
+	err := retryLeaderless(ctx, func(ctx context.Context) (err error) {
+		kv, err = h.b.KV(ctx)
+		return err
+	})
+	return kv, err
 }

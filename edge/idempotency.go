@@ -95,7 +95,7 @@ type idempotencyStore struct {
 }
 
 func newIdempotencyStore(js jetstream.JetStream) *idempotencyStore {
-	return &idempotencyStore{bucketHandle{js: js, name: wire.IdempotencyBucket}}
+	return &idempotencyStore{newBucketHandle(js, wire.IdempotencyBucket)}
 }
 
 // create records the key for stream id.

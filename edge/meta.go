@@ -20,12 +20,14 @@ var errNoMeta = errors.New("edge: no metadata for stream")
 // metaStore reads and creates stream metadata in wire.MetaBucket.
 type metaStore struct {
 	bucketHandle
+	// js confirms a miss with the bucket's leader.
+	js jetstream.JetStream
 	// confirms counts the gets that missed and asked the bucket's leader.
 	confirms atomic.Uint64
 }
 
 func newMetaStore(js jetstream.JetStream) *metaStore {
-	return &metaStore{bucketHandle: bucketHandle{js: js, name: wire.MetaBucket}}
+	return &metaStore{bucketHandle: newBucketHandle(js, wire.MetaBucket), js: js}
 }
 
 // get returns the stream's metadata and its revision, or errNoMeta.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,22 +36,15 @@ const maxAnswerBytes = 512 << 10
 // answerCache is the worker's handle on wire.AnswerBucket, looked up at
 // its first use: a worker whose models keep no answers never needs it.
 type answerCache struct {
-	js jetstream.JetStream
-	mu sync.Mutex
-	kv jetstream.KeyValue
+	b *streams.Bucket
 }
 
 func (c *answerCache) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.kv == nil {
-		kv, err := c.js.KeyValue(ctx, wire.AnswerBucket)
-		if err != nil {
-			return nil, fmt.Errorf("worker: bucket %s: %w", wire.AnswerBucket, err)
-		}
-		c.kv = kv
+	kv, err := c.b.KV(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return c.kv, nil
+	return kv, nil
 }
 
 // get returns the answer kept under key, and false if there is none.

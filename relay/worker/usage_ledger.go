@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,17 +25,15 @@ import (
 // acked, no job of it is left to record its usage, and a budget would not
 // count tokens that were paid for.
 //
-// The bucket is opened on first use, not at start, so a worker whose
+// The bucket is looked up on first use, not at start, so a worker whose
 // NATS has no ledger yet serves all the same (its usage goes uncounted,
-// with a warning).
+// with a warning); a lookup that found it missing stands for ledgerRetry.
 type usageLedger struct {
-	mu      sync.Mutex
-	kv      jetstream.KeyValue
-	retryAt time.Time
+	b *streams.Bucket
 }
 
 const (
-	// ledgerRetry spaces the attempts to open a bucket found missing.
+	// ledgerRetry spaces the lookups of a bucket found missing.
 	ledgerRetry = 5 * time.Second
 	// ledgerTimeout bounds one try at recording a stream's usage.
 	ledgerTimeout = 2 * time.Second
@@ -46,37 +42,15 @@ const (
 // ledgerSpacing spaces the tries of a record that found no leader.
 var ledgerSpacing = backoff.Backoff{Config: backoff.Config{Base: 100 * time.Millisecond, Cap: time.Second}}
 
-// errNoLedger: the bucket could not be opened a moment ago.
-var errNoLedger = errors.New("worker: the usage ledger is unavailable")
-
-// open returns the bucket, looking it up unless a lookup found it missing
-// less than ledgerRetry ago. A lookup that found no leader is not held
-// against the next.
-func (l *usageLedger) open(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.kv != nil {
-		return l.kv, nil
-	}
-	if time.Now().Before(l.retryAt) {
-		return nil, errNoLedger
-	}
-	kv, err := js.KeyValue(ctx, wire.UsageBucket)
-	if err != nil {
-		if !streams.Leaderless(context.Background(), err) {
-			l.retryAt = time.Now().Add(ledgerRetry)
-		}
-		return nil, err
-	}
-	l.kv = kv
-	return kv, nil
+func newUsageLedger(js jetstream.JetStream) usageLedger {
+	return usageLedger{streams.NewBucket(js, wire.UsageBucket, ledgerRetry)}
 }
 
 // record stores r, the usage of stream id, trying again while the
 // bucket has no leader, until ctx ends.
-func (l *usageLedger) record(ctx context.Context, js jetstream.JetStream, id string, r spend.Record) error {
+func (l usageLedger) record(ctx context.Context, id string, r spend.Record) error {
 	return streams.RetryLeaderless(ctx, ledgerSpacing, ledgerTimeout, func(ctx context.Context) error {
-		kv, err := l.open(ctx, js)
+		kv, err := l.b.KV(ctx)
 		if err == nil {
 			_, err = spend.Store(ctx, kv, id, r)
 		}
@@ -94,7 +68,7 @@ func (j *job) recordUsage(end wire.Frame) {
 	}
 	ctx, cancel := context.WithTimeout(j.logCtx, max(j.w.appendRetry, ledgerTimeout))
 	defer cancel()
-	if err := j.w.usage.record(ctx, j.w.js, j.req.StreamID, r); err != nil {
+	if err := j.w.usage.record(ctx, j.req.StreamID, r); err != nil {
 		j.log.Warn("usage not recorded", "tenant", j.req.Tenant, "tokens", r.Tokens, "cost", r.CostUSD, "err", err)
 	}
 }

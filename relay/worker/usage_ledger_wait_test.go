@@ -81,10 +81,10 @@ func TestUsageRecordWaitsOutAnElection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				js := &ledgerJS{lookupErrs: tc.lookupErrs, createErrs: tc.createErrs, lostAnswers: tc.lostAnswers, stored: map[string][]byte{}}
-				var l usageLedger
+				l := newUsageLedger(js)
 				ctx, cancel := context.WithTimeout(t.Context(), DefaultAppendRetry)
 				defer cancel()
-				err := l.record(ctx, js, "stream-1", r)
+				err := l.record(ctx, "stream-1", r)
 				if !errors.Is(err, tc.err) || js.lookups != tc.lookups || js.creates != tc.creates {
 					t.Fatalf("err %v after %d lookups and %d writes, want %v after %d and %d", err, js.lookups, js.creates, tc.err, tc.lookups, tc.creates)
 				}
@@ -95,9 +95,9 @@ func TestUsageRecordWaitsOutAnElection(t *testing.T) {
 					return
 				}
 				// What failed for good is not tried again at once.
-				err = l.record(ctx, js, "stream-2", r)
-				if errors.Is(tc.err, jetstream.ErrBucketNotFound) && (!errors.Is(err, errNoLedger) || js.lookups != 1) {
-					t.Fatalf("a second record: %v after %d lookups, want errNoLedger without a lookup", err, js.lookups)
+				err = l.record(ctx, "stream-2", r)
+				if errors.Is(tc.err, jetstream.ErrBucketNotFound) && (!errors.Is(err, jetstream.ErrBucketNotFound) || js.lookups != 1) {
+					t.Fatalf("a second record: %v after %d lookups, want the bucket missing, without a lookup", err, js.lookups)
 				}
 			})
 		})
