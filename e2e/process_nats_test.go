@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -167,8 +168,10 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 		t.Fatalf("%s: leader %q, %d replicas; want a leader and 3 replicas", wire.ChunkStream, name, replicas)
 	}
 	// The groups a new request is written to are led by the same node,
-	// so that the requests sent during the election below meet it.
-	for _, stream := range []string{wire.RequestStream, "KV_" + wire.MetaBucket, "KV_" + wire.IdempotencyBucket} {
+	// so that the requests sent during the election below meet it, and
+	// so is the usage ledger, which the streams ending after the kill
+	// write to.
+	for _, stream := range []string{wire.RequestStream, "KV_" + wire.MetaBucket, "KV_" + wire.IdempotencyBucket, "KV_" + wire.UsageBucket} {
 		if l, _ := leaderOf(stream); l != name {
 			_, err := s.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(`{"placement":{"preferred":"`+name+`"}}`), 5*time.Second)
 			must(t, err)
@@ -212,6 +215,23 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 		during = append(during, c)
 	}
 	finishAll(t, ctx, s, append(clients, during...))
+	// Every stream's usage is recorded, those that ended during the
+	// election included: a worker waits for the ledger's leader before it
+	// acks the request, after which no job of it would record the usage.
+	usage, err := js.KeyValue(ctx, wire.UsageBucket)
+	must(t, err)
+	relaytest.Eventually(t, 40*time.Second, 100*time.Millisecond, func() bool {
+		keys, err := usage.Keys(ctx)
+		if err != nil {
+			return false
+		}
+		for _, c := range append(clients, during...) {
+			if !slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, "."+c.id) }) {
+				return false
+			}
+		}
+		return true
+	})
 	report, _ := faultReport(clients, killed)
 	next, _ := leader()
 	t.Logf("node loss: new leader %s; longest silence per stream: %s", next, report)
