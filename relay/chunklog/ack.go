@@ -18,6 +18,10 @@ type pubAck struct {
 	Domain    string              `json:"domain"`
 	Duplicate bool                `json:"duplicate"`
 	Error     *jetstream.APIError `json:"error"`
+	// Batch and Count name an atomic batch and its size, in the ack of
+	// its commit (commit.go).
+	Batch string `json:"batch"`
+	Count int    `json:"count"`
 }
 
 // parseAck decodes a publish reply into what encoding/json would make of
@@ -61,6 +65,8 @@ const (
 	keyCode
 	keyErrCode
 	keyDescription
+	keyBatch
+	keyCount
 )
 
 // scanAck reads data if it is a JSON object of pubAck's keys only, each at
@@ -78,6 +84,12 @@ func scanAck(data []byte) (a pubAck, ok bool) {
 			a.Domain, ok = s.str()
 		case keyDuplicate:
 			a.Duplicate, ok = s.boolean()
+		case keyBatch:
+			a.Batch, ok = s.str()
+		case keyCount:
+			var n uint64
+			n, ok = s.uint(math.MaxInt32)
+			a.Count = int(n)
 		case keyError:
 			a.Error = &jetstream.APIError{}
 			ok = s.object(func(key int) bool { return s.apiErrorField(key, a.Error) })
@@ -165,6 +177,10 @@ func (s *ackScanner) key() (int, bool) {
 		return keyErrCode, true
 	case "description":
 		return keyDescription, true
+	case "batch":
+		return keyBatch, true
+	case "count":
+		return keyCount, true
 	}
 	return 0, false
 }

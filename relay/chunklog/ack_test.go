@@ -107,6 +107,8 @@ func FuzzScanAck(f *testing.F) {
 		`{"Stream":"S","seq":01}`,
 		`{"stream":"S\u0041","seq":1e3}`,
 		`{"stream":"S","stream":"T","error":null}`,
+		`{"stream":"RELAY_CHUNKS","seq":42,"batch":"k3J9xQ2a1z","count":40}`,
+		`{"stream":"RELAY_CHUNKS","seq":42,"batch":"b","count":2147483648}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -24,6 +25,10 @@ type Writer struct {
 	subject  string
 	last     uint64 // JetStream sequence of the stream's last frame
 	seq      uint64 // per-stream sequence of the last chunk
+	// commit, when set, groups the appends with other writers' (commit.go);
+	// p is this writer's place in it.
+	commit *Committer
+	p      pending
 }
 
 // NewWriter returns a writer that continues after the frame stored at
@@ -45,7 +50,15 @@ func (w *Writer) Append(ctx context.Context, f wire.Frame) (wire.Cursor, error) 
 		f.Seq = w.seq + 1
 	}
 	data := f.Encode()
-	jsSeq, err := w.pub.publish(ctx, data, w.last)
+	alone := f.Kind == wire.KindClaim || f.Seq == 1
+	jsSeq, err := w.store(ctx, data, alone)
+	for try := 0; inProcess(err) && try < inProcessTries && ctx.Err() == nil; try++ {
+		// The subject's previous message, stored but not yet cleared by
+		// the leader (it answers a moment before), or another writer's in
+		// flight: a moment tells which.
+		pause(ctx, time.Millisecond<<try)
+		jsSeq, err = w.store(ctx, data, alone)
+	}
 	switch {
 	case err == nil:
 		w.advance(f, jsSeq)
@@ -66,6 +79,51 @@ func (w *Writer) Append(ctx context.Context, f wire.Frame) (wire.Cursor, error) 
 	return wire.Cursor{Seq: w.seq, JSSeq: w.last}, nil
 }
 
+// store sends data after w.last, with other writers' appends unless alone
+// is set, and returns its sequence. A batch refused for another stream's
+// fence is sent again; one refused for this stream's returns the
+// refusal, as a single append would.
+func (w *Writer) store(ctx context.Context, data []byte, alone bool) (uint64, error) {
+	if w.commit == nil || alone {
+		return w.pub.publish(ctx, data, w.last)
+	}
+	if w.p.done == nil {
+		w.p = pending{pub: w.pub, subject: w.subject, done: make(chan outcome, 1)}
+	}
+	w.p.data, w.p.last, w.p.refusals = data, w.last, 0
+	for {
+		o := w.commit.append(ctx, &w.p)
+		var r refused
+		switch {
+		case errors.Is(o.err, errAlone):
+			return w.pub.publish(ctx, data, w.last)
+		case !errors.As(o.err, &r):
+			return o.seq, o.err
+		}
+		moved, err := w.moved(ctx)
+		switch {
+		case err != nil:
+			return 0, err
+		case moved:
+			return 0, r.err
+		case w.p.refusals >= refusedTries:
+			// Not this stream's fence, but no batch went through: a
+			// failure to retry, not a takeover.
+			return 0, fmt.Errorf("chunklog: append to %s: %d batches refused: %v", w.subject, w.p.refusals, r.err)
+		}
+		w.p.refusals++
+	}
+}
+
+// moved reports whether the stream's leader holds a frame after w.last.
+func (w *Writer) moved(ctx context.Context) (bool, error) {
+	m, found, err := LeaderGet(ctx, w.pub.nc, w.reader.apiPrefix, wire.ChunkStream, LeaderQuery{LastFor: w.subject})
+	if err != nil {
+		return false, err
+	}
+	return found && m.Seq != w.last, nil
+}
+
 func (w *Writer) advance(f wire.Frame, jsSeq uint64) {
 	w.last = jsSeq
 	if f.Kind != wire.KindClaim {
@@ -84,6 +142,20 @@ func (w *Writer) storedAfter(ctx context.Context, data []byte) (uint64, bool) {
 		return 0, false
 	}
 	return found[0].JSSeq, true
+}
+
+// inProcessTries bounds the tries of an append refused because its
+// subject had a message in process: 31 ms in all.
+const inProcessTries = 5
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 func isWrongLastSequence(err error) bool {

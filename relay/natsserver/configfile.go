@@ -30,9 +30,16 @@ func StartFile(path string, cfg Config) (*server.Server, error) {
 	if cfg.StoreDir != "" {
 		opts.StoreDir = cfg.StoreDir
 	}
-	if opts.JetStreamLimits.DefaultMaxConsumers == 0 {
-		// As in Start: every KV watcher is a consumer.
-		opts.JetStreamLimits.DefaultMaxConsumers = -1
+	// As in Start, where the file leaves them unset.
+	l := &opts.JetStreamLimits
+	if l.DefaultMaxConsumers == 0 {
+		l.DefaultMaxConsumers = Limits.DefaultMaxConsumers
+	}
+	if l.MaxBatchInflightPerStream == 0 {
+		l.MaxBatchInflightPerStream = Limits.MaxBatchInflightPerStream
+	}
+	if l.MaxBatchInflightTotal == 0 {
+		l.MaxBatchInflightTotal = Limits.MaxBatchInflightTotal
 	}
 	opts.NoLog, opts.NoSigs = true, true
 	return run(opts)

@@ -68,6 +68,20 @@ func splitHostPort(listen string) (string, int, error) {
 	return host, port, nil
 }
 
+// Limits are the JetStream limits a relay's servers need beyond the
+// defaults; the shipped configuration files set the same.
+var Limits = server.JSLimitOpts{
+	// Every KV watcher is a consumer; the default cap of 1,000 per stream
+	// would refuse the 1,001st watcher of a large fleet.
+	DefaultMaxConsumers: -1,
+	// Each worker keeps one atomic batch of appends in flight on a
+	// replicated chunk stream (chunklog.Committer); the defaults (50 a
+	// stream, 1,000 a server) would send the appends of a fleet's 51st
+	// worker alone.
+	MaxBatchInflightPerStream: 1000,
+	MaxBatchInflightTotal:     10000,
+}
+
 // Start runs the server and waits until it accepts clients.
 func Start(cfg Config) (*server.Server, error) {
 	if cfg.Listen == "" {
@@ -88,9 +102,7 @@ func Start(cfg Config) (*server.Server, error) {
 		NoSigs:     true,
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
-		// Every KV watcher is a consumer; the default cap of 1,000 per
-		// stream would refuse the 1,001st watcher of a large fleet.
-		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
+		JetStreamLimits: Limits,
 	}
 	opts.Username, opts.Password = cfg.User, cfg.Password
 	applyEncryption(opts, cfg)

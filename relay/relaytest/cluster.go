@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/relaydev/relay/relay/natsserver"
 )
 
 // Cluster starts n embedded servers with JetStream, joined by routes into
@@ -38,7 +40,7 @@ func Cluster(t testing.TB, n int) []*server.Server {
 				Port: ports[i],
 			},
 			Routes:          server.RoutesFromStr(strings.Join(routes, ",")),
-			JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
+			JetStreamLimits: natsserver.Limits,
 		}
 		s, err := server.NewServer(opts)
 		if err != nil {

@@ -104,6 +104,7 @@ func streamSettled(have, want jetstream.StreamConfig) bool {
 		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) &&
 		have.AllowDirect == want.AllowDirect &&
 		have.AllowMsgTTL == want.AllowMsgTTL &&
+		have.AllowAtomicPublish == want.AllowAtomicPublish &&
 		have.SubjectDeleteMarkerTTL == want.SubjectDeleteMarkerTTL &&
 		reflect.DeepEqual(have.RePublish, want.RePublish)
 }

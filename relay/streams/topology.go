@@ -128,6 +128,9 @@ func setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		MaxBytes:    mibBytes(t.Storage.Chunks),
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
+		// A worker's appends to a replicated stream go in atomic batches
+		// (chunklog.Committer).
+		AllowAtomicPublish: true,
 		RePublish: &jetstream.RePublish{
 			Source:      wire.ChunkSubject("*"),
 			Destination: wire.LiveSubject("{{wildcard(1)}}"),

@@ -216,7 +216,7 @@ func (j *job) takeOver(h *history) {
 	j.text.WriteString(h.text)
 	j.tokensOut = h.tokens
 	j.toolCalls = h.toolCalls
-	j.writer = newStreamWriter(chunklog.NewWriter(j.w.js, j.w.reader, j.req.StreamID, h.last, h.seq), h.last, j.retry())
+	j.writer = newStreamWriter(j.w.newWriter(j.req.StreamID, h.last, h.seq), h.last, j.retry())
 }
 
 // claimFrame is the frame by which worker takes a stream.

@@ -126,6 +126,9 @@ type Worker struct {
 	meta, handovers jetstream.KeyValue
 	// usage records streams' usage (usage_ledger.go).
 	usage usageLedger
+	// commits groups the jobs' appends into batches, on a replicated
+	// chunk stream; nil: each append goes alone (set by Run).
+	commits *chunklog.Committer
 
 	// Lifecycle: draining is closed when Drain is first called; done when
 	// Run returned (or Drain was called and Run never ran).
@@ -252,6 +255,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err == nil {
 		w.handovers, err = streams.OpenHandovers(ctx, w.js, w.topology)
 	}
+	if err == nil {
+		err = w.groupCommits(ctx)
+	}
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -269,7 +275,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer fwd.stop(w.drainTimeout)
 	w.logger.Info("worker started", "max_inflight", w.maxInflight, "instance", w.instance,
-		"heartbeat_interval", w.heartbeatEvery, "liveness_timeout", w.livenessTimeout, "watch_peers", w.watchPeers)
+		"heartbeat_interval", w.heartbeatEvery, "liveness_timeout", w.livenessTimeout, "watch_peers", w.watchPeers,
+		"group_commit", w.commits != nil)
 
 	// Jobs write to the chunk log until they are done, also when ctx
 	// ended: a stopping job still publishes what it received and hands
@@ -536,4 +543,26 @@ func decodeRequest(data []byte) (wire.Request, error) {
 		return req, fmt.Errorf("worker: request has invalid stream id %q", req.StreamID)
 	}
 	return req, nil
+}
+
+// groupCommits sets up the grouping of the jobs' appends when the chunk
+// stream is replicated and takes atomic batches (chunklog.Batches).
+func (w *Worker) groupCommits(ctx context.Context) error {
+	s, err := w.js.Stream(ctx, wire.ChunkStream)
+	if err != nil {
+		return err
+	}
+	if chunklog.Batches(s.CachedInfo().Config) {
+		w.commits = chunklog.NewCommitter(w.js.Conn(), w.runners.Run)
+	}
+	return nil
+}
+
+// newWriter returns the writer of a stream whose last frame is stored at
+// JetStream sequence last and whose last chunk is seq.
+func (w *Worker) newWriter(streamID string, last, seq uint64) *chunklog.Writer {
+	if w.commits != nil {
+		return w.commits.NewWriter(w.js, w.reader, streamID, last, seq)
+	}
+	return chunklog.NewWriter(w.js, w.reader, streamID, last, seq)
 }

@@ -1,0 +1,343 @@
+package chunklog
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// On a replicated stream every message the leader receives alone is a raft
+// round of its own, and most of what the servers spend on a stored frame
+// is that round. A Committer stores the appends of every writer on one
+// connection together: while one batch is out, what the writers append
+// waits, and goes as the next batch once the first is acknowledged. The
+// linger is the batch's own round trip, so a lone stream pays nothing for
+// it and a busy worker shares a round among all its streams. The batch is a
+// JetStream atomic batch: one proposal, all or nothing, each message
+// fenced on its stream's last frame as a single append is, and the
+// messages stored in order, so one ack gives every frame its sequence.
+//
+// One server stages an atomic batch in a file of its own, synced, so there
+// a batch costs more than the appends it groups: a worker groups its
+// appends only on a replicated stream (Batches).
+
+// Batch limits: a batch holds at most maxBatchMsgs frames and
+// maxBatchBytes of them (the server's limit is 1,000 messages by default);
+// what does not fit goes in the next.
+const (
+	maxBatchMsgs  = 256
+	maxBatchBytes = 1 << 20
+)
+
+// refusedTries bounds how often one append is sent again in a batch that
+// another stream's append got refused, before the refusal is its own.
+const refusedTries = 8
+
+// Batches reports whether appends to the stream configured as cfg are to
+// be grouped: it is replicated and takes atomic batches.
+func Batches(cfg jetstream.StreamConfig) bool {
+	return cfg.Replicas > 1 && cfg.AllowAtomicPublish
+}
+
+// Committer groups the appends of its writers into atomic batches, one
+// batch in flight at a time. Make one per connection with NewCommitter and
+// writers with its Writer method. Its zero value is not usable.
+type Committer struct {
+	nc *nats.Conn
+	// run runs the loop that sends the batches that queued while one was
+	// out; it returns at once.
+	run func(func())
+	// id prefixes the batch ids: unique to this committer, short because
+	// the server stores it with every message.
+	id string
+
+	mu sync.Mutex
+	// queue holds the appends not yet sent, oldest first.
+	queue []*pending
+	// busy is set while a batch is being sent or its loop is scheduled.
+	busy bool
+	// batches numbers the batches sent, for their ids.
+	batches uint64
+}
+
+// NewCommitter returns a committer that sends its batches on nc. run
+// starts the loop that sends batches queued behind another (nil: a new
+// goroutine); a batch that finds none out is sent by the appending
+// goroutine itself.
+func NewCommitter(nc *nats.Conn, run func(func())) *Committer {
+	if run == nil {
+		run = func(f func()) { go f() }
+	}
+	return &Committer{nc: nc, run: run, id: nuid.Next()[:10]}
+}
+
+// NewWriter returns a writer whose appends c groups, but for a stream's
+// claims and first chunk, which go alone: a client waits for them, and a
+// single append does not wait behind a batch (see chunklog.NewWriter).
+func (c *Committer) NewWriter(js Conn, reader *Reader, streamID string, last, seq uint64) *Writer {
+	w := NewWriter(js, reader, streamID, last, seq)
+	w.commit = c
+	return w
+}
+
+// pending is one append waiting in a committer. A writer has one, reused:
+// it appends one frame at a time.
+type pending struct {
+	// pub sends the append when it is a batch of its own.
+	pub     *publisher
+	subject string
+	data    []byte
+	last    uint64 // the fence: the subject's last sequence
+	// done receives the outcome once the append was sent and answered.
+	done chan outcome
+	// refusals counts the batches refused, for another stream's reason,
+	// that this append was sent in and sent again after.
+	refusals int
+}
+
+// outcome is where an append was stored, or why it was not.
+type outcome struct {
+	seq uint64
+	err error
+}
+
+// errAlone means the batch could not be made (a server that refuses
+// atomic batches, or has too many in flight): the append is to be sent on
+// its own.
+var errAlone = errors.New("chunklog: append alone")
+
+// refused is the error of an append whose batch was refused for a fence:
+// its own, or another stream's in the same batch. Nothing of the batch was
+// stored; the writer finds out which by reading its stream's last
+// sequence.
+type refused struct{ err error }
+
+func (r refused) Error() string { return "chunklog: batch refused: " + r.err.Error() }
+func (r refused) Unwrap() error { return r.err }
+
+// append stores p's data after p.last and says where in p.done, or waits
+// for that if ctx ends once the batch is out.
+func (c *Committer) append(ctx context.Context, p *pending) outcome {
+	c.mu.Lock()
+	c.queue = append(c.queue, p)
+	lead := !c.busy
+	c.busy = true
+	c.mu.Unlock()
+	if lead {
+		c.sendQueued()
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.busy = false
+		} else {
+			// The rest goes on without this writer, which has its answer.
+			c.run(c.loop)
+		}
+		c.mu.Unlock()
+		return <-p.done
+	}
+	select {
+	case o := <-p.done:
+		return o
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	for i, q := range c.queue {
+		if q == p {
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			c.mu.Unlock()
+			return outcome{err: ctx.Err()}
+		}
+	}
+	c.mu.Unlock()
+	// Sent already: its answer comes within the batch's own timeout.
+	return <-p.done
+}
+
+// loop sends batches until nothing is queued.
+func (c *Committer) loop() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.busy = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.sendQueued()
+	}
+}
+
+// sendQueued sends one batch of what is queued and settles its appends.
+func (c *Committer) sendQueued() {
+	c.mu.Lock()
+	batch := c.take()
+	c.batches++
+	id := c.id + strconv.FormatUint(c.batches, 36)
+	c.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	seq, err := c.send(id, batch)
+	c.settle(batch, seq, err)
+}
+
+// take removes the next batch from the queue: at most maxBatchMsgs and
+// maxBatchBytes, and one append per subject (the server fences a subject
+// once in a batch), the rest left queued in order. c.mu is held.
+func (c *Committer) take() []*pending {
+	var batch, left []*pending
+	size := 0
+	for i, p := range c.queue {
+		if len(batch) == maxBatchMsgs || len(batch) > 0 && size+len(p.data) > maxBatchBytes {
+			left = append(left, c.queue[i:]...)
+			break
+		}
+		if hasSubject(batch, p.subject) {
+			left = append(left, p)
+			continue
+		}
+		batch = append(batch, p)
+		size += len(p.data)
+	}
+	c.queue = append(c.queue[:0], left...)
+	return batch
+}
+
+// hasSubject reports whether an append of batch is on subject. Two writers
+// on one subject in one worker are rare (a stream handed back to the
+// worker that held it), so a scan beats a set.
+func hasSubject(batch []*pending, subject string) bool {
+	for _, p := range batch {
+		if p.subject == subject {
+			return true
+		}
+	}
+	return false
+}
+
+// batchTimeout bounds a batch from its first message to its ack.
+const batchTimeout = 5 * time.Second
+
+// send publishes batch as one atomic batch (or, alone, as a single
+// append) and returns the sequence of its last message.
+func (c *Committer) send(id string, batch []*pending) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	if len(batch) == 1 {
+		p := batch[0]
+		return p.pub.publish(ctx, p.data, p.last)
+	}
+	for i, p := range batch[:len(batch)-1] {
+		// No reply: the server answers a message before the commit only
+		// to say it staged it, and the commit's answer says it all.
+		if err := c.nc.PublishMsg(batchMsg(p, id, i+1, false)); err != nil {
+			return 0, err
+		}
+	}
+	reply, err := c.nc.RequestMsgWithContext(ctx, batchMsg(batch[len(batch)-1], id, len(batch), true))
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			err = jetstream.ErrNoStreamResponse
+		}
+		return 0, err
+	}
+	ack, err := parseAck(reply.Data)
+	if err != nil {
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	seq, err := ack.result()
+	if err == nil && (ack.Count != len(batch) || ack.Batch != id) {
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	return seq, err
+}
+
+// batchMsg is the n-th message of batch id carrying p, the commit if
+// commit is set.
+func batchMsg(p *pending, id string, n int, commit bool) *nats.Msg {
+	h := nats.Header{
+		jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(p.last, 10)},
+		headerBatchID:                       {id},
+		headerBatchSeq:                      {strconv.Itoa(n)},
+	}
+	if commit {
+		h[headerBatchCommit] = []string{"1"}
+	}
+	return &nats.Msg{Subject: p.subject, Header: h, Data: p.data}
+}
+
+// The atomic batch headers.
+const (
+	headerBatchID     = "Nats-Batch-Id"
+	headerBatchSeq    = "Nats-Batch-Sequence"
+	headerBatchCommit = "Nats-Batch-Commit"
+)
+
+// settle answers every append of batch: stored at its place below last,
+// sent again with the next batch, or failed.
+func (c *Committer) settle(batch []*pending, last uint64, err error) {
+	n := uint64(len(batch))
+	switch {
+	case err == nil:
+		for i, p := range batch {
+			p.done <- outcome{seq: last - (n - 1 - uint64(i))}
+		}
+		return
+	case len(batch) > 1 && inProcess(err):
+		// A subject of the batch had a message proposed and not yet
+		// applied: the previous batch's last, just acknowledged (the
+		// server clears its mark a moment after the ack), or a
+		// takeover's. Nothing was stored; the batch goes again at once,
+		// ahead of what queued behind it, and an append refused too often
+		// has its own say.
+		var again []*pending
+		for _, p := range batch {
+			if p.refusals++; p.refusals <= refusedTries {
+				again = append(again, p)
+				continue
+			}
+			p.done <- outcome{err: refused{err}}
+		}
+		c.mu.Lock()
+		c.queue = append(again, c.queue...)
+		c.mu.Unlock()
+		return
+	case len(batch) > 1 && isWrongLastSequence(err):
+		err = refused{err}
+	case len(batch) > 1 && batchRefused(err):
+		err = errAlone
+	}
+	for _, p := range batch {
+		p.done <- outcome{err: err}
+	}
+}
+
+// inProcess reports the refusal of a fenced message whose subject has a
+// message in process (10164, "wrong last sequence" without a number).
+func inProcess(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInProcess
+}
+
+const errCodeInProcess = 10164
+
+// batchRefused reports an error of the atomic batch itself, not of its
+// messages: atomic publishing off, too many batches in flight, a batch
+// incomplete or too large. Its appends go alone.
+func batchRefused(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case 10174, 10175, 10176, 10177, 10179, 10199, 10200, 10210:
+		return true
+	}
+	return false
+}
