@@ -95,13 +95,13 @@ func Start(cfg Config) (*server.Server, error) {
 		cfg.StoreDir = "data"
 	}
 	opts := &server.Options{
-		ServerName: "relay-embedded",
-		Host:       host,
-		Port:       port,
-		NoLog:      true,
-		NoSigs:     true,
-		JetStream:  true,
-		StoreDir:   cfg.StoreDir,
+		ServerName:      "relay-embedded",
+		Host:            host,
+		Port:            port,
+		NoLog:           true,
+		NoSigs:          true,
+		JetStream:       true,
+		StoreDir:        cfg.StoreDir,
 		JetStreamLimits: Limits,
 	}
 	opts.Username, opts.Password = cfg.User, cfg.Password
