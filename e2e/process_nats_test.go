@@ -238,5 +238,12 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	if next == "" || next == name {
 		t.Errorf("leader after the loss: %q", next)
 	}
+	// The streams' frames went in the workers' atomic batches, through
+	// the kill: on R3 that is how a worker appends.
+	for _, w := range s.workerProcs {
+		if started := logged(w, "worker started", ""); len(started) != 1 || started[0]["group_commit"] != true {
+			t.Errorf("%s: started %v; want one start with group_commit", w.Name, started)
+		}
+	}
 	expectRunning(t, append(append([]*procs.Process{s.coordProc}, s.workerProcs...), s.edgeProcs...)...)
 }

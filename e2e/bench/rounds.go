@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // rounds measures what nats-server spends on a stored message when it
@@ -38,20 +42,23 @@ func (b *bench) rounds(ctx context.Context) ([]figure, error) {
 		return nil, err
 	}
 	defer b.js.DeleteStream(context.WithoutCancel(ctx), name)
+	if err := streams.Setup(ctx, b.js, streams.Topology{}); err != nil {
+		return nil, err
+	}
 	w := roundsWriter{js: b.js, payload: []byte(strings.Repeat("x", 114)), n: b.plan.roundsMessages}
-	var alone, together, paced []float64
+	var alone, together, paced, written []float64
 	for run := range b.plan.roundsRuns {
 		for _, m := range []struct {
 			into  *[]float64
 			write func(context.Context) error
-		}{{&alone, w.alone}, {&together, w.together}, {&paced, w.paced}} {
+		}{{&alone, w.alone}, {&together, w.together}, {&paced, w.paced}, {&written, w.asAWorker}} {
 			cpu := meterParts([]part{{"nats", b.natsCPUClocks()}})
 			if err := m.write(ctx); err != nil {
 				return nil, fmt.Errorf("rounds: %w", err)
 			}
 			*m.into = append(*m.into, float64(cpu.used()[0].Microseconds())/float64(w.n))
 		}
-		b.log.printf("  rounds, run %d: nats-server µs per message: alone %.0f, 16 in flight %.0f, 40 streams at 50/s %.0f", run+1, alone[run], together[run], paced[run])
+		b.log.printf("  rounds, run %d: nats-server µs per message: alone %.0f, 16 in flight %.0f, 40 streams at 50/s %.0f, as a worker writes them %.0f", run+1, alone[run], together[run], paced[run], written[run])
 	}
 	progTogether, progSpread, held, err := b.progressRounds(ctx)
 	if err != nil {
@@ -66,6 +73,9 @@ func (b *bench) rounds(ctx context.Context) ([]figure, error) {
 		{Name: "nats-server CPU per stored message, 40 streams writing one every 20 ms each (a worker's appends at 50 tokens/s)", Unit: "µs",
 			Relay: ptr(summarize(paced)), Baseline: ptr(summarize(together)), BaselineName: base, Goal: "report",
 			Note: "each stream waits for its message's ack before the next, as a worker's appends to one stream do; " + servers, rank: rankRounds},
+		{Name: "nats-server CPU per stored message, 40 streams at 50 tokens/s as a worker writes them", Unit: "µs",
+			Relay: ptr(summarize(written)), Baseline: ptr(summarize(together)), BaselineName: base, Goal: "report",
+			Note: "one-token chunk frames fenced in the chunk log by the worker's writers, " + commitNote(replicas) + "; each stream's claim and first chunk are among the messages and go alone; " + servers, rank: rankRounds},
 		{Name: fmt.Sprintf("nats-server CPU per progress report, %d requests held, each reported once a second, spread over it", held), Unit: "µs",
 			Relay: ptr(summarize(progSpread)), Baseline: ptr(summarize(progTogether)), BaselineName: "all in one burst", Goal: "report",
 			Note: fmt.Sprintf("an InProgress ack of a request held by a worker, as its own timer sends it, against all of them at once; a work queue and its consumer with the relay's replica count (R%d); the servers' processor time in a second without reports taken off; %d runs, each way in turn", replicas, b.plan.roundsRuns), rank: rankRounds},
@@ -125,14 +135,65 @@ func (w roundsWriter) together(ctx context.Context) error {
 // paced has 40 streams write a message every 20 ms each, the streams'
 // first messages spread over the first 20 ms, until n are written.
 func (w roundsWriter) paced(ctx context.Context) error {
+	return pace(ctx, w.n, func(ctx context.Context, s int) func(context.Context) error {
+		subject := w.subject(s)
+		return func(ctx context.Context) error {
+			_, err := w.js.Publish(ctx, subject, w.payload)
+			return err
+		}
+	})
+}
+
+// asAWorker is paced with the messages a worker's writers append to the
+// chunk log: each stream a claim, then one-token chunks, fenced, through
+// one committer on a replicated stream (chunklog.Batches).
+func (w roundsWriter) asAWorker(ctx context.Context) error {
+	info, err := w.js.Stream(ctx, wire.ChunkStream)
+	if err != nil {
+		return err
+	}
+	r := chunklog.NewReader(w.js.Conn(), "")
+	newWriter := func(id string) *chunklog.Writer { return chunklog.NewWriter(w.js, r, id, 0, 0) }
+	if chunklog.Batches(info.CachedInfo().Config) {
+		c := chunklog.NewCommitter(w.js.Conn(), nil)
+		newWriter = func(id string) *chunklog.Writer { return c.NewWriter(w.js, r, id, 0, 0) }
+	}
+	frame := wire.Frame{Kind: wire.KindChunk, Content: strings.Repeat("x", 8), Provider: "mock", Model: "mock-1", Attempt: 1}
+	return pace(ctx, w.n, func(ctx context.Context, s int) func(context.Context) error {
+		cw := newWriter(wire.NewStreamID())
+		claimed := false
+		return func(ctx context.Context) error {
+			f := frame
+			if !claimed {
+				f, claimed = wire.Frame{Kind: wire.KindClaim, Worker: "bench"}, true
+			}
+			_, err := cw.Append(ctx, f)
+			return err
+		}
+	})
+}
+
+// commitNote says how a worker's writers append on replicas.
+func commitNote(replicas int) string {
+	if replicas > 1 {
+		return fmt.Sprintf("grouped into atomic batches by one committer, one batch in flight, lingering up to %v", chunklog.Linger)
+	}
+	return "each alone (one server: no batches)"
+}
+
+// pace has 40 streams write a message every 20 ms each, the streams'
+// first messages spread over the first 20 ms, until n are written; open
+// makes stream s's writer.
+func pace(ctx context.Context, n int, open func(ctx context.Context, s int) func(context.Context) error) error {
 	const streams, every = 40, 20 * time.Millisecond
 	var wg sync.WaitGroup
 	errs := make(chan error, streams)
 	for s := range streams {
-		count := w.n / streams
-		if s < w.n%streams {
+		count := n / streams
+		if s < n%streams {
 			count++
 		}
+		write := open(ctx, s)
 		wg.Go(func() {
 			next := time.Now().Add(every * time.Duration(s) / streams)
 			for range count {
@@ -144,7 +205,7 @@ func (w roundsWriter) paced(ctx context.Context) error {
 					errs <- ctx.Err()
 					return
 				}
-				if _, err := w.js.Publish(ctx, w.subject(s), w.payload); err != nil {
+				if err := write(ctx); err != nil {
 					errs <- err
 					return
 				}

@@ -16,9 +16,10 @@ import (
 // round of its own, and most of what the servers spend on a stored frame
 // is that round. A Committer stores the appends of every writer on one
 // connection together: while one batch is out, what the writers append
-// waits, and goes as the next batch once the first is acknowledged. The
-// linger is the batch's own round trip, so a lone stream pays nothing for
-// it and a busy worker shares a round among all its streams. The batch is a
+// waits, and goes as the next batch once the first is acknowledged; and
+// when appends come often, an append waits up to Linger for others to
+// join it. A lone stream waits for nothing, and a busy worker shares a
+// round among all its streams. The batch is a
 // JetStream atomic batch: one proposal, all or nothing, each message
 // fenced on its stream's last frame as a single append is, and the
 // messages stored in order, so one ack gives every frame its sequence.
@@ -64,6 +65,10 @@ type Committer struct {
 	busy bool
 	// batches numbers the batches sent, for their ids.
 	batches uint64
+	// gap is the mean time between appends lately (an exponentially
+	// weighted average), and lastAt when the last one came.
+	gap    time.Duration
+	lastAt time.Time
 }
 
 // NewCommitter returns a committer that sends its batches on nc. run
@@ -74,7 +79,7 @@ func NewCommitter(nc *nats.Conn, run func(func())) *Committer {
 	if run == nil {
 		run = func(f func()) { go f() }
 	}
-	return &Committer{nc: nc, run: run, id: nuid.Next()[:10]}
+	return &Committer{nc: nc, run: run, id: nuid.Next()[:10], gap: time.Hour}
 }
 
 // NewWriter returns a writer whose appends c groups, but for a stream's
@@ -89,6 +94,8 @@ func (c *Committer) NewWriter(js Conn, reader *Reader, streamID string, last, se
 // pending is one append waiting in a committer. A writer has one, reused:
 // it appends one frame at a time.
 type pending struct {
+	// at is when the append was queued.
+	at time.Time
 	// pub sends the append when it is a batch of its own.
 	pub     *publisher
 	subject string
@@ -124,12 +131,18 @@ func (r refused) Unwrap() error { return r.err }
 // append stores p's data after p.last and says where in p.done, or waits
 // for that if ctx ends once the batch is out.
 func (c *Committer) append(ctx context.Context, p *pending) outcome {
+	p.at = time.Now()
 	c.mu.Lock()
+	if !c.lastAt.IsZero() {
+		c.gap += (p.at.Sub(c.lastAt) - c.gap) / 8
+	}
+	c.lastAt = p.at
 	c.queue = append(c.queue, p)
 	lead := !c.busy
 	c.busy = true
 	c.mu.Unlock()
 	if lead {
+		c.waitForOthers()
 		c.sendQueued()
 		c.mu.Lock()
 		if len(c.queue) == 0 {
@@ -169,7 +182,32 @@ func (c *Committer) loop() {
 			return
 		}
 		c.mu.Unlock()
+		c.waitForOthers()
 		c.sendQueued()
+	}
+}
+
+// Linger is how long an append waits at most for others to join its
+// batch, when appends come at least twice as often: on three replicas a
+// message alone costs the servers about 550 µs, and 40 streams at 50
+// tokens/s 557 µs a message unlingered, 217 with 5 ms, 150 with 10 ms
+// and 117 with 20 ms (e2e/BENCHMARKS.md, "Group commit"). A claim and a
+// stream's first chunk never wait: they go alone.
+const Linger = 10 * time.Millisecond
+
+// waitForOthers waits until the oldest queued append has waited
+// Linger, when appends come at least twice as often: otherwise no other
+// would likely join it, and the wait would be a loss.
+func (c *Committer) waitForOthers() {
+	c.mu.Lock()
+	if len(c.queue) == 0 || c.gap*2 > Linger || len(c.queue) >= maxBatchMsgs {
+		c.mu.Unlock()
+		return
+	}
+	wait := time.Until(c.queue[0].at.Add(Linger))
+	c.mu.Unlock()
+	if wait > 0 {
+		time.Sleep(wait)
 	}
 }
 

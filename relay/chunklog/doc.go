@@ -13,5 +13,8 @@
 // are chained with expected-last-subject-sequence, so at most one writer
 // can extend a stream at a time (see the wire package's "Fencing"); each
 // is a core request whose ack the writer reads itself (Conn, parseAck),
-// as it is made for every chunk.
+// as it is made for every chunk. On a replicated stream a worker's
+// writers append through one Committer, which sends what they append
+// meanwhile as one atomic batch, one round of the stream's raft group for
+// all of them (commit.go).
 package chunklog
