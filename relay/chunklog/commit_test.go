@@ -70,6 +70,20 @@ func (c r3) contents(t *testing.T, ctx context.Context, id string) []string {
 	return got
 }
 
+// inOneBatch runs appendOne for 0 to n-1 at once, their appends held in
+// commits until all n are queued, so that they go in one batch.
+func inOneBatch(t *testing.T, commits *chunklog.Committer, n int, appendOne func(i int)) {
+	t.Helper()
+	release := chunklog.Hold(commits)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { appendOne(i) })
+	}
+	relaytest.Eventually(t, 10*time.Second, time.Millisecond, func() bool { return chunklog.Queued(commits) == n })
+	release()
+	wg.Wait()
+}
+
 // batched reports whether the stream's leader stored the message at seq
 // as part of an atomic batch.
 func (c r3) batched(t *testing.T, ctx context.Context, seq uint64) bool {
@@ -158,15 +172,10 @@ func TestBatchRefusedForOneStreamStoresTheOthers(t *testing.T) {
 	if _, err := appendR3(ctx, chunklog.NewWriter(c.js, c.r, ids[0], last, 1), wire.Frame{Kind: wire.KindClaim, Worker: "w2"}); err != nil {
 		t.Fatal(err)
 	}
-	release := chunklog.Hold(commits)
 	errs := make([]error, streamsN)
-	var wg sync.WaitGroup
-	for i, w := range writers {
-		wg.Go(func() { _, errs[i] = w.Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: "1"}) })
-	}
-	relaytest.Eventually(t, 10*time.Second, time.Millisecond, func() bool { return chunklog.Queued(commits) == streamsN })
-	release()
-	wg.Wait()
+	inOneBatch(t, commits, streamsN, func(i int) {
+		_, errs[i] = writers[i].Append(ctx, wire.Frame{Kind: wire.KindChunk, Content: "1"})
+	})
 	if !errors.Is(errs[0], chunklog.ErrFenced) {
 		t.Fatalf("the taken stream's append: %v, want ErrFenced", errs[0])
 	}
@@ -206,30 +215,17 @@ func TestBatchAfterLostAckFindsItsOwnFrames(t *testing.T) {
 	}
 	one := wire.Frame{Kind: wire.KindChunk, Content: "1"}
 	// The first batch: stored, its ack as good as lost (fresh never saw it).
-	var wg sync.WaitGroup
-	release := chunklog.Hold(commits)
 	stored := make([]wire.Cursor, streamsN)
-	for i, w := range lost {
-		wg.Go(func() {
-			var err error
-			if stored[i], err = w.Append(ctx, one); err != nil {
-				t.Errorf("first batch, stream %d: %v", i, err)
-			}
-		})
-	}
-	relaytest.Eventually(t, 10*time.Second, time.Millisecond, func() bool { return chunklog.Queued(commits) == streamsN })
-	release()
-	wg.Wait()
+	inOneBatch(t, commits, streamsN, func(i int) {
+		var err error
+		if stored[i], err = lost[i].Append(ctx, one); err != nil {
+			t.Errorf("first batch, stream %d: %v", i, err)
+		}
+	})
 	// The same frames again, in one batch.
-	release = chunklog.Hold(commits)
 	again := make([]wire.Cursor, streamsN)
 	errs := make([]error, streamsN)
-	for i, w := range fresh {
-		wg.Go(func() { again[i], errs[i] = w.Append(ctx, one) })
-	}
-	relaytest.Eventually(t, 10*time.Second, time.Millisecond, func() bool { return chunklog.Queued(commits) == streamsN })
-	release()
-	wg.Wait()
+	inOneBatch(t, commits, streamsN, func(i int) { again[i], errs[i] = fresh[i].Append(ctx, one) })
 	for i, w := range fresh {
 		if errs[i] != nil || again[i] != stored[i] {
 			t.Fatalf("stream %d sent again: %+v, %v; want %+v", i, again[i], errs[i], stored[i])
