@@ -331,17 +331,21 @@ func (c *Committer) settle(batch []*pending, last uint64, err error) {
 		// A subject of the batch had a message proposed and not yet
 		// applied: the previous batch's last, just acknowledged (the
 		// server clears its mark a moment after the ack), or a
-		// takeover's. Nothing was stored; the batch goes again at once,
-		// ahead of what queued behind it, and an append refused too often
-		// has its own say.
+		// takeover's. Nothing was stored; the batch goes again after a
+		// pause that grows with each refusal (a round is about a
+		// millisecond), ahead of what queued behind it, and an append
+		// refused too often has its own say.
 		var again []*pending
+		most := 0
 		for _, p := range batch {
 			if p.refusals++; p.refusals <= refusedTries {
 				again = append(again, p)
+				most = max(most, p.refusals)
 				continue
 			}
 			p.done <- outcome{err: refused{err}}
 		}
+		time.Sleep(time.Duration(most) * time.Millisecond)
 		c.mu.Lock()
 		c.queue = append(again, c.queue...)
 		c.mu.Unlock()
