@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/chunklog"
@@ -74,6 +75,7 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 			t.Fatalf("edge read %d tokens ending %q, want %d ending %q:\n got %q\nwant %q", got.tokens, got.end, tokens, wire.StatusDone, got.text.String(), want)
 		}
 		t.Logf("edge read the %d stored frames: %d tokens", frames, got.tokens)
+		leaderReads(t, ctx, p.nc, id)
 
 		// It cannot write them.
 		frame := wire.Frame{Kind: wire.KindChunk, Seq: 1, Content: "forged"}.Encode()
@@ -100,6 +102,7 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		p := sys.Secured.probe(t, "worker")
 		p.allowSubscribe("relay.cancel.>")
 		p.allowSubscribe(wire.LivenessSubject)
+		leaderReads(t, ctx, p.nc, id)
 
 		req := []byte(`{"stream_id":"` + wire.NewStreamID() + `","model":"mock-1","body":{}}`)
 		p.denyPublish(wire.RequestSubject)
@@ -126,6 +129,17 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	}
 	// start (options.Secured) checks at the end that the roles themselves
 	// were refused nothing.
+}
+
+// leaderReads checks that nc may read the stream's last frame from the
+// chunk stream's leader: the edge confirms a missed frame there, the
+// worker learns where a refused batch left a stream.
+func leaderReads(t *testing.T, ctx context.Context, nc *nats.Conn, id string) {
+	t.Helper()
+	m, found, err := chunklog.LeaderGet(ctx, nc, "", wire.ChunkStream, chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
+	if err != nil || !found || m.Subject != wire.ChunkSubject(id) {
+		t.Fatalf("leader get of the last frame: %+v, found %v, %v", m, found, err)
+	}
 }
 
 // chunkText gathers what a read of a stream's frames carried.

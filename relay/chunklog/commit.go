@@ -48,7 +48,7 @@ func Batches(cfg jetstream.StreamConfig) bool {
 
 // Committer groups the appends of its writers into atomic batches, one
 // batch in flight at a time. Make one per connection with NewCommitter and
-// writers with its Writer method. Its zero value is not usable.
+// writers with its NewWriter method. Its zero value is not usable.
 type Committer struct {
 	nc *nats.Conn
 	// run runs the loop that sends the batches that queued while one was
