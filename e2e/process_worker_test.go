@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/relaydev/relay/e2e/procs"
+	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/relaytest"
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // A worker process SIGKILLed mid-answer. Another worker takes the request
@@ -302,4 +305,66 @@ func summarize(acks []string) string {
 		parts = append(parts, fmt.Sprintf("%s×%d", k, counts[k]))
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// On three replicas, on default settings, a worker that appends many
+// streams' chunks in atomic batches is SIGKILLed while they stream. The
+// other worker takes each of its streams over after the last frame stored,
+// whatever batch was in flight at the kill: every client gets the exact
+// text, each cursor once.
+func TestProcessWorkerKilledMidBatch(t *testing.T) {
+	const tokens, streams = 80, 16
+	s := start(t, options{Processes: true, ClusterNodes: 3,
+		Mock:  mockupstream.Config{Tokens: tokens, TokenInterval: 20 * time.Millisecond},
+		Edges: 1, Workers: 2,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	clients := streamAll(t, ctx, s, streams, tokens, "a worker dies mid-batch")
+	held := map[string][]*pclient{}
+	for _, c := range clients {
+		owner := s.owner(c.id, 1, 5*time.Second).Frame.Worker
+		held[owner] = append(held[owner], c)
+	}
+	var owner string
+	for w, cs := range held {
+		if len(cs) > len(held[owner]) {
+			owner = w
+		}
+	}
+	killed := time.Now()
+	must(t, s.worker(owner).Kill())
+	t.Logf("SIGKILLed %s, holding %d of %d streams", owner, len(held[owner]), streams)
+
+	finishAll(t, ctx, s, clients)
+	report, _ := faultReport(held[owner], killed)
+	t.Logf("the killed worker's streams, longest silence each: %s", report)
+	// The killed worker's chunks went in batches of several streams, and
+	// each of its streams was claimed once more, by the other worker.
+	batched, chunks := 0, 0
+	for _, c := range held[owner] {
+		claims := s.frames.claims(c.id)
+		if len(claims) != 2 || claims[1].Frame.Worker == owner {
+			t.Errorf("stream %s: claims by %v; want %s, then the other worker", c.id, claimWorkers(claims), owner)
+		}
+		for _, f := range s.frames.of(c.id) {
+			if f.Frame.Kind != wire.KindChunk || f.Frame.Seq < 2 || !f.At.Before(claims[len(claims)-1].At) {
+				continue
+			}
+			seq, err := strconv.ParseUint(f.JSSeq, 10, 64)
+			must(t, err)
+			m, found, err := chunklog.LeaderGet(ctx, s.nc, "", wire.ChunkStream, chunklog.LeaderQuery{Seq: seq})
+			if err != nil || !found {
+				t.Fatalf("leader get %d: found %v, %v", seq, found, err)
+			}
+			chunks++
+			if m.Header.Get("Nats-Batch-Id") != "" {
+				batched++
+			}
+		}
+	}
+	t.Logf("%d of the killed worker's %d chunks after the first went in atomic batches", batched, chunks)
+	if chunks == 0 || batched < chunks/2 {
+		t.Errorf("%d of %d chunks in atomic batches; want most", batched, chunks)
+	}
 }

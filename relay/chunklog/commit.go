@@ -66,7 +66,8 @@ type Committer struct {
 	// batches numbers the batches sent, for their ids.
 	batches uint64
 	// gap is the mean time between appends lately (an exponentially
-	// weighted average), and lastAt when the last one came.
+	// weighted average, of gaps up to 2×Linger), and lastAt when the last
+	// one came.
 	gap    time.Duration
 	lastAt time.Time
 }
@@ -79,7 +80,7 @@ func NewCommitter(nc *nats.Conn, run func(func())) *Committer {
 	if run == nil {
 		run = func(f func()) { go f() }
 	}
-	return &Committer{nc: nc, run: run, id: nuid.Next()[:10], gap: time.Hour}
+	return &Committer{nc: nc, run: run, id: nuid.Next()[:10], gap: 2 * Linger}
 }
 
 // NewWriter returns a writer whose appends c groups, but for a stream's
@@ -134,7 +135,9 @@ func (c *Committer) append(ctx context.Context, p *pending) outcome {
 	p.at = time.Now()
 	c.mu.Lock()
 	if !c.lastAt.IsZero() {
-		c.gap += (p.at.Sub(c.lastAt) - c.gap) / 8
+		// A pause counts as no more than two lingers, so that the mean
+		// comes back within a few appends once they come often again.
+		c.gap += (min(p.at.Sub(c.lastAt), 2*Linger) - c.gap) / 8
 	}
 	c.lastAt = p.at
 	c.queue = append(c.queue, p)
