@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,8 +46,8 @@ func (b *bench) rounds(ctx context.Context) ([]figure, error) {
 	if err := streams.Setup(ctx, b.js, streams.Topology{}); err != nil {
 		return nil, err
 	}
-	w := roundsWriter{js: b.js, payload: []byte(strings.Repeat("x", 114)), n: b.plan.roundsMessages}
-	var alone, together, paced, written []float64
+	w := roundsWriter{js: b.js, payload: []byte(strings.Repeat("x", 114)), n: b.plan.roundsMessages, batches: &batchCount{}}
+	var alone, together, paced, written, perBatch []float64
 	for run := range b.plan.roundsRuns {
 		for _, m := range []struct {
 			into  *[]float64
@@ -58,7 +59,8 @@ func (b *bench) rounds(ctx context.Context) ([]figure, error) {
 			}
 			*m.into = append(*m.into, float64(cpu.used()[0].Microseconds())/float64(w.n))
 		}
-		b.log.printf("  rounds, run %d: nats-server µs per message: alone %.0f, 16 in flight %.0f, 40 streams at 50/s %.0f, as a worker writes them %.0f", run+1, alone[run], together[run], paced[run], written[run])
+		perBatch = append(perBatch, w.batches.mean())
+		b.log.printf("  rounds, run %d: nats-server µs per message: alone %.0f, 16 in flight %.0f, 40 streams at 50/s %.0f, as a worker writes them %.0f (%.1f frames a batch)", run+1, alone[run], together[run], paced[run], written[run], perBatch[run])
 	}
 	progTogether, progSpread, held, err := b.progressRounds(ctx)
 	if err != nil {
@@ -75,7 +77,7 @@ func (b *bench) rounds(ctx context.Context) ([]figure, error) {
 			Note: "each stream waits for its message's ack before the next, as a worker's appends to one stream do; " + servers, rank: rankRounds},
 		{Name: "nats-server CPU per stored message, 40 streams at 50 tokens/s as a worker writes them", Unit: "µs",
 			Relay: ptr(summarize(written)), Baseline: ptr(summarize(together)), BaselineName: base, Goal: "report",
-			Note: "one-token chunk frames fenced in the chunk log by the worker's writers, " + commitNote(replicas) + "; each stream's claim and first chunk are among the messages and go alone; " + servers, rank: rankRounds},
+			Note: fmt.Sprintf("one-token chunk frames fenced in the chunk log by the worker's writers, %s (frames a batch, by run: %.1f); each stream's claim and first chunk are among the messages and go alone; %s", commitNote(replicas), perBatch, servers), rank: rankRounds},
 		{Name: fmt.Sprintf("nats-server CPU per progress report, %d requests held, each reported once a second, spread over it", held), Unit: "µs",
 			Relay: ptr(summarize(progSpread)), Baseline: ptr(summarize(progTogether)), BaselineName: "all in one burst", Goal: "report",
 			Note: fmt.Sprintf("an InProgress ack of a request held by a worker, as its own timer sends it, against all of them at once; a work queue and its consumer with the relay's replica count (R%d); the servers' processor time in a second without reports taken off; %d runs, each way in turn", replicas, b.plan.roundsRuns), rank: rankRounds},
@@ -101,6 +103,20 @@ type roundsWriter struct {
 	js      jetstream.JetStream
 	payload []byte
 	n       int
+	// batches counts the committer's batches of asAWorker.
+	batches *batchCount
+}
+
+// batchCount counts batches and the frames in them.
+type batchCount struct{ frames, sent atomic.Int64 }
+
+// mean is the mean frames per batch since the last call, 0 without any.
+func (b *batchCount) mean() float64 {
+	sent := b.sent.Swap(0)
+	if sent == 0 {
+		return 0
+	}
+	return float64(b.frames.Swap(0)) / float64(sent)
 }
 
 func (w roundsWriter) subject(i int) string { return fmt.Sprintf("bench.rounds.s%d", i%64) }
@@ -155,7 +171,10 @@ func (w roundsWriter) asAWorker(ctx context.Context) error {
 	r := chunklog.NewReader(w.js.Conn(), "")
 	newWriter := func(id string) *chunklog.Writer { return chunklog.NewWriter(w.js, r, id, 0, 0) }
 	if chunklog.Batches(info.CachedInfo().Config) {
-		c := chunklog.NewCommitter(w.js.Conn(), nil)
+		c := chunklog.NewCommitter(w.js.Conn(), nil, func(frames int) {
+			w.batches.frames.Add(int64(frames))
+			w.batches.sent.Add(1)
+		})
 		newWriter = func(id string) *chunklog.Writer { return c.NewWriter(w.js, r, id, 0, 0) }
 	}
 	frame := wire.Frame{Kind: wire.KindChunk, Content: strings.Repeat("x", 8), Provider: "mock", Model: "mock-1", Attempt: 1}

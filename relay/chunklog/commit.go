@@ -54,6 +54,8 @@ type Committer struct {
 	// run runs the loop that sends the batches that queued while one was
 	// out; it returns at once.
 	run func(func())
+	// sent is told the size of every batch sent.
+	sent func(frames int)
 	// id prefixes the batch ids: unique to this committer, short because
 	// the server stores it with every message.
 	id string
@@ -75,12 +77,15 @@ type Committer struct {
 // NewCommitter returns a committer that sends its batches on nc. run
 // starts the loop that sends batches queued behind another (nil: a new
 // goroutine); a batch that finds none out is sent by the appending
-// goroutine itself.
-func NewCommitter(nc *nats.Conn, run func(func())) *Committer {
+// goroutine itself. sent, if not nil, is told the size of every batch.
+func NewCommitter(nc *nats.Conn, run func(func()), sent func(frames int)) *Committer {
 	if run == nil {
 		run = func(f func()) { go f() }
 	}
-	return &Committer{nc: nc, run: run, id: nuid.Next()[:10], gap: 2 * Linger}
+	if sent == nil {
+		sent = func(int) {}
+	}
+	return &Committer{nc: nc, run: run, sent: sent, id: nuid.Next()[:10], gap: 2 * Linger}
 }
 
 // NewWriter returns a writer whose appends c groups, but for a stream's
@@ -225,6 +230,7 @@ func (c *Committer) sendQueued() {
 		return
 	}
 	seq, err := c.send(id, batch)
+	c.sent(len(batch))
 	c.settle(batch, seq, err)
 }
 

@@ -113,7 +113,7 @@ func TestCommitterGroupsTheAppendsOfManyStreams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := startR3(t)
-	commits := chunklog.NewCommitter(c.nc, nil)
+	commits := chunklog.NewCommitter(c.nc, nil, nil)
 	const streamsN, frames = 40, 25
 	ids := make([]string, streamsN)
 	cursors := make([][]wire.Cursor, streamsN)
@@ -168,7 +168,7 @@ func TestBatchRefusedForOneStreamStoresTheOthers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := startR3(t)
-	commits := chunklog.NewCommitter(c.nc, nil)
+	commits := chunklog.NewCommitter(c.nc, nil, nil)
 	const streamsN = 5
 	writers := make([]*chunklog.Writer, streamsN)
 	ids := make([]string, streamsN)
@@ -207,7 +207,7 @@ func TestBatchAfterLostAckFindsItsOwnFrames(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := startR3(t)
-	commits := chunklog.NewCommitter(c.nc, nil)
+	commits := chunklog.NewCommitter(c.nc, nil, nil)
 	const streamsN = 4
 	var lost, fresh []*chunklog.Writer
 	var ids []string
@@ -251,7 +251,7 @@ func TestTakeoverWhileTheBatchIsInFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := startR3(t)
-	commits := chunklog.NewCommitter(c.nc, nil)
+	commits := chunklog.NewCommitter(c.nc, nil, nil)
 	const rounds = 20
 	for round := range rounds {
 		const streamsN = 4
@@ -309,7 +309,7 @@ func TestBatchWithoutCommitStoresNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := startR3(t)
-	commits := chunklog.NewCommitter(c.nc, nil)
+	commits := chunklog.NewCommitter(c.nc, nil, nil)
 	_, id := c.opened(t, ctx, commits)
 	last := c.last(t, ctx, id)
 	dying, err := nats.Connect(c.nodes[0].ClientURL())

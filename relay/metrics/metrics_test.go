@@ -225,6 +225,11 @@ func TestWorkerFenced(t *testing.T) {
 	moves(t, reg, "relay_worker_fenced_total", nil, 1, func() { m.JobFinished(JobFenced) })
 }
 
+func TestAppendBatch(t *testing.T) {
+	m, reg := newWorker(t)
+	moves(t, reg, "relay_worker_append_batch_frames", nil, 1, func() { m.AppendBatch(12) })
+}
+
 func TestQuotaWait(t *testing.T) {
 	m, reg := newWorker(t)
 	moves(t, reg, "relay_quota_wait_seconds", []string{"provider", "mock"}, 0, func() { m.Admitted("mock", time.Millisecond, false) })

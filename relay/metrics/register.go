@@ -59,7 +59,7 @@ func gaugeVec(r *registrar, name, help string, labels ...string) *prometheus.Gau
 	return register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
 }
 
-// Buckets, in seconds.
+// Buckets, in seconds unless they say otherwise.
 var (
 	// ttftBuckets spans a cached answer to a slow model's first token.
 	ttftBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2, 4, 8, 15, 30}
@@ -68,6 +68,9 @@ var (
 	overheadBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	// gapBuckets spans token pacing to stalls.
 	gapBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 15}
+	// batchBuckets, in frames, span a frame alone to a full atomic batch
+	// (chunklog's 256).
+	batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
 	// waitBuckets spans a short shared Retry-After to a long quota wait.
 	waitBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 )

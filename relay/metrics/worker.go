@@ -18,6 +18,7 @@ type Worker struct {
 	chunksPublished *prometheus.CounterVec
 	attempts        *prometheus.CounterVec
 	fenced          prometheus.Counter
+	appendBatch     prometheus.Histogram
 	quotaWait       *prometheus.HistogramVec
 	refusals        *prometheus.CounterVec
 	tokens          *prometheus.CounterVec
@@ -52,6 +53,9 @@ func NewWorker(reg prometheus.Registerer, names Names) (*Worker, error) {
 			"provider", "model", "seam"),
 		fenced: counter(r, "relay_worker_fenced_total",
 			"Jobs whose write to the chunk log was fenced: another worker had taken the stream over."),
+		appendBatch: histogram(r, "relay_worker_append_batch_frames",
+			"Frames per write of a worker's committer to a replicated chunk stream: one atomic batch of several streams' frames, or one frame alone. Claims and first chunks, always alone, are not counted.",
+			batchBuckets),
 		quotaWait: histogramVec(r, "relay_quota_wait_seconds",
 			"Waits at the gate before an upstream call (a shared Retry-After, a quota): admissions that took longer than 10ms.",
 			waitBuckets, "provider"),
@@ -109,6 +113,9 @@ func (m *Worker) JobFinished(o JobOutcome) {
 		m.fenced.Inc()
 	}
 }
+
+// AppendBatch records a committer's write of frames frames.
+func (m *Worker) AppendBatch(frames int) { m.appendBatch.Observe(float64(frames)) }
 
 // TTFT records the worker's time to first token of a stream it started.
 func (m *Worker) TTFT(provider, model string, d time.Duration) {

@@ -553,7 +553,7 @@ func (w *Worker) groupCommits(ctx context.Context) error {
 		return err
 	}
 	if chunklog.Batches(s.CachedInfo().Config) {
-		w.commits = chunklog.NewCommitter(w.js.Conn(), w.runners.Run)
+		w.commits = chunklog.NewCommitter(w.js.Conn(), w.runners.Run, w.metrics.AppendBatch)
 	}
 	return nil
 }
