@@ -86,6 +86,7 @@ func run() error {
 	fastOnly := flag.Bool("fast-only", false, "the concurrent phase runs only its 1 token/s run (no paced run, so no memory figures)")
 	cluster := flag.Bool("cluster", false, "the phases share a cluster of three nats-servers, and the roles keep every stream on three replicas (streams.replicas unset), as in a replicated deployment; the rows marked one process still use relay dev's embedded server")
 	capacity := flag.Float64("capacity", 0, "the open-loop phase's loads are fractions of this many requests/s instead of the relay's paced capacity measured in the run, so that runs of two builds offer the same arrivals (zero: measured)")
+	answerTokens := flag.Int("answer-tokens", 0, "the open-loop phase's answers have this many tokens, at its pace (zero: 20)")
 	h2c := flag.Bool("h2c", false, "the open-loop and concurrent phases' relay and bare proxy call the fake upstreams over h2c (HTTP/2 without TLS), as a TLS provider is called over HTTP/2")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -103,6 +104,10 @@ func run() error {
 		return fmt.Errorf("--capacity: %v is negative", *capacity)
 	}
 	p.openLoopCapacity = *capacity
+	if *answerTokens < 0 {
+		return fmt.Errorf("--answer-tokens: %d is negative", *answerTokens)
+	}
+	p.openLoopTokens = *answerTokens
 	p.concFastOnly = *fastOnly
 	var err error
 	if *levels != "" {

@@ -28,6 +28,9 @@ import (
 // requests wait inside the relay (separate processes), upstream paced.
 func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 	op := openLoopPlans[b.plan.mode]
+	if b.plan.openLoopTokens > 0 {
+		op.tokens = b.plan.openLoopTokens
+	}
 	paced := mockSpec{model: "paced50", tokens: op.tokens, interval: op.interval}
 	fast := mockSpec{model: "fast", tokens: op.tokens, interval: -1}
 	sys, err := b.startSystem(ctx, systemSpec{

@@ -28,6 +28,9 @@ type layout struct {
 func (r openLoopRuns) figures(op openLoopPlan) []figure {
 	layouts := []layout{{"", r.relay}, {", one process", r.one}}
 	pace := fmt.Sprintf("upstream %.0f tok/s", float64(time.Second)/float64(op.interval))
+	if op.tokens != openLoopPlans["default"].tokens {
+		pace += fmt.Sprintf(", %d-token answers", op.tokens)
+	}
 	var ttft, cpu, capa []figure
 	for i, l := range r.loads {
 		for _, lay := range layouts {

@@ -21,6 +21,9 @@ type plan struct {
 	// openLoopCapacity, if set, replaces the paced capacity the open-loop
 	// phase measures as its loads' reference (--capacity).
 	openLoopCapacity float64
+	// openLoopTokens, if set, replaces the length of the open-loop
+	// phase's answers (--answer-tokens).
+	openLoopTokens int
 
 	kvSamples int
 
