@@ -72,6 +72,10 @@ type Committer struct {
 	// one came.
 	gap    time.Duration
 	lastAt time.Time
+	// aloneUntil is when batches may be tried again after the server
+	// refused one as a batch (batchRefused): until then appends go alone,
+	// rather than each be refused first.
+	aloneUntil time.Time
 }
 
 // NewCommitter returns a committer that sends its batches on nc. run
@@ -208,7 +212,7 @@ const Linger = 10 * time.Millisecond
 // would likely join it, and the wait would be a loss.
 func (c *Committer) waitForOthers() {
 	c.mu.Lock()
-	if len(c.queue) == 0 || c.gap*2 > Linger || len(c.queue) >= maxBatchMsgs {
+	if len(c.queue) == 0 || c.gap*2 > Linger || len(c.queue) >= maxBatchMsgs || time.Now().Before(c.aloneUntil) {
 		c.mu.Unlock()
 		return
 	}
@@ -225,8 +229,13 @@ func (c *Committer) sendQueued() {
 	batch := c.take()
 	c.batches++
 	id := c.id + strconv.FormatUint(c.batches, 36)
+	alone := time.Now().Before(c.aloneUntil)
 	c.mu.Unlock()
 	if len(batch) == 0 {
+		return
+	}
+	if alone && len(batch) > 1 {
+		c.settle(batch, 0, errAlone)
 		return
 	}
 	seq, err := c.send(id, batch)
@@ -267,6 +276,10 @@ func hasSubject(batch []*pending, subject string) bool {
 	}
 	return false
 }
+
+// aloneFor is how long appends go alone after the server refused a
+// batch as one (too many in flight, atomic publishing off).
+const aloneFor = time.Second
 
 // batchTimeout bounds a batch from its first message to its ack.
 const batchTimeout = 5 * time.Second
@@ -362,6 +375,9 @@ func (c *Committer) settle(batch []*pending, last uint64, err error) {
 	case len(batch) > 1 && isWrongLastSequence(err):
 		err = refused{err}
 	case len(batch) > 1 && batchRefused(err):
+		c.mu.Lock()
+		c.aloneUntil = time.Now().Add(aloneFor)
+		c.mu.Unlock()
 		err = errAlone
 	}
 	for _, p := range batch {
