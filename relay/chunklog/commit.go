@@ -200,11 +200,12 @@ func (c *Committer) loop() {
 }
 
 // Linger is how long an append waits at most for others to join its
-// batch, when appends come at least twice as often: on three replicas a
-// message alone costs the servers about 550 µs, and 40 streams at 50
-// tokens/s 557 µs a message unlingered, 217 with 5 ms, 150 with 10 ms
-// and 117 with 20 ms (e2e/BENCHMARKS.md, "Group commit"). A claim and a
-// stream's first chunk never wait: they go alone.
+// batch, when appends come at least twice as often. Without it batches
+// hardly form (a batch's round trip is shorter than the gap between two
+// streams' appends); 10 ms keeps most of what 20 ms saves the servers,
+// and a reader does not see it (e2e/BENCHMARKS.md, "Group commit on three
+// replicas"). A claim and a stream's first chunk never wait: they go
+// alone.
 const Linger = 10 * time.Millisecond
 
 // waitForOthers waits until the oldest queued append has waited
