@@ -139,9 +139,11 @@ func TestProcessNATSRestart(t *testing.T) {
 // is lost, every stream completes (after a raft election of several
 // seconds), and new requests work on the two remaining nodes.
 func TestProcessNATSClusterNodeLoss(t *testing.T) {
-	const tokens, streams = 100, 6
+	// Streams enough, at a pace quick enough, that the workers append
+	// them in atomic batches when the leader dies.
+	const tokens, streams = 100, 16
 	s := start(t, options{Processes: true,
-		ClusterNodes: 3, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond},
+		ClusterNodes: 3, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 20 * time.Millisecond},
 		// streams.replicas unset: three on a cluster, as shipped.
 		Edges: 2, Workers: 2, Coordinator: true,
 	})
@@ -238,8 +240,9 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	if next == "" || next == name {
 		t.Errorf("leader after the loss: %q", next)
 	}
-	// The streams' frames went in the workers' atomic batches, through
-	// the kill: on R3 that is how a worker appends.
+	// The streams' frames went in the workers' atomic batches up to the
+	// kill: on R3 that is how a worker appends.
+	expectBatched(t, ctx, s, clients, killed)
 	for _, w := range s.workerProcs {
 		if started := logged(w, "worker started", ""); len(started) != 1 || started[0]["group_commit"] != true {
 			t.Errorf("%s: started %v; want one start with group_commit", w.Name, started)
