@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -156,10 +157,23 @@ func TestConnectionGivenBackIsReclaimedAtTheCap(t *testing.T) {
 	if res.Close || checkAnswer(t, body, 3) != words(3) {
 		t.Fatalf("stream: Connection: close %v, %q", res.Close, body)
 	}
-	// Until the stream gave its connection back, the cap refuses.
+	// Until the stream gave its connection back, the cap refuses. The
+	// probe asks to be closed and reads to the close, so that its own slot
+	// is free again (a slot is given back before its socket is closed)
+	// when the client's next request dials: a probe left open would not be
+	// idle yet for net/http, and that dial would be refused.
 	waitFor(t, func() bool {
-		res, err := healthz(t, dialEdge(t, edge))
-		return err == nil && res.StatusCode == http.StatusOK
+		c := dialEdge(t, edge)
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n"); err != nil {
+			return false
+		}
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil || res.StatusCode != http.StatusOK {
+			return false
+		}
+		_, err = io.Copy(io.Discard, br)
+		return err == nil
 	})
 	res, _, reused := c.do("GET", edge.url+"/v1/models", "", false)
 	if res.StatusCode != http.StatusOK || reused {

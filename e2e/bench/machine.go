@@ -25,6 +25,9 @@ type header struct {
 	// be shared, and every figure here is CPU-bound on two cores.
 	Load     string `json:"load"`
 	Duration string `json:"duration"`
+	// ServerCPU is each nats-server's processor time over the run, and
+	// the busiest one's against their mean.
+	ServerCPU string `json:"server_cpu,omitempty"`
 }
 
 func machineHeader(mode string) header {

@@ -44,8 +44,16 @@ type bench struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	log       *progress
-	// cluster: the phases share three nats-servers and R3 streams.
+	// cluster: the phases share servers nats-servers and R3 streams.
 	cluster bool
+	servers int
+	// serverCPU caps each nats-server's CPU, in cores (0: no cap), and
+	// caps are the control groups that do it (cpucap.go).
+	serverCPU float64
+	caps      []*cpuCap
+	// natsCPUAtStart is each server's CPU time once the cluster was up,
+	// for the spread over the run.
+	natsCPUAtStart []time.Duration
 }
 
 // phase is one group of figures.
@@ -86,6 +94,8 @@ func run() error {
 	fastOnly := flag.Bool("fast-only", false, "the concurrent phase runs only its 1 token/s run (no paced run, so no memory figures)")
 	cluster := flag.Bool("cluster", false, "the phases share a cluster of three nats-servers, and the roles keep every stream on three replicas (streams.replicas unset), as in a replicated deployment; the rows marked one process still use relay dev's embedded server")
 	capacity := flag.Float64("capacity", 0, "the open-loop phase's loads are fractions of this many requests/s instead of the relay's paced capacity measured in the run, so that runs of two builds offer the same arrivals (zero: measured)")
+	servers := flag.Int("servers", 3, "with --cluster, the cluster's nats-servers (at least 3; the streams keep three replicas)")
+	serverCPU := flag.Float64("server-cpu", 0, "hold each nats-server to this many cores (a cgroup CPU quota, as root), so that each stands for a machine of its own (zero: no cap)")
 	answerTokens := flag.Int("answer-tokens", 0, "the open-loop phase's answers have this many tokens, at its pace (zero: 20)")
 	h2c := flag.Bool("h2c", false, "the open-loop and concurrent phases' relay and bare proxy call the fake upstreams over h2c (HTTP/2 without TLS), as a TLS provider is called over HTTP/2")
 	flag.Parse()
@@ -136,7 +146,18 @@ func run() error {
 		return err
 	}
 	defer h.Close()
-	b := &bench{plan: p, h: h, log: log, cluster: *cluster}
+	if *servers < 3 || *serverCPU < 0 {
+		return fmt.Errorf("--servers %d, --server-cpu %v: want at least 3 servers and a cap not negative", *servers, *serverCPU)
+	}
+	b := &bench{plan: p, h: h, log: log, cluster: *cluster, servers: *servers, serverCPU: *serverCPU}
+	// A control group is removed once empty: after the harness stopped
+	// the servers (Close may be called twice).
+	defer func() {
+		h.Close()
+		for _, c := range b.caps {
+			c.remove()
+		}
+	}()
 	if *hedge {
 		return b.hedgeMode(ctx, cmp.Or(*hedgeRequests, hedgeSpec.defaultN), os.Stdout)
 	}
@@ -164,7 +185,7 @@ func run() error {
 func (b *bench) connect(ctx context.Context) error {
 	var err error
 	if b.cluster {
-		b.natsProcs, err = b.h.StartNATSCluster(ctx, 3, procs.NATSOptions{})
+		b.natsProcs, err = b.h.StartNATSCluster(ctx, b.servers, procs.NATSOptions{})
 	} else {
 		var n *procs.NATS
 		n, err = b.h.StartNATS(ctx, procs.NATSOptions{})
@@ -172,6 +193,19 @@ func (b *bench) connect(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if b.serverCPU > 0 {
+		for _, n := range b.natsProcs {
+			c, err := capCPU(n.Process, b.serverCPU)
+			if err != nil {
+				return err
+			}
+			b.caps = append(b.caps, c)
+		}
+	}
+	for _, n := range b.natsProcs {
+		used, _ := n.CPUTime()
+		b.natsCPUAtStart = append(b.natsCPUAtStart, used)
 	}
 	b.nats = procs.URLs(b.natsProcs...)
 	if b.nc, err = nats.Connect(strings.Join(b.nats, ","), nats.Name("relay-bench")); err != nil {
@@ -199,8 +233,12 @@ func (b *bench) run(ctx context.Context, selected []phase) (*report, error) {
 	rep.Header.NATSServer = b.nc.ConnectedServerVersion()
 	rep.Header.Storage = "one server, file storage, R1, every role a separate process on 127.0.0.1, except the rows marked one process"
 	if b.cluster {
-		rep.Header.Storage = "a cluster of three servers, file storage, R3 (streams.replicas unset), every role a separate process on 127.0.0.1, except the rows marked one process (relay dev: one embedded server, R1)"
+		rep.Header.Storage = fmt.Sprintf("a cluster of %d servers, file storage, R3 (streams.replicas unset), every role a separate process on 127.0.0.1, except the rows marked one process (relay dev: one embedded server, R1)", b.servers)
 	}
+	if b.serverCPU > 0 {
+		rep.Header.Storage += fmt.Sprintf("; each nats-server held to %.2f cores (a cgroup CPU quota)", b.serverCPU)
+	}
+	defer func() { rep.Header.ServerCPU = b.serverSpread() }()
 	for _, ph := range selected {
 		if ctx.Err() != nil {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %v", ph.name, ctx.Err()))

@@ -93,7 +93,11 @@ func (r *report) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "- machine: %d cores (%s), %.1f GiB memory, %s\n", h.Cores, h.CPU, h.MemoryGiB, h.OS)
 	fmt.Fprintf(w, "- Go %s; nats-server %s (%s)\n", h.Go, h.NATSServer, h.Storage)
 	fmt.Fprintf(w, "- command: `%s`\n", h.Command)
-	fmt.Fprintf(w, "- date: %s; duration %s; load average %s\n\n", h.Date, h.Duration, h.Load)
+	fmt.Fprintf(w, "- date: %s; duration %s; load average %s\n", h.Date, h.Duration, h.Load)
+	if h.ServerCPU != "" {
+		fmt.Fprintf(w, "- nats-server CPU over the run: %s\n", h.ServerCPU)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| figure | relay | baseline | relay − baseline | ratio | goal | |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, f := range r.Figures {

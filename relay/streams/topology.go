@@ -129,8 +129,10 @@ func setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
 		// A worker's appends to a replicated stream go in atomic batches
-		// (chunklog.Committer).
-		AllowAtomicPublish: true,
+		// (chunklog.Committer). One server takes none: there a batch is
+		// staged in a synced file, and the stream's reads would wait for
+		// every write to be isolated from them.
+		AllowAtomicPublish: t.Replicas > 1,
 		RePublish: &jetstream.RePublish{
 			Source:      wire.ChunkSubject("*"),
 			Destination: wire.LiveSubject("{{wildcard(1)}}"),
