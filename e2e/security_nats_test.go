@@ -19,8 +19,9 @@ import (
 // streamed answer, cut and resumed, works under those permissions, and
 // each role's credentials are refused what the role must not do: an edge
 // cannot write chunks (neither a core publish nor a JetStream publish is
-// stored) or change the streams, a worker cannot queue requests or forge
-// metadata.
+// stored) or change the streams, nor read the requests other edges offer,
+// a worker cannot queue requests or forge metadata, the coordinator cannot
+// read offered requests.
 func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	const tokens = 30
 	sys := start(t, options{Secured: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 2 * time.Millisecond}})
@@ -95,6 +96,7 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		p.denyPublish("$JS.API.CONSUMER.MSG.NEXT." + wire.RequestStream + "." + wire.WorkerConsumer)
 		p.denyPublish("$KV." + wire.HealthBucket + ".mock")
 		p.denySubscribe(wire.RequestSubject)
+		p.denySubscribe(wire.OfferSubject)
 		p.denySubscribe("relay.chunks.>")
 	})
 
@@ -102,6 +104,7 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		p := sys.Secured.probe(t, "worker")
 		p.allowSubscribe("relay.cancel.>")
 		p.allowSubscribe(wire.LivenessSubject)
+		p.allowSubscribe(wire.AdoptSubject("probe"))
 		leaderReads(t, ctx, p.nc, id)
 
 		req := []byte(`{"stream_id":"` + wire.NewStreamID() + `","model":"mock-1","body":{}}`)
@@ -117,6 +120,8 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 
 	t.Run("coordinator", func(t *testing.T) {
 		p := coordinator
+		// Offers carry prompts.
+		p.denySubscribe(wire.OfferSubject)
 		p.denyPublish(wire.RequestSubject)
 		p.denyPublish(wire.ChunkSubject(id))
 		p.denyPublish("$JS.API.STREAM.DELETE." + wire.ChunkStream)

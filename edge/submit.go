@@ -75,20 +75,63 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 		stored <- err
 	})
 	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: traceHeader(ctx, id)}
+	takenBy := s.offer(ctx, msg)
+	if takenBy != "" {
+		if msg.Header == nil {
+			msg.Header = nats.Header{}
+		}
+		msg.Header.Set(wire.HeaderTakenBy, takenBy)
+	}
 	// Nats-Msg-Id queues a retried publish once.
 	queueErr := retryLeaderless(ctx, func(ctx context.Context) error {
 		_, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 		return err
 	})
-	if err := <-stored; err != nil {
+	storeErr := <-stored
+	if storeErr != nil || queueErr != nil {
 		undo()
-		return "", wire.Meta{}, natsWriteError("storing stream metadata", err)
+		if takenBy != "" {
+			// The worker that took it would answer nobody.
+			if err := s.nc.Publish(wire.CancelSubject(id), nil); err != nil {
+				s.log.Warn("cancel notice not sent", "stream_id", id, "err", err)
+			}
+		}
+	}
+	if storeErr != nil {
+		return "", wire.Meta{}, natsWriteError("storing stream metadata", storeErr)
 	}
 	if queueErr != nil {
-		undo()
 		return "", wire.Meta{}, natsWriteError("queueing the request", queueErr)
 	}
 	return id, meta, nil
+}
+
+// offerWait bounds the wait for a worker to answer an offer. A worker
+// answers from its subscription at once, taken or not, and with no worker
+// subscribed NATS answers no-responders at once; the bound is only reached
+// when the worker that got the offer is stalled. It is generous: a worker
+// whose answer comes after it serves a request queued without its name,
+// and unless the queue delivers it to that same worker, two workers call
+// the provider until one is fenced.
+const offerWait = 500 * time.Millisecond
+
+// offer offers the request msg carries to a worker with a free slot
+// (wire "Offers") and returns the instance of the worker that took it and
+// started it, "" if none did: the request then waits in the work queue as
+// any other. A taken request starts one replicated round sooner, as its
+// worker does not wait for the queue's consumer to record the delivery on
+// a quorum.
+func (s *Server) offer(ctx context.Context, msg *nats.Msg) string {
+	ctx, cancel := context.WithTimeout(ctx, offerWait)
+	defer cancel()
+	reply, err := s.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: wire.OfferSubject, Data: msg.Data, Header: msg.Header})
+	if err != nil {
+		return ""
+	}
+	if !wire.ValidInstance(string(reply.Data)) {
+		return ""
+	}
+	return string(reply.Data)
 }
 
 // publishHeadroom is what a request message's headers may take besides its

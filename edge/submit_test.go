@@ -1,10 +1,15 @@
 package edge
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -34,5 +39,68 @@ func TestSubmitOverMaxPayloadIs413(t *testing.T) {
 	}
 	for k := range keys.Keys() {
 		t.Errorf("a Meta was stored for a request never queued: %s", k)
+	}
+}
+
+// An edge offers each request to the workers before it queues it, and
+// queues it naming the worker that took it (wire "Offers"); a request no
+// worker took is queued as before, naming none.
+func TestSubmitNamesTheWorkerThatTookTheOffer(t *testing.T) {
+	for _, tc := range []struct {
+		name, answer string
+	}{
+		{"taken", "w-7"},
+		{"declined", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			offered := make(chan []byte, 1)
+			sub, err := e.nc.QueueSubscribe(wire.OfferSubject, wire.OfferQueue, func(m *nats.Msg) {
+				offered <- m.Data
+				if err := m.Respond([]byte(tc.answer)); err != nil {
+					t.Error(err)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			w := e.startWorker(&worker{script: answer(2), gate: make(chan struct{})})
+			edge := e.startEdge(Config{})
+			done := make(chan error, 1)
+			go func() {
+				res, err := http.Post(edge.url+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(false, "hi")))
+				if err == nil {
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", res.StatusCode)
+					}
+				}
+				done <- err
+			}()
+			req := <-w.reqs
+			stream, err := e.js.Stream(context.Background(), wire.RequestStream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := stream.GetLastMsgForSubject(context.Background(), wire.RequestSubject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := stored.Header.Get(wire.HeaderTakenBy); got != tc.answer {
+				t.Fatalf("queued request names %q as its taker, want %q", got, tc.answer)
+			}
+			if data := <-offered; !bytes.Equal(data, stored.Data) {
+				t.Fatalf("offered %s\nqueued  %s", data, stored.Data)
+			}
+			var queued wire.Request
+			if err := json.Unmarshal(stored.Data, &queued); err != nil || queued.StreamID != req.StreamID {
+				t.Fatalf("queued request %s (%v), want stream %s", stored.Data, err, req.StreamID)
+			}
+			close(w.gate)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -31,6 +31,7 @@
 //	        relay_upstream_attempts_total{provider,model,seam} upstream calls: first | retry | continuation | fallback | takeover
 //	        relay_worker_fenced_total                          jobs whose write was fenced by a newer owner
 //	        relay_worker_append_batch_frames                   frames per atomic batch of appends (replicated chunk stream)
+//	        relay_worker_offers_total{result}                  requests offered before they were queued: taken | declined
 //	        relay_quota_wait_seconds{provider}                 waits at the gate (shared Retry-After, quotas)
 //	        relay_gate_refusals_total{provider}                calls the gate refused (breaker open)
 //	        relay_api_key_checks_total{provider,result}        checks of API keys before they take traffic

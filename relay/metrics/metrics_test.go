@@ -230,6 +230,12 @@ func TestAppendBatch(t *testing.T) {
 	moves(t, reg, "relay_worker_append_batch_frames", nil, 1, func() { m.AppendBatch(12) })
 }
 
+func TestOffers(t *testing.T) {
+	m, reg := newWorker(t)
+	moves(t, reg, "relay_worker_offers_total", []string{"result", "taken"}, 1, func() { m.Offer(true) })
+	moves(t, reg, "relay_worker_offers_total", []string{"result", "declined"}, 1, func() { m.Offer(false) })
+}
+
 func TestQuotaWait(t *testing.T) {
 	m, reg := newWorker(t)
 	moves(t, reg, "relay_quota_wait_seconds", []string{"provider", "mock"}, 0, func() { m.Admitted("mock", time.Millisecond, false) })

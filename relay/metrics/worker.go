@@ -19,6 +19,7 @@ type Worker struct {
 	attempts        *prometheus.CounterVec
 	fenced          prometheus.Counter
 	appendBatch     prometheus.Histogram
+	offers          *prometheus.CounterVec
 	quotaWait       *prometheus.HistogramVec
 	refusals        *prometheus.CounterVec
 	tokens          *prometheus.CounterVec
@@ -56,6 +57,9 @@ func NewWorker(reg prometheus.Registerer, names Names) (*Worker, error) {
 		appendBatch: histogram(r, "relay_worker_append_batch_frames",
 			"Frames per write of a worker's committer to a replicated chunk stream: one atomic batch of several streams' frames, or one frame alone. Claims and first chunks, always alone, are not counted.",
 			batchBuckets),
+		offers: counterVec(r, "relay_worker_offers_total",
+			"Requests offered to the worker by an edge before they were queued, by result: taken (a slot was free and started it at once) or declined (none was; the request waits in the work queue).",
+			"result"),
 		quotaWait: histogramVec(r, "relay_quota_wait_seconds",
 			"Waits at the gate before an upstream call (a shared Retry-After, a quota): admissions that took longer than 10ms.",
 			waitBuckets, "provider"),
@@ -112,6 +116,15 @@ func (m *Worker) JobFinished(o JobOutcome) {
 	if o == JobFenced {
 		m.fenced.Inc()
 	}
+}
+
+// Offer records an offer the worker took or declined.
+func (m *Worker) Offer(taken bool) {
+	result := "declined"
+	if taken {
+		result = "taken"
+	}
+	m.offers.WithLabelValues(result).Inc()
 }
 
 // AppendBatch records a committer's write of frames frames.

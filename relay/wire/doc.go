@@ -7,8 +7,11 @@
 //
 //	client ──POST──▶ edge
 //	                  │ 1. Meta            KV  relay_streams[<id>]       (Create: the id is new)
-//	                  │ 1. Request         JS  relay.requests             (work queue, Nats-Msg-Id = <id>)
-//	                  │    (both at once; the client learns the id when both are stored)
+//	                  │ 1. offer           core relay.offers              (one worker with a free slot takes it
+//	                  │                                                    and starts at once; see Offers)
+//	                  │ 2. Request         JS  relay.requests             (work queue, Nats-Msg-Id = <id>,
+//	                  │                                                    Relay-Taken-By = the taker)
+//	                  │    (the client learns the id when Meta and Request are stored)
 //	                  ▼
 //	              worker ◀── pull, one message per free slot; InProgress while streaming
 //	                  │ 3. claim frame     JS  relay.chunks.<id>          (fences any earlier writer; a
@@ -22,6 +25,21 @@
 //	                  ▼
 //	edge ── one core subscription per stream it serves; history and gaps are
 //	        read with batched direct gets; every client event carries a Cursor.
+//
+// # Offers
+//
+// A worker pulled from the work queue only once the queue's consumer has
+// stored, on a quorum, that it delivered the request: one replicated
+// round between the queued request and the upstream call. So an edge first
+// offers the request over core NATS (OfferSubject); a worker with a free
+// slot answers with its instance and starts at once, its claim frame
+// stored while it calls, and the edge queues the request naming it
+// (HeaderTakenBy). The work queue stays the record and the recovery path:
+// the worker the queue delivers the request to passes the delivery to the
+// taker (AdoptSubject), which acknowledges it when the stream ends, and
+// serves it itself if the taker no longer does (it died, or its job ended
+// before the delivery came: the end frame tells). A request no worker
+// takes is queued as before. The client sees no difference.
 //
 // # Fencing
 //

@@ -36,6 +36,19 @@ const (
 	// forwardReplyPrefix is followed by one token per forwarded request.
 	forwardReplyPrefix = "relay.forward.reply."
 
+	// OfferSubject is where an edge offers a generation request to a
+	// worker with a free slot before it queues it (see "Offers" in the
+	// package doc): a request whose data is the encoded Request, answered
+	// by one worker of the queue group OfferQueue with its instance (it
+	// took the request) or with nothing (it has no free slot). NATS
+	// permissions must let an edge publish it, and a worker subscribe to
+	// it (queue OfferQueue) and answer.
+	OfferSubject = "relay.offers"
+	// OfferQueue is the queue group of every worker on OfferSubject.
+	OfferQueue = "relay-offers"
+	// adoptPrefix is followed by a worker's instance.
+	adoptPrefix = "relay.adopt."
+
 	// MetaBucket is the KV bucket of stream metadata, keyed by stream id.
 	MetaBucket = "relay_streams"
 	// HealthBucket holds the coordinator's last probe of each provider,
@@ -78,6 +91,25 @@ func IsForwardReplySubject(subject string) bool {
 	token, ok := strings.CutPrefix(subject, forwardReplyPrefix)
 	return ok && token != "" && !strings.ContainsAny(token, ".*> \t\r\n")
 }
+
+// AdoptSubject is where the worker instance that took a request by an
+// offer is passed its delivery by the worker the work queue gave it to: a
+// request whose data is the Delivery, answered "1" if the instance still
+// serves the stream and adopts the delivery, or with nothing if it does
+// not (its job ended, or never started), and the sender then serves the
+// delivery itself. Workers must be allowed to publish and subscribe to
+// relay.adopt.>.
+func AdoptSubject(instance string) string { return adoptPrefix + instance }
+
+// ValidInstance reports whether instance can name a worker in
+// AdoptSubject: one subject token of at most 64 bytes.
+func ValidInstance(instance string) bool {
+	return instance != "" && len(instance) <= 64 && !strings.ContainsAny(instance, ".*> \t\r\n")
+}
+
+// HeaderTakenBy, on a queued request, names the worker instance that took
+// it by an offer (OfferSubject) and serves it already.
+const HeaderTakenBy = "Relay-Taken-By"
 
 // StreamIDFromPresence returns the stream id of a presence subject.
 func StreamIDFromPresence(subject string) (string, bool) {

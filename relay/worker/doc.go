@@ -7,6 +7,13 @@
 // so no request waits in a client-side buffer while its AckWait runs out,
 // and reports progress on it at a quarter of AckWait while it streams.
 //
+// A slot waiting for its turn to pull also takes requests that edges
+// offer before they queue them (offer.go, wire "Offers"), and starts them
+// at once; their deliveries, passed on by whichever worker the queue gave
+// them to, are adopted by the running job. A worker whose max_inflight is
+// at most maxWaitingPulls keeps every free slot in a pull and takes no
+// offer: its requests all come from the queue.
+//
 // A worker publishes a heartbeat describing the requests it holds (all of
 // them every few seconds, what changed in between), and watches its peers',
 // on a NATS connection of their own (see package liveness): when a worker

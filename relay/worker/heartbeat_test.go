@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -38,7 +39,7 @@ type beatRig struct {
 // newBeatRig starts beating every interval with jobs in flight; send
 // fails for the beats numbered in fail.
 func newBeatRig(every time.Duration, fail map[uint64]bool, jobs ...*job) *beatRig {
-	r := &beatRig{jobs: newInflight(), start: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), fail: fail, resync: make(chan struct{})}
+	r := &beatRig{jobs: newInflight(newProgress(time.Hour, slog.Default()).keep), start: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), fail: fail, resync: make(chan struct{})}
 	for _, j := range jobs {
 		r.jobs.add(j)
 	}

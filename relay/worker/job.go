@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/chunklog"
@@ -20,15 +21,28 @@ import (
 // has done to the stream so far. It lives on one slot's goroutine.
 type job struct {
 	w     *Worker
-	msg   jetstream.Msg
 	req   wire.Request
 	log   *slog.Logger
 	start time.Time
+	// header is the request message's (the trace context).
+	header nats.Header
 
-	// delivery names the request's delivery in heartbeats and handovers;
-	// its Seq is zero if the message's metadata could not be read.
-	delivery wire.Delivery
-	// queued is when JetStream stored the request; zero if unknown.
+	// msg is the request's delivery, which the job acknowledges; nil for
+	// a job started from an offer until it adopts the delivery (offer.go).
+	// delivery names it in heartbeats and handovers; its Seq is zero if
+	// the message's metadata could not be read, or while msg is nil.
+	// stopProgress ends the progress reports on it. Once settled (the job
+	// acks, hands over or gives the stream up), the job adopts no
+	// delivery. The four are guarded by the worker's inflight lock for as
+	// long as a delivery may be adopted.
+	msg          ackable
+	delivery     wire.Delivery
+	stopProgress func()
+	settled      bool
+	// offered: the job was started from an offer, before any delivery.
+	offered bool
+	// queued is when JetStream stored the request, or the offer came;
+	// zero if unknown.
 	queued time.Time
 	// logCtx serves the chunk log and the ack, to the end of the job.
 	// callCtx serves the upstream calls and the waits between them;
@@ -37,8 +51,6 @@ type job struct {
 	// the stream.
 	logCtx, callCtx context.Context
 	stopCall        context.CancelCauseFunc
-	// stopProgress ends the progress reports on the request.
-	stopProgress func()
 
 	writer *streamWriter
 	// firstClaim, while runFirst serves, is the claim frame being stored
@@ -82,8 +94,9 @@ type job struct {
 	trace jobTrace
 }
 
+// newJob is the job of req, delivered as msg.
 func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req wire.Request, stopProgress func()) *job {
-	j := &job{w: w, msg: msg, req: req, log: w.logger.With("stream", req.StreamID), start: time.Now(), stopProgress: stopProgress}
+	j := &job{w: w, msg: msg, req: req, log: w.logger.With("stream", req.StreamID), start: time.Now(), header: msg.Headers(), stopProgress: stopProgress}
 	d, err := liveness.DeliveryOf(msg, req.StreamID)
 	if err != nil {
 		j.log.Warn("request cannot be handed over", "err", err)
@@ -93,9 +106,23 @@ func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req wire.Request,
 	if md, err := msg.Metadata(); err == nil {
 		j.queued = md.Timestamp
 	}
+	j.startContexts(ctx)
+	return j
+}
+
+// offeredJob is the job of req, taken from an offer whose headers are
+// header: it has no delivery until one is passed to it (offer.go).
+func offeredJob(ctx context.Context, w *Worker, req wire.Request, header nats.Header) *job {
+	now := time.Now()
+	j := &job{w: w, req: req, log: w.logger.With("stream", req.StreamID), start: now, header: header, stopProgress: func() {}, offered: true, queued: now}
+	j.delivery = wire.Delivery{StreamID: req.StreamID, Tenant: req.Tenant}
+	j.startContexts(ctx)
+	return j
+}
+
+func (j *job) startContexts(ctx context.Context) {
 	j.logCtx = j.traceJob(ctx)
 	j.callCtx, j.stopCall = context.WithCancelCause(j.logCtx)
-	return j
 }
 
 // retry is the job's retrier of chunk-log operations.
@@ -122,7 +149,18 @@ func (j *job) retry() retrier { return retrier{bound: j.w.appendRetry, log: j.lo
 // order after a claim is runClaimed's (stack.go).
 func (j *job) run() {
 	defer j.stopCall(nil)
-	if j.delivery.Delivered == 1 && j.fresh() {
+	if j.offered {
+		if !j.runFirst() {
+			// The worker the queue gave the request to claimed it first
+			// (the edge stopped waiting for this one's answer): it serves.
+			j.release()
+			j.report(slog.LevelInfo, "fenced", nil)
+		}
+		return
+	}
+	// A request taken from an offer whose taker no longer served it when
+	// its delivery came was started: its stream is read first.
+	if j.delivery.Delivered == 1 && j.fresh() && j.header.Get(wire.HeaderTakenBy) == "" {
 		if j.runFirst() {
 			return
 		}
@@ -277,6 +315,7 @@ func (j *job) endAside(out outcome) {
 // (the chunk log unavailable beyond the retry bound) leaves the request to
 // AckWait, by which time NATS may be back.
 func (j *job) abandon(err error) {
+	j.release()
 	if errors.Is(err, chunklog.ErrFenced) {
 		j.report(slog.LevelInfo, "fenced", nil)
 		return
@@ -295,8 +334,12 @@ var errWritten = errors.New("worker: frame found")
 // job's last frame (the stream is no longer the job's to give), it records
 // the handover and NAKs the delivery (liveness.HandOver), which a watcher
 // that thought this worker dead cannot do a second time.
+//
+// A job started from an offer that no delivery reached yet has nothing to
+// give back: the worker the queue gives the request to finds it gone and
+// continues the stream itself (offer.go).
 func (j *job) handOver() {
-	j.stopProgress()
+	_, d := j.release()
 	ctx, cancel := context.WithTimeout(j.logCtx, handoverTimeout)
 	defer cancel()
 	_, err := j.w.reader.Read(ctx, j.req.StreamID, j.writer.last, func(chunklog.Entry) error { return errWritten })
@@ -307,8 +350,11 @@ func (j *job) handOver() {
 	case err != nil:
 		j.report(slog.LevelWarn, "abandoned", fmt.Errorf("worker: hand over: %w", err))
 		return
+	case d.Reply == "":
+		j.report(slog.LevelInfo, "handed_over", nil)
+		return
 	}
-	err = liveness.HandOver(ctx, j.w.nc, j.w.handovers, j.delivery, j.w.id)
+	err = liveness.HandOver(ctx, j.w.nc, j.w.handovers, d, j.w.id)
 	switch {
 	case errors.Is(err, liveness.ErrHandedOver):
 		// A watcher took this worker for dead in the meantime.
@@ -322,13 +368,24 @@ func (j *job) handOver() {
 
 // ack confirms the request is done, retrying while NATS is away. If the
 // ack is lost all the same, the request comes back, finds the end frame
-// and is acked then.
+// and is acked then; so does a job started from an offer that no delivery
+// reached: the worker the queue gives it to acks it.
 func (j *job) ack() {
-	j.stopProgress()
-	err := j.retry().do(j.logCtx, "ack", func(ctx context.Context) error { return j.msg.DoubleAck(ctx) })
+	msg, _ := j.release()
+	if msg == nil {
+		return
+	}
+	err := j.retry().do(j.logCtx, "ack", func(ctx context.Context) error { return msg.DoubleAck(ctx) })
 	if err != nil {
 		j.log.Warn("ack failed", "err", err)
 	}
+}
+
+// release ends the job's hold on its delivery: it stops the progress
+// reports and adopts no delivery from then on. It returns the delivery, if
+// any, to ack or hand over.
+func (j *job) release() (ackable, wire.Delivery) {
+	return j.w.jobs.release(j)
 }
 
 // report writes the job's one log line.

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // progress tells the server, every interval, that the requests the
@@ -34,7 +32,15 @@ type progress struct {
 
 // heldMsg is one request kept in progress.
 type heldMsg struct {
-	msg jetstream.Msg
+	msg ackable
+}
+
+// ackable is a request's delivery as a job acknowledges it: pulled by
+// this worker (a jetstream.Msg), or passed on to it by the worker that
+// pulled it (offer.go).
+type ackable interface {
+	InProgress() error
+	DoubleAck(ctx context.Context) error
 }
 
 // newProgress reports the requests kept in it every interval, once run.
@@ -45,7 +51,7 @@ func newProgress(every time.Duration, logger *slog.Logger) *progress {
 // keep reports msg in progress from the next round on, at most an
 // interval from now, until stop is called. Once stop returned no report
 // of msg is sent; it may be called more than once.
-func (p *progress) keep(msg jetstream.Msg) (stop func()) {
+func (p *progress) keep(msg ackable) (stop func()) {
 	h := &heldMsg{msg: msg}
 	p.mu.Lock()
 	p.held[h] = struct{}{}

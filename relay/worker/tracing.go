@@ -25,7 +25,7 @@ type jobTrace struct {
 // carries (the edge's span): every delivery of the request, a takeover's
 // included, joins the same trace. It returns ctx with the span.
 func (j *job) traceJob(ctx context.Context) context.Context {
-	ctx = tracing.ExtractNATS(ctx, j.msg.Headers())
+	ctx = tracing.ExtractNATS(ctx, j.header)
 	ctx, j.trace.span = j.w.tracer.Start(ctx, "relay.job", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 		attribute.String("relay.stream_id", j.req.StreamID),
 		attribute.String("relay.worker", j.w.id),

@@ -111,6 +111,10 @@ type Worker struct {
 	// pulls holds a token for every pull this worker has waiting at the
 	// server (see maxWaitingPulls).
 	pulls chan struct{}
+	// offers hands a request taken from an offer to a slot waiting for
+	// one of the pull tokens (offer.go); unbuffered, so that an offer is
+	// taken only when a slot is free to run it.
+	offers chan offer
 	// heartbeatEvery is the heartbeat interval, 0 without liveness;
 	// livenessTimeout is declared in every heartbeat.
 	heartbeatEvery, livenessTimeout time.Duration
@@ -206,13 +210,13 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		progress:        newProgress(deps.Topology.WithDefaults().AckWait/4, logger),
 		pullWait:        min(maxPullWait, cfg.LivenessTimeout/2),
 		pulls:           make(chan struct{}, maxWaitingPulls),
+		offers:          make(chan offer),
 		pullRetry:       pullRetry,
 		heartbeatEvery:  max(cfg.HeartbeatInterval, 0),
 		livenessTimeout: cfg.LivenessTimeout,
 		watchPeers:      !cfg.DisablePeerWatch,
 		drainTimeout:    cfg.DrainTimeout,
 		appendRetry:     cfg.AppendRetry,
-		jobs:            newInflight(),
 		answers:         &answerCache{streams.NewBucket(deps.JS, wire.AnswerBucket, 0)},
 		usage:           newUsageLedger(deps.JS),
 		hedges:          newHedgeBudgets(),
@@ -220,6 +224,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		draining:        make(chan struct{}),
 		done:            make(chan struct{}),
 	}
+	w.jobs = newInflight(w.progress.keep)
 	if reporter != nil {
 		// The checks of the keys reach GET /v1/relay/status.
 		reporter.ReportKeys(w.keyReport)
@@ -274,6 +279,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer fwd.stop(w.drainTimeout)
+	stopTakingOffers, stopOffers, err := w.followOffers() // offer.go
+	if err != nil {
+		return err
+	}
+	defer stopOffers()
 	w.logger.Info("worker started", "max_inflight", w.maxInflight, "instance", w.instance,
 		"heartbeat_interval", w.heartbeatEvery, "liveness_timeout", w.livenessTimeout, "watch_peers", w.watchPeers,
 		"group_commit", w.commits != nil)
@@ -291,6 +301,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-w.draining:
 		}
 		stopPulling()
+		stopTakingOffers()
 		fwd.unsubscribe()
 		// A drain hands the streams over when its time is up (Drain); the
 		// end of ctx, also during a drain, does at once.
@@ -384,7 +395,7 @@ func (w *Worker) slot(ctx, pulling context.Context, cons jetstream.Consumer) {
 			return
 		default:
 		}
-		msg, err := w.pull(ctx, stop, cons)
+		msg, offered, err := w.pull(ctx, stop, cons)
 		stopped := false
 		select {
 		case <-stop:
@@ -402,6 +413,10 @@ func (w *Worker) slot(ctx, pulling context.Context, cons jetstream.Consumer) {
 		case err != nil:
 			w.pullFailed(ctx, pulling, err, failures)
 			failures++
+		case offered != nil && !stopped:
+			w.handleOffered(ctx, *offered)
+		case offered != nil:
+			w.dropOffered(*offered)
 		case msg == nil:
 		case stopped:
 			w.handBack(msg)
@@ -450,14 +465,17 @@ var errPullDisconnected = errors.New("worker: not pulling while disconnected fro
 
 // pull waits up to pullWait for one message; nil without error means none
 // came, ctx ended or stop closed while it waited for one of the worker's
-// pull tokens.
-func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.Consumer) (jetstream.Msg, error) {
+// pull tokens. While it waits for a token it takes an offered request
+// instead, if one comes.
+func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.Consumer) (jetstream.Msg, *offer, error) {
 	select {
 	case w.pulls <- struct{}{}:
+	case o := <-w.offers:
+		return nil, &o, nil
 	case <-ctx.Done():
-		return nil, nil
+		return nil, nil, nil
 	case <-stop:
-		return nil, nil
+		return nil, nil, nil
 	}
 	defer func() { <-w.pulls }()
 	// A pull sent while the connection is down waits in nats.go's
@@ -466,7 +484,7 @@ func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.
 	// the next request to a pull nobody reads, redelivered only after
 	// AckWait. So no pull is sent while disconnected.
 	if !w.nc.IsConnected() {
-		return nil, errPullDisconnected
+		return nil, nil, errPullDisconnected
 	}
 	// The pull ends by the server's expiry, never by a client-side
 	// deadline: nats.go asks the server to expire a pull bounded by a
@@ -477,11 +495,11 @@ func (w *Worker) pull(ctx context.Context, stop <-chan struct{}, cons jetstream.
 	msg, err := cons.Next(jetstream.FetchMaxWait(w.pullWait))
 	switch {
 	case err == nil:
-		return msg, nil
+		return msg, nil, nil
 	case errors.Is(err, nats.ErrTimeout):
-		return nil, nil
+		return nil, nil, nil
 	}
-	return nil, err
+	return nil, nil, err
 }
 
 // handle runs the job of one request message under ctx, reporting
@@ -500,8 +518,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 }
 
 // startJob decodes msg and adds its job to the worker's, nil if msg is
-// malformed (it is then terminated). It is apart from handle, whose frame
-// is on the job's stack while an answer streams (stack.go).
+// malformed (it is then terminated) or was passed on to the worker that
+// took its request from an offer (passOn). It is apart from handle, whose
+// frame is on the job's stack while an answer streams (stack.go).
 func (w *Worker) startJob(ctx context.Context, msg jetstream.Msg, stopProgress func()) *job {
 	req, err := decodeRequest(msg.Data())
 	if err != nil {
@@ -513,9 +532,23 @@ func (w *Worker) startJob(ctx context.Context, msg jetstream.Msg, stopProgress f
 		}
 		return nil
 	}
+	if w.passOn(msg, req) {
+		return nil
+	}
 	j := newJob(ctx, w, msg, req, stopProgress)
 	w.jobs.add(j)
 	return j
+}
+
+// handleOffered runs the job of a request taken from an offer, under ctx.
+func (w *Worker) handleOffered(ctx context.Context, o offer) {
+	var j *job
+	w.aside(func() {
+		j = offeredJob(ctx, w, o.req, o.header)
+		w.jobs.add(j)
+	})
+	defer w.jobs.remove(j)
+	j.run()
 }
 
 // aside runs f on one of the worker's runners and waits for it. A job's
