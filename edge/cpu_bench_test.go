@@ -11,8 +11,8 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// The edge's processor time per chunk (e2e/BENCHMARKS.md, "Edge CPU per
-// chunk"): rendering a chunk's event, and writing events to a client; and
+// The edge's processor time per chunk (e2e/BENCHMARKS.md, "What bounds each
+// figure"): rendering a chunk's event, and writing events to a client; and
 // per request: checking its body.
 //
 //	go test -run '^$' -bench 'RenderChunk|SSEWriteBatch|ParseChatRequest' -benchmem ./edge/

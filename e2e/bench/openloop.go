@@ -88,6 +88,9 @@ func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 	if runs.capacity.rate == 0 {
 		return nil, fmt.Errorf("openloop: the relay completed no stream in its capacity step: %s", runs.capacity.summary())
 	}
+	if runs.round, err = b.storeRound(ctx); err != nil {
+		return nil, err
+	}
 	runs.given = b.plan.openLoopCapacity
 	runs.loads = openLoopLoads(op, cmp.Or(runs.given, runs.capacity.rate))
 	for _, s := range systems {
@@ -158,4 +161,6 @@ type openLoopRuns struct {
 	given                     float64
 	loads                     []loadSpec
 	direct, proxy, relay, one systemRuns
+	// round is the round trip of a message stored alone (ms).
+	round dist
 }

@@ -96,6 +96,17 @@ func (c cpuCost) perChunk() float64 {
 	return c.micros(total)
 }
 
+// partPerChunk is the processor time of the part named name per
+// delivered chunk, in µs; zero without chunks or such a part.
+func (c cpuCost) partPerChunk(name string) float64 {
+	for i, n := range c.names {
+		if n == name {
+			return c.micros(c.used[i])
+		}
+	}
+	return 0
+}
+
 func (c cpuCost) micros(d time.Duration) float64 {
 	if c.chunks == 0 {
 		return 0

@@ -311,3 +311,30 @@ func (b *bench) progressRounds(ctx context.Context) (together, spread []float64,
 	}
 	return together, spread, n, nil
 }
+
+// roundMessages is how many messages storeRound times.
+const roundMessages = 200
+
+// storeRound times the round trip of a message stored alone: published
+// into a scratch stream with the relay's replica count, waiting for its
+// ack before the next, as a stream's claim or first chunk is. In ms.
+func (b *bench) storeRound(ctx context.Context) (dist, error) {
+	const name = "BENCH_ROUND"
+	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{"bench.round"}, Storage: jetstream.FileStorage, Replicas: len(b.natsProcs),
+	})
+	if err != nil {
+		return dist{}, fmt.Errorf("round trip: %w", err)
+	}
+	defer b.js.DeleteStream(context.WithoutCancel(ctx), name)
+	payload := []byte(strings.Repeat("x", 114))
+	took := make([]float64, 0, roundMessages)
+	for range roundMessages {
+		start := time.Now()
+		if _, err := b.js.Publish(ctx, "bench.round", payload); err != nil {
+			return dist{}, fmt.Errorf("round trip: %w", err)
+		}
+		took = append(took, float64(time.Since(start))/float64(time.Millisecond))
+	}
+	return summarize(took), nil
+}

@@ -154,13 +154,14 @@ func (b *bench) workerMemoryOver(ctx context.Context, h2c bool) (figure, error) 
 		rank: rankWorkerMemory,
 		Name: "worker memory per in-flight generation, " + proto, Unit: "KiB",
 		Relay: ptr(summarize(rss)), Baseline: ptr(summarize([]float64{kib(idle.median.rss)})), BaselineName: "idle worker RSS",
-		Goal: "report",
+		Goal: "≤ 64 KiB",
 		Note: fmt.Sprintf("one worker (max_inflight %d) with %d generations opened (upstream %d tokens at %v/token; %s in flight while sampling, %v after the idle samples; %d of %d streams exact); "+
 			"per generation, from %d samples of (busy − idle) / streams in flight: RSS as shown, Go heap in use %s KiB, goroutine stacks %s KiB, goroutines %s (the rest of RSS is the GC's headroom and freed memory not yet returned); idle: RSS %s KiB, heap %s KiB, %d goroutines",
 			g+16, g, p.mem.tokens, p.mem.interval, span(lo, hi), rampDur.Round(100*time.Millisecond), exact.Load(), g,
 			len(busy.all), num(heap.Median), num(stacks.Median), num(gor.Median),
 			num(kib(idle.median.rss)), num(kib(idle.median.heap)), idle.median.goroutines),
 	}
+	f.Verdict = verdict(f.Relay.N > 0 && f.Relay.Median <= 64)
 	return f, nil
 }
 

@@ -203,8 +203,8 @@ func (c *Committer) loop() {
 // batch, when appends come at least twice as often. Without it batches
 // hardly form (a batch's round trip is shorter than the gap between two
 // streams' appends); 10 ms keeps most of what 20 ms saves the servers,
-// and a reader does not see it (e2e/BENCHMARKS.md, "Group commit on three
-// replicas"). A claim and a stream's first chunk never wait: they go
+// and a reader does not see it (e2e/BENCHMARKS.md, "Choices the figures
+// decided"). A claim and a stream's first chunk never wait: they go
 // alone.
 const Linger = 10 * time.Millisecond
 

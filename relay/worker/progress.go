@@ -18,7 +18,7 @@ import (
 // each request's own timer, spread over the interval, each take one. On
 // three servers holding 5,000 requests, nats-server spent 8-9 µs a report
 // sent together and 40-52 µs a report spread out (e2e/BENCHMARKS.md,
-// "progress reports in step"): at 10,000 streams, a twentieth of a core
+// the row "nats-server CPU per progress report"): at 10,000 streams, a twentieth of a core
 // against half of one. One loop also costs a job no timer.
 type progress struct {
 	every  time.Duration
