@@ -124,16 +124,23 @@ func (w *Worker) adoptPassed(m *nats.Msg) {
 // then served here, which fences it.
 const passWait = time.Second
 
-// passOn passes msg, a delivery of req, to the worker that took req from
-// an offer, if the edge named one, and reports whether that worker adopted
-// it: this worker then has nothing to do with it. A taker adopts one
-// delivery, and only while its job runs: a later one (the taker was
-// thought dead and its delivery handed over) is served here. A delivery
-// passed to this worker's own job needs no round trip.
-func (w *Worker) passOn(msg jetstream.Msg, req wire.Request) bool {
+// passOn passes msg, a request's delivery, to the worker that took the
+// request from an offer, if the edge named one, and reports whether that
+// worker adopted it: this worker then has nothing to do with it. A taker
+// adopts one delivery, and only while its job runs: a later one (the
+// taker was thought dead and its delivery handed over) is served here. A
+// delivery passed to this worker's own job needs no round trip.
+//
+// It reads only the message's headers: the stream id is its Nats-Msg-Id
+// (wire "Protocol flow"), so a request passed on is never decoded here.
+func (w *Worker) passOn(msg jetstream.Msg) bool {
+	id := msg.Headers().Get(jetstream.MsgIDHeader)
+	if !wire.ValidStreamID(id) {
+		return false
+	}
 	// Any delivery, not only the first: one given back by a stopping
 	// worker before it passed it on comes again as a redelivery.
-	d, err := liveness.DeliveryOf(msg, req.StreamID)
+	d, err := liveness.DeliveryOf(msg, id)
 	if err != nil {
 		return false
 	}

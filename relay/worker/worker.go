@@ -522,6 +522,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 // took its request from an offer (passOn). It is apart from handle, whose
 // frame is on the job's stack while an answer streams (stack.go).
 func (w *Worker) startJob(ctx context.Context, msg jetstream.Msg, stopProgress func()) *job {
+	if w.passOn(msg) {
+		return nil
+	}
 	req, err := decodeRequest(msg.Data())
 	if err != nil {
 		// No stream to report the failure on, and a redelivery would fail
@@ -530,9 +533,6 @@ func (w *Worker) startJob(ctx context.Context, msg jetstream.Msg, stopProgress f
 		if err := msg.Term(); err != nil {
 			w.logger.Warn("term failed", "err", err)
 		}
-		return nil
-	}
-	if w.passOn(msg, req) {
 		return nil
 	}
 	j := newJob(ctx, w, msg, req, stopProgress)
