@@ -197,8 +197,7 @@ func (j *job) claimStream() (takeover, ok bool) {
 	if h.ended {
 		// A duplicate, or a redelivery whose ack was lost: nothing to do
 		// but count the usage, in case the job that ended it could not.
-		j.recordUsage(h.end)
-		j.ack()
+		j.settleLater(h.end)
 		j.report(slog.LevelInfo, "already_ended", nil)
 		return false, false
 	}
@@ -296,8 +295,7 @@ func (j *job) endAside(out outcome) {
 		j.abandon(err)
 		return
 	}
-	j.recordUsage(f)
-	j.ack()
+	j.settleLater(f)
 	j.judge(f.Status)
 	level := slog.LevelInfo
 	if out.err != nil && out.class != upstream.RequestFault && out.class != upstream.Canceled {
@@ -364,6 +362,16 @@ func (j *job) handOver() {
 	default:
 		j.report(slog.LevelInfo, "handed_over", nil)
 	}
+}
+
+// settleLater records the usage of end, the stream's end frame, and then acks
+// the request, together with the other streams that end about now
+// (settle.go).
+func (j *job) settleLater(end wire.Frame) {
+	j.w.settler.later(func() {
+		j.recordUsage(end)
+		j.ack()
+	})
 }
 
 // ack confirms the request is done, retrying while NATS is away. If the

@@ -133,6 +133,9 @@ type Worker struct {
 	// commits groups the jobs' appends into batches, on a replicated
 	// chunk stream; nil: each append goes alone (set by Run).
 	commits *chunklog.Committer
+	// settler records the usage of the streams that ended and acks their
+	// requests, together on a replicated cluster (set by Run).
+	settler *settler
 
 	// Lifecycle: draining is closed when Drain is first called; done when
 	// Run returned (or Drain was called and Run never ran).
@@ -350,6 +353,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		slots.Go(func() { w.slot(jobCtx, pulling, cons) })
 	}
 	slots.Wait()
+	w.settler.close()
 	close(slotsDone)
 	close(stopBeat)
 	stopBackground()
@@ -579,15 +583,22 @@ func decodeRequest(data []byte) (wire.Request, error) {
 }
 
 // groupCommits sets up the grouping of the jobs' appends when the chunk
-// stream is replicated and takes atomic batches (chunklog.Batches).
+// stream is replicated and takes atomic batches (chunklog.Batches), and
+// of their settlements when it is replicated (settle.go).
 func (w *Worker) groupCommits(ctx context.Context) error {
 	s, err := w.js.Stream(ctx, wire.ChunkStream)
 	if err != nil {
 		return err
 	}
-	if chunklog.Batches(s.CachedInfo().Config) {
+	cfg := s.CachedInfo().Config
+	if chunklog.Batches(cfg) {
 		w.commits = chunklog.NewCommitter(w.js.Conn(), w.runners.Run, w.metrics.AppendBatch)
 	}
+	linger := time.Duration(0)
+	if cfg.Replicas > 1 {
+		linger = settleLinger
+	}
+	w.settler = newSettler(linger, w.runners.Run)
 	return nil
 }
 
