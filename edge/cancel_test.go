@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -157,7 +158,7 @@ func TestMetaUpdateIsRevisionChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := newMetaStore(e.js)
+	store := newMetaStore(e.js, chunklog.NewReader(e.nc, ""))
 	interfere := func(id string) {
 		if _, err := kv.Put(ctx, id, mustJSON(t, wire.Meta{Model: otherModel, Created: 7})); err != nil {
 			t.Fatal(err)

@@ -5,7 +5,7 @@
 //
 // # HTTP API
 //
-//	POST /v1/chat/completions   validate, store Meta, queue a Request; then stream it
+//	POST /v1/chat/completions   validate, offer and queue a Request (wire "Offers"); then stream it
 //	                            as SSE ("stream": true) or answer one chat.completion
 //	GET  /v1/streams/{id}       the same SSE stream, resumed after Last-Event-ID
 //	                            (header) or last_event_id (query); EventSource-ready

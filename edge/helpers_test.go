@@ -201,16 +201,22 @@ func (e *env) startWorker(w *worker) *worker {
 				return
 			}
 			defer sub.Unsubscribe()
+			// A request a worker took from its offer has no Meta record
+			// (its taker's claim carries the Meta), and no client knew its
+			// id to cancel it before it was queued.
 			var meta wire.Meta
-			if entry, err := awaitMetaEntry(ctx, kv, req.StreamID); err != nil || json.Unmarshal(entry.Value(), &meta) != nil {
-				// The test may end while this request is being taken.
-				if ctx.Err() == nil {
-					e.t.Errorf("worker: meta of %s: %v", req.StreamID, err)
+			if msg.Headers().Get(wire.HeaderTakenBy) == "" {
+				entry, err := awaitMetaEntry(ctx, kv, req.StreamID)
+				if err != nil || json.Unmarshal(entry.Value(), &meta) != nil {
+					// The test may end while this request is being taken.
+					if ctx.Err() == nil {
+						e.t.Errorf("worker: meta of %s: %v", req.StreamID, err)
+					}
+					return
 				}
-				return
 			}
 			wr := chunklog.NewWriter(e.js, reader, req.StreamID, 0, 0)
-			if _, err := wr.Append(ctx, wire.Frame{Kind: wire.KindClaim, Worker: "scripted"}); err != nil {
+			if _, err := wr.Append(ctx, wire.ClaimFrame("scripted", &req)); err != nil {
 				if ctx.Err() == nil && !errors.Is(err, chunklog.ErrFenced) {
 					e.t.Errorf("worker: claim: %v", err)
 				}

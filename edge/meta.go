@@ -17,21 +17,55 @@ import (
 // errNoMeta means the stream is unknown, or expired with its metadata.
 var errNoMeta = errors.New("edge: no metadata for stream")
 
-// metaStore reads and creates stream metadata in wire.MetaBucket.
+// metaStore finds a stream's metadata (wire.Meta): in its first claim
+// frame, or in its record in wire.MetaBucket, which an edge writes for a
+// request no worker took from its offer, and to record a cancellation.
 type metaStore struct {
 	bucketHandle
 	// js confirms a miss with the bucket's leader.
 	js jetstream.JetStream
-	// confirms counts the gets that missed and asked the bucket's leader.
+	// reader reads a stream's first frame.
+	reader *chunklog.Reader
+	// confirms counts the gets that missed and asked the leaders.
 	confirms atomic.Uint64
 }
 
-func newMetaStore(js jetstream.JetStream) *metaStore {
-	return &metaStore{bucketHandle: newBucketHandle(js, wire.MetaBucket), js: js}
+func newMetaStore(js jetstream.JetStream, reader *chunklog.Reader) *metaStore {
+	return &metaStore{bucketHandle: newBucketHandle(js, wire.MetaBucket), js: js, reader: reader}
 }
 
-// get returns the stream's metadata and its revision, or errNoMeta.
+// get returns the stream's metadata and the revision of its record (0
+// when it has none, its claim carries it), or errNoMeta.
+//
+// A request an offer's taker claimed has its claim stored before the edge
+// queued it, and so before its id is shown to anyone; any other has a
+// record stored before its id is shown. Either read can miss on a replica
+// that is behind its leader, so only the leaders' misses are errNoMeta.
 func (m *metaStore) get(ctx context.Context, id string) (wire.Meta, uint64, error) {
+	first, found, err := m.reader.First(ctx, id)
+	if err != nil {
+		return wire.Meta{}, 0, fmt.Errorf("edge: meta %s: %w", id, err)
+	}
+	if meta, ok := wire.ClaimMeta(first.Frame); found && ok {
+		return meta, 0, nil
+	}
+	meta, revision, err := m.record(ctx, id)
+	if !errors.Is(err, errNoMeta) {
+		return meta, revision, err
+	}
+	first, found, err = m.reader.FirstFromLeader(ctx, id)
+	if err != nil {
+		return wire.Meta{}, 0, fmt.Errorf("edge: meta %s: %w", id, err)
+	}
+	if meta, ok := wire.ClaimMeta(first.Frame); found && ok {
+		return meta, 0, nil
+	}
+	return wire.Meta{}, 0, errNoMeta
+}
+
+// record returns the stream's record in wire.MetaBucket and its revision,
+// or errNoMeta.
+func (m *metaStore) record(ctx context.Context, id string) (wire.Meta, uint64, error) {
 	kv, err := m.bucket(ctx)
 	if err != nil {
 		return wire.Meta{}, 0, err
@@ -106,8 +140,9 @@ var errContended = errors.New("edge: meta changed by other writers on every atte
 
 // update applies next, a pure function of the stored Meta, with writes
 // checked against the revision read, so no other writer's change is lost:
-// on a mismatch it reads again and recomputes. meta and revision are what
-// the caller read last. next reports false when the Meta needs no write.
+// on a mismatch it reads the record again and recomputes. meta and
+// revision are what the caller read last; revision 0 (the Meta of a claim)
+// creates the record. next reports false when the Meta needs no write.
 func (m *metaStore) update(ctx context.Context, id string, meta wire.Meta, revision uint64, next func(wire.Meta) (wire.Meta, bool)) error {
 	kv, err := m.bucket(ctx)
 	if err != nil {
@@ -129,7 +164,7 @@ func (m *metaStore) update(ctx context.Context, id string, meta wire.Meta, revis
 			}
 			return nil
 		}
-		if meta, revision, err = m.get(ctx, id); err != nil {
+		if meta, revision, err = m.record(ctx, id); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
@@ -18,9 +19,9 @@ import (
 // each is read through every server right after its create was acked.
 const clusterMetas = 500
 
-// In an R3 cluster a KV get (a direct get) may reach a replica that does
-// not hold a Meta the leader acknowledged yet: a false errNoMeta is a false
-// 404 stream_not_found on another edge.
+// In an R3 cluster a KV get or a claim's read (direct gets) may reach a
+// replica that does not hold yet a Meta or a claim the leader acknowledged:
+// a false errNoMeta is a false 404 stream_not_found on another edge.
 func TestMetaReplicatedNeverMissing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -37,7 +38,7 @@ func TestMetaReplicatedNeverMissing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores[i] = newMetaStore(js)
+		stores[i] = newMetaStore(js, chunklog.NewReader(nc, ""))
 	}
 	// A new bucket's replicas answer direct gets through a server only
 	// once their interest reached it over the routes, which a loaded
@@ -51,20 +52,31 @@ func TestMetaReplicatedNeverMissing(t *testing.T) {
 	misses := 0
 	for i := range clusterMetas {
 		id := wire.NewStreamID()
-		want := wire.Meta{Tenant: "t", Model: testModel, Created: int64(i)}
-		if err := stores[i%len(stores)].create(ctx, id, want); err != nil {
-			t.Fatal(err)
+		want := wire.Meta{Tenant: "t", Model: testModel, Created: int64(i + 1)}
+		// Half the streams have a record, half only a claim (a request an
+		// offer's taker claimed).
+		record := i%2 == 0
+		if record {
+			if err := stores[i%len(stores)].create(ctx, id, want); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			claim := wire.ClaimFrame("w", &wire.Request{StreamID: id, Tenant: want.Tenant, Model: want.Model, Created: want.Created})
+			if _, err := stores[i%len(stores)].js.Publish(ctx, wire.ChunkSubject(id), claim.Encode(), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for k, m := range stores {
 			got, rev, err := m.get(ctx, id)
-			if err != nil || got != want || rev == 0 {
+			if err != nil || got != want || record != (rev != 0) {
 				misses++
-				t.Errorf("meta %d through server %d: %+v rev %d, %v", i, k+1, got, rev, err)
+				t.Errorf("meta %d (record %v) through server %d: %+v rev %d, %v", i, record, k+1, got, rev, err)
 			}
 		}
 	}
 	for k, m := range stores {
-		t.Logf("server %d: %d of %d gets missed and were confirmed by the leader", k+1, m.confirms.Load(), clusterMetas)
+		t.Logf("server %d: %d of %d record gets and %d claim reads missed and were confirmed by the leader",
+			k+1, m.confirms.Load(), clusterMetas, m.reader.LeaderReads())
 	}
 	if misses > 0 {
 		t.Fatalf("%d false misses", misses)

@@ -129,7 +129,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log:     log,
 		tracer:  tracing.Tracer(deps.Tracer),
 		reader:  reader,
-		meta:    newMetaStore(deps.JS),
+		meta:    newMetaStore(deps.JS, reader),
 		tail:    &tailReader{js: deps.JS},
 		hub:     newHub(deps.NC, reader, deps.JS.Conn() == deps.NC, log),
 		clients: newClients(),

@@ -17,18 +17,21 @@ import (
 const natsTimeout = 5 * time.Second
 
 // submit accepts a validated request as the new stream id (fresh from
-// wire.NewStreamID): it stores the stream's Meta and queues the Request
-// for the workers, and returns the stream's id and Meta.
+// wire.NewStreamID): it offers the request to a worker and queues it for
+// the workers, and returns the stream's id and Meta.
 //
-// The two writes run concurrently, as neither needs the other: the client
-// learns the id only when both succeeded, so a client resuming it finds the
-// Meta, and a worker does not need the Meta to start (it reads it only for
-// a cancellation, which a missing Meta cannot hold). Done one after the
-// other they put a second round trip before the first token. If one write
-// fails for good, the client gets the error and the id is never shown to
-// anyone: an orphan Meta only expires, and a queued Request without one is
-// generated for no reader (rare: NATS failed between two concurrent
-// writes). A write that finds no leader is tried again (submit_wait.go).
+// A worker that takes the offer answers once its claim frame, which
+// carries the Meta, is stored (wire "Offers"). A request no worker took
+// needs its Meta stored as a record: a client resuming it finds it while
+// it waits in the queue with no frame. The record and the queued request
+// are written concurrently, as neither needs the other: the client learns
+// the id only when both succeeded, and a worker does not need the record
+// to start (it reads it only for a cancellation, which a missing record
+// cannot hold). If one write fails for good, the client gets the error
+// and the id is never shown to anyone: an orphan record only expires, and
+// a queued request without one is generated for no reader (rare: NATS
+// failed between two concurrent writes). A write that finds no leader is
+// tried again (submit_wait.go).
 func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, wire.Meta, *wire.Error) {
 	req = s.downgradeForSpend(ctx, tenant, req) // spend.go
 	meta := wire.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
@@ -56,31 +59,33 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	// Both writes wait out an election (submit_wait.go).
 	ctx, cancel := context.WithTimeout(ctx, submitWait)
 	defer cancel()
-	stored := make(chan error, 1)
-	// On a runner (relay/runners): a new goroutine would grow its stack by
-	// copying as it encodes and publishes, on every request.
-	s.runners.Run(func() {
-		tried := false
-		err := retryLeaderless(ctx, func(ctx context.Context) error {
-			err := s.meta.create(ctx, id, meta)
-			if tried && errors.Is(err, jetstream.ErrKeyExists) {
-				return nil // a try that timed out had stored it
-			}
-			tried = true
-			return err
-		})
-		if err != nil {
-			cancel() // the request is refused: stop queueing it
-		}
-		stored <- err
-	})
 	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: traceHeader(ctx, id)}
 	takenBy := s.offer(ctx, msg)
+	stored := make(chan error, 1)
 	if takenBy != "" {
 		if msg.Header == nil {
 			msg.Header = nats.Header{}
 		}
 		msg.Header.Set(wire.HeaderTakenBy, takenBy)
+		stored <- nil // the claim holds the Meta
+	} else {
+		// On a runner (relay/runners): a new goroutine would grow its
+		// stack by copying as it encodes and publishes, on every request.
+		s.runners.Run(func() {
+			tried := false
+			err := retryLeaderless(ctx, func(ctx context.Context) error {
+				err := s.meta.create(ctx, id, meta)
+				if tried && errors.Is(err, jetstream.ErrKeyExists) {
+					return nil // a try that timed out had stored it
+				}
+				tried = true
+				return err
+			})
+			if err != nil {
+				cancel() // the request is refused: stop queueing it
+			}
+			stored <- err
+		})
 	}
 	// Nats-Msg-Id queues a retried publish once.
 	queueErr := retryLeaderless(ctx, func(ctx context.Context) error {
@@ -107,20 +112,22 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 }
 
 // offerWait bounds the wait for a worker to answer an offer. A worker
-// answers from its subscription at once, taken or not, and with no worker
-// subscribed NATS answers no-responders at once; the bound is only reached
-// when the worker that got the offer is stalled. It is generous: a worker
+// declines from its subscription at once, and takes an offer once its
+// claim is stored, one replicated round; with no worker subscribed NATS
+// answers no-responders at once. The bound is only reached when the
+// worker that got the offer is stalled, or its claim waits out an
+// election. It is generous: a worker
 // whose answer comes after it serves a request queued without its name,
 // and unless the queue delivers it to that same worker, two workers call
 // the provider until one is fenced.
 const offerWait = 500 * time.Millisecond
 
 // offer offers the request msg carries to a worker with a free slot
-// (wire "Offers") and returns the instance of the worker that took it and
-// started it, "" if none did: the request then waits in the work queue as
-// any other. A taken request starts one replicated round sooner, as its
-// worker does not wait for the queue's consumer to record the delivery on
-// a quorum.
+// (wire "Offers") and returns the instance of the worker that took it,
+// started it and stored its claim, "" if none did: the request then waits
+// in the work queue as any other. A taken request starts one replicated
+// round sooner, as its worker does not wait for the queue's consumer to
+// record the delivery on a quorum, and needs no Meta record.
 func (s *Server) offer(ctx context.Context, msg *nats.Msg) string {
 	ctx, cancel := context.WithTimeout(ctx, offerWait)
 	defer cancel()

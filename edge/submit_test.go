@@ -43,8 +43,9 @@ func TestSubmitOverMaxPayloadIs413(t *testing.T) {
 }
 
 // An edge offers each request to the workers before it queues it, and
-// queues it naming the worker that took it (wire "Offers"); a request no
-// worker took is queued as before, naming none.
+// queues it naming the worker that took it (wire "Offers"), with no Meta
+// record: the taker's claim carries the Meta. A request no worker took is
+// queued naming none, and its Meta is stored as a record.
 func TestSubmitNamesTheWorkerThatTookTheOffer(t *testing.T) {
 	for _, tc := range []struct {
 		name, answer string
@@ -96,6 +97,14 @@ func TestSubmitNamesTheWorkerThatTookTheOffer(t *testing.T) {
 			var queued wire.Request
 			if err := json.Unmarshal(stored.Data, &queued); err != nil || queued.StreamID != req.StreamID {
 				t.Fatalf("queued request %s (%v), want stream %s", stored.Data, err, req.StreamID)
+			}
+			kv, err := e.js.KeyValue(context.Background(), wire.MetaBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = kv.Get(context.Background(), req.StreamID)
+			if recorded := err == nil; recorded != (tc.answer == "") {
+				t.Fatalf("Meta record stored: %v (%v); want one only for a request no worker took", recorded, err)
 			}
 			close(w.gate)
 			if err := <-done; err != nil {

@@ -16,10 +16,12 @@ import (
 // acknowledged) confirms a miss with LeaderGet before it says "gone". A hit
 // costs nothing more; a miss costs one more round trip, to the leader.
 
-// LeaderQuery is what LeaderGet asks for: the message at Seq, or the last
-// one stored on LastFor.
+// LeaderQuery is what LeaderGet asks for: the message at Seq, the first
+// one stored on NextFor at Seq or after, or the last one stored on
+// LastFor.
 type LeaderQuery struct {
 	Seq     uint64 `json:"seq,omitempty"`
+	NextFor string `json:"next_by_subj,omitempty"`
 	LastFor string `json:"last_by_subj,omitempty"`
 }
 

@@ -332,8 +332,34 @@ func (r *Reader) Last(ctx context.Context, streamID string) (uint64, error) {
 	return seq, nil
 }
 
-// LeaderReads is how many times At missed with a direct get and asked the
-// stream's leader.
+// First returns the stream's first frame (its first claim); found is
+// false when the direct get finds none, which a replica behind its leader
+// may say of a frame just stored (see LeaderGet).
+func (r *Reader) First(ctx context.Context, streamID string) (e Entry, found bool, err error) {
+	found, err = r.readOne(ctx, wire.ChunkSubject(streamID), 0, func(x Entry) error {
+		e = x
+		return nil
+	})
+	return e, found, err
+}
+
+// FirstFromLeader is First asked of the stream's leader, whose miss means
+// that the stream holds no frame.
+func (r *Reader) FirstFromLeader(ctx context.Context, streamID string) (e Entry, found bool, err error) {
+	r.leaderReads.Add(1)
+	m, found, err := LeaderGet(ctx, r.nc, r.apiPrefix, wire.ChunkStream, LeaderQuery{Seq: 1, NextFor: wire.ChunkSubject(streamID)})
+	if err != nil || !found {
+		return Entry{}, false, err
+	}
+	frame, err := wire.DecodeFrame(m.Data)
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("chunklog: first frame of %s: %w", streamID, err)
+	}
+	return Entry{JSSeq: m.Seq, Frame: frame}, true, nil
+}
+
+// LeaderReads is how many reads asked the stream's leader after a direct
+// get missed (At, FirstFromLeader).
 func (r *Reader) LeaderReads() uint64 { return r.leaderReads.Load() }
 
 // ErrNoFrame is returned by At when no frame is stored at the sequence.

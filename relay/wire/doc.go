@@ -6,16 +6,19 @@
 // # Protocol flow
 //
 //	client ──POST──▶ edge
-//	                  │ 1. Meta            KV  relay_streams[<id>]       (Create: the id is new)
-//	                  │ 1. offer           core relay.offers              (one worker with a free slot takes it
-//	                  │                                                    and starts at once; see Offers)
+//	                  │ 1. offer           core relay.offers              (one worker with a free slot takes it,
+//	                  │                                                    stores its claim (3.) and answers;
+//	                  │                                                    see Offers)
+//	                  │ 2. Meta            KV  relay_streams[<id>]       (only if no worker took the offer;
+//	                  │                                                    Create: the id is new)
 //	                  │ 2. Request         JS  relay.requests             (work queue, Nats-Msg-Id = <id>,
 //	                  │                                                    Relay-Taken-By = the taker)
-//	                  │    (the client learns the id when Meta and Request are stored)
+//	                  │    (the client learns the id when the claim or the Meta, and the Request are stored)
 //	                  ▼
 //	              worker ◀── pull, one message per free slot; InProgress while streaming
-//	                  │ 3. claim frame     JS  relay.chunks.<id>          (fences any earlier writer; a
-//	                  │                                                    redelivery reads the frames first)
+//	                  │ 3. claim frame     JS  relay.chunks.<id>          (fences any earlier writer, carries
+//	                  │                                                    the Meta; a redelivery reads the
+//	                  │                                                    frames first)
 //	                  │ 4. chunk frames    JS  relay.chunks.<id>          (seq 1..N, each chained on the last)
 //	                  │ 5. end frame       JS  relay.chunks.<id>          (status done|incomplete|failed|cancelled)
 //	                  │ 6. ack the request (only while it still owns the stream)
@@ -32,14 +35,16 @@
 // stored, on a quorum, that it delivered the request: one replicated
 // round between the queued request and the upstream call. So an edge first
 // offers the request over core NATS (OfferSubject); a worker with a free
-// slot answers with its instance and starts at once, its claim frame
-// stored while it calls, and the edge queues the request naming it
-// (HeaderTakenBy). The work queue stays the record and the recovery path:
-// the worker the queue delivers the request to passes the delivery to the
-// taker (AdoptSubject), which acknowledges it when the stream ends, and
-// serves it itself if the taker no longer does (it died, or its job ended
-// before the delivery came: the end frame tells). A request no worker
-// takes is queued as before. The client sees no difference.
+// slot takes it and starts at once, and answers with its instance once its
+// claim frame is stored, while it calls. The edge queues the request
+// naming it (HeaderTakenBy) and stores no Meta: the claim carries it
+// (ClaimMeta), and was stored before anyone learns the stream's id. The
+// work queue stays the record and the recovery path: the worker the queue
+// delivers the request to passes the delivery to the taker (AdoptSubject),
+// which acknowledges it when the stream ends, and serves it itself if the
+// taker no longer does (it died, or its job ended before the delivery
+// came: the end frame tells). A request no worker takes is queued with its
+// Meta stored as a record, as before. The client sees no difference.
 //
 // # Fencing
 //
@@ -51,7 +56,8 @@
 //
 // # Cancellation
 //
-// An edge sets Meta.Cancelled (the durable record) and publishes on
+// An edge sets Meta.Cancelled in the stream's Meta record (the durable
+// record, created if the claim carried the Meta) and publishes on
 // CancelSubject(<id>) (the prompt notice). The worker holding the stream
 // closes its upstream call and appends an end frame with status cancelled;
 // a worker that takes the request later finds the record first.

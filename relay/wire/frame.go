@@ -130,6 +130,12 @@ type Frame struct {
 
 	// Worker identifies the claiming worker (claim frames).
 	Worker string `json:"worker,omitempty"`
+	// Tenant and Created are the stream's Meta on a claim frame, with
+	// Model (the model the client asked for, on a claim): a stream an
+	// offer's taker claimed has no Meta record, and its first claim tells
+	// an edge whose it is (wire "Offers").
+	Tenant  string `json:"tenant,omitempty"`
+	Created int64  `json:"created,omitempty"`
 
 	// End frames only.
 	Status       Status `json:"status,omitempty"`

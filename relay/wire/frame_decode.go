@@ -87,6 +87,10 @@ func (p *jsonScanner) member(f *Frame, key string) bool {
 		return p.bool(&f.Cached)
 	case "worker":
 		return p.str(&f.Worker)
+	case "tenant":
+		return p.str(&f.Tenant)
+	case "created":
+		return p.int64(&f.Created)
 	case "status":
 		return p.str((*string)(&f.Status))
 	case "finish_reason":

@@ -47,6 +47,8 @@ func appendFrame(b []byte, f *Frame) ([]byte, bool) {
 	e.int(`,"upstream_ttft_ms":`, f.UpstreamTTFTMS)
 	e.bool(`,"cached":`, f.Cached)
 	e.str(`,"worker":`, f.Worker)
+	e.str(`,"tenant":`, f.Tenant)
+	e.int(`,"created":`, f.Created)
 	e.str(`,"status":`, string(f.Status))
 	e.str(`,"finish_reason":`, f.FinishReason)
 	e.str(`,"stop_sequence":`, f.StopSequence)
@@ -71,7 +73,7 @@ func appendFrame(b []byte, f *Frame) ([]byte, bool) {
 // once for most frames.
 func encodedSize(f *Frame) int {
 	n := 160 + len(f.Content) + len(f.Reasoning) + len(f.ReasoningSignature) + len(f.RedactedReasoning) +
-		len(f.Refusal) + len(f.SystemFingerprint) + len(f.Provider) + len(f.Model) + len(f.Worker) +
+		len(f.Refusal) + len(f.SystemFingerprint) + len(f.Provider) + len(f.Model) + len(f.Worker) + len(f.Tenant) +
 		len(f.FinishReason) + len(f.StopSequence) + len(f.TraceParent) +
 		len(f.ToolCalls) + len(f.Logprobs) + len(f.Annotations) + len(f.Citations) +
 		len(f.ChunkExtra) + len(f.ChoiceExtra) + len(f.DeltaExtra)

@@ -15,7 +15,7 @@ import (
 // status.
 func seedFrames() []Frame {
 	return []Frame{
-		{Kind: KindClaim, Worker: "worker-7f3a"},
+		{Kind: KindClaim, Worker: "worker-7f3a", Tenant: "alpha", Model: "gpt-4o", Created: 1765000000},
 		{Kind: KindChunk, Seq: 1, Role: "assistant", Content: "Hello", SystemFingerprint: "fp_44709d6fcb",
 			Provider: "openai", Model: "gpt-4o-mini", Attempt: 1, Tokens: 1, UpstreamTTFTMS: 312},
 		{Kind: KindChunk, Seq: 2, Content: " world", Provider: "openai", Model: "gpt-4o-mini", Attempt: 1, Tokens: 1},
@@ -236,7 +236,7 @@ func TestFrameEncodeKnowsEveryField(t *testing.T) {
 		{Frame{}, []string{"kind", "seq", "role", "content", "tool_calls", "reasoning", "reasoning_signature",
 			"redacted_reasoning", "refusal", "logprobs", "logprobs_gap", "annotations", "citations", "new_block",
 			"system_fingerprint", "chunk_extra", "choice_extra", "delta_extra", "provider", "model", "attempt", "seam",
-			"tokens", "upstream_ttft_ms", "cached", "worker", "status", "finish_reason", "stop_sequence", "error",
+			"tokens", "upstream_ttft_ms", "cached", "worker", "tenant", "created", "status", "finish_reason", "stop_sequence", "error",
 			"usage", "cost", "attempts", "traceparent"}},
 		{Error{}, []string{"message", "type", "code", "param", "http_status", "retry_after_ms"}},
 		{Usage{}, []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",

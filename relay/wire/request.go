@@ -29,9 +29,11 @@ type Request struct {
 	RequestID string `json:"request_id,omitempty"`
 }
 
-// Meta is the metadata an edge stores in MetaBucket when it accepts a
-// request. A resuming edge reads it to tell an unknown stream from one that
-// is queued but has no frames yet, and to render chunk objects.
+// Meta is what an edge needs to serve a stream it did not accept: whose it
+// is, and what its chunk objects say. A stream's first claim frame carries
+// it (ClaimFrame); an edge also stores it in MetaBucket when no worker took
+// the request's offer, so that a stream queued with no frames yet is
+// known, and to record a cancellation (wire "Offers").
 type Meta struct {
 	Tenant  string `json:"tenant,omitempty"`
 	Model   string `json:"model"`
@@ -42,6 +44,21 @@ type Meta struct {
 	// is a first delivery picked up within moments of being queued, whose
 	// call starts while the metadata is read and stops as soon as it is.
 	Cancelled bool `json:"cancelled,omitempty"`
+}
+
+// ClaimFrame is the frame by which worker takes the stream of req,
+// carrying the stream's Meta.
+func ClaimFrame(worker string, req *Request) Frame {
+	return Frame{Kind: KindClaim, Worker: worker, Tenant: req.Tenant, Model: req.Model, Created: req.Created}
+}
+
+// ClaimMeta is the Meta a claim frame carries; ok is false for a frame
+// that is no claim, or a claim written before claims carried it.
+func ClaimMeta(f Frame) (m Meta, ok bool) {
+	if f.Kind != KindClaim || f.Created == 0 {
+		return Meta{}, false
+	}
+	return Meta{Tenant: f.Tenant, Model: f.Model, Created: f.Created}, true
 }
 
 // Health is the coordinator's view of one provider: its last probe, its

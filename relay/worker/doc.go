@@ -28,8 +28,8 @@
 // once.
 //
 // A client's cancellation reaches a job as a notice on the stream's cancel
-// subject (one wildcard subscription per worker), or as Meta.Cancelled when
-// the job starts: the job closes its upstream call, appends an end frame
+// subject (one wildcard subscription per worker), or as Meta.Cancelled in
+// the stream's Meta record when the job starts: the job closes its upstream call, appends an end frame
 // cancelled and acks. The Gate hears a cancelled call as breaker.Neutral.
 //
 // Chunk-log writes and reads that fail for any reason but a lost stream

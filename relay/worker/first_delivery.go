@@ -40,9 +40,15 @@ func (j *job) startClaim(stop context.CancelCauseFunc) *firstClaim {
 	// is on the first token's path, the claim only has to be stored before
 	// the first chunk, which comes a provider's time to first token later.
 	j.w.runners.Run(func() {
-		cancelled := j.checkCancelled()
+		// No client knows the id of a request taken from an offer yet:
+		// nothing can have cancelled it.
+		var cancelled <-chan bool
+		if !j.offered {
+			cancelled = j.checkCancelled()
+		}
 		err := j.appendClaim()
-		if err == nil && <-cancelled {
+		j.answerOffer(err == nil)
+		if err == nil && cancelled != nil && <-cancelled {
 			err = errCancelled
 		}
 		if err != nil {
@@ -51,6 +57,22 @@ func (j *job) startClaim(stop context.CancelCauseFunc) *firstClaim {
 		claim.done(err)
 	})
 	return claim
+}
+
+// answerOffer answers the offer the job was started from, if any: with
+// the worker's instance once its claim is stored, so that the edge queues
+// the request naming this worker and stores no Meta record (the claim
+// carries it), and with nothing when the claim failed.
+func (j *job) answerOffer(claimed bool) {
+	if j.offer == nil {
+		return
+	}
+	var data []byte
+	if claimed {
+		data = []byte(j.w.instance)
+	}
+	j.w.answer(j.offer, data)
+	j.offer = nil
 }
 
 // endFirst ends the stream of a first delivery whose answer ended with

@@ -39,8 +39,10 @@ type job struct {
 	delivery     wire.Delivery
 	stopProgress func()
 	settled      bool
-	// offered: the job was started from an offer, before any delivery.
+	// offered: the job was started from an offer, before any delivery;
+	// offer is that offer until the job answered it (startClaim).
 	offered bool
+	offer   *nats.Msg
 	// queued is when JetStream stored the request, or the offer came;
 	// zero if unknown.
 	queued time.Time
@@ -110,11 +112,12 @@ func newJob(ctx context.Context, w *Worker, msg jetstream.Msg, req wire.Request,
 	return j
 }
 
-// offeredJob is the job of req, taken from an offer whose headers are
-// header: it has no delivery until one is passed to it (offer.go).
-func offeredJob(ctx context.Context, w *Worker, req wire.Request, header nats.Header) *job {
+// offeredJob is the job of a request taken from offer o: it has no
+// delivery until one is passed to it (offer.go).
+func offeredJob(ctx context.Context, w *Worker, o offer) *job {
 	now := time.Now()
-	j := &job{w: w, req: req, log: w.logger.With("stream", req.StreamID), start: now, header: header, stopProgress: func() {}, offered: true, queued: now}
+	req := o.req
+	j := &job{w: w, req: req, log: w.logger.With("stream", req.StreamID), start: now, header: o.msg.Header, stopProgress: func() {}, offered: true, offer: o.msg, queued: now}
 	j.delivery = wire.Delivery{StreamID: req.StreamID, Tenant: req.Tenant}
 	j.startContexts(ctx)
 	return j
@@ -254,11 +257,6 @@ func (j *job) takeOver(h *history) {
 	j.tokensOut = h.tokens
 	j.toolCalls = h.toolCalls
 	j.writer = newStreamWriter(j.w.newWriter(j.req.StreamID, h.last, h.seq), h.last, j.retry())
-}
-
-// claimFrame is the frame by which worker takes a stream.
-func claimFrame(worker string) wire.Frame {
-	return wire.Frame{Kind: wire.KindClaim, Worker: worker}
 }
 
 // end appends the terminal frame for out and acknowledges the request. A

@@ -25,14 +25,17 @@ import (
 // delivery: it reads the stream, and finds it ended or continues it.
 
 // offer is a request a worker took from an offer, on its way to a slot.
+// msg is the offer, which the job answers once its claim is stored.
 type offer struct {
-	req    wire.Request
-	header nats.Header
+	req wire.Request
+	msg *nats.Msg
 }
 
 // followOffers takes offered requests for the slots that wait for work
-// (slot), answering each offer at once: with the worker's instance once a
-// slot has it, with nothing when none is free or the request is malformed.
+// (slot). An offer a slot takes is answered with the worker's instance
+// once the job's claim, which carries the stream's Meta, is stored: the
+// edge then stores no Meta record. One that no slot is free for, or whose
+// request is malformed, is answered with nothing at once.
 // It also adopts the deliveries of the requests it took (adoptPassed).
 // stopTaking ends the offers, when the slots stop pulling; stop ends the
 // adoptions too, once the jobs are done: until then a job taken from an
@@ -58,7 +61,7 @@ func (w *Worker) followOffers() (stopTaking, stop func(), err error) {
 }
 
 // takeOffer hands an offered request to a slot waiting for work, if one
-// is, and answers the offer.
+// is, or declines it.
 func (w *Worker) takeOffer(m *nats.Msg) {
 	req, err := decodeRequest(m.Data)
 	if err != nil {
@@ -70,9 +73,8 @@ func (w *Worker) takeOffer(m *nats.Msg) {
 	// the slot added the job.
 	w.jobs.expect(req.StreamID)
 	select {
-	case w.offers <- offer{req: req, header: m.Header}:
+	case w.offers <- offer{req: req, msg: m}:
 		w.metrics.Offer(true)
-		w.answer(m, []byte(w.instance))
 	default:
 		w.jobs.drop(req.StreamID)
 		w.metrics.Offer(false)
@@ -85,6 +87,7 @@ func (w *Worker) takeOffer(m *nats.Msg) {
 // passed on for it meanwhile; one passed on later finds no job, and the
 // worker that holds it serves it.
 func (w *Worker) dropOffered(o offer) {
+	w.answer(o.msg, nil)
 	d := w.jobs.drop(o.req.StreamID)
 	if d.Reply == "" {
 		return

@@ -99,15 +99,21 @@ func offeredStartsFirst(t *testing.T, named bool) {
 	if !wire.ValidInstance(taker) {
 		t.Fatalf("offer answered %q, want the worker's instance", taker)
 	}
-	relaytest.Eventually(t, waitFor, 5*time.Millisecond, func() bool { return len(h.frames(id)) > 0 })
-	if f := h.frames(id)[0].Frame; f.Kind != wire.KindClaim || f.Worker != "test-worker" {
-		t.Fatalf("first frame = %+v, want the worker's claim", f)
+	// The offer is answered once the claim, which carries the stream's
+	// Meta, is stored: the edge stores no Meta record.
+	frames := h.frames(id)
+	if len(frames) == 0 {
+		t.Fatal("the offer was answered before the claim was stored")
+	}
+	f := frames[0].Frame
+	if meta, ok := wire.ClaimMeta(f); f.Worker != "test-worker" || !ok || meta.Model != "mock-1" || meta.Created == 0 {
+		t.Fatalf("first frame = %+v, want the worker's claim with the stream's Meta", f)
 	}
 	if !named {
 		taker = ""
 	}
 	h.queueTaken(id, content, taker)
-	frames := h.waitEnd(id)
+	frames = h.waitEnd(id)
 	text, _ := chunkText(t, frames)
 	if want := mockupstream.AnswerText(userMessages(content), 5); text != want {
 		t.Fatalf("text = %q\nwant   %q", text, want)
@@ -315,5 +321,26 @@ func TestDeliveryPassedBeforeTheJobStartsWaitsForIt(t *testing.T) {
 	}
 	if in.adopt(d2, discardAcks{}) {
 		t.Fatal("a dropped offer adopted a delivery")
+	}
+}
+
+// An offer is answered once the job's claim is stored, so one whose claim
+// is refused (the stream already holds a frame: a request queued twice)
+// is answered with nothing, and the edge queues the request naming no
+// taker; the job that took it ends fenced.
+func TestOfferWhoseClaimFailsIsNotTaken(t *testing.T) {
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 3, TokenInterval: -1}})
+	id := wire.NewStreamID()
+	other := wire.ClaimFrame("other-worker", &wire.Request{StreamID: id, Model: "mock-1", Created: time.Now().Unix()})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := h.js.Publish(ctx, wire.ChunkSubject(id), other.Encode(), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.offerOnce(id, "twice"); got != "" {
+		t.Fatalf("offer answered %q though its claim was refused, want nothing", got)
+	}
+	if status := h.waitJob(id); status != "fenced" {
+		t.Fatalf("job ended %s, want fenced", status)
 	}
 }

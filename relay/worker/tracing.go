@@ -62,7 +62,7 @@ func (j *job) traceParent() string {
 // trace shows every worker that held the stream.
 func (j *job) appendClaim() error {
 	ctx, span := j.w.tracer.Start(j.logCtx, "relay.claim", trace.WithAttributes(attribute.String("relay.worker", j.w.id)))
-	err := j.writer.append(ctx, claimFrame(j.w.id))
+	err := j.writer.append(ctx, wire.ClaimFrame(j.w.id, &j.req))
 	if err != nil {
 		span.SetStatus(codes.Error, "claim failed")
 		span.RecordError(err)

@@ -548,7 +548,7 @@ func (w *Worker) startJob(ctx context.Context, msg jetstream.Msg, stopProgress f
 func (w *Worker) handleOffered(ctx context.Context, o offer) {
 	var j *job
 	w.aside(func() {
-		j = offeredJob(ctx, w, o.req, o.header)
+		j = offeredJob(ctx, w, o)
 		w.jobs.add(j)
 	})
 	defer w.jobs.remove(j)
