@@ -97,6 +97,7 @@ func run() error {
 	servers := flag.Int("servers", 3, "with --cluster, the cluster's nats-servers (at least 3; the streams keep three replicas)")
 	serverCPU := flag.Float64("server-cpu", 0, "hold each nats-server to this many cores (a cgroup CPU quota, as root), so that each stands for a machine of its own (zero: no cap)")
 	answerTokens := flag.Int("answer-tokens", 0, "the open-loop phase's answers have this many tokens, at its pace (zero: 20)")
+	profile := flag.String("profile", "", "write CPU profiles of the open-loop phase's edge and workers, taken while they take the first load, and the memory phase's worker's heap and goroutines into `dir` (see profile.go)")
 	h2c := flag.Bool("h2c", false, "the open-loop and concurrent phases' relay and bare proxy call the fake upstreams over h2c (HTTP/2 without TLS), as a TLS provider is called over HTTP/2")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -110,6 +111,7 @@ func run() error {
 		p.concStreams = *streams
 	}
 	p.h2c = *h2c
+	p.profileDir = *profile
 	if *capacity < 0 {
 		return fmt.Errorf("--capacity: %v is negative", *capacity)
 	}

@@ -35,6 +35,7 @@ func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 	fast := mockSpec{model: "fast", tokens: op.tokens, interval: -1}
 	sys, err := b.startSystem(ctx, systemSpec{
 		name: "openloop", mocks: []mockSpec{paced, fast}, workers: 2, maxInflight: op.pacedClients/2 + 16, h2c: b.plan.h2c,
+		pprof: b.plan.profileDir != "",
 	})
 	if err != nil {
 		return nil, err
@@ -100,9 +101,19 @@ func (b *bench) openLoop(ctx context.Context) ([]figure, error) {
 		for ri, sched := range l.rounds {
 			for k := range systems {
 				s := systems[(k+ri)%len(systems)] // each round in another order
+				var profiled func() error
+				if b.plan.profileDir != "" && li == 0 && s.into == &runs.relay {
+					ps := append([]*procs.Process{sys.edge}, sys.workers...)
+					profiled = profileCPU(ctx, ps, l.span/time.Duration(len(l.rounds)), b.plan.profileDir, fmt.Sprintf("-round%d", ri+1))
+				}
 				r, err := b.openLoad(ctx, s.t, pacedConv, sched)
 				if err != nil {
 					return nil, err
+				}
+				if profiled != nil {
+					if err := profiled(); err != nil {
+						return nil, err
+					}
 				}
 				s.into.loads[li].add(r)
 			}

@@ -24,6 +24,9 @@ type plan struct {
 	// openLoopTokens, if set, replaces the length of the open-loop
 	// phase's answers (--answer-tokens).
 	openLoopTokens int
+	// profileDir, if set, receives CPU profiles of the open-loop phase's
+	// relay processes (--profile, profile.go).
+	profileDir string
 
 	kvSamples int
 

@@ -36,6 +36,9 @@ type systemSpec struct {
 	// h2c has the roles call the fake upstreams over HTTP/2 without TLS
 	// (http2_prior_knowledge); otherwise over HTTP/1.1.
 	h2c bool
+	// pprof has the edge and the workers serve Go's profiles
+	// (profile.go).
+	pprof bool
 }
 
 type system struct {
@@ -86,6 +89,9 @@ func (b *bench) startSystem(ctx context.Context, spec systemSpec) (*system, erro
 		for k, v := range spec.workerSettings {
 			settings[k] = v
 		}
+		if spec.pprof {
+			settings["pprof_listen"] = pprofSetting["pprof_listen"]
+		}
 		w, err := h.Start(ctx, procs.Role{
 			Role: procs.Worker, Name: fmt.Sprintf("%s-worker-%d", spec.name, i+1),
 			NATS: nats, Providers: providers, Settings: settings,
@@ -96,7 +102,11 @@ func (b *bench) startSystem(ctx context.Context, spec systemSpec) (*system, erro
 		}
 		s.workers = append(s.workers, w)
 	}
-	e, err := h.Start(ctx, procs.Role{Role: procs.Edge, Name: spec.name + "-edge", NATS: nats, Providers: providers})
+	var edgeSettings procs.Settings
+	if spec.pprof {
+		edgeSettings = pprofSetting
+	}
+	e, err := h.Start(ctx, procs.Role{Role: procs.Edge, Name: spec.name + "-edge", NATS: nats, Providers: providers, Settings: edgeSettings})
 	if err != nil {
 		s.stop()
 		return nil, err

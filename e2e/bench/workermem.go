@@ -59,7 +59,7 @@ func (b *bench) workerMemoryOver(ctx context.Context, h2c bool) (figure, error) 
 	ops := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	sys, err := b.startSystem(ctx, systemSpec{
 		name: name, mocks: []mockSpec{p.mem}, workers: 1, maxInflight: g + 16, h2c: h2c,
-		workerSettings: procs.Settings{"worker.listen": ops},
+		workerSettings: procs.Settings{"worker.listen": ops}, pprof: b.plan.profileDir != "",
 	})
 	if err != nil {
 		return fail(err)
@@ -127,6 +127,11 @@ func (b *bench) workerMemoryOver(ctx context.Context, h2c bool) (figure, error) 
 	busy, err := sampleWorker(ctx, worker, ops, p.memSamples, inflight)
 	if err != nil {
 		return fail(err)
+	}
+	if p.profileDir != "" {
+		if err := profileMemory(ctx, worker, p.profileDir); err != nil {
+			return fail(err)
+		}
 	}
 	wg.Wait()
 	lo, hi := g, 0
