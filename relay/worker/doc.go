@@ -45,7 +45,10 @@
 // provider while its claim frame, chained on nothing, is being stored, and
 // publishes only once the claim is (first_delivery.go). Should the stream
 // hold frames after all (a request queued twice), the claim is fenced, the
-// call dropped, and the job reads the stream as a redelivery does.
+// call dropped, and the job reads the stream as a redelivery does. Once a
+// job's end frame is stored its slot is free; its usage record and its
+// ack wait up to 20 ms for the other streams that end meanwhile, and go
+// together with theirs (settle.go).
 //
 // The job then runs the attempt loop (loop.go): it walks the request's
 // route of providers and models (provider.Catalog.Route), retries
