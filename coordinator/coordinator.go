@@ -10,7 +10,8 @@
 //     to probe it with (probe.go),
 //   - splits the shared rate limits into per-node shares (quota.go), and
 //     publishes the fleet's first-token times for hedging (ttft.go),
-//   - drives the canary ramps (canary.go).
+//   - drives the canary ramps (canary.go),
+//   - evens out the chunk streams' leaders over the servers (leaders.go).
 //
 // Workers never wait for a coordinator: with none running, requests still
 // flow, breakers still trip and recover (the workers make every transition
@@ -203,7 +204,7 @@ type Deps struct {
 // Event is a transition the active coordinator made, for logs and tests.
 type Event struct {
 	At   time.Time
-	Kind string // "lease", "probe", "canary"
+	Kind string // "lease", "probe", "canary", "leaders"
 	Text string
 }
 
@@ -339,5 +340,6 @@ func (c *Coordinator) drive(ctx context.Context, s *state) {
 	wg.Go(func() { c.runProbes(ctx, s) })
 	wg.Go(func() { c.runQuotas(ctx, s) })
 	wg.Go(func() { c.runCanaries(ctx, s) })
+	wg.Go(func() { c.runLeaders(ctx) })
 	<-ctx.Done()
 }

@@ -163,9 +163,9 @@ func TestFrontDoorSlowClients(t *testing.T) {
 	// timestamp of that frame is the measure, not the generation's
 	// nominal length.
 	_, js := relaytest.Connect(t, sys.NATS, streams.Topology{})
-	chunks, err := js.Stream(ctx, wire.ChunkStream)
+	chunks, err := js.Stream(ctx, wire.ChunkStreamOf(id))
 	if err != nil {
-		t.Fatalf("stream %s: %v", wire.ChunkStream, err)
+		t.Fatalf("stream %s: %v", wire.ChunkStreamOf(id), err)
 	}
 	end, err := chunks.GetLastMsgForSubject(ctx, wire.ChunkSubject(id))
 	if err != nil {

@@ -135,15 +135,18 @@ func TestProcessNATSRestart(t *testing.T) {
 }
 
 // On a three-node JetStream cluster with every stream and bucket replicated
-// three times, the node leading RELAY_CHUNKS is SIGKILLed mid-run. No chunk
+// three times, the node leading every chunk stream is SIGKILLed mid-run. No chunk
 // is lost, every stream completes (after a raft election of several
 // seconds), and new requests work on the two remaining nodes.
 func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	// Streams enough, at a pace quick enough, that the workers append
 	// them in atomic batches when the leader dies.
-	const tokens, streams = 100, 16
+	// (A token every 10 ms: a worker's appends are spread over the three
+	// partitions' lanes, each of which must get them often enough to
+	// batch them.)
+	const tokens, streams = 200, 16
 	s := start(t, options{Processes: true,
-		ClusterNodes: 3, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 20 * time.Millisecond},
+		ClusterNodes: 3, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 10 * time.Millisecond},
 		// streams.replicas unset: three on a cluster, as shipped.
 		Edges: 2, Workers: 2, Coordinator: true,
 	})
@@ -169,11 +172,11 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	if replicas != 3 || name == "" {
 		t.Fatalf("%s: leader %q, %d replicas; want a leader and 3 replicas", wire.ChunkStream, name, replicas)
 	}
-	// The groups a new request is written to are led by the same node,
-	// so that the requests sent during the election below meet it, and
-	// so is the usage ledger, which the streams ending after the kill
-	// write to.
-	for _, stream := range []string{wire.RequestStream, "KV_" + wire.MetaBucket, "KV_" + wire.IdempotencyBucket, "KV_" + wire.UsageBucket} {
+	// The other partitions' chunk streams, and the groups a new request
+	// is written to, are led by the same node, so that every stream and
+	// the requests sent during the election below meet it, and so is the
+	// usage ledger, which the streams ending after the kill write to.
+	for _, stream := range []string{wire.ChunkStreamName(1), wire.ChunkStreamName(2), wire.RequestStream, "KV_" + wire.MetaBucket, "KV_" + wire.IdempotencyBucket, "KV_" + wire.UsageBucket} {
 		if l, _ := leaderOf(stream); l != name {
 			_, err := s.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(`{"placement":{"preferred":"`+name+`"}}`), 5*time.Second)
 			must(t, err)
@@ -193,7 +196,7 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	clients := streamAll(t, ctx, s, streams, tokens, "a cluster node dies")
 	killed := time.Now()
 	must(t, victim.Kill())
-	t.Logf("SIGKILLed %s, the leader of %s", name, wire.ChunkStream)
+	t.Logf("SIGKILLed %s, the leader of every chunk stream", name)
 	// New requests sent during the election are accepted, not refused:
 	// the edge waits for the groups it writes to to have a leader again,
 	// where a 503 would fail a client whose SDK gives up after two

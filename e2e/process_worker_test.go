@@ -313,9 +313,12 @@ func summarize(acks []string) string {
 // whatever batch was in flight at the kill: every client gets the exact
 // text, each cursor once.
 func TestProcessWorkerKilledMidBatch(t *testing.T) {
-	const tokens, streams = 80, 16
+	// A token every 10 ms: a worker's appends are spread over the three
+	// partitions' lanes, and each lane must get them often enough to
+	// batch them (chunklog.Linger).
+	const tokens, streams = 160, 16
 	s := start(t, options{Processes: true, ClusterNodes: 3,
-		Mock:  mockupstream.Config{Tokens: tokens, TokenInterval: 20 * time.Millisecond},
+		Mock:  mockupstream.Config{Tokens: tokens, TokenInterval: 10 * time.Millisecond},
 		Edges: 1, Workers: 2,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -349,9 +352,12 @@ func TestProcessWorkerKilledMidBatch(t *testing.T) {
 	expectBatched(t, ctx, s, held[owner], killed)
 }
 
-// expectBatched checks that most chunks of clients' streams stored before
-// t0, but each stream's first, went in atomic batches: on three replicas
-// a worker's appends of many streams share them.
+// expectBatched checks that a third or more of the chunks of clients'
+// streams stored before t0, but each stream's first, went in atomic
+// batches, so that the fault met batches in flight: on three replicas a
+// worker's appends of many streams to one partition share them (fewer do
+// than before partitions: a worker's streams are spread over three lanes
+// of batches).
 func expectBatched(t *testing.T, ctx context.Context, s *system, clients []*pclient, t0 time.Time) {
 	t.Helper()
 	batched, chunks := 0, 0
@@ -362,7 +368,7 @@ func expectBatched(t *testing.T, ctx context.Context, s *system, clients []*pcli
 			}
 			seq, err := strconv.ParseUint(f.JSSeq, 10, 64)
 			must(t, err)
-			m, found, err := chunklog.LeaderGet(ctx, s.nc, "", wire.ChunkStream, chunklog.LeaderQuery{Seq: seq})
+			m, found, err := chunklog.LeaderGet(ctx, s.nc, "", wire.ChunkStreamOf(c.id), chunklog.LeaderQuery{Seq: seq})
 			if err != nil || !found {
 				t.Fatalf("leader get %d: found %v, %v", seq, found, err)
 			}
@@ -373,7 +379,7 @@ func expectBatched(t *testing.T, ctx context.Context, s *system, clients []*pcli
 		}
 	}
 	t.Logf("%d of %d chunks before the fault (each stream's first aside) went in atomic batches", batched, chunks)
-	if chunks == 0 || batched < chunks/2 {
-		t.Errorf("%d of %d chunks in atomic batches; want most", batched, chunks)
+	if chunks == 0 || batched < chunks/3 {
+		t.Errorf("%d of %d chunks in atomic batches; want a third or more", batched, chunks)
 	}
 }

@@ -178,7 +178,7 @@ func sharedKV(t *testing.T, r regionRun, bucket string) jetstream.KeyValue {
 // storedIn reports whether r's chunk log holds stream id.
 func storedIn(t *testing.T, r regionRun, id string) bool {
 	t.Helper()
-	s, err := r.JS.Stream(context.Background(), wire.ChunkStream)
+	s, err := r.JS.Stream(context.Background(), wire.ChunkStreamOf(id))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/relaydev/relay/relay/mockupstream"
+	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -46,12 +47,16 @@ func TestProcessNeverWorseThanDirect(t *testing.T) {
 	defer cancel()
 	js, err := jetstream.New(s.nc)
 	must(t, err)
-	for _, name := range []string{wire.RequestStream, wire.ChunkStream} {
+	// And streams.partitions: one chunk stream per replica.
+	for _, name := range []string{wire.RequestStream, wire.ChunkStreamName(0), wire.ChunkStreamName(1), wire.ChunkStreamName(2)} {
 		st, err := js.Stream(ctx, name)
 		must(t, err)
 		if r := st.CachedInfo().Config.Replicas; r != 3 {
 			t.Fatalf("%s has %d replicas on a three-node cluster with default settings, want 3", name, r)
 		}
+	}
+	if n, err := streams.Partitions(ctx, js); err != nil || n != 3 {
+		t.Fatalf("%d partitions (%v) on a three-node cluster with default settings, want 3", n, err)
 	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/config"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -24,7 +26,9 @@ import (
 // read offered requests.
 func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	const tokens = 30
-	sys := start(t, options{Secured: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 2 * time.Millisecond}})
+	// Three partitions: every grant on the chunk streams names each.
+	sys := start(t, options{Secured: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 2 * time.Millisecond},
+		Tune: func(c *config.Config) { c.Streams.Partitions = 3 }})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -35,6 +39,10 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := s.resp.Header.Get("X-Relay-Stream-Id")
+	chunks := wire.ChunkStreamOf(id)
+	if chunks == wire.ChunkStream {
+		t.Fatalf("the edge's first stream %s is in the first partition; the edge takes them in turn from the second", id)
+	}
 	tr := &transcript{}
 	must(t, tr.readUntil(s, 5))
 	s.Close()
@@ -48,11 +56,12 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	}
 
 	coordinator := sys.Secured.probe(t, "coordinator")
-	before := coordinator.lastSeqs(wire.RequestStream, wire.ChunkStream)
+	all := []string{wire.RequestStream, wire.ChunkStreamName(0), wire.ChunkStreamName(1), wire.ChunkStreamName(2)}
+	before := coordinator.lastSeqs(all...)
 
 	t.Run("edge", func(t *testing.T) {
 		p := sys.Secured.probe(t, "edge")
-		forged := wire.NewStreamID()
+		forged := wire.NewStreamIDIn(2)
 		p.allowSubscribe("relay.live.>")
 		p.allowSubscribe("relay.presence.>")
 		p.allowPublish(wire.CancelSubject(forged))
@@ -69,7 +78,7 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		if _, err := reader.Read(ctx, id, 0, func(e chunklog.Entry) error { frames++; got.add(e.Frame); return nil }); err != nil {
 			t.Fatalf("edge cannot read chunks: %v", err)
 		}
-		if stored := coordinator.storedFrames(wire.ChunkStream, wire.ChunkSubject(id)); frames != stored {
+		if stored := coordinator.storedFrames(chunks, wire.ChunkSubject(id)); frames != stored {
 			t.Fatalf("edge read %d frames of the stream, %d are stored", frames, stored)
 		}
 		if got.tokens != tokens || got.end != wire.StatusDone || got.text.String() != want {
@@ -90,8 +99,8 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 
 		// Nor reconfigure or delete the streams, nor write provider health,
 		// nor read other edges' requests off the wire.
-		p.denyPublish("$JS.API.STREAM.UPDATE." + wire.ChunkStream)
-		p.denyPublish("$JS.API.STREAM.DELETE." + wire.ChunkStream)
+		p.denyPublish("$JS.API.STREAM.UPDATE." + chunks)
+		p.denyPublish("$JS.API.STREAM.DELETE." + chunks)
 		p.denyPublish("$JS.API.STREAM.PURGE." + wire.RequestStream)
 		p.denyPublish("$JS.API.CONSUMER.MSG.NEXT." + wire.RequestStream + "." + wire.WorkerConsumer)
 		p.denyPublish("$KV." + wire.HealthBucket + ".mock")
@@ -124,12 +133,12 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		p.denySubscribe(wire.OfferSubject)
 		p.denyPublish(wire.RequestSubject)
 		p.denyPublish(wire.ChunkSubject(id))
-		p.denyPublish("$JS.API.STREAM.DELETE." + wire.ChunkStream)
+		p.denyPublish("$JS.API.STREAM.DELETE." + chunks)
 		p.denyPublish("_INBOX.forged")
 	})
 
 	// Nothing the refused publishes carried was stored.
-	if after := coordinator.lastSeqs(wire.RequestStream, wire.ChunkStream); after[wire.RequestStream] != before[wire.RequestStream] || after[wire.ChunkStream] != before[wire.ChunkStream] {
+	if after := coordinator.lastSeqs(all...); !maps.Equal(after, before) {
 		t.Fatalf("stream sequences moved from %v to %v: a refused publish was stored", before, after)
 	}
 	// start (options.Secured) checks at the end that the roles themselves
@@ -141,7 +150,7 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 // worker learns where a refused batch left a stream.
 func leaderReads(t *testing.T, ctx context.Context, nc *nats.Conn, id string) {
 	t.Helper()
-	m, found, err := chunklog.LeaderGet(ctx, nc, "", wire.ChunkStream, chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
+	m, found, err := chunklog.LeaderGet(ctx, nc, "", wire.ChunkStreamOf(id), chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
 	if err != nil || !found || m.Subject != wire.ChunkSubject(id) {
 		t.Fatalf("leader get of the last frame: %+v, found %v, %v", m, found, err)
 	}

@@ -109,7 +109,7 @@ func (s *Server) cancel(ctx context.Context, tenant, id, idParam string) (chunkl
 	case meta.Tenant != tenant:
 		return chunklog.Entry{}, notFound(id, idParam)
 	}
-	tail, err := s.tail.last(ctx, id)
+	tail, err := s.reader.LastEntry(ctx, id)
 	if err != nil {
 		return chunklog.Entry{}, unavailable("reading the stream's last frame", err)
 	}

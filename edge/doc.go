@@ -77,7 +77,7 @@
 // One edge serves many thousands of concurrent streams, so it never creates
 // a JetStream consumer per client:
 //
-//	RELAY_CHUNKS ──republish──▶ relay.live.<id>   (Nats-Sequence, Nats-Last-Sequence)
+//	RELAY_CHUNKS[_<k>] ──republish──▶ relay.live.<id>   (Nats-Sequence, Nats-Last-Sequence)
 //	                                 │ one core subscription per stream served here,
 //	                                 │ all delivering into one channel (hub)
 //	                                 ▼

@@ -151,7 +151,7 @@ type started struct {
 // attaches to the one the key started (steps 2 to 4 above).
 func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest) (started, *wire.Error) {
 	if key == "" || s.cfg.IdempotencyWindow < 0 {
-		return s.startNew(ctx, wire.NewStreamID(), tenant, req)
+		return s.startNew(ctx, s.parts.newStreamID(ctx), tenant, req)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*natsTimeout)
 	defer cancel()
@@ -163,7 +163,7 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 	sum := sha256.Sum256(req.Body)
 	bodyHash := hex.EncodeToString(sum[:])
 	for range idempotencyAttempts {
-		id := wire.NewStreamID()
+		id := s.parts.newStreamID(ctx)
 		value := marshal(wire.IdempotencyRecord{StreamID: id, BodySHA256: bodyHash, Created: s.now().UnixMilli()})
 		revision, err := s.idem.create(ctx, kv, recordKey, value)
 		if err == nil {

@@ -77,7 +77,7 @@ func (s *Server) check(ctx context.Context, tenant, id, idParam string, after wi
 		at      sync.WaitGroup
 	)
 	if !after.IsZero() {
-		at.Go(func() { subject, frame, atErr = s.reader.At(ctx, after.JSSeq) })
+		at.Go(func() { subject, frame, atErr = s.reader.At(ctx, id, after.JSSeq) })
 	}
 	meta, _, err := s.meta.get(ctx, id)
 	at.Wait()

@@ -111,7 +111,7 @@ func TestResumeErrors(t *testing.T) {
 	ca := e.writeStream(a, wire.Meta{Model: testModel}, answer(3)(wire.Request{}))
 	cb := e.writeStream(b, wire.Meta{Model: testModel}, answer(3)(wire.Request{}))
 	// A cursor whose frame has been removed, as expiry does.
-	stream, err := e.js.Stream(context.Background(), wire.ChunkStream)
+	stream, err := e.js.Stream(context.Background(), wire.ChunkStreamOf(a))
 	if err != nil {
 		t.Fatal(err)
 	}

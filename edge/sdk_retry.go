@@ -60,7 +60,7 @@ func (s *Server) startFor(ctx context.Context, opts startOptions, req chatReques
 	if opts.sdkAttempt > 0 {
 		return s.start(ctx, opts.p.tenant, key, req)
 	}
-	id := wire.NewStreamID()
+	id := s.parts.newStreamID(ctx)
 	st, e := s.startNew(ctx, id, opts.p.tenant, req)
 	if e != nil {
 		return st, e

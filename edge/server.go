@@ -48,8 +48,8 @@ type Server struct {
 	log      *slog.Logger
 	tracer   trace.Tracer
 	reader   *chunklog.Reader
+	parts    *partitions
 	meta     *metaStore
-	tail     *tailReader
 	hub      *hub
 	clients  *clients
 	runners  *runners.Pool // serve requests and taken-over SSE streams (runner_handler.go, sse_conn.go)
@@ -129,8 +129,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log:     log,
 		tracer:  tracing.Tracer(deps.Tracer),
 		reader:  reader,
+		parts:   newPartitions(deps.JS),
 		meta:    newMetaStore(deps.JS, reader),
-		tail:    &tailReader{js: deps.JS},
 		hub:     newHub(deps.NC, reader, deps.JS.Conn() == deps.NC, log),
 		clients: newClients(),
 		runners: runners.New(runners.Idle),

@@ -185,15 +185,25 @@ func (s *ackScanner) key() (int, bool) {
 	return 0, false
 }
 
-// str reads a string as raw does. The chunk stream's name, in every ack,
+// str reads a string as raw does. A chunk stream's name, in every ack,
 // costs no allocation.
 func (s *ackScanner) str() (string, bool) {
 	v, ok := s.raw()
-	if string(v) == wire.ChunkStream {
-		return wire.ChunkStream, ok
+	for _, name := range chunkStreams {
+		if string(v) == name {
+			return name, ok
+		}
 	}
 	return string(v), ok
 }
+
+// chunkStreams are the names of every partition's chunk stream.
+var chunkStreams = func() (names [wire.MaxPartitions]string) {
+	for k := range names {
+		names[k] = wire.ChunkStreamName(k)
+	}
+	return names
+}()
 
 // raw reads a string of printable ASCII without escapes.
 func (s *ackScanner) raw() ([]byte, bool) {

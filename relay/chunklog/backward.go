@@ -79,10 +79,10 @@ const (
 // behind under load: at 4,000 streams of 1 token/s it was half of
 // nats-server's CPU, and slower reads made more of them.
 func (r *Reader) readBack(ctx context.Context, streamID string, after uint64, most int) (back []Entry, fwd forward, err error) {
-	subject := wire.ChunkSubject(streamID)
-	msg, found, err := r.get(ctx, "last of "+streamID, struct {
+	at := placeOf(streamID)
+	msg, found, err := r.get(ctx, at.stream, "last of "+streamID, struct {
 		LastFor string `json:"last_by_subj"`
-	}{subject})
+	}{at.subject})
 	if err != nil || !found {
 		return nil, notForward, err
 	}
@@ -110,7 +110,7 @@ func (r *Reader) readBack(ctx context.Context, streamID string, after uint64, mo
 		if prev <= after {
 			break
 		}
-		if msg, ok, err = r.frameAt(ctx, subject, prev); err != nil || !ok {
+		if msg, ok, err = r.frameAt(ctx, at, prev); err != nil || !ok {
 			return nil, forwardPlain, err
 		}
 	}
@@ -147,12 +147,12 @@ func prevOf(h nats.Header) (uint64, bool) {
 	return prev, err == nil
 }
 
-// frameAt returns the message stored at seq, which a later frame of
-// subject names as its predecessor. Since it was stored, a direct get's
+// frameAt returns the message stored at seq, which a later frame stored
+// at at names as its predecessor. Since it was stored, a direct get's
 // miss (a replica behind its leader) is confirmed with the leader; ok is
-// false when it is gone or is not of subject.
-func (r *Reader) frameAt(ctx context.Context, subject string, seq uint64) (msg *nats.Msg, ok bool, err error) {
-	msg, found, err := r.get(ctx, fmt.Sprintf("get %d", seq), struct {
+// false when it is gone or is not of at's subject.
+func (r *Reader) frameAt(ctx context.Context, at place, seq uint64) (msg *nats.Msg, ok bool, err error) {
+	msg, found, err := r.get(ctx, at.stream, fmt.Sprintf("get %d", seq), struct {
 		Seq uint64 `json:"seq"`
 	}{seq})
 	if err != nil {
@@ -160,7 +160,7 @@ func (r *Reader) frameAt(ctx context.Context, subject string, seq uint64) (msg *
 	}
 	if !found {
 		r.leaderReads.Add(1)
-		m, found, err := LeaderGet(ctx, r.nc, r.apiPrefix, wire.ChunkStream, LeaderQuery{Seq: seq})
+		m, found, err := LeaderGet(ctx, r.nc, r.apiPrefix, at.stream, LeaderQuery{Seq: seq})
 		if err != nil || !found {
 			return nil, false, err
 		}
@@ -172,5 +172,5 @@ func (r *Reader) frameAt(ctx context.Context, subject string, seq uint64) (msg *
 		h.Set(wire.HeaderSubject, m.Subject)
 		msg = &nats.Msg{Subject: m.Subject, Header: h, Data: m.Data}
 	}
-	return msg, msg.Header.Get(wire.HeaderSubject) == subject, nil
+	return msg, msg.Header.Get(wire.HeaderSubject) == at.subject, nil
 }

@@ -53,11 +53,11 @@ func TestAppendAndReadBack(t *testing.T) {
 		t.Fatalf("ReadUpTo 3 = %v, last %d, %v", upTo, last, err)
 	}
 
-	subject, f, err := r.At(ctx, after.JSSeq)
+	subject, f, err := r.At(ctx, a, after.JSSeq)
 	if err != nil || subject != wire.ChunkSubject(a) || f.Seq != after.Seq {
 		t.Fatalf("At(%d) = %q %+v %v", after.JSSeq, subject, f, err)
 	}
-	if _, _, err := r.At(ctx, 1<<40); !errors.Is(err, chunklog.ErrNoFrame) {
+	if _, _, err := r.At(ctx, a, 1<<40); !errors.Is(err, chunklog.ErrNoFrame) {
 		t.Fatalf("At(missing) err = %v", err)
 	}
 }

@@ -42,13 +42,15 @@ func TestAtReplicatedNeverMisses(t *testing.T) {
 	// A new stream's replicas answer direct gets through a server only
 	// once their interest reached it over the routes, which a loaded
 	// machine delays: until then a get is "no responders", not a miss.
+	// The stream is in a partition other than the first, whose chunk
+	// stream has a name of its own.
+	id := wire.NewStreamIDIn(2)
 	for _, r := range readers {
 		relaytest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool {
-			_, _, err := r.At(ctx, 1)
+			_, _, err := r.At(ctx, id, 1)
 			return errors.Is(err, chunklog.ErrNoFrame)
 		})
 	}
-	id := wire.NewStreamID()
 	w := chunklog.NewWriter(js, readers[0], id, 0, 0)
 	misses := 0
 	for i := 1; i <= clusterAppends; i++ {
@@ -57,7 +59,7 @@ func TestAtReplicatedNeverMisses(t *testing.T) {
 			t.Fatalf("append %d: %v", i, err)
 		}
 		for k, r := range readers {
-			subject, f, err := r.At(ctx, c.JSSeq)
+			subject, f, err := r.At(ctx, id, c.JSSeq)
 			if err != nil {
 				misses++
 				t.Errorf("frame %d through server %d: At(%d): %v", i, k+1, c.JSSeq, err)
@@ -77,7 +79,7 @@ func TestAtReplicatedNeverMisses(t *testing.T) {
 		t.Fatalf("%d false misses", misses)
 	}
 	// A frame that is gone is still ErrNoFrame, from the leader's word.
-	if _, _, err := readers[1].At(ctx, 1<<40); !errors.Is(err, chunklog.ErrNoFrame) {
+	if _, _, err := readers[1].At(ctx, id, 1<<40); !errors.Is(err, chunklog.ErrNoFrame) {
 		t.Fatalf("At(missing) err = %v", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // On a replicated stream every message the leader receives alone is a raft
@@ -23,6 +25,10 @@ import (
 // JetStream atomic batch: one proposal, all or nothing, each message
 // fenced on its stream's last frame as a single append is, and the
 // messages stored in order, so one ack gives every frame its sequence.
+//
+// An atomic batch is stored by one stream, so a Committer keeps a lane per
+// partition (wire.Partition): each lane has its own queue and its own
+// batch in flight, and the leaders of the partitions take theirs at once.
 //
 // One server stages an atomic batch in a file of its own, synced, so there
 // a batch costs more than the appends it groups: a worker groups its
@@ -47,17 +53,23 @@ func Batches(cfg jetstream.StreamConfig) bool {
 }
 
 // Committer groups the appends of its writers into atomic batches, one
-// batch in flight at a time. Make one per connection with NewCommitter and
-// writers with its NewWriter method. Its zero value is not usable.
+// batch in flight at a time in each partition. Make one per connection
+// with NewCommitter and writers with its NewWriter method. Its zero value
+// is not usable.
 type Committer struct {
+	lanes [wire.MaxPartitions]lane
+}
+
+// lane groups the appends to one partition's chunk stream.
+type lane struct {
 	nc *nats.Conn
 	// run runs the loop that sends the batches that queued while one was
 	// out; it returns at once.
 	run func(func())
 	// sent is told the size of every batch sent.
 	sent func(frames int)
-	// id prefixes the batch ids: unique to this committer, short because
-	// the server stores it with every message.
+	// id prefixes the batch ids: unique to this lane, short because the
+	// server stores it with every message.
 	id string
 
 	mu sync.Mutex
@@ -89,7 +101,12 @@ func NewCommitter(nc *nats.Conn, run func(func()), sent func(frames int)) *Commi
 	if sent == nil {
 		sent = func(int) {}
 	}
-	return &Committer{nc: nc, run: run, sent: sent, id: nuid.Next()[:10], gap: 2 * Linger}
+	c := &Committer{}
+	id := nuid.Next()[:10]
+	for k := range c.lanes {
+		c.lanes[k] = lane{nc: nc, run: run, sent: sent, id: id + strconv.Itoa(k), gap: 2 * Linger}
+	}
+	return c
 }
 
 // NewWriter returns a writer whose appends c groups, but for a stream's
@@ -107,10 +124,11 @@ type pending struct {
 	// at is when the append was queued.
 	at time.Time
 	// pub sends the append when it is a batch of its own.
-	pub     *publisher
-	subject string
-	data    []byte
-	last    uint64 // the fence: the subject's last sequence
+	pub       *publisher
+	subject   string
+	partition int
+	data      []byte
+	last      uint64 // the fence: the subject's last sequence
 	// done receives the outcome once the append was sent and answered.
 	done chan outcome
 	// refusals counts the batches refused, for another stream's reason,
@@ -141,6 +159,10 @@ func (r refused) Unwrap() error { return r.err }
 // append stores p's data after p.last and says where in p.done, or waits
 // for that if ctx ends once the batch is out.
 func (c *Committer) append(ctx context.Context, p *pending) outcome {
+	return c.lanes[p.partition].append(ctx, p)
+}
+
+func (c *lane) append(ctx context.Context, p *pending) outcome {
 	p.at = time.Now()
 	c.mu.Lock()
 	if !c.lastAt.IsZero() {
@@ -185,7 +207,7 @@ func (c *Committer) append(ctx context.Context, p *pending) outcome {
 }
 
 // loop sends batches until nothing is queued.
-func (c *Committer) loop() {
+func (c *lane) loop() {
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 {
@@ -211,7 +233,7 @@ const Linger = 10 * time.Millisecond
 // waitForOthers waits until the oldest queued append has waited
 // Linger, when appends come at least twice as often: otherwise no other
 // would likely join it, and the wait would be a loss.
-func (c *Committer) waitForOthers() {
+func (c *lane) waitForOthers() {
 	c.mu.Lock()
 	if len(c.queue) == 0 || c.gap*2 > Linger || len(c.queue) >= maxBatchMsgs || time.Now().Before(c.aloneUntil) {
 		c.mu.Unlock()
@@ -225,7 +247,7 @@ func (c *Committer) waitForOthers() {
 }
 
 // sendQueued sends one batch of what is queued and settles its appends.
-func (c *Committer) sendQueued() {
+func (c *lane) sendQueued() {
 	c.mu.Lock()
 	batch := c.take()
 	c.batches++
@@ -247,7 +269,7 @@ func (c *Committer) sendQueued() {
 // take removes the next batch from the queue: at most maxBatchMsgs and
 // maxBatchBytes, and one append per subject (the server fences a subject
 // once in a batch), the rest left queued in order. c.mu is held.
-func (c *Committer) take() []*pending {
+func (c *lane) take() []*pending {
 	var batch, left []*pending
 	size := 0
 	for i, p := range c.queue {
@@ -287,7 +309,7 @@ const batchTimeout = 5 * time.Second
 
 // send publishes batch as one atomic batch (or, alone, as a single
 // append) and returns the sequence of its last message.
-func (c *Committer) send(id string, batch []*pending) (uint64, error) {
+func (c *lane) send(id string, batch []*pending) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	if len(batch) == 1 {
@@ -342,7 +364,7 @@ const (
 
 // settle answers every append of batch: stored at its place below last,
 // sent again with the next batch, or failed.
-func (c *Committer) settle(batch []*pending, last uint64, err error) {
+func (c *lane) settle(batch []*pending, last uint64, err error) {
 	n := uint64(len(batch))
 	switch {
 	case err == nil:

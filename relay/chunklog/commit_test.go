@@ -25,6 +25,8 @@ type r3 struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	r     *chunklog.Reader
+	// partitions is how many chunk streams Setup made: one per replica.
+	partitions int
 }
 
 func startR3(t *testing.T) r3 {
@@ -38,14 +40,23 @@ func startR3(t *testing.T) r3 {
 	if !chunklog.Batches(s.CachedInfo().Config) {
 		t.Fatalf("the chunk stream takes no batches: %+v", s.CachedInfo().Config)
 	}
-	return r3{nodes: nodes, nc: nc, js: js, r: chunklog.NewReader(nc, "")}
+	partitions, err := streams.Partitions(context.Background(), js)
+	if err != nil || partitions != 3 {
+		t.Fatalf("partitions on three replicas: %d, %v", partitions, err)
+	}
+	return r3{nodes: nodes, nc: nc, js: js, r: chunklog.NewReader(nc, ""), partitions: partitions}
 }
 
-// opened is a writer whose stream has its claim and first chunk, which go
-// alone, so that its next appends go in batches.
+// opened is a writer whose stream, in partition 0, has its claim and
+// first chunk, which go alone, so that its next appends go in batches.
 func (c r3) opened(t *testing.T, ctx context.Context, commits *chunklog.Committer) (*chunklog.Writer, string) {
+	return c.openedIn(t, ctx, commits, 0)
+}
+
+// openedIn is opened for a stream in partition k.
+func (c r3) openedIn(t *testing.T, ctx context.Context, commits *chunklog.Committer, k int) (*chunklog.Writer, string) {
 	t.Helper()
-	id := wire.NewStreamID()
+	id := wire.NewStreamIDIn(k)
 	w := commits.NewWriter(c.js, c.r, id, 0, 0)
 	for _, f := range []wire.Frame{{Kind: wire.KindClaim, Worker: "w1"}, {Kind: wire.KindChunk, Content: "0"}} {
 		if _, err := appendR3(ctx, w, f); err != nil {
@@ -74,16 +85,17 @@ func (c r3) contents(t *testing.T, ctx context.Context, id string) []string {
 	return got
 }
 
-// inOneBatch runs appendOne for 0 to n-1 at once, their appends held in
-// commits until all n are queued, so that they go in one batch.
+// inOneBatch runs appendOne for 0 to n-1 at once, their appends (to
+// streams in partition 0) held in commits until all n are queued, so that
+// they go in one batch.
 func inOneBatch(t *testing.T, commits *chunklog.Committer, n int, appendOne func(i int)) {
 	t.Helper()
-	release := chunklog.Hold(commits)
+	release := chunklog.Hold(commits, 0)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() { appendOne(i) })
 	}
-	relaytest.Eventually(t, 10*time.Second, time.Millisecond, func() bool { return chunklog.Queued(commits) == n })
+	relaytest.Eventually(t, 10*time.Second, time.Millisecond, func() bool { return chunklog.Queued(commits, 0) == n })
 	release()
 	wg.Wait()
 }
@@ -92,25 +104,26 @@ func inOneBatch(t *testing.T, commits *chunklog.Committer, n int, appendOne func
 // leader: a direct get may reach a replica behind it.
 func (c r3) last(t *testing.T, ctx context.Context, id string) uint64 {
 	t.Helper()
-	m, found, err := chunklog.LeaderGet(ctx, c.nc, "", wire.ChunkStream, chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
+	m, found, err := chunklog.LeaderGet(ctx, c.nc, "", wire.ChunkStreamOf(id), chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
 	if err != nil || !found {
 		t.Fatalf("last of %s: %v, found %v", id, err, found)
 	}
 	return m.Seq
 }
 
-// batched reports whether the stream's leader stored the message at seq
-// as part of an atomic batch.
-func (c r3) batched(t *testing.T, ctx context.Context, seq uint64) bool {
+// batched reports whether the leader of the stream's partition stored the
+// message at seq as part of an atomic batch.
+func (c r3) batched(t *testing.T, ctx context.Context, id string, seq uint64) bool {
 	t.Helper()
-	m, found, err := chunklog.LeaderGet(ctx, c.nc, "", wire.ChunkStream, chunklog.LeaderQuery{Seq: seq})
+	m, found, err := chunklog.LeaderGet(ctx, c.nc, "", wire.ChunkStreamOf(id), chunklog.LeaderQuery{Seq: seq})
 	if err != nil || !found {
 		t.Fatalf("leader get %d: %v, found %v", seq, err, found)
 	}
 	return m.Header.Get("Nats-Batch-Id") != ""
 }
 
-// Many streams appending at once share batches: every frame is stored once,
+// Many streams appending at once, spread over the partitions, share
+// batches, one lane of batches per partition: every frame is stored once,
 // in its stream's order, at the sequence its cursor names, and most of
 // them went in batches of several.
 func TestCommitterGroupsTheAppendsOfManyStreams(t *testing.T) {
@@ -123,7 +136,7 @@ func TestCommitterGroupsTheAppendsOfManyStreams(t *testing.T) {
 	cursors := make([][]wire.Cursor, streamsN)
 	var wg sync.WaitGroup
 	for i := range streamsN {
-		w, id := c.opened(t, ctx, commits)
+		w, id := c.openedIn(t, ctx, commits, i%c.partitions)
 		ids[i] = id
 		wg.Go(func() {
 			for n := 1; n <= frames; n++ {
@@ -150,11 +163,11 @@ func TestCommitterGroupsTheAppendsOfManyStreams(t *testing.T) {
 			t.Fatalf("stream %d holds %q, want %q", i, got, want)
 		}
 		for n, cur := range cursors[i] {
-			subject, f, err := c.r.At(ctx, cur.JSSeq)
+			subject, f, err := c.r.At(ctx, id, cur.JSSeq)
 			if err != nil || subject != wire.ChunkSubject(id) || f.Seq != cur.Seq || f.Content != fmt.Sprint(n+1) {
 				t.Fatalf("stream %d cursor %+v: %q %+v, %v", i, cur, subject, f, err)
 			}
-			if c.batched(t, ctx, cur.JSSeq) {
+			if c.batched(t, ctx, id, cur.JSSeq) {
 				grouped++
 			}
 		}
@@ -283,7 +296,7 @@ func TestTakeoverWhileTheBatchIsInFlight(t *testing.T) {
 				after = append(after, e.Frame)
 				return nil
 			})
-			m, found, lerr := chunklog.LeaderGet(ctx, c.nc, "", wire.ChunkStream, chunklog.LeaderQuery{LastFor: wire.ChunkSubject(ids[0])})
+			m, found, lerr := chunklog.LeaderGet(ctx, c.nc, "", wire.ChunkStreamOf(ids[0]), chunklog.LeaderQuery{LastFor: wire.ChunkSubject(ids[0])})
 			return err == nil && lerr == nil && found && end == m.Seq
 		})
 		oldWon := errs[0] == nil

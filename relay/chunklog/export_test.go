@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/relaydev/relay/relay/wire"
 )
 
 // BackReads is how many of r's reads followed the chain back.
@@ -17,24 +15,26 @@ const JudgeAfter = judgeAfter
 
 // ReadForward reads as ReadUpTo does where it does not follow the chain.
 func ReadForward(r *Reader, ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
-	return r.readForward(ctx, wire.ChunkSubject(streamID), after, limit, fn)
+	return r.readForward(ctx, placeOf(streamID), after, limit, fn)
 }
 
-// Hold makes c queue every append until release is called, which sends
-// what queued meanwhile as batches, so that a test decides what goes in
-// one.
-func Hold(c *Committer) (release func()) {
-	c.mu.Lock()
-	c.busy = true
-	c.mu.Unlock()
-	return c.loop
+// Hold makes c queue every append to partition k until release is
+// called, which sends what queued meanwhile as batches, so that a test
+// decides what goes in one.
+func Hold(c *Committer, k int) (release func()) {
+	l := &c.lanes[k]
+	l.mu.Lock()
+	l.busy = true
+	l.mu.Unlock()
+	return l.loop
 }
 
-// Queued is how many appends wait in c.
-func Queued(c *Committer) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.queue)
+// Queued is how many appends to partition k wait in c.
+func Queued(c *Committer, k int) int {
+	l := &c.lanes[k]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue)
 }
 
 // BatchMsg is message n of the atomic batch id, carrying data fenced on

@@ -15,6 +15,14 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
+// place is where a stream's frames are stored: its partition's chunk
+// stream (wire.ChunkStreamOf) and its subject there.
+type place struct{ stream, subject string }
+
+func placeOf(streamID string) place {
+	return place{stream: wire.ChunkStreamOf(streamID), subject: wire.ChunkSubject(streamID)}
+}
+
 // Entry is one stored frame and where it is stored.
 type Entry struct {
 	JSSeq uint64
@@ -112,9 +120,9 @@ func (r *Reader) Read(ctx context.Context, streamID string, after uint64, fn fun
 // the server. Forward or back, it asks the server for no more than limit
 // frames, and waits only for them.
 func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
-	subject := wire.ChunkSubject(streamID)
+	at := placeOf(streamID)
 	if limit == 1 {
-		return r.readForward(ctx, subject, after, limit, fn)
+		return r.readForward(ctx, at, after, limit, fn)
 	}
 	most := maxBack
 	if limit > 0 {
@@ -125,9 +133,9 @@ func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, li
 	case err != nil:
 		return after, err
 	case fwd == forwardPaged:
-		return r.readPages(ctx, subject, after, limit, fn)
+		return r.readPages(ctx, at, after, limit, fn)
 	case fwd == forwardPlain:
-		return r.readForward(ctx, subject, after, limit, fn)
+		return r.readForward(ctx, at, after, limit, fn)
 	}
 	for _, e := range back {
 		if err := fn(e); err != nil {
@@ -138,15 +146,15 @@ func (r *Reader) ReadUpTo(ctx context.Context, streamID string, after uint64, li
 	return after, nil
 }
 
-// readForward reads up to limit frames of subject after after forward:
+// readForward reads up to limit frames at at after after forward:
 // chained plain gets, then batches.
-func (r *Reader) readForward(ctx context.Context, subject string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
+func (r *Reader) readForward(ctx context.Context, at place, after uint64, limit int, fn func(Entry) error) (uint64, error) {
 	bounded := limit > 0
 	for range chained {
 		if bounded && limit <= 0 {
 			return after, nil
 		}
-		found, err := r.readOne(ctx, subject, after, func(e Entry) error {
+		found, err := r.readOne(ctx, at, after, func(e Entry) error {
 			if err := fn(e); err != nil {
 				return err
 			}
@@ -161,7 +169,7 @@ func (r *Reader) readForward(ctx context.Context, subject string, after uint64, 
 	if bounded && limit <= 0 {
 		return after, nil
 	}
-	return r.readPages(ctx, subject, after, limit, fn)
+	return r.readPages(ctx, at, after, limit, fn)
 }
 
 // ReadOn is ReadUpTo that reads forward in batches from the first frame.
@@ -171,12 +179,12 @@ func (r *Reader) readForward(ctx context.Context, subject string, after uint64, 
 // paid anyway, and chained plain gets before it would only add as many
 // round trips to every read of the catch-up.
 func (r *Reader) ReadOn(ctx context.Context, streamID string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
-	return r.readPages(ctx, wire.ChunkSubject(streamID), after, limit, fn)
+	return r.readPages(ctx, placeOf(streamID), after, limit, fn)
 }
 
 // readPages reads up to limit frames (no limit when 0 or less) in batches
 // of at most a page.
-func (r *Reader) readPages(ctx context.Context, subject string, after uint64, limit int, fn func(Entry) error) (uint64, error) {
+func (r *Reader) readPages(ctx context.Context, at place, after uint64, limit int, fn func(Entry) error) (uint64, error) {
 	bounded := limit > 0
 	for {
 		if bounded && limit <= 0 {
@@ -186,7 +194,7 @@ func (r *Reader) readPages(ctx context.Context, subject string, after uint64, li
 		if bounded {
 			batch = min(batch, limit)
 		}
-		n, last, more, err := r.readPage(ctx, subject, after, batch, fn)
+		n, last, more, err := r.readPage(ctx, at, after, batch, fn)
 		if err != nil {
 			return last, err
 		}
@@ -198,11 +206,11 @@ func (r *Reader) readPages(ctx context.Context, subject string, after uint64, li
 	}
 }
 
-// readOne passes fn the first frame stored on subject after JetStream
+// readOne passes fn the first frame stored at at after JetStream
 // sequence after, and reports whether there was one.
-func (r *Reader) readOne(ctx context.Context, subject string, after uint64, fn func(Entry) error) (bool, error) {
-	what := "direct get " + subject
-	msg, found, err := r.get(ctx, what, directGet{Seq: after + 1, NextFor: subject})
+func (r *Reader) readOne(ctx context.Context, at place, after uint64, fn func(Entry) error) (bool, error) {
+	what := "direct get " + at.subject
+	msg, found, err := r.get(ctx, at.stream, what, directGet{Seq: after + 1, NextFor: at.subject})
 	if err != nil || !found {
 		return false, err
 	}
@@ -228,8 +236,8 @@ func entryOf(msg *nats.Msg) (Entry, error) {
 
 // readPage reads up to batch frames; more reports that the server has
 // further matching messages.
-func (r *Reader) readPage(ctx context.Context, subject string, after uint64, batch int, fn func(Entry) error) (n int, last uint64, more bool, err error) {
-	last = after
+func (r *Reader) readPage(ctx context.Context, at place, after uint64, batch int, fn func(Entry) error) (n int, last uint64, more bool, err error) {
+	last, subject := after, at.subject
 	req, _ := json.Marshal(directGet{Seq: after + 1, NextFor: subject, Batch: batch})
 	// The server sends at most batch messages and one status: the
 	// subscription's handler never blocks on this channel.
@@ -239,7 +247,7 @@ func (r *Reader) readPage(ctx context.Context, subject string, after uint64, bat
 		return 0, last, false, err
 	}
 	defer r.unregister(reply)
-	if err := r.nc.PublishRequest(r.apiPrefix+"DIRECT.GET."+wire.ChunkStream, reply, req); err != nil {
+	if err := r.nc.PublishRequest(r.apiPrefix+"DIRECT.GET."+at.stream, reply, req); err != nil {
 		return 0, last, false, fmt.Errorf("chunklog: direct get: %w", err)
 	}
 	for {
@@ -318,10 +326,10 @@ func (r *Reader) route(msg *nats.Msg) {
 // subjects, however many other streams' frames were stored since: a cheap
 // way to learn whether a read would find anything.
 func (r *Reader) Last(ctx context.Context, streamID string) (uint64, error) {
-	what := "last of " + streamID
-	msg, found, err := r.get(ctx, what, struct {
+	what, at := "last of "+streamID, placeOf(streamID)
+	msg, found, err := r.get(ctx, at.stream, what, struct {
 		LastFor string `json:"last_by_subj"`
-	}{wire.ChunkSubject(streamID)})
+	}{at.subject})
 	if err != nil || !found {
 		return 0, err
 	}
@@ -332,11 +340,28 @@ func (r *Reader) Last(ctx context.Context, streamID string) (uint64, error) {
 	return seq, nil
 }
 
+// LastEntry returns the last frame stored for the stream, or the zero
+// Entry when the direct get finds none.
+func (r *Reader) LastEntry(ctx context.Context, streamID string) (Entry, error) {
+	what, at := "last of "+streamID, placeOf(streamID)
+	msg, found, err := r.get(ctx, at.stream, what, struct {
+		LastFor string `json:"last_by_subj"`
+	}{at.subject})
+	if err != nil || !found {
+		return Entry{}, err
+	}
+	e, err := entryOf(msg)
+	if err != nil {
+		return Entry{}, fmt.Errorf("chunklog: %s: %w", what, err)
+	}
+	return e, nil
+}
+
 // First returns the stream's first frame (its first claim); found is
 // false when the direct get finds none, which a replica behind its leader
 // may say of a frame just stored (see LeaderGet).
 func (r *Reader) First(ctx context.Context, streamID string) (e Entry, found bool, err error) {
-	found, err = r.readOne(ctx, wire.ChunkSubject(streamID), 0, func(x Entry) error {
+	found, err = r.readOne(ctx, placeOf(streamID), 0, func(x Entry) error {
 		e = x
 		return nil
 	})
@@ -347,7 +372,8 @@ func (r *Reader) First(ctx context.Context, streamID string) (e Entry, found boo
 // that the stream holds no frame.
 func (r *Reader) FirstFromLeader(ctx context.Context, streamID string) (e Entry, found bool, err error) {
 	r.leaderReads.Add(1)
-	m, found, err := LeaderGet(ctx, r.nc, r.apiPrefix, wire.ChunkStream, LeaderQuery{Seq: 1, NextFor: wire.ChunkSubject(streamID)})
+	at := placeOf(streamID)
+	m, found, err := LeaderGet(ctx, r.nc, r.apiPrefix, at.stream, LeaderQuery{Seq: 1, NextFor: at.subject})
 	if err != nil || !found {
 		return Entry{}, false, err
 	}
@@ -365,14 +391,16 @@ func (r *Reader) LeaderReads() uint64 { return r.leaderReads.Load() }
 // ErrNoFrame is returned by At when no frame is stored at the sequence.
 var ErrNoFrame = errors.New("chunklog: no frame at that sequence")
 
-// At returns the frame stored at JetStream sequence seq, and the subject it
-// is stored under, so a cursor can be checked against its stream.
+// At returns the frame stored at JetStream sequence seq in the chunk
+// stream of streamID's partition, and the subject it is stored under, so a
+// cursor can be checked against its stream.
 //
 // The caller was given seq (a cursor): the frame was stored, so a direct
 // get that misses it may have reached a replica that does not hold it yet
 // (see LeaderGet). Only the leader's miss is ErrNoFrame: the frame is gone.
-func (r *Reader) At(ctx context.Context, seq uint64) (string, wire.Frame, error) {
-	msg, found, err := r.get(ctx, fmt.Sprintf("get %d", seq), struct {
+func (r *Reader) At(ctx context.Context, streamID string, seq uint64) (string, wire.Frame, error) {
+	stream := wire.ChunkStreamOf(streamID)
+	msg, found, err := r.get(ctx, stream, fmt.Sprintf("get %d", seq), struct {
 		Seq uint64 `json:"seq"`
 	}{seq})
 	if err != nil {
@@ -384,7 +412,7 @@ func (r *Reader) At(ctx context.Context, seq uint64) (string, wire.Frame, error)
 		subject, data = msg.Header.Get(wire.HeaderSubject), msg.Data
 	} else {
 		r.leaderReads.Add(1)
-		m, found, err := LeaderGet(ctx, r.nc, r.apiPrefix, wire.ChunkStream, LeaderQuery{Seq: seq})
+		m, found, err := LeaderGet(ctx, r.nc, r.apiPrefix, stream, LeaderQuery{Seq: seq})
 		switch {
 		case err != nil:
 			return "", wire.Frame{}, err
@@ -400,11 +428,12 @@ func (r *Reader) At(ctx context.Context, seq uint64) (string, wire.Frame, error)
 	return subject, frame, nil
 }
 
-// get sends one plain direct get and returns its reply; found is false
-// when the server has no such message. what names the request in errors.
-func (r *Reader) get(ctx context.Context, what string, req any) (msg *nats.Msg, found bool, err error) {
+// get sends one plain direct get to a chunk stream and returns its reply;
+// found is false when the server has no such message. what names the
+// request in errors.
+func (r *Reader) get(ctx context.Context, stream, what string, req any) (msg *nats.Msg, found bool, err error) {
 	body, _ := json.Marshal(req)
-	msg, err = r.nc.RequestWithContext(ctx, r.apiPrefix+"DIRECT.GET."+wire.ChunkStream, body)
+	msg, err = r.nc.RequestWithContext(ctx, r.apiPrefix+"DIRECT.GET."+stream, body)
 	if err != nil {
 		return nil, false, fmt.Errorf("chunklog: %s: %w", what, err)
 	}

@@ -22,7 +22,7 @@ type Writer struct {
 	pub      *publisher
 	reader   *Reader
 	streamID string
-	subject  string
+	at       place
 	last     uint64 // JetStream sequence of the stream's last frame
 	seq      uint64 // per-stream sequence of the last chunk
 	// commit, when set, groups the appends with other writers' (commit.go);
@@ -35,8 +35,8 @@ type Writer struct {
 // JetStream sequence last (0 for an empty stream), whose last chunk has
 // sequence seq. It publishes on js's connection (see Conn).
 func NewWriter(js Conn, reader *Reader, streamID string, last, seq uint64) *Writer {
-	subject := wire.ChunkSubject(streamID)
-	return &Writer{pub: newPublisher(js.Conn(), subject), reader: reader, streamID: streamID, subject: subject, last: last, seq: seq}
+	at := placeOf(streamID)
+	return &Writer{pub: newPublisher(js.Conn(), at.subject), reader: reader, streamID: streamID, at: at, last: last, seq: seq}
 }
 
 // Seq is the per-stream sequence of the last chunk appended.
@@ -74,7 +74,7 @@ func (w *Writer) Append(ctx context.Context, f wire.Frame) (wire.Cursor, error) 
 		}
 		w.advance(f, seq)
 	default:
-		return wire.Cursor{}, fmt.Errorf("chunklog: append to %s: %w", w.subject, err)
+		return wire.Cursor{}, fmt.Errorf("chunklog: append to %s: %w", w.at.subject, err)
 	}
 	return wire.Cursor{Seq: w.seq, JSSeq: w.last}, nil
 }
@@ -88,7 +88,7 @@ func (w *Writer) store(ctx context.Context, data []byte, alone bool) (uint64, er
 		return w.pub.publish(ctx, data, w.last)
 	}
 	if w.p.done == nil {
-		w.p = pending{pub: w.pub, subject: w.subject, done: make(chan outcome, 1)}
+		w.p = pending{pub: w.pub, subject: w.at.subject, partition: wire.Partition(w.streamID), done: make(chan outcome, 1)}
 	}
 	w.p.data, w.p.last, w.p.refusals = data, w.last, 0
 	for {
@@ -109,7 +109,7 @@ func (w *Writer) store(ctx context.Context, data []byte, alone bool) (uint64, er
 		case w.p.refusals >= refusedTries:
 			// Not this stream's fence, but no batch went through: a
 			// failure to retry, not a takeover.
-			return 0, fmt.Errorf("chunklog: append to %s: %d batches refused: %v", w.subject, w.p.refusals, r.err)
+			return 0, fmt.Errorf("chunklog: append to %s: %d batches refused: %v", w.at.subject, w.p.refusals, r.err)
 		}
 		w.p.refusals++
 	}
@@ -117,7 +117,7 @@ func (w *Writer) store(ctx context.Context, data []byte, alone bool) (uint64, er
 
 // moved reports whether the stream's leader holds a frame after w.last.
 func (w *Writer) moved(ctx context.Context) (bool, error) {
-	m, found, err := LeaderGet(ctx, w.pub.nc, w.reader.apiPrefix, wire.ChunkStream, LeaderQuery{LastFor: w.subject})
+	m, found, err := LeaderGet(ctx, w.pub.nc, w.reader.apiPrefix, w.at.stream, LeaderQuery{LastFor: w.at.subject})
 	if err != nil {
 		return false, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/fleet/canary"
 	"github.com/relaydev/relay/relay/fleet/quota"
+	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -30,6 +31,9 @@ type Status struct {
 	Canaries    []canary.State  `json:"canaries"`
 	// Keys are the provider API keys as the workers checked them.
 	Keys []KeyStatus `json:"keys"`
+	// Log is the chunk streams, one per partition: where the answers are
+	// stored, and which server leads each.
+	Log []streams.PartitionInfo `json:"log"`
 	// Errors name the parts that could not be read.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -187,6 +191,10 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream) (Status, error) {
 	})
 	st.Quotas.fill(reports, shares)
 	st.Keys = keysOf(reports)
+	var err error
+	if st.Log, err = streams.ReadPartitions(ctx, js); err != nil {
+		errs = append(errs, fmt.Errorf("chunk streams: %w", err))
+	}
 	kv, err := js.KeyValue(ctx, wire.LeaseBucket)
 	if err == nil {
 		st.Coordinator, err = LeaseHolder(ctx, kv, wire.CoordinatorLeaseKey)

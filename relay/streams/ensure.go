@@ -106,7 +106,19 @@ func streamSettled(have, want jetstream.StreamConfig) bool {
 		have.AllowMsgTTL == want.AllowMsgTTL &&
 		have.AllowAtomicPublish == want.AllowAtomicPublish &&
 		have.SubjectDeleteMarkerTTL == want.SubjectDeleteMarkerTTL &&
-		reflect.DeepEqual(have.RePublish, want.RePublish)
+		reflect.DeepEqual(have.RePublish, want.RePublish) &&
+		hasMetadata(have.Metadata, want.Metadata)
+}
+
+// hasMetadata reports whether have holds every entry of want; the server
+// adds entries of its own.
+func hasMetadata(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // unlimitedIfZero is the MaxBytes the server stores for n: -1, no limit,

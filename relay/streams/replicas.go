@@ -40,9 +40,18 @@ const ClusterReplicas = 3
 // says what it reached; setting up is retried until it does.
 var errNotConnected = errors.New("streams: not connected to NATS yet")
 
-// On is t with its defaults, and with its replicas chosen for the servers
-// js is connected to when t leaves them unset (see "Replicas" above).
+// On is t with its defaults, and with its replicas and partitions chosen
+// for the servers js is connected to when t leaves them unset (see
+// "Replicas" above, and "Partitions" in partitions.go).
 func (t Topology) On(ctx context.Context, js jetstream.JetStream) (Topology, error) {
+	t, err := t.replicasOn(ctx, js)
+	if err != nil {
+		return t, err
+	}
+	return t.partitionsOn(ctx, js)
+}
+
+func (t Topology) replicasOn(ctx context.Context, js jetstream.JetStream) (Topology, error) {
 	t = t.WithDefaults()
 	if t.Replicas > 0 {
 		return t, nil
@@ -82,6 +91,9 @@ func (t Topology) place(create func(Topology) error) error {
 	err := create(t)
 	if t.autoReplicas && t.Replicas > 1 && apiCode(err) == codeNotClustered {
 		t.Replicas = 1
+		if t.autoPartitions {
+			t.Partitions = 1
+		}
 		err = create(t)
 	}
 	switch apiCode(err) {

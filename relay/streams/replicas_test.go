@@ -79,6 +79,16 @@ func TestReplicasAreThreeOnACluster(t *testing.T) {
 		}
 	}
 
+	// And one chunk stream per replica, unset too.
+	if n, err := streams.Partitions(context.Background(), js); n != streams.ClusterReplicas || err != nil {
+		t.Errorf("%d partitions (%v), want %d", n, err, streams.ClusterReplicas)
+	}
+	for k := range streams.ClusterReplicas {
+		if got[wire.ChunkStreamName(k)] != streams.ClusterReplicas {
+			t.Errorf("%s not set up on %d replicas: %v", wire.ChunkStreamName(k), streams.ClusterReplicas, got)
+		}
+	}
+
 	// A second role, on another server, agrees: nothing to change.
 	_, js2 := relaytest.Connect(t, nodes[2], streams.Topology{})
 	wantEvery(t, assetReplicas(t, js2), streams.ClusterReplicas)

@@ -16,14 +16,15 @@ import (
 //   - RELAY_REQUESTS and the buckets refuse a new message (DiscardNew):
 //     the edge answers 507 storage_full (IsStorageFull) instead of losing
 //     a queued request or a stream's metadata.
-//   - RELAY_CHUNKS drops its oldest frames (DiscardOld): answers already
+//   - The chunk streams drop their oldest frames (DiscardOld): answers already
 //     finished become unresumable before their retention, and generations
 //     in flight go on.
 type StorageLimits struct {
 	// Requests caps RELAY_REQUESTS: prompts waiting for, or held by, a
 	// worker.
 	Requests int64 `koanf:"requests"`
-	// Chunks caps RELAY_CHUNKS: every answer, kept for streams.retention.
+	// Chunks caps the chunk streams together, each partition holding its
+	// share: every answer, kept for streams.retention.
 	Chunks int64 `koanf:"chunks"`
 	// Metadata caps relay_streams (one small record per stream) and
 	// Idempotency relay_idempotency (one per Idempotency-Key).
@@ -48,7 +49,7 @@ type StorageLimits struct {
 // request (507), so its default is sized for the retention at a sustained
 // rate far above one machine's: a stream's record takes about 150 bytes,
 // so 512 MiB holds about 3.5 million streams, 24 h at 40 requests a second.
-// RELAY_CHUNKS drops its oldest frames instead; 2 GiB hold about 8 million
+// The chunk streams drop their oldest frames instead; 2 GiB hold about 8 million
 // frames, 24 h at 100 chunks a second. More would ask more of the disk
 // than a developer's machine may have free (the server refuses a stream
 // whose reservation does not fit).

@@ -28,9 +28,13 @@ type Topology struct {
 	AckWait time.Duration `koanf:"ack_wait"`
 	// Storage caps each stream and bucket (storage.go).
 	Storage StorageLimits `koanf:"storage_mib"`
+	// Partitions is how many chunk streams share the streams' frames
+	// (zero: auto, one per replica; partitions.go).
+	Partitions int `koanf:"partitions"`
 
-	// autoReplicas: On chose Replicas, which the configuration left unset.
-	autoReplicas bool
+	// autoReplicas: On chose Replicas, which the configuration left
+	// unset; autoPartitions, likewise Partitions.
+	autoReplicas, autoPartitions bool
 }
 
 // Defaults.
@@ -65,6 +69,8 @@ func (t Topology) Validate(prefix string) error {
 	switch {
 	case t.Replicas < 0 || t.Replicas > 5:
 		return fmt.Errorf("%s.replicas: %d is not between 1 and 5", prefix, t.Replicas)
+	case t.Partitions < 0 || t.Partitions > wire.MaxPartitions:
+		return fmt.Errorf("%s.partitions: %d is not between 1 and %d", prefix, t.Partitions, wire.MaxPartitions)
 	case t.Retention < 0:
 		return fmt.Errorf("%s.retention: must not be negative", prefix)
 	case t.AckWait < 0:
@@ -119,27 +125,8 @@ func setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err != nil {
 		return fmt.Errorf("streams: consumer %s: %w", wire.WorkerConsumer, err)
 	}
-	_, err = ensureStream(ctx, js, jetstream.StreamConfig{
-		Name:        wire.ChunkStream,
-		Subjects:    []string{wire.ChunkSubject("*")},
-		Storage:     storage,
-		Replicas:    t.Replicas,
-		MaxAge:      t.Retention,
-		MaxBytes:    mibBytes(t.Storage.Chunks),
-		Discard:     jetstream.DiscardOld,
-		AllowDirect: true,
-		// A worker's appends to a replicated stream go in atomic batches
-		// (chunklog.Committer). One server takes none: there a batch is
-		// staged in a synced file, and the stream's reads would wait for
-		// every write to be isolated from them.
-		AllowAtomicPublish: t.Replicas > 1,
-		RePublish: &jetstream.RePublish{
-			Source:      wire.ChunkSubject("*"),
-			Destination: wire.LiveSubject("{{wildcard(1)}}"),
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("streams: stream %s: %w", wire.ChunkStream, err)
+	if err := setupChunks(ctx, js, t); err != nil { // partitions.go
+		return err
 	}
 	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:   wire.MetaBucket,
@@ -190,10 +177,11 @@ var ErrNotSetUp = errors.New("streams: JetStream assets missing")
 
 // Check reports whether the streams and buckets exist, for readiness.
 func Check(ctx context.Context, js jetstream.JetStream) error {
-	for _, name := range []string{wire.RequestStream, wire.ChunkStream} {
-		if _, err := js.Stream(ctx, name); err != nil {
-			return fmt.Errorf("%w: stream %s: %v", ErrNotSetUp, name, err)
-		}
+	if _, err := js.Stream(ctx, wire.RequestStream); err != nil {
+		return fmt.Errorf("%w: stream %s: %v", ErrNotSetUp, wire.RequestStream, err)
+	}
+	if err := checkChunks(ctx, js); err != nil {
+		return err
 	}
 	for _, name := range append([]string{wire.MetaBucket, wire.IdempotencyBucket}, wire.SharedStateBuckets...) {
 		if _, err := js.KeyValue(ctx, name); err != nil {

@@ -12,7 +12,7 @@ import (
 // first chunk".
 type Cursor struct {
 	Seq   uint64 // per-stream chunk sequence, 1..N without gaps
-	JSSeq uint64 // sequence of the frame in ChunkStream
+	JSSeq uint64 // sequence of the frame in its partition's chunk stream
 }
 
 // ErrBadCursor is returned for a cursor that does not parse.

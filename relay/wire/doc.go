@@ -23,8 +23,9 @@
 //	                  │ 5. end frame       JS  relay.chunks.<id>          (status done|incomplete|failed|cancelled)
 //	                  │ 6. ack the request (only while it still owns the stream)
 //	                  ▼
-//	  RELAY_CHUNKS republishes every stored frame to relay.live.<id> with
-//	  Nats-Sequence and Nats-Last-Sequence headers
+//	  the chunk stream of the id's partition (RELAY_CHUNKS, RELAY_CHUNKS_<k>;
+//	  see Partitions) republishes every stored frame to relay.live.<id>
+//	  with Nats-Sequence and Nats-Last-Sequence headers
 //	                  ▼
 //	edge ── one core subscription per stream it serves; history and gaps are
 //	        read with batched direct gets; every client event carries a Cursor.
@@ -62,11 +63,16 @@
 // closes its upstream call and appends an end frame with status cancelled;
 // a worker that takes the request later finds the record first.
 //
+// # Partitions
+//
+// The chunk subjects above are partition 0's; partition k stores on
+// relay.chunks.<k>.<id> (partition.go).
+//
 // # Cursors
 //
 // A client sees chunk frames and the end frame. Each carries a per-stream
 // sequence (1, 2, 3, ... without gaps; the end frame is last) and is stored
-// at a JetStream sequence; the pair is the Cursor ("<seq>-<jsseq>"), so a
+// at a JetStream sequence of its partition's chunk stream; the pair is the Cursor ("<seq>-<jsseq>"), so a
 // resume seeks straight to the next frame and can verify that the cursor
 // belongs to the stream.
 //

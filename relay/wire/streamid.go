@@ -3,31 +3,53 @@ package wire
 import (
 	"crypto/rand"
 	"encoding/base32"
+	"strconv"
 	"strings"
 )
 
-// streamIDLen is the length of a stream id: "s" and 26 base32 characters
-// carrying 128 random bits, so ids are unguessable and safe as a NATS
-// subject token and in a URL path.
+// streamIDLen is the length of a stream id in partition 0: "s" and 26
+// base32 characters carrying 128 random bits, so ids are unguessable and
+// safe as a NATS subject token and in a URL path. An id in partition k > 0
+// has "-<k>" after them (see Partitions).
 const streamIDLen = 27
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// NewStreamID returns a fresh random stream id.
-func NewStreamID() string {
+// NewStreamID returns a fresh random stream id in partition 0.
+func NewStreamID() string { return NewStreamIDIn(0) }
+
+// NewStreamIDIn returns a fresh random stream id in partition k, which
+// must be below MaxPartitions.
+func NewStreamIDIn(k int) string {
 	var b [16]byte
 	rand.Read(b[:])
-	return "s" + idEncoding.EncodeToString(b[:])
+	id := "s" + idEncoding.EncodeToString(b[:])
+	if k == 0 {
+		return id
+	}
+	return id + "-" + strconv.Itoa(k)
 }
 
-// ValidStreamID reports whether id has the shape NewStreamID produces. The
+// ValidStreamID reports whether id has the shape NewStreamIDIn produces. The
 // edge checks it before an id reaches a subject, so no client input can
 // inject subject tokens or wildcards.
 func ValidStreamID(id string) bool {
-	if len(id) != streamIDLen || id[0] != 's' {
+	if len(id) < streamIDLen || id[0] != 's' {
 		return false
 	}
-	return strings.IndexFunc(id[1:], func(r rune) bool {
+	if len(id) > streamIDLen && !validPartitionSuffix(id[streamIDLen:]) {
+		return false
+	}
+	return strings.IndexFunc(id[1:streamIDLen], func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= '2' && r <= '7')
 	}) < 0
+}
+
+// validPartitionSuffix reports whether s is "-<k>" for a partition
+// 0 < k < MaxPartitions, written as NewStreamIDIn writes it.
+func validPartitionSuffix(s string) bool {
+	if len(s) != 2 || s[0] != '-' {
+		return false
+	}
+	return s[1] >= '1' && int(s[1]-'0') < MaxPartitions
 }

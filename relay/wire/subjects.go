@@ -12,7 +12,9 @@ const (
 	// WorkerConsumer is the durable pull consumer all workers share.
 	WorkerConsumer = "workers"
 
-	// ChunkStream stores every stream's frames, one subject per stream.
+	// ChunkStream stores streams' frames, one subject per stream: the
+	// first partition's, and the prefix of the others' names (see
+	// "Partitions" in partition.go).
 	ChunkStream = "RELAY_CHUNKS"
 	// chunkPrefix and livePrefix are followed by the stream id.
 	chunkPrefix  = "relay.chunks."
@@ -60,11 +62,8 @@ const (
 	UsageBucket = "relay_usage"
 )
 
-// ChunkSubject is the stored subject of one stream's frames.
-func ChunkSubject(streamID string) string { return chunkPrefix + streamID }
-
-// LiveSubject is the core subject RELAY_CHUNKS republishes a stream's
-// frames to once they are stored.
+// LiveSubject is the core subject every chunk stream republishes a
+// stream's frames to once they are stored.
 func LiveSubject(streamID string) string { return livePrefix + streamID }
 
 // CancelSubject is the core subject on which an edge tells the worker

@@ -283,11 +283,28 @@ func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 		}
 		t.Flush()
 	}
+	if len(st.Log) > 0 {
+		fmt.Fprintln(w)
+		section("LOG (the answers' chunk streams, one per partition)")
+		t = tw()
+		fmt.Fprintln(t, "STREAM\tLEADER\tREPLICAS\tFRAMES\tSTORED")
+		for _, p := range st.Log {
+			stored := mib(p.Bytes)
+			if p.MaxBytes > 0 {
+				stored += " of " + mib(uint64(p.MaxBytes))
+			}
+			fmt.Fprintf(t, "%s\t%s\t%d\t%d\t%s\n", p.Stream, dash(p.Leader), p.Replicas, p.Messages, stored)
+		}
+		t.Flush()
+	}
 	if len(st.Errors) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, paint(red, "not read: "+strings.Join(st.Errors, "; ")))
 	}
 }
+
+// mib renders n bytes in MiB.
+func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // verdictColor is the colour of a provider's state.
 func verdictColor(state string) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/fleet/breaker"
+	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -25,6 +26,8 @@ func TestStatusPrintsTheEdgesJSON(t *testing.T) {
 			Nodes: []fleet.NodeStatus{{Node: "w1", Role: "worker", At: now}}},
 		Keys: []fleet.KeyStatus{{Provider: "openai", Index: 1, Fingerprint: "sha256:0123456789ab", State: "failed",
 			Reason: "refused: HTTP 401 Unauthorized", CheckedAt: now, Workers: 2}},
+		Log: []streams.PartitionInfo{{Stream: "RELAY_CHUNKS", Leader: "n1", Replicas: 3, Messages: 120, Bytes: 3 << 20, MaxBytes: 682 << 20},
+			{Stream: "RELAY_CHUNKS_1", Leader: "n2", Replicas: 3, Messages: 118, Bytes: 1 << 20, MaxBytes: 682 << 20}},
 	}
 	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/relay/status" || r.Header.Get("Authorization") != "Bearer k" {
@@ -41,7 +44,8 @@ func TestStatusPrintsTheEdgesJSON(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{"coordinator@a", "PROVIDERS", "health red, breaker open", "BREAKERS", "p.openai.rpm", "600", "3 failures in a row",
-		"NODES", "worker  w1", "API KEYS", "#1", "sha256:0123456789ab", "refused: HTTP 401 Unauthorized"} {
+		"NODES", "worker  w1", "API KEYS", "#1", "sha256:0123456789ab", "refused: HTTP 401 Unauthorized",
+		"LOG", "RELAY_CHUNKS_1  n2      3         118     1.0 MiB of 682.0 MiB"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}

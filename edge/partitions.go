@@ -1,0 +1,63 @@
+package edge
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/streams"
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// partitions gives each new stream its partition (wire's "Partitions"):
+// the next one in turn of those the assets record (streams.Partitions), so
+// that an edge's streams are spread evenly over the chunk streams' leaders.
+// The count is read again every partitionsRead, by the one request that
+// finds it old; the others go on with the count known. Partition 0 exists
+// wherever an edge serves, so until a read answers the streams go there.
+type partitions struct {
+	js   jetstream.JetStream
+	n    atomic.Int32
+	turn atomic.Uint32
+	// reading is held by the request that reads the count; at is when it
+	// was last read.
+	reading sync.Mutex
+	at      atomic.Int64
+}
+
+// partitionsRead is how often the count is read: a change of
+// streams.partitions reaches new streams within it.
+const partitionsRead = 30 * time.Second
+
+func newPartitions(js jetstream.JetStream) *partitions {
+	p := &partitions{js: js}
+	p.n.Store(1)
+	return p
+}
+
+// newStreamID returns a fresh stream id in the next partition.
+func (p *partitions) newStreamID(ctx context.Context) string {
+	if time.Since(time.Unix(0, p.at.Load())) > partitionsRead && p.reading.TryLock() {
+		p.read(ctx)
+		p.reading.Unlock()
+	}
+	n := uint32(p.n.Load())
+	return wire.NewStreamIDIn(int(p.turn.Add(1) % n))
+}
+
+// read reads the count, keeping the one known if the read fails.
+func (p *partitions) read(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
+	defer cancel()
+	n, err := streams.Partitions(ctx, p.js)
+	if err != nil {
+		// Tried again in a second, not by every request meanwhile.
+		p.at.Store(time.Now().Add(time.Second - partitionsRead).UnixNano())
+		return
+	}
+	p.n.Store(int32(n))
+	p.at.Store(time.Now().UnixNano())
+}
