@@ -144,7 +144,7 @@ func TestProcessNATSClusterNodeLoss(t *testing.T) {
 	// (A token every 10 ms: a worker's appends are spread over the three
 	// partitions' lanes, each of which must get them often enough to
 	// batch them.)
-	const tokens, streams = 200, 16
+	const tokens, streams = 200, 24
 	s := start(t, options{Processes: true,
 		ClusterNodes: 3, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 10 * time.Millisecond},
 		// streams.replicas unset: three on a cluster, as shipped.

@@ -337,9 +337,16 @@ func TestOfferWhoseClaimFailsIsNotTaken(t *testing.T) {
 	if _, err := h.js.Publish(ctx, wire.ChunkSubject(id), other.Encode(), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.offerOnce(id, "twice"); got != "" {
-		t.Fatalf("offer answered %q though its claim was refused, want nothing", got)
-	}
+	// A worker just started declines offers until a slot waits to pull
+	// (answered nothing too): the offer is made again until a job took
+	// it, and every answer must be nothing.
+	relaytest.Eventually(t, waitFor, 20*time.Millisecond, func() bool {
+		if got := h.offerOnce(id, "twice"); got != "" {
+			t.Fatalf("offer answered %q though its claim was refused, want nothing", got)
+		}
+		_, ok := h.logs.find(func(l map[string]string) bool { return l["msg"] == "job finished" && l["stream"] == id })
+		return ok
+	})
 	if status := h.waitJob(id); status != "fenced" {
 		t.Fatalf("job ended %s, want fenced", status)
 	}
