@@ -23,18 +23,22 @@ import (
 // puts a bad key in place. verify_keys does not apply: the check was
 // asked for.
 func runKeys(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, "usage: relay keys check [--config file.yaml ...] [--set key=value ...] [--provider NAME]")
+	const usage = "usage: relay keys check [--config file.yaml ...] [--set key=value ...] [--provider NAME] [--timeout D]"
+	switch {
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help"):
+		fmt.Fprintln(stdout, usage)
+		return nil
+	case len(args) == 0 || args[0] != "check":
+		fmt.Fprintln(stderr, usage)
 		return errors.New("keys: missing subcommand check")
 	}
 	fs := flag.NewFlagSet("relay keys check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var files, sets multiFlag
 	fs.Var(&files, "config", "YAML configuration `file` (a worker's); repeated, later files override earlier ones")
 	fs.Var(&sets, "set", "override one setting, `key=value` (repeatable)")
 	only := fs.String("provider", "", "check only the provider of this `name`")
 	timeout := fs.Duration("timeout", apikeys.DefaultCheckTimeout, "bound of each key's check")
-	if err := fs.Parse(args[1:]); err != nil {
+	if helped, err := parseFlags(fs, args[1:], stdout, stderr); helped || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -79,19 +79,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	fs := flag.NewFlagSet("relay "+sub, flag.ContinueOnError)
-	// -h and --help print the usage on stdout and succeed; a bad flag
-	// prints it on stderr and fails.
-	var flagOut bytes.Buffer
-	fs.SetOutput(&flagOut)
 	var files multiFlag
 	fs.Var(&files, "config", "YAML configuration `file`; repeated, later files override earlier ones (a list whole)")
 	var sets multiFlag
 	fs.Var(&sets, "set", "override one setting, `key=value` (repeatable), e.g. --set edge.listen=127.0.0.1:9090")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		_, err = flagOut.WriteTo(stdout)
-		return err
-	} else if err != nil {
-		flagOut.WriteTo(stderr)
+	if helped, err := parseFlags(fs, args, stdout, stderr); helped || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -192,6 +184,23 @@ subcommands:
                  (--provider NAME); fails if one is not verified
   version        print the version
 `)
+}
+
+// parseFlags parses args into fs. -h and --help print the usage on stdout
+// and succeed (helped: there is nothing else to do); a bad flag prints it
+// on stderr and fails. A custom fs.Usage writes to fs.Output().
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (helped bool, err error) {
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	err = fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		_, err = out.WriteTo(stdout)
+		return true, err
+	}
+	if err != nil {
+		out.WriteTo(stderr)
+	}
+	return false, err
 }
 
 type multiFlag []string

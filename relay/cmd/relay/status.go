@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,11 +46,8 @@ flags:
 // and prints it as tables, once or, with --watch, redrawn until a signal.
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("relay status", flag.ContinueOnError)
-	// --help prints on stdout and succeeds; a bad flag prints on stderr.
-	var flagOut bytes.Buffer
-	fs.SetOutput(&flagOut)
 	fs.Usage = func() {
-		fmt.Fprint(&flagOut, statusHelp)
+		fmt.Fprint(fs.Output(), statusHelp)
 		fs.PrintDefaults()
 	}
 	edgeURL := fs.String("edge", "http://127.0.0.1:8080", "base `URL` of an edge")
@@ -61,11 +57,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 10*time.Second, "bound of each request")
 	watch := fs.Bool("watch", false, "redraw the view in place every --interval until Ctrl-C or SIGTERM")
 	interval := fs.Duration("interval", 2*time.Second, "time between two reads with --watch")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		_, err = flagOut.WriteTo(stdout)
-		return err
-	} else if err != nil {
-		flagOut.WriteTo(stderr)
+	if helped, err := parseFlags(fs, args, stdout, stderr); helped || err != nil {
 		return err
 	}
 	switch {
