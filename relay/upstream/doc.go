@@ -17,8 +17,8 @@
 //	  body ends after a finish_reason → io.EOF, SawDone() == false
 //	  body ends before one            → error wrapping ErrTruncated
 //	  {"error":{...}} chunk           → error wrapping *OpenAIError
-//	  silence > FirstByteTimeout or
-//	  StallTimeout                    → error wrapping ErrStalled
+//	  silence > StallTimeout          → error wrapping ErrStalled
+//	  no byte within FirstByteTimeout → error wrapping ErrSilent (an ErrStalled)
 //	Classify(err)   → Transient | RequestFault | Credential | Canceled
 //
 // Transport (transport.go) carries the calls: HTTP/1.1, or HTTP/2 where TLS

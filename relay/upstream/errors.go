@@ -22,6 +22,11 @@ var (
 	// Client.StallTimeout; the request was cancelled to free the connection.
 	ErrStalled = errors.New("stream stalled")
 
+	// ErrSilent is the ErrStalled of a call that got no byte at all within
+	// Client.FirstByteTimeout: a provider that accepts connections and
+	// never answers. A worker moves on along the route after one.
+	ErrSilent = fmt.Errorf("%w before the first byte", ErrStalled)
+
 	// ErrClosed is returned by Stream.Next after Stream.Close. Closing is the
 	// caller's decision, so Classify calls it Canceled.
 	ErrClosed = errors.New("stream closed")

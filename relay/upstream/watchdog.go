@@ -104,7 +104,7 @@ func (w *watchdog) fire() {
 		w.cancel(fmt.Errorf("%w: no bytes for %v", ErrStalled, w.stall))
 		return
 	}
-	w.cancel(fmt.Errorf("%w: no first byte within %v", ErrStalled, w.first))
+	w.cancel(fmt.Errorf("%w: none within %v", ErrSilent, w.first))
 }
 
 // activityReader feeds the watchdog from the response body.

@@ -154,8 +154,14 @@ func (j *job) failedAttempt(state *routeState, i int, progress bool, out *outcom
 		state.closeProvider(c.Provider.Name)
 	default:
 		state.failed(i, progress, out.retryAfter)
-		if out.retryAfter > maxRetryAfter {
+		switch {
+		case out.retryAfter > maxRetryAfter:
 			state.close(i)
+		case errors.Is(out.err, upstream.ErrSilent):
+			// A provider that takes the call and says nothing for the
+			// whole first-byte bound is as good as down: the next step
+			// of the route is called rather than this one again.
+			state.spend(i)
 		}
 	}
 	next, ok = state.next(i)

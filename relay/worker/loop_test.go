@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/fleet"
@@ -314,5 +315,61 @@ func TestCostPricesEveryCall(t *testing.T) {
 	want := price2.Cost(end.Usage.PromptTokens, end.Usage.CompletionTokens)
 	if math.Abs(end.Cost-want) > 1e-9 || end.Usage.CompletionTokens != 20 {
 		t.Fatalf("cost %v, usage %+v; want %v for 20 completion tokens on mock-2", end.Cost, end.Usage, want)
+	}
+}
+
+// A provider that takes the call and sends nothing for the whole
+// first-byte bound is left after that one call: the next step of the
+// route answers, on the same provider entry or another. With no next
+// step, the same candidate is called again.
+func TestSilentProviderIsLeftAfterOneTimeout(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		providers func(string) []provider.Config
+		models    []provider.Model
+		want      []string // the gate's verdicts
+		provider  string   // of the answer's first chunk
+		model     string
+	}{
+		{"same entry", func(url string) []provider.Config {
+			return []provider.Config{{Name: "mock", BaseURL: url, Models: []string{"mock-1", "mock-2"}, Retry: fastRetry, FirstTokenTimeout: bound}}
+		}, []provider.Model{{Name: "mock-1", Fallbacks: []provider.Fallback{{Model: "mock-2"}}}},
+			[]string{"mock/mock-1:failure", "mock/mock-2:success"}, "mock", "mock-2"},
+		{"another entry", func(url string) []provider.Config {
+			return []provider.Config{
+				{Name: "a", BaseURL: url, Models: []string{"mock-1"}, Retry: fastRetry, FirstTokenTimeout: bound},
+				{Name: "b", BaseURL: url, Models: []string{"mock-1"}, Retry: fastRetry, FirstTokenTimeout: bound},
+			}
+		}, nil, []string{"a/mock-1:failure", "b/mock-1:success"}, "b", "mock-1"},
+		{"no next step", func(url string) []provider.Config {
+			return []provider.Config{{Name: "mock", BaseURL: url, Models: []string{"mock-1"}, Retry: fastRetry, FirstTokenTimeout: bound}}
+		}, nil, []string{"mock/mock-1:failure", "mock/mock-1:success"}, "mock", "mock-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := &recordingGate{}
+			h := start(t, setup{
+				mock:      mockupstream.Config{Tokens: 10, TokenInterval: -1},
+				providers: tc.providers,
+				models:    tc.models,
+				gate:      gate,
+			})
+			id := wire.NewStreamID()
+			content := "[[mock: stall_before=10s, times=1]] anyone?"
+			h.submit(id, content)
+
+			frames := h.waitEnd(id)
+			text, chunks := chunkText(t, frames)
+			if want := mockupstream.AnswerText(userMessages(content), 10); text != want {
+				t.Fatalf("text = %q\nwant   %q", text, want)
+			}
+			if c := chunks[0]; c.Provider != tc.provider || c.Model != tc.model || c.Attempt != 2 {
+				t.Fatalf("first chunk = %+v, want %s/%s at attempt 2", c, tc.provider, tc.model)
+			}
+			h.waitJob(id)
+			if got := gate.verdicts(); !slices.Equal(got, tc.want) {
+				t.Fatalf("gate reports %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

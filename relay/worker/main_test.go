@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/relaydev/relay/relay/relaytest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(relaytest.RunnersAwaited{M: m})
 }

@@ -9,7 +9,8 @@ import (
 // routeState is the retry budget of one request walking its route
 // (provider.Catalog.Route), and where its next attempt goes:
 //
-//   - a candidate (a model on a provider) gets up to its MaxRetries retries,
+//   - a candidate (a model on a provider) gets up to its MaxRetries retries
+//     (none after a call that got no byte within its first-byte bound),
 //     then the next open candidate of the route takes over, continuing the
 //     answer; with none left, retries go on where they are while the
 //     provider's budget lasts;
@@ -87,6 +88,10 @@ func (s *routeState) pace(i int, retryAfter time.Duration) bool {
 	s.pacedFor += retryAfter
 	return true
 }
+
+// spend uses up candidate i's retries: the route moves on to its next
+// open candidate, and stays on i only if it has none.
+func (s *routeState) spend(i int) { s.tries[i] = max(s.tries[i], s.route[i].MaxRetries+1) }
 
 // close takes candidate i out of the route.
 func (s *routeState) close(i int) { s.closed[i] = true }
