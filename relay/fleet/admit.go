@@ -105,7 +105,7 @@ func (a *admission) run(ctx context.Context) (Ticket, error) {
 				// the bound (its claim's deadline is far, its verdict near).
 				left, ok := a.mayWait()
 				if !ok || row.Value.Current() == breaker.Open && left < wait {
-					return a.refuse(ErrProviderOpen, min(wait, a.bcfg.Cooldown))
+					return a.refuse(ErrProviderOpen, breaker.Hint(row.Value, a.bcfg, wait))
 				}
 				a.joinLine()
 				if err := a.sleep(ctx, changed, min(wait, left)); err != nil {

@@ -137,12 +137,10 @@ func (v *View) AllOpen(route []provider.Candidate, now time.Time) (time.Duration
 	wait := time.Duration(-1)
 	for _, cand := range route {
 		w := time.Duration(0)
-		if cand.Provider.Breaker.Enabled() {
+		if cfg := cand.Provider.Breaker; cfg.Enabled() {
 			row, _ := v.Breakers.Get(ScopeOf(cand.Provider, cand.Model))
 			if d, bw := breaker.Decide(row.Value, now); d == breaker.Wait {
-				// A probe's verdict usually comes long before its claim
-				// expires: hint no more than a cooldown.
-				w = min(bw, cand.Provider.Breaker.WithDefaults().Cooldown)
+				w = breaker.Hint(row.Value, cfg, bw)
 			}
 		}
 		if w <= 0 {

@@ -225,6 +225,19 @@ func Decide(s State, now time.Time) (Decision, time.Duration) {
 	return Wait, s.ProbeDeadline.Sub(now)
 }
 
+// Hint is the wait a client refused by s is told to come back after
+// (Retry-After), Decide having said Wait for wait: an open breaker's whole
+// cooldown, doubled by each failed probe, is what is known of its
+// recovery; a probe's verdict usually comes long before its claim
+// expires, so for one under way no more than the cooldown it was let
+// through after.
+func Hint(s State, cfg Config, wait time.Duration) time.Duration {
+	if s.Current() == Open {
+		return wait
+	}
+	return min(wait, cfg.CooldownAfter(max(s.Trips, 1)))
+}
+
 // Recovering reports whether a closed breaker is within jitter of its
 // close after an outage, and the moment of that close: the anchor of the
 // fleet's spread.
