@@ -1,6 +1,7 @@
 package mockupstream
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +47,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	req, ok := s.decodeChat(w, r)
 	if !ok {
+		return
+	}
+	if s.refusedTooLong(w, "chat", req.Model, req.Messages, req.limit()) {
 		return
 	}
 	conv := resolveConversation(req.Messages, s.cfg.Tokens)
@@ -156,6 +160,10 @@ func (s *Server) faultsFor(messages []Message, n int) (faults, error) {
 	return f, nil
 }
 
+// limit is the answer's token limit the request sets, nil if none:
+// max_completion_tokens, else max_tokens.
+func (req chatRequest) limit() *int { return cmp.Or(req.MaxCompletionTokens, req.MaxTokens) }
+
 // plan decides the content of the response: the rest of the answer after
 // the client's prefix, preceded by the overlap fault's repeated text, cut
 // to max_tokens.
@@ -165,11 +173,7 @@ func (s *Server) plan(req chatRequest, conv conversation, f faults) reply {
 		tokens = append([]string{lastRunes(conv.prefix, f.overlap)}, tokens...)
 	}
 	finish := "stop"
-	limit := req.MaxTokens
-	if req.MaxCompletionTokens != nil {
-		limit = req.MaxCompletionTokens
-	}
-	if limit != nil && *limit < len(tokens) {
+	if limit := req.limit(); limit != nil && *limit < len(tokens) {
 		tokens, finish = tokens[:*limit], "length"
 	}
 	prompt := promptTokens(req.Messages)

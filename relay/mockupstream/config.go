@@ -46,6 +46,14 @@ type Config struct {
 	// test makes one provider's model fail. Empty means mock-1 and mock-2.
 	Models []string `koanf:"models"`
 
+	// ContextWindows gives models a context window in tokens: a request
+	// whose prompt (promptTokens) and max_tokens add up to more is refused
+	// with 400 as each provider refuses it (OpenAI's code
+	// context_length_exceeded, Anthropic's "prompt is too long"), before
+	// it counts in its conversation. A model without an entry takes any
+	// length.
+	ContextWindows map[string]int `koanf:"context_windows"`
+
 	// Faults is the server-wide fault spec, the same "key=value, ..." list
 	// that a [[mock: ...]] directive holds (see the package documentation).
 	// It applies to every chat request that carries no directive of its
@@ -94,6 +102,11 @@ func (c Config) validate() (faults, error) {
 			return faults{}, fmt.Errorf("mock_upstream.models[%d]: duplicate model %q", i, model)
 		}
 		seen[model] = true
+	}
+	for model, w := range c.ContextWindows {
+		if w < 1 {
+			return faults{}, fmt.Errorf("mock_upstream.context_windows.%s: must be at least 1, got %d", model, w)
+		}
 	}
 	if err := c.Weather.validate(); err != nil {
 		return faults{}, err

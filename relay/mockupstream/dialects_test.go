@@ -202,3 +202,31 @@ func wantClaudeError(t *testing.T, resp *http.Response, status int, typ string) 
 		t.Errorf("response: status %d, %+v (%v); want %d with an error of type %s", resp.StatusCode, body, err, status, typ)
 	}
 }
+
+func TestDialectsRefuseWhatTheContextWindowCannotHold(t *testing.T) {
+	_, ts := newTestServer(t, Config{Tokens: 8, TokenInterval: -1, ContextWindows: map[string]int{"mock-1": 30}})
+	long := conv(strings.Repeat("many words ", 20))
+	for _, d := range []upstream.Dialect{upstream.DialectChat, upstream.DialectAnthropic, upstream.DialectResponses} {
+		for _, limit := range []int{10, 28} {
+			_, _, _, err := relayStream(t, ts, d, "", conv("a short prompt"), "max_tokens", limit)
+			if limit == 10 && err != nil {
+				t.Errorf("%s: a request that fits: %v", d, err)
+			}
+			if limit == 28 {
+				needed, tooLong := upstream.TooLong(err)
+				if want := promptTokens(conv("a short prompt")) + limit; !tooLong || needed != want {
+					t.Errorf("%s: err = %v (too long: %v, %d tokens); want one the relay reads as too long, %d tokens", d, err, tooLong, needed, want)
+				}
+			}
+		}
+		_, _, _, err := relayStream(t, ts, d, "", long, "max_tokens", 10)
+		var se *upstream.StatusError
+		needed, tooLong := upstream.TooLong(err)
+		if !errors.As(err, &se) || se.Status != http.StatusBadRequest || !tooLong || needed < promptTokens(long) {
+			t.Errorf("%s: err = %v (too long: %v, %d tokens); want a 400 the relay reads as too long, at least %d tokens", d, err, tooLong, needed, promptTokens(long))
+		}
+		if _, _, _, err := relayStream(t, ts, d, "", long, "model", "mock-2", "max_tokens", 10); err != nil {
+			t.Errorf("%s: a model without a window refused a long request: %v", d, err)
+		}
+	}
+}

@@ -55,7 +55,10 @@
 //	{"error":{"message":"...","type":"invalid_request_error","param":null,"code":null}}
 //
 // An unknown model gets 404 with code "model_not_found"; a missing or wrong
-// API key gets 401 with code "invalid_api_key".
+// API key gets 401 with code "invalid_api_key"; a request longer than its
+// model's Config.ContextWindows entry gets 400 with code
+// "context_length_exceeded" (Anthropic's "prompt is too long" on
+// /v1/messages).
 //
 // # Answers
 //

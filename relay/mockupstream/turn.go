@@ -38,6 +38,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, t turn, fail di
 		fail(w, http.StatusBadRequest, fmt.Sprintf("max_tokens: must be at least 1, got %d", *t.maxTokens), "max_tokens")
 		return reply{}, faults{}, false
 	}
+	if s.refusedTooLong(w, t.dialect, t.model, t.messages, t.maxTokens) {
+		return reply{}, faults{}, false
+	}
 	conv := resolveConversation(t.messages, s.cfg.Tokens)
 	n := s.stats.conversation(conv.key, r.Header)
 	f, err := s.faultsFor(t.messages, n)
@@ -66,6 +69,34 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, t turn, fail di
 		return reply{}, faults{}, false
 	}
 	return s.plan(chatRequest{Model: t.model, Messages: t.messages, MaxTokens: t.maxTokens}, conv, f), f, true
+}
+
+// refusedTooLong answers 400 to a request of dialect ("chat", "responses"
+// or "messages") whose messages and maxTokens do not fit model's context
+// window, in the words its provider uses, and reports whether it did.
+func (s *Server) refusedTooLong(w http.ResponseWriter, dialect, model string, messages []Message, maxTokens *int) bool {
+	window, ok := s.cfg.ContextWindows[model]
+	prompt, answer := promptTokens(messages), 0
+	if maxTokens != nil {
+		answer = *maxTokens
+	}
+	needed := prompt + answer
+	switch {
+	case !ok || needed <= window:
+		return false
+	case dialect == "messages" && prompt > window:
+		writeClaudeError(w, http.StatusBadRequest, fmt.Sprintf("prompt is too long: %d tokens > %d maximum", prompt, window), "")
+		return true
+	case dialect == "messages":
+		writeClaudeError(w, http.StatusBadRequest, fmt.Sprintf("input length and `max_tokens` exceed context limit: %d + %d > %d, "+
+			"decrease input length or `max_tokens` and try again", prompt, answer, window), "")
+		return true
+	}
+	e := badRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. "+
+		"Please reduce the length of the messages.", window, needed), "messages")
+	e.Code = ptr("context_length_exceeded")
+	writeError(w, http.StatusBadRequest, e)
+	return true
 }
 
 // tokens paces and shapes the content tokens of a streamed reply the way

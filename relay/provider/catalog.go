@@ -116,6 +116,8 @@ type Candidate struct {
 	ContinuePrompt string
 	// Price is the model's price.
 	Price Price
+	// ContextWindow is the model's context_window, 0 if unknown.
+	ContextWindow int
 }
 
 // Route returns the candidates a request for model tries, in order; nil
@@ -181,6 +183,7 @@ func (c *Catalog) candidate(p Config, m string) Candidate {
 		Continuation:   p.continuation(s.Continuation),
 		ContinuePrompt: cmp.Or(s.ContinuePrompt, p.ContinuePrompt, DefaultContinuePrompt),
 		Price:          s.Price,
+		ContextWindow:  s.ContextWindow,
 	}
 }
 

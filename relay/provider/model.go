@@ -34,6 +34,13 @@ type Model struct {
 	// ContinuePrompt overrides the provider's prompt-mode message for this
 	// model. Zero: the provider's.
 	ContinuePrompt string `koanf:"continue_prompt"`
+	// ContextWindow is how many tokens the model takes, prompt and answer
+	// together. A request a provider refuses as too long for a model goes
+	// on along the route, past the steps whose window is no larger than
+	// what the refusal said the request needs (or, if it did not say, no
+	// larger than this one). Zero: unknown, and only steps on the same
+	// model are passed.
+	ContextWindow int `koanf:"context_window"`
 	// Price is what the model costs; the end of every stream reports the
 	// cost of its calls. Zero: not priced (cost 0).
 	Price Price `koanf:"price"`
@@ -106,6 +113,9 @@ func (m Model) validate(key string, providers map[string]Config, served func(str
 		case !p.Serves(f.Model):
 			return fmt.Errorf("%s.model: provider %q does not serve %q", fk, f.Provider, f.Model)
 		}
+	}
+	if m.ContextWindow < 0 {
+		return fmt.Errorf("%s.context_window: must not be negative", key)
 	}
 	if err := m.Continuation.validate(key + ".continuation"); err != nil {
 		return err

@@ -20,6 +20,7 @@
 //	  silence > StallTimeout          → error wrapping ErrStalled
 //	  no byte within FirstByteTimeout → error wrapping ErrSilent (an ErrStalled)
 //	Classify(err)   → Transient | RequestFault | Credential | Canceled
+//	TooLong(err)    → a RequestFault a model with a larger context window may take
 //
 // Transport (transport.go) carries the calls: HTTP/1.1, or HTTP/2 where TLS
 // settles it, and HTTP/2 without TLS (h2c) to a plain-http Target with

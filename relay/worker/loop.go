@@ -152,6 +152,11 @@ func (j *job) failedAttempt(state *routeState, i int, progress bool, out *outcom
 	case out.class == upstream.Credential:
 		// Every key of the provider was refused.
 		state.closeProvider(c.Provider.Name)
+	case out.class == upstream.RequestFault:
+		// Too long for the model (final lets no other request fault
+		// through): a step with a larger context window may take it.
+		needed, _ := upstream.TooLong(out.err)
+		state.outgrow(i, needed)
 	default:
 		state.failed(i, progress, out.retryAfter)
 		switch {
@@ -186,7 +191,8 @@ func (j *job) failedAttempt(state *routeState, i int, progress bool, out *outcom
 }
 
 // final reports whether no other attempt can change out: the answer is
-// finished, the stream lost or the job stopping, the request at fault, or
+// finished, the stream lost or the job stopping, the request at fault
+// (unless it is only too long for the model: a larger one may take it), or
 // the cut answer holds tool calls.
 func (out outcome) final(ctx context.Context, toolCalls bool) bool {
 	switch {
@@ -194,8 +200,11 @@ func (out outcome) final(ctx context.Context, toolCalls bool) bool {
 		return true
 	}
 	switch out.class {
-	case upstream.Canceled, upstream.RequestFault:
+	case upstream.Canceled:
 		return true
+	case upstream.RequestFault:
+		_, tooLong := upstream.TooLong(out.err)
+		return !tooLong || toolCalls
 	}
 	return toolCalls
 }

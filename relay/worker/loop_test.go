@@ -373,3 +373,68 @@ func TestSilentProviderIsLeftAfterOneTimeout(t *testing.T) {
 		})
 	}
 }
+
+func TestTooLongMovesToAModelWhoseWindowFits(t *testing.T) {
+	// mock-1 and mock-3 cannot hold the request, mock-2 can.
+	windows := map[string]int{"mock-1": 30, "mock-3": 40}
+	models := func(fallbacks ...string) []provider.Model {
+		m := []provider.Model{{Name: "mock-1", ContextWindow: 30}, {Name: "mock-3", ContextWindow: 40}}
+		for _, f := range fallbacks {
+			m[0].Fallbacks = append(m[0].Fallbacks, provider.Fallback{Model: f})
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name      string
+		providers func(string) []provider.Config
+		models    []provider.Model
+		want      []string // the gate's verdicts
+		status    int      // of a failed stream, 0 if it is answered
+	}{
+		{"same entry", func(url string) []provider.Config {
+			return []provider.Config{{Name: "mock", BaseURL: url, Models: []string{"mock-1", "mock-2", "mock-3"}, Retry: fastRetry}}
+		}, models("mock-3", "mock-2"), []string{"mock/mock-1:neutral", "mock/mock-2:success"}, 0},
+		{"another entry", func(url string) []provider.Config {
+			return []provider.Config{
+				{Name: "a", BaseURL: url, Models: []string{"mock-1", "mock-3"}, Retry: fastRetry, BackupProviders: []string{"b"}},
+				{Name: "b", BaseURL: url, Models: []string{"mock-1", "mock-2"}, Retry: fastRetry},
+			}
+		}, models("mock-3", "mock-2"), []string{"a/mock-1:neutral", "b/mock-2:success"}, 0},
+		{"no step fits", func(url string) []provider.Config {
+			return []provider.Config{{Name: "mock", BaseURL: url, Models: []string{"mock-1", "mock-2", "mock-3"}, Retry: fastRetry}}
+		}, models("mock-3"), []string{"mock/mock-1:neutral"}, http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := &recordingGate{}
+			h := start(t, setup{
+				mock:      mockupstream.Config{Tokens: 10, TokenInterval: -1, Models: []string{"mock-1", "mock-2", "mock-3"}, ContextWindows: windows},
+				providers: tc.providers,
+				models:    tc.models,
+				gate:      gate,
+			})
+			id := wire.NewStreamID()
+			content := strings.Repeat("a long question ", 12)
+			h.submit(id, content)
+
+			frames := h.waitEnd(id)
+			end := frames[len(frames)-1].Frame
+			if tc.status != 0 {
+				if end.Status != wire.StatusFailed || end.Error == nil || end.Error.Status != tc.status || !strings.Contains(end.Error.Message, "maximum context length") {
+					t.Fatalf("end = %+v (error %+v), want the provider's %d", end, end.Error, tc.status)
+				}
+			} else {
+				text, chunks := chunkText(t, frames)
+				if want := mockupstream.AnswerText(userMessages(content), 10); text != want || end.Status != wire.StatusDone {
+					t.Fatalf("text = %q (%s)\nwant   %q", text, end.Status, want)
+				}
+				if c := chunks[0]; c.Model != "mock-2" || c.Attempt != 2 {
+					t.Fatalf("first chunk = %+v, want mock-2 at attempt 2", c)
+				}
+			}
+			h.waitJob(id)
+			if got := gate.verdicts(); !slices.Equal(got, tc.want) {
+				t.Fatalf("gate reports %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -18,8 +18,9 @@ import (
 //     its candidates: every call after the first counts, whether a retry,
 //     a continuation or a fallback onto it;
 //   - the route only moves forward, and skips candidates that are closed:
-//     refused by the Gate, on a provider whose keys were all refused, or
-//     asking for a longer wait than the relay makes a client bear.
+//     refused by the Gate, on a provider whose keys were all refused,
+//     asking for a longer wait than the relay makes a client bear, or
+//     whose context window the request was found not to fit (outgrow).
 //
 // Calls that fix themselves at once (a rejected key replaced by the next,
 // a rejected prefill replaced by prompt mode) are not counted, nor are
@@ -92,6 +93,25 @@ func (s *routeState) pace(i int, retryAfter time.Duration) bool {
 // spend uses up candidate i's retries: the route moves on to its next
 // open candidate, and stays on i only if it has none.
 func (s *routeState) spend(i int) { s.tries[i] = max(s.tries[i], s.route[i].MaxRetries+1) }
+
+// outgrow takes out of the route candidate i, which refused the request as
+// too long for its context window, saying it needs needed tokens (0: it
+// did not say), and every later candidate that cannot fit it either: the
+// same model elsewhere, a model whose window is smaller than needed, or,
+// when needed is unknown, no larger than i's. A window not configured
+// fits.
+func (s *routeState) outgrow(i, needed int) {
+	model, window := s.route[i].Model, s.route[i].ContextWindow
+	for k := i; k < len(s.route); k++ {
+		w := s.route[k].ContextWindow
+		switch {
+		case s.route[k].Model == model,
+			w > 0 && needed > 0 && w < needed,
+			w > 0 && needed == 0 && window > 0 && w <= window:
+			s.closed[k] = true
+		}
+	}
+}
 
 // close takes candidate i out of the route.
 func (s *routeState) close(i int) { s.closed[i] = true }
