@@ -59,7 +59,7 @@ func (c *Coordinator) ramp(ctx context.Context, s *state, model string, cfg cana
 		if err != nil {
 			return cur, fleet.ErrNoChange
 		}
-		if e == nil && next.Seen == cur.Seen {
+		if e == nil && next.Seen == cur.Seen && next.Reason == cur.Reason {
 			return cur, fleet.ErrNoChange
 		}
 		ev = e

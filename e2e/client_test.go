@@ -109,6 +109,7 @@ func (s *sseStream) Close() { s.resp.Body.Close() }
 type chunkJSON struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
+	Model   string `json:"model"`
 	Choices []struct {
 		Delta struct {
 			Role    string `json:"role"`
@@ -123,15 +124,18 @@ type chunkJSON struct {
 		Code    string `json:"code"`
 	} `json:"error"`
 	Relay struct {
-		StreamID string    `json:"stream_id"`
-		Seq      uint64    `json:"seq"`
-		Status   string    `json:"status"`
-		Provider string    `json:"provider"`
-		Model    string    `json:"model"`
-		Attempt  int       `json:"attempt"`
-		Seam     wire.Seam `json:"seam"`
-		Attempts int       `json:"attempts"`
-		Cost     float64   `json:"cost"`
+		StreamID string `json:"stream_id"`
+		Seq      uint64 `json:"seq"`
+		Status   string `json:"status"`
+		Provider string `json:"provider"`
+		Model    string `json:"model"`
+		// RequestedModel is set when the model that answered is not
+		// the one asked for.
+		RequestedModel string    `json:"requested_model"`
+		Attempt        int       `json:"attempt"`
+		Seam           wire.Seam `json:"seam"`
+		Attempts       int       `json:"attempts"`
+		Cost           float64   `json:"cost"`
 	} `json:"relay"`
 }
 

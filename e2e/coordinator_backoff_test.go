@@ -56,7 +56,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 	}()
 	var pause wire.Pause
 	relaytest.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool {
-		row, ok := pauses.Get("mock")
+		row, ok := pauses.Get(mockOne)
 		pause = row.Value
 		return ok
 	})
@@ -67,7 +67,7 @@ func TestCoordinator429PausesEveryWorker(t *testing.T) {
 	// admitted before have left), none may call the provider.
 	relaytest.Eventually(t, 2*time.Second, time.Millisecond, func() bool {
 		for _, g := range c.gates {
-			if p, ok := g.Pause("mock"); !ok || !p.Until.Equal(pause.Until) {
+			if p, ok := g.Pause(mockOne); !ok || !p.Until.Equal(pause.Until) {
 				return false
 			}
 		}
@@ -218,7 +218,7 @@ func TestCoordinatorRetryBudgetCapsRetries(t *testing.T) {
 	denied, admitted := 0, 0
 	var perWorker []string
 	for i, g := range c.gates {
-		r, w := g.Stats().Retries["mock"], inWindow[i]
+		r, w := g.Stats().Retries[mockOne], inWindow[i]
 		denied += r.Denied
 		admitted += r.Requests
 		perWorker = append(perWorker, fmt.Sprintf("w%d %d/%d", i+1, r.Retries, r.Requests))
@@ -262,7 +262,7 @@ func budgetWindows(t *testing.T, c *system, since time.Time) []quota.Retries {
 			if err := json.Unmarshal(e.Value(), &r); err != nil || !r.At.After(since) {
 				return false
 			}
-			out[i] = r.Retries["mock"]
+			out[i] = r.Retries[mockOne]
 			return true
 		})
 	}

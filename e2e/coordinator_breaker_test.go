@@ -92,7 +92,7 @@ func TestCoordinatorHalfOpenOneProbe(t *testing.T) {
 	front := c.fronts["mock"]
 	log := c.watchBreaker("mock")
 	opened := c.trip(log, front)
-	learned := c.learnedOpen("mock")
+	learned := c.learnedOpen(mockOne)
 	front.down.Store(false)
 
 	stop := make(chan struct{})

@@ -97,7 +97,7 @@ func TestCoordinatorThunderingHerd(t *testing.T) {
 	down := time.Now()
 	front.down.Store(true)
 	opened := log.waitFor(t, breaker.Open, down, 30*time.Second)
-	learned := c.learnedOpen("mock")
+	learned := c.learnedOpen(mockOne)
 	time.Sleep(outage - time.Since(down)) // the outage itself, not a wait for something
 	front.down.Store(false)
 	up := time.Now()

@@ -218,10 +218,16 @@ type breakerLog struct {
 	phases []phaseAt
 }
 
-func (c *system) watchBreaker(scope string) *breakerLog {
+// mockOne is the scope of mock-1 on provider mock: its breaker, pause and
+// retry budget.
+var mockOne = wire.ScopeKey("mock", "mock-1")
+
+// watchBreaker follows the breaker of mock-1, the model the tests call,
+// on provider.
+func (c *system) watchBreaker(provider string) *breakerLog {
 	c.t.Helper()
 	l := &breakerLog{}
-	tab := fleet.NewTable[breaker.State](c.kv(wire.BreakerBucket), nil, scope)
+	tab := fleet.NewTable[breaker.State](c.kv(wire.BreakerBucket), nil, wire.ScopeKey(provider, "mock-1"))
 	tab.OnChange = func(_ string, row fleet.Row[breaker.State], ok bool) {
 		l.mu.Lock()
 		l.phases = append(l.phases, phaseAt{at: time.Now(), state: row.Value})

@@ -123,7 +123,7 @@ func (s *system) startProcesses() {
 		t.Fatal(err)
 	}
 	w := o.Mock.Weather
-	s.mockProc, err = h.Start(ctx, procs.Role{Role: procs.MockUpstream, Settings: procs.Settings{
+	mock := procs.Settings{
 		"log.format":                         "json",
 		"mock_upstream.tokens":               o.Mock.Tokens,
 		"mock_upstream.token_interval":       o.Mock.TokenInterval.String(),
@@ -132,7 +132,11 @@ func (s *system) startProcesses() {
 		"mock_upstream.weather.stall_for":    w.StallFor.String(),
 		"mock_upstream.weather.rate_limited": w.RateLimited,
 		"mock_upstream.weather.retry_after":  w.RetryAfter.String(),
-	}})
+	}
+	if o.Mock.ContextWindows != nil {
+		mock["mock_upstream.context_windows"] = o.Mock.ContextWindows
+	}
+	s.mockProc, err = h.Start(ctx, procs.Role{Role: procs.MockUpstream, Settings: mock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +147,9 @@ func (s *system) startProcesses() {
 		provider.BaseURL = "http://" + s.proxy.addr() + "/v1"
 	}
 	s.providers = []procs.Provider{provider}
+	if o.ProvidersOf != nil {
+		s.providers = o.ProvidersOf(provider)
+	}
 
 	s.listenToFrames()
 	if o.Coordinator {
@@ -163,7 +170,7 @@ func (s *system) startProcesses() {
 // settings, JSON logs, and extra on top.
 func (s *system) startRole(ctx context.Context, role string, extra procs.Settings) *procs.Process {
 	s.t.Helper()
-	settings := merged(procs.Settings{"log.format": "json"}, s.o.Streams, extra)
+	settings := merged(procs.Settings{"log.format": "json"}, s.o.Settings, extra)
 	p, err := s.procs.Start(ctx, procs.Role{Role: role, NATS: procs.URLs(s.natsProcs...), Providers: s.providers, Settings: settings})
 	if err != nil {
 		s.t.Fatal(err)

@@ -119,8 +119,8 @@ type options struct {
 	Processes bool
 	// ClusterNodes: 0 runs one nats-server, 3 a three-node cluster.
 	ClusterNodes int
-	// Streams are streams.* settings, given to every role.
-	Streams procs.Settings
+	// Settings are given to every role: streams.*, models.
+	Settings procs.Settings
 	// EdgeSettings and WorkerSettings are settings of every edge and
 	// every worker.
 	EdgeSettings, WorkerSettings procs.Settings
@@ -130,6 +130,10 @@ type options struct {
 	// ProviderType is the provider's type: the dialect the workers speak
 	// to the fake upstream (zero: openai, chat completions).
 	ProviderType string
+	// ProvidersOf, if set, makes the providers every role is given from
+	// the fake upstream's (zero: it alone, as mock serving mock-1 and
+	// mock-2).
+	ProvidersOf func(mock procs.Provider) []procs.Provider
 }
 
 // fastRetry keeps backoff short; the delays themselves are the backoff
@@ -158,7 +162,7 @@ func start(t *testing.T, o options) *system {
 	}
 	o.Coordinator = o.Coordinator || o.Secured
 	inProcess := o.Tune != nil || o.Record || o.Fleet || o.Secured || o.NATS != nil || o.NATSPassword != "" || o.MockLater || o.Logs != nil || len(o.Providers) > 1
-	processes := o.ClusterNodes > 0 || o.Streams != nil || o.EdgeSettings != nil || o.WorkerSettings != nil || o.Proxy || o.ProviderType != ""
+	processes := o.ClusterNodes > 0 || o.Settings != nil || o.EdgeSettings != nil || o.WorkerSettings != nil || o.Proxy || o.ProviderType != "" || o.ProvidersOf != nil
 	switch {
 	case o.Processes && inProcess, !o.Processes && processes:
 		t.Fatalf("options: %+v mixes in-process options with options of Processes", o)

@@ -153,7 +153,7 @@ func TestProcessWorkerDrainHandsOver(t *testing.T) {
 	const tokens, streams = 100, 3
 	s := start(t, options{Processes: true,
 		Mock: mockupstream.Config{Tokens: tokens, TokenInterval: 40 * time.Millisecond}, Edges: 1, Workers: 1,
-		Streams:        procs.Settings{"streams.ack_wait": "10s"},
+		Settings:       procs.Settings{"streams.ack_wait": "10s"},
 		WorkerSettings: procs.Settings{"worker.drain_timeout": "1s", "worker.liveness_timeout": "5s"},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -152,7 +152,7 @@ func tripBreaker(t *testing.T, r regionRun) {
 // breakerPhase is the phase of provider "mock"'s breaker as kv sees it.
 func breakerPhase(t *testing.T, kv jetstream.KeyValue) breaker.Phase {
 	t.Helper()
-	e, err := kv.Get(context.Background(), "mock")
+	e, err := kv.Get(context.Background(), mockOne)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return breaker.Closed
 	}
@@ -202,7 +202,7 @@ func TestRegionBreakerOpenedInAEnforcedInB(t *testing.T) {
 		t.Fatal("a region's stream was stored in the other region")
 	}
 
-	w, err := sharedKV(t, a, wire.BreakerBucket).Watch(context.Background(), "mock", jetstream.UpdatesOnly())
+	w, err := sharedKV(t, a, wire.BreakerBucket).Watch(context.Background(), mockOne, jetstream.UpdatesOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

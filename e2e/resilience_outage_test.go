@@ -87,7 +87,7 @@ func TestOutageIsAQueue(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	opened := log.waitFor(t, breaker.Open, down, outage).state
-	learned := c.learnedOpen("mock")
+	learned := c.learnedOpen(mockOne)
 	wg.Wait()
 
 	var slowest time.Duration

@@ -40,7 +40,7 @@ func TestBudgetLetsAQuietClusterRetry(t *testing.T) {
 		t.Fatalf("took %v", took)
 	}
 	s := c.gates[0].Stats()
-	if r := s.Retries["mock"]; r.Denied != 0 || len(s.Transitions) != 0 {
+	if r := s.Retries[mockOne]; r.Denied != 0 || len(s.Transitions) != 0 {
 		t.Fatalf("retries %+v, breaker transitions %v: want none refused, none made", r, s.Transitions)
 	}
 }
@@ -94,7 +94,7 @@ func TestBreakerStaysClosedInWeather(t *testing.T) {
 	if evs := c.events.transitions(""); len(evs) != 0 {
 		t.Fatalf("the breaker moved in weather: %v", evs)
 	}
-	denied := c.gates[0].Stats().Retries["mock"].Denied
+	denied := c.gates[0].Stats().Retries[mockOne].Denied
 	t.Logf("%d requests, %d calls, %d retries refused by the budget; statuses %v", requests, calls, denied, statuses)
 	if statuses[http.StatusOK] != requests || calls < requests+20 || denied != 0 {
 		t.Fatalf("statuses %v over %d calls, %d retries refused: want every request done after its retries", statuses, calls, denied)

@@ -52,6 +52,11 @@ func (s *Server) admitGeneration(ctx context.Context, tenant string, req chatReq
 	if !req.FailFast {
 		return nil
 	}
+	if m, ok := s.catalog.ModelSettings(req.Model); ok && m.Cache.For(tenant) {
+		// A kept answer may serve it: the worker, asked to fail fast,
+		// answers from it or refuses at once.
+		return nil
+	}
 	if wait, open := cs.view.AllOpen(s.catalog.Route(req.Model), time.Now()); open {
 		return &wire.Error{
 			Message:      "No provider can take the request now: every provider of " + req.Model + " is unavailable (circuit breaker open).",

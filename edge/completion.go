@@ -222,7 +222,7 @@ func (c *completion) object(v view, end chunklog.Entry) completionObject {
 		ID:                v.completionID(),
 		Object:            "chat.completion",
 		Created:           v.meta.Created,
-		Model:             v.meta.Model,
+		Model:             v.answeredBy(&end.Frame, c.model),
 		SystemFingerprint: c.fingerprint,
 		Choices:           []completionChoice{{Message: msg, Logprobs: wire.MergeLogprobs(c.logprobs)}},
 		Usage:             end.Frame.Usage,

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -59,6 +60,8 @@ type messageEvents struct {
 	calls map[int]int
 	// endFrame is the end frame, once rendered.
 	endFrame *wire.Frame
+	// model is the model of the latest chunk: the one answering.
+	model string
 }
 
 // newMessageEvents renders stream v, writing the events after number
@@ -182,6 +185,7 @@ func (m *messageEvents) ping(out *sseWriter) {
 }
 
 func (m *messageEvents) chunk(out *sseWriter, f wire.Frame) {
+	m.model = cmp.Or(f.Model, m.model)
 	if f.Seam != "" && m.open >= 0 && m.blocks[m.open].typ == "thinking" {
 		m.stop(out)
 	}
@@ -302,9 +306,10 @@ func (m *messageEvents) message() messageObject {
 		ID:      messageID(m.v.id),
 		Type:    "message",
 		Role:    "assistant",
-		Model:   m.v.meta.Model,
+		Model:   m.v.answeredBy(m.endFrame, m.model),
 		Content: make([]any, len(m.blocks)),
 	}
+	msg.Relay = m.v.relayOf(msg.Model)
 	for i, b := range m.blocks {
 		msg.Content[i] = b.object(true)
 	}

@@ -34,6 +34,9 @@ type messageObject struct {
 	// its stop_reason is null then. Not one of Anthropic's fields: SDKs
 	// keep it as an extra property.
 	Error *anthropicErrorInner `json:"error,omitempty"`
+	// Relay names the model the client asked for when another one
+	// answered (a fallback); not one of Anthropic's fields either.
+	Relay *modelRelay `json:"relay,omitempty"`
 }
 
 // messageUsage is Anthropic's usage, whose input_tokens leaves out the

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"net/http"
 
@@ -110,13 +111,16 @@ func withMembers(obj []byte, extra json.RawMessage) []byte {
 
 // chunkRelay says where a chunk is in the stream and who generated it.
 type chunkRelay struct {
-	StreamID string    `json:"stream_id"`
-	Seq      uint64    `json:"seq"`
-	Cursor   string    `json:"cursor"`
-	Provider string    `json:"provider"`
-	Model    string    `json:"model"`
-	Attempt  int       `json:"attempt"`
-	Seam     wire.Seam `json:"seam,omitempty"`
+	StreamID string `json:"stream_id"`
+	Seq      uint64 `json:"seq"`
+	Cursor   string `json:"cursor"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	// RequestedModel is the model the client asked for, when another
+	// one answered (a fallback).
+	RequestedModel string    `json:"requested_model,omitempty"`
+	Attempt        int       `json:"attempt"`
+	Seam           wire.Seam `json:"seam,omitempty"`
 	// Status is "cached" in the chunks of an answer replayed from the
 	// cache (cached.go), and absent otherwise.
 	Status wire.Status `json:"status,omitempty"`
@@ -127,6 +131,45 @@ type chunkRelay struct {
 	ResumeToken string `json:"resume_token,omitempty"`
 }
 
+// answering is the model that generated chunk f, or finished the answer
+// an end frame f ends: what a provider's own objects name as their model.
+// It is the model asked for when f does not say (a failed stream).
+func (v view) answering(f wire.Frame) string { return cmp.Or(f.Model, v.meta.Model) }
+
+// answeredBy is the model an object rendered so far names: the one that
+// finished the answer (end, once rendered), else the latest chunk's
+// (last), else the model asked for.
+func (v view) answeredBy(end *wire.Frame, last string) string {
+	if end != nil && end.Model != "" {
+		return end.Model
+	}
+	return cmp.Or(last, v.meta.Model)
+}
+
+// modelRelay is the relay member of a Response or a Message whose model
+// is not the one asked for.
+type modelRelay struct {
+	RequestedModel string `json:"requested_model"`
+}
+
+// relayOf is the relay member of an object that names model: nil when
+// that is the model asked for.
+func (v view) relayOf(model string) *modelRelay {
+	if model == v.meta.Model {
+		return nil
+	}
+	return &modelRelay{RequestedModel: v.meta.Model}
+}
+
+// requested is the model the client asked for if another one generated
+// f, else "".
+func (v view) requested(f wire.Frame) string {
+	if f.Model == "" || f.Model == v.meta.Model {
+		return ""
+	}
+	return v.meta.Model
+}
+
 // endRelay describes how a stream ended.
 type endRelay struct {
 	StreamID string      `json:"stream_id"`
@@ -135,6 +178,9 @@ type endRelay struct {
 	Status   wire.Status `json:"status"`
 	Attempts int         `json:"attempts"`
 	Cost     float64     `json:"cost"`
+	// RequestedModel is the model the client asked for, when another
+	// one finished the answer.
+	RequestedModel string `json:"requested_model,omitempty"`
 	// ResumeToken is in the first event of a stream a POST started.
 	ResumeToken string `json:"resume_token,omitempty"`
 }
@@ -186,20 +232,21 @@ func (v view) chunk(e chunklog.Entry) chunkObject {
 		ID:                v.completionID(),
 		Object:            "chat.completion.chunk",
 		Created:           v.meta.Created,
-		Model:             v.meta.Model,
+		Model:             v.answering(f),
 		SystemFingerprint: f.SystemFingerprint,
 		Choices:           []chunkChoice{{Delta: delta, Logprobs: f.Logprobs, extra: f.ChoiceExtra}},
 		extra:             f.ChunkExtra,
 		Relay: chunkRelay{
-			StreamID:    v.id,
-			Seq:         f.Seq,
-			Cursor:      cursorOf(e).String(),
-			Provider:    f.Provider,
-			Model:       f.Model,
-			Attempt:     f.Attempt,
-			Seam:        f.Seam,
-			Status:      relayStatus(f),
-			LogprobsGap: f.LogprobsGap,
+			StreamID:       v.id,
+			Seq:            f.Seq,
+			Cursor:         cursorOf(e).String(),
+			Provider:       f.Provider,
+			Model:          f.Model,
+			RequestedModel: v.requested(f),
+			Attempt:        f.Attempt,
+			Seam:           f.Seam,
+			Status:         relayStatus(f),
+			LogprobsGap:    f.LogprobsGap,
 
 			ResumeToken: v.resumeToken,
 		},
@@ -214,7 +261,7 @@ func (v view) final(e chunklog.Entry) chunkObject {
 		ID:      v.completionID(),
 		Object:  "chat.completion.chunk",
 		Created: v.meta.Created,
-		Model:   v.meta.Model,
+		Model:   v.answering(e.Frame),
 		Choices: []chunkChoice{{FinishReason: &reason}},
 		Usage:   e.Frame.Usage,
 		Relay:   v.endRelay(e),
@@ -229,6 +276,8 @@ func (v view) endRelay(e chunklog.Entry) endRelay {
 		Status:   relayStatus(e.Frame),
 		Attempts: e.Frame.Attempts,
 		Cost:     e.Frame.Cost,
+
+		RequestedModel: v.requested(e.Frame),
 
 		ResumeToken: v.resumeToken,
 	}

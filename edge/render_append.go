@@ -48,21 +48,22 @@ func (v view) appendCommon(b []byte, e chunklog.Entry) ([]byte, bool) {
 	return b, false
 }
 
-// appendHead appends the members every chunk begins with, after its '{'.
-func (v view) appendHead(b []byte) []byte {
+// appendHead appends the members every chunk begins with, after its '{':
+// model is the model the chunk names.
+func (v view) appendHead(b []byte, model string) []byte {
 	b = append(b, `{"id":"chatcmpl-`...)
 	b = wire.AppendJSONChars(b, v.id)
 	b = append(b, `","object":"chat.completion.chunk","created":`...)
 	b = strconv.AppendInt(b, v.meta.Created, 10)
 	b = append(b, `,"model":`...)
-	return wire.AppendJSONString(b, v.meta.Model)
+	return wire.AppendJSONString(b, model)
 }
 
 // appendChunk appends what view.chunk renders for a chunk frame without
 // raw members.
 func (v view) appendChunk(b []byte, e chunklog.Entry) []byte {
 	f := &e.Frame
-	b = v.appendHead(b)
+	b = v.appendHead(b, v.answering(*f))
 	if f.SystemFingerprint != "" {
 		b = append(b, `,"system_fingerprint":`...)
 		b = wire.AppendJSONString(b, f.SystemFingerprint)
@@ -87,6 +88,7 @@ func (v view) appendChunk(b []byte, e chunklog.Entry) []byte {
 	b = wire.AppendJSONString(b, f.Provider)
 	b = append(b, `,"model":`...)
 	b = wire.AppendJSONString(b, f.Model)
+	b = appendOptString(b, "requested_model", v.requested(*f))
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(f.Attempt), 10)
 	b = appendOptString(b, "seam", string(f.Seam))
@@ -103,7 +105,7 @@ func (v view) appendChunk(b []byte, e chunklog.Entry) []byte {
 func (v view) appendFinal(b []byte, e chunklog.Entry) ([]byte, bool) {
 	f := &e.Frame
 	start := len(b)
-	b = v.appendHead(b)
+	b = v.appendHead(b, v.answering(*f))
 	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
 	b = wire.AppendJSONString(b, finishReason(*f))
 	b = append(b, "}]"...)
@@ -126,6 +128,7 @@ func (v view) appendFinal(b []byte, e chunklog.Entry) ([]byte, bool) {
 	if !ok {
 		return b[:start], false
 	}
+	b = appendOptString(b, "requested_model", v.requested(*f))
 	b = appendOptString(b, "resume_token", v.resumeToken)
 	return append(b, "}}"...), true
 }

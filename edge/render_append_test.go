@@ -137,8 +137,8 @@ func TestRenderAppendKnowsEveryField(t *testing.T) {
 		{chunkObject{}, []string{"id", "object", "created", "model", "system_fingerprint", "choices", "usage", "relay"}},
 		{chunkChoice{}, []string{"index", "delta", "logprobs", "finish_reason"}},
 		{chunkDelta{}, []string{"role", "content", "reasoning_content", "refusal", "tool_calls", "annotations"}},
-		{chunkRelay{}, []string{"stream_id", "seq", "cursor", "provider", "model", "attempt", "seam", "status", "logprobs_gap", "resume_token"}},
-		{endRelay{}, []string{"stream_id", "seq", "cursor", "status", "attempts", "cost", "resume_token"}},
+		{chunkRelay{}, []string{"stream_id", "seq", "cursor", "provider", "model", "requested_model", "attempt", "seam", "status", "logprobs_gap", "resume_token"}},
+		{endRelay{}, []string{"stream_id", "seq", "cursor", "status", "attempts", "cost", "requested_model", "resume_token"}},
 		{wire.Usage{}, []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details", "server_tool_use"}},
 	} {
 		typ := reflect.TypeOf(c.v)

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 
@@ -55,6 +56,8 @@ type responseEvents struct {
 	// endFrame is the end frame, once rendered.
 	started  bool
 	endFrame *wire.Frame
+	// model is the model of the latest chunk: the one answering.
+	model string
 }
 
 // newResponseEvents renders stream v, writing the events after sequence
@@ -202,6 +205,7 @@ func (r *responseEvents) cut(out *sseWriter, e *wire.Error) {
 }
 
 func (r *responseEvents) chunk(out *sseWriter, f wire.Frame) {
+	r.model = cmp.Or(f.Model, r.model)
 	if f.Reasoning != "" {
 		r.closeOpen(out, &r.msg)
 		it := r.reasoning(out)
@@ -317,13 +321,14 @@ func (r *responseEvents) response() responseObject {
 		ID:                responseID(r.v.id),
 		Object:            "response",
 		CreatedAt:         r.v.meta.Created,
-		Model:             r.v.meta.Model,
+		Model:             r.v.answeredBy(r.endFrame, r.model),
 		Output:            make([]any, len(r.items)),
 		ParallelToolCalls: true,
 		ToolChoice:        "auto",
 		Tools:             []any{},
 		Metadata:          map[string]string{},
 	}
+	resp.Relay = r.v.relayOf(resp.Model)
 	for i, it := range r.items {
 		resp.Output[i] = it.object(true)
 	}

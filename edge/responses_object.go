@@ -29,6 +29,9 @@ type responseObject struct {
 	Tools             []any              `json:"tools"`
 	Usage             *responseUsage     `json:"usage"`
 	Metadata          map[string]string  `json:"metadata"`
+	// Relay names the model the client asked for when another one
+	// answered (a fallback); not one of OpenAI's fields.
+	Relay *modelRelay `json:"relay,omitempty"`
 }
 
 // Statuses of a Response and of its output items.

@@ -59,7 +59,7 @@ func (b *bench) breakers(ctx context.Context) ([]figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	scope := wire.ScopeKey(breakerModel, "")
+	scope := wire.ScopeKey(breakerModel, breakerModel)
 	watch, err := kv.Watch(ctx, scope, jetstream.UpdatesOnly())
 	if err != nil {
 		return nil, err

@@ -144,7 +144,8 @@ func (b *bench) startHedgeSystem(ctx context.Context) (*system, error) {
 		sys.mocks[name] = p
 		sys.providers = append(sys.providers, p.Provider(name, s.plain, s.hedged))
 	}
-	models := []map[string]any{{"name": s.hedged, "first_token_sla": s.sla.String(), "hedge_budget": s.budget}}
+	// plain turns off the hedging every model has by default.
+	models := []map[string]any{{"name": s.hedged, "first_token_sla": s.sla.String(), "hedge_budget": s.budget}, {"name": s.plain, "first_token_sla": "-1s"}}
 	wk, err := b.h.Start(ctx, procs.Role{
 		Role: procs.Worker, Name: "hedge-worker", NATS: b.nats, Providers: sys.providers,
 		Settings: procs.Settings{"worker.max_inflight": 4 * s.concurrency, "models": models},

@@ -257,7 +257,7 @@ func (g *SharedGate) settle(p provider.Config, reserved float64, tokens int) {
 	}
 }
 
-// budget counts the call in the provider's retry budget, refusing a retry
+// budget counts the call in its scope's retry budget, refusing a retry
 // the budget has no room for. A call that continues an answer its
 // provider was streaming is neither counted nor refused: the budget keeps
 // retries off a provider that fails, and this one answers. Nor is a call
@@ -266,15 +266,12 @@ func (a *admission) budget() error {
 	g := a.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	b := g.budgets[a.p.Name]
-	if b == nil {
-		return nil
-	}
+	b := g.budgetOf(a.p, a.scope)
 	now := time.Now()
-	total := g.budgeted[a.p.Name]
+	total := g.budgeted[a.scope]
 	if total == nil {
 		total = &quota.Retries{}
-		g.budgeted[a.p.Name] = total
+		g.budgeted[a.scope] = total
 	}
 	if !a.info.Retry {
 		b.Request(now)
@@ -285,7 +282,7 @@ func (a *admission) budget() error {
 		return nil
 	}
 	if !b.Retry(now) {
-		g.denied["budget:"+a.p.Name]++
+		g.denied["budget:"+a.scope]++
 		_, err := a.refuse(ErrRetryBudget, 0)
 		return err
 	}
@@ -302,11 +299,10 @@ func (a *admission) budgetAllows() bool {
 	}
 	a.g.mu.Lock()
 	defer a.g.mu.Unlock()
-	b := a.g.budgets[a.p.Name]
-	if b == nil || b.CanRetry(time.Now()) {
+	if a.g.budgetOf(a.p, a.scope).CanRetry(time.Now()) {
 		return true
 	}
-	a.g.denied["budget:"+a.p.Name]++
+	a.g.denied["budget:"+a.scope]++
 	return false
 }
 

@@ -58,8 +58,9 @@ type Report struct {
 type CallInfo struct {
 	// StreamID is the request's stream.
 	StreamID string
-	// Retry: the request called this provider before, so this call is a
-	// retry (or a continuation) on it, which a retry budget counts.
+	// Retry: the request called this scope (ScopeOf: the model on the
+	// provider, or the provider) before, so this call is a retry (or a
+	// continuation) on it, which the scope's retry budget counts.
 	Retry bool
 	// AfterContent: the request's previous call streamed content before
 	// it was cut or stalled, and this call continues that answer. The
@@ -80,8 +81,9 @@ type CallInfo struct {
 	// to its client waits like any other: its stream is open.
 	FailFast bool
 	// Alternatives is how many later candidates of the route are still
-	// open: with one, a refusal moves the request on at once, so a gate
-	// should not make it wait.
+	// open, or 1 for a request with none that has a kept answer to fall
+	// back on: with one, a refusal moves the request on at once, so a
+	// gate should not make it wait.
 	Alternatives int
 }
 

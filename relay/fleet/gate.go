@@ -55,7 +55,7 @@ type SharedGate struct {
 	mu      sync.Mutex
 	scopes  map[string]*scopeState
 	budgets map[string]*quota.Budget
-	// budgeted counts, by provider, the requests and retries the budgets
+	// budgeted counts, by scope, the requests and retries the budgets
 	// admitted since the gate started (the budgets only know their window).
 	budgeted map[string]*quota.Retries
 	denied   map[string]int
@@ -140,9 +140,19 @@ func NewSharedGate(ctx context.Context, cfg SharedGateConfig, deps SharedGateDep
 		if p.RateLimit.TPM > 0 {
 			g.quotas.Declare(quota.ProviderTPM(tok), float64(p.RateLimit.TPM), p.RateLimit, true)
 		}
-		g.budgets[p.Name] = quota.NewBudget(p.RetryBudget)
 	}
 	return g, nil
+}
+
+// budgetOf is the retry budget of scope (ScopeOf) on p, made at its first
+// call. g.mu must be held.
+func (g *SharedGate) budgetOf(p provider.Config, scope string) *quota.Budget {
+	b := g.budgets[scope]
+	if b == nil {
+		b = quota.NewBudget(p.RetryBudget)
+		g.budgets[scope] = b
+	}
+	return b
 }
 
 func randomID() string {
@@ -202,7 +212,7 @@ type GateStats struct {
 	// Calls by "<provider>/<model>".
 	Calls map[string]quota.Calls
 	// Retries are what the retry budgets admitted and refused since the
-	// gate started, by provider. A request handed over from another
+	// gate started, by scope (ScopeOf). A request handed over from another
 	// worker counts as a request here: its first call on this worker.
 	Retries map[string]quota.Retries
 }

@@ -44,6 +44,10 @@ func sharedGate(t *testing.T, p provider.Config, models ...provider.Model) (*Sha
 	return g, js
 }
 
+// pm is the scope of model m on provider p, which most tests call: its
+// breaker, pause and retry budget.
+var pm = wire.ScopeKey("p", "m")
+
 func putState(t *testing.T, js jetstream.JetStream, bucket, key string, v any) {
 	t.Helper()
 	kv, err := js.KeyValue(context.Background(), bucket)
@@ -70,7 +74,7 @@ func TestSharedGateTripsAndRefusesNewRequests(t *testing.T) {
 		}
 		tk.Done(fail)
 	}
-	if b := g.Breaker("p"); b.Current() != breaker.Open || b.By != "w1" {
+	if b := g.Breaker(pm); b.Current() != breaker.Open || b.By != "w1" {
 		t.Fatalf("breaker %+v after %d failures", b, breaker.DefaultFailures)
 	}
 	start := time.Now()
@@ -133,12 +137,12 @@ func TestSharedGateOpensOnAnOutageNotOnWeather(t *testing.T) {
 		}
 		tk.Done(r)
 	}
-	if s := g.Stats(); s.Transitions["closed->open"] != 0 || g.Breaker("p").Current() != breaker.Closed {
-		t.Fatalf("weather moved the breaker: %+v, transitions %v", g.Breaker("p"), s.Transitions)
+	if s := g.Stats(); s.Transitions["closed->open"] != 0 || g.Breaker(pm).Current() != breaker.Closed {
+		t.Fatalf("weather moved the breaker: %+v, transitions %v", g.Breaker(pm), s.Transitions)
 	}
 
 	refused := Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("connection refused")}
-	for i := 1; g.Breaker("p").Current() == breaker.Closed; i++ {
+	for i := 1; g.Breaker(pm).Current() == breaker.Closed; i++ {
 		if i > breaker.DefaultFailures {
 			t.Fatalf("still closed after %d refused connections", i-1)
 		}
@@ -148,7 +152,7 @@ func TestSharedGateOpensOnAnOutageNotOnWeather(t *testing.T) {
 		}
 		tk.Done(refused)
 	}
-	if b := g.Breaker("p"); !strings.HasPrefix(b.Reason, fmt.Sprintf("%d failures in a row", breaker.DefaultFailures)) {
+	if b := g.Breaker(pm); !strings.HasPrefix(b.Reason, fmt.Sprintf("%d failures in a row", breaker.DefaultFailures)) {
 		t.Fatalf("opened by %q", b.Reason)
 	}
 	for range 20 {
@@ -174,11 +178,11 @@ func TestSharedGateOpensOnAnOutageNotOnWeather(t *testing.T) {
 	}
 }
 
-// With breaker.per_model, each model of the provider has a breaker and a
-// shared pause of its own: one model's failures and Retry-After leave the
-// other model alone.
-func TestSharedGatePerModelBreaker(t *testing.T) {
-	g, js := sharedGate(t, provider.Config{Models: []string{"m1", "m2"}, Breaker: breaker.Config{Cooldown: time.Minute, PerModel: true}})
+// By default each model of the provider has a breaker and a shared pause
+// of its own: one model's failures and Retry-After leave the other model
+// alone.
+func TestSharedGateBreakerIsPerModelByDefault(t *testing.T) {
+	g, js := sharedGate(t, provider.Config{Models: []string{"m1", "m2"}, Breaker: breaker.Config{Cooldown: time.Minute}})
 	ctx := context.Background()
 	for range breaker.DefaultFailures {
 		tk, err := g.Admit(ctx, "p", "m1")
@@ -220,8 +224,8 @@ func TestSharedGateWaitsThenSpreads(t *testing.T) {
 	const jitter = 300 * time.Millisecond
 	g, js := sharedGate(t, provider.Config{Breaker: breaker.Config{Cooldown: time.Second, RecoveryJitter: jitter, MaxWait: 5 * time.Second}})
 	now := time.Now()
-	putState(t, js, wire.BreakerBucket, "p", breaker.State{Phase: breaker.Open, Since: now, Trips: 1, Until: now.Add(300 * time.Millisecond)})
-	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return g.Breaker("p").Current() == breaker.Open })
+	putState(t, js, wire.BreakerBucket, pm, breaker.State{Phase: breaker.Open, Since: now, Trips: 1, Until: now.Add(300 * time.Millisecond)})
+	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return g.Breaker(pm).Current() == breaker.Open })
 
 	started := WithCallInfo(context.Background(), CallInfo{Retry: true})
 	waited := make(chan time.Time, 1)
@@ -244,7 +248,7 @@ func TestSharedGateWaitsThenSpreads(t *testing.T) {
 		probe.Done(Report{Verdict: breaker.Success})
 	}
 	at := <-waited
-	b := g.Breaker("p")
+	b := g.Breaker(pm)
 	if b.Current() != breaker.Closed {
 		t.Fatalf("breaker %+v", b)
 	}
@@ -264,7 +268,7 @@ func TestSharedGatePauseAndBudget(t *testing.T) {
 	if _, err := g.Admit(WithCallInfo(ctx, CallInfo{FailFast: true}), "p", "m"); !errors.Is(err, ErrProviderPaused) {
 		t.Fatalf("after a 429 with Retry-After: %v", err)
 	}
-	if b := g.Breaker("p"); b.Current() != breaker.Closed {
+	if b := g.Breaker(pm); b.Current() != breaker.Closed {
 		t.Fatalf("a 429 moved the breaker: %+v", b)
 	}
 
@@ -298,12 +302,40 @@ func TestSharedGatePauseAndBudget(t *testing.T) {
 		t.Fatalf("retry after a Retry-After with the budget spent: %v", err)
 	}
 	tk.Done(Report{Verdict: breaker.Success})
-	if r := g2.Stats().Retries["p"]; r != (quota.Retries{Requests: 2, Retries: 1, Denied: 1}) {
+	if r := g2.Stats().Retries[pm]; r != (quota.Retries{Requests: 2, Retries: 1, Denied: 1}) {
 		t.Fatalf("budget counts %+v, want 2 requests, 1 retry, 1 denied", r)
 	}
 	if c := g2.Stats().Calls["p/m"]; c.Refused != 1 || c.Open != 0 {
 		t.Fatalf("calls %+v: a retry the budget refused is refused, not open", c)
 	}
+}
+
+// The retry budget is per model too: a model whose retries spent its
+// budget leaves a sibling model's retries alone.
+func TestSharedGateRetryBudgetIsPerModel(t *testing.T) {
+	ctx := context.Background()
+	g, _ := sharedGate(t, provider.Config{Models: []string{"m1", "m2"}, RetryBudget: quota.BudgetConfig{Ratio: 0.5, MinRetries: -1}})
+	retry := WithCallInfo(ctx, CallInfo{Retry: true})
+	for _, m := range []string{"m1", "m1", "m2", "m2"} {
+		tk, err := g.Admit(ctx, "p", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Done(Report{Verdict: breaker.Success})
+	}
+	tk, err := g.Admit(retry, "p", "m1")
+	if err != nil {
+		t.Fatalf("m1's first retry: %v", err)
+	}
+	tk.Done(Report{Verdict: breaker.Failure, Class: upstream.Transient, Err: errors.New("cut")})
+	if _, err := g.Admit(retry, "p", "m1"); !errors.Is(err, ErrRetryBudget) {
+		t.Fatalf("m1's second retry: %v, want its budget spent", err)
+	}
+	tk, err = g.Admit(retry, "p", "m2")
+	if err != nil {
+		t.Fatalf("m2's retry after m1 spent its budget: %v", err)
+	}
+	tk.Done(Report{Verdict: breaker.Success})
 }
 
 func TestSharedGateRoutesByCanaryWeight(t *testing.T) {

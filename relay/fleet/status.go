@@ -79,9 +79,10 @@ type LimitStatus struct {
 	Nodes     int     `json:"nodes"`
 }
 
-// RetryStatus is a provider's retry budget over the fleet.
+// RetryStatus is the retry budget of a scope (ScopeOf: a model on a
+// provider, or a provider) over the fleet.
 type RetryStatus struct {
-	Provider string `json:"provider"`
+	Scope string `json:"scope"`
 	quota.Retries
 }
 
@@ -234,7 +235,7 @@ func (q *QuotaStatus) fill(reports []quota.Report, shares map[string]quota.Share
 		for p, c := range r.Retries {
 			s := retries[p]
 			if s == nil {
-				s = &RetryStatus{Provider: p}
+				s = &RetryStatus{Scope: p}
 				retries[p] = s
 			}
 			s.Requests += c.Requests
@@ -269,7 +270,7 @@ func (q *QuotaStatus) fill(reports []quota.Report, shares map[string]quota.Share
 		q.Calls = append(q.Calls, *c)
 	}
 	slices.SortFunc(q.Limits, func(a, b LimitStatus) int { return strings.Compare(a.Key, b.Key) })
-	slices.SortFunc(q.Retries, func(a, b RetryStatus) int { return strings.Compare(a.Provider, b.Provider) })
+	slices.SortFunc(q.Retries, func(a, b RetryStatus) int { return strings.Compare(a.Scope, b.Scope) })
 	slices.SortFunc(q.Calls, func(a, b CallsStatus) int { return strings.Compare(a.Target, b.Target) })
 	slices.SortFunc(q.Nodes, func(a, b NodeStatus) int { return strings.Compare(a.Role+a.Node, b.Role+b.Node) })
 }

@@ -117,10 +117,11 @@ func (v *View) Transition(ctx context.Context, key string, f func(cur breaker.St
 	return ev, written, err
 }
 
-// ScopeOf is the breaker and pause key of model on p: the provider's, or
-// the model's on it when its breaker is per model.
+// ScopeOf is the breaker, pause and retry budget key of model on p: the
+// model's on it, or the provider's when its breaker's scope is the
+// provider.
 func ScopeOf(p provider.Config, model string) string {
-	if p.Breaker.PerModel {
+	if p.Breaker.PerModel() {
 		return wire.ScopeKey(p.Name, model)
 	}
 	return wire.ScopeKey(p.Name, "")

@@ -29,7 +29,7 @@ func TestAllOpenHintsTheBreakersOwnWait(t *testing.T) {
 	now := time.Now()
 	p := provider.Config{Name: "p", Models: []string{"m"}, Breaker: breaker.Config{Cooldown: 5 * time.Second}}
 	route := []provider.Candidate{{Provider: p, Model: "m"}}
-	key := wire.ScopeKey("p", "")
+	key := wire.ScopeKey("p", "m")
 	for _, tc := range []struct {
 		name  string
 		state breaker.State

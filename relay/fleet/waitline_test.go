@@ -26,9 +26,9 @@ func TestSharedGatePauseIsAQueue(t *testing.T) {
 	const pause, window = 400 * time.Millisecond, 600 * time.Millisecond
 	g, js := sharedGate(t, provider.Config{Breaker: breaker.Config{RecoveryJitter: window}})
 	until := time.Now().Add(pause)
-	putState(t, js, wire.PauseBucket, "p", wire.Pause{Until: until.UTC(), RetryAfterMS: pause.Milliseconds(), By: "test"})
+	putState(t, js, wire.PauseBucket, pm, wire.Pause{Until: until.UTC(), RetryAfterMS: pause.Milliseconds(), By: "test"})
 	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool {
-		row, ok := g.view.Pauses.Get("p")
+		row, ok := g.view.Pauses.Get(pm)
 		return ok && row.Value.Until.Equal(until.UTC())
 	})
 
@@ -47,7 +47,7 @@ func TestSharedGatePauseIsAQueue(t *testing.T) {
 			tk.Done(Report{Verdict: breaker.Success})
 		}()
 		// The next call comes once this one stands in the line.
-		relaytest.Eventually(t, time.Second, time.Millisecond, func() bool { return g.waiting("p") == i+1 })
+		relaytest.Eventually(t, time.Second, time.Millisecond, func() bool { return g.waiting(pm) == i+1 })
 	}
 
 	var last time.Time
@@ -65,8 +65,8 @@ func TestSharedGatePauseIsAQueue(t *testing.T) {
 		}
 		last = at
 	}
-	if g.waiting("p") != 0 {
-		t.Fatalf("%d calls still in the line", g.waiting("p"))
+	if g.waiting(pm) != 0 {
+		t.Fatalf("%d calls still in the line", g.waiting(pm))
 	}
 }
 
@@ -75,9 +75,9 @@ func TestSharedGatePauseIsAQueue(t *testing.T) {
 func TestSharedGateRefusesWhatItCannotOutwait(t *testing.T) {
 	g, js := sharedGate(t, provider.Config{Breaker: breaker.Config{MaxWait: 10 * time.Second}})
 	until := time.Now().Add(time.Minute)
-	putState(t, js, wire.PauseBucket, "p", wire.Pause{Until: until.UTC(), RetryAfterMS: time.Minute.Milliseconds(), By: "test"})
+	putState(t, js, wire.PauseBucket, pm, wire.Pause{Until: until.UTC(), RetryAfterMS: time.Minute.Milliseconds(), By: "test"})
 	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool {
-		_, ok := g.view.Pauses.Get("p")
+		_, ok := g.view.Pauses.Get(pm)
 		return ok
 	})
 	start := time.Now()

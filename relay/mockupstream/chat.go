@@ -49,12 +49,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	conv := resolveConversation(req.Messages, s.cfg.Tokens)
+	n := s.stats.conversation(conv.key, r.Header)
 	if s.refusedTooLong(w, "chat", req.Model, req.Messages, req.limit()) {
 		return
 	}
-	conv := resolveConversation(req.Messages, s.cfg.Tokens)
-	n := s.stats.conversation(conv.key, r.Header)
-	f, err := s.faultsFor(req.Messages, n)
+	f, err := s.faultsFor(req.Model, req.Messages, n)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, badRequest(err.Error(), "messages"))
 		return
@@ -137,9 +137,10 @@ func badRequest(message, param string) apiError {
 }
 
 // faultsFor returns the faults that apply to the n-th request of a
-// conversation: the request's own directives if it has any, else the
-// server's, and none once the conversation is past their times.
-func (s *Server) faultsFor(messages []Message, n int) (faults, error) {
+// conversation, for model: the request's own directives if it has any,
+// else the server's, and none once the conversation is past their times
+// or for a model they do not name.
+func (s *Server) faultsFor(model string, messages []Message, n int) (faults, error) {
 	f, found, err := requestFaults(messages)
 	if err != nil {
 		return faults{}, err
@@ -154,7 +155,7 @@ func (s *Server) faultsFor(messages []Message, n int) (faults, error) {
 		}
 		return drawn, nil
 	}
-	if f.times != 0 && n > f.times {
+	if f.times != 0 && n > f.times || f.model != "" && f.model != model {
 		return faults{}, nil
 	}
 	return f, nil

@@ -64,7 +64,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	messages := userMessages([]string{prompt})
-	f, ok := s.applyFaults(w, r, messages)
+	f, ok := s.applyFaults(w, r, req.Model, messages)
 	if !ok {
 		return
 	}

@@ -49,9 +49,9 @@ type Config struct {
 	// ContextWindows gives models a context window in tokens: a request
 	// whose prompt (promptTokens) and max_tokens add up to more is refused
 	// with 400 as each provider refuses it (OpenAI's code
-	// context_length_exceeded, Anthropic's "prompt is too long"), before
-	// it counts in its conversation. A model without an entry takes any
-	// length.
+	// context_length_exceeded, Anthropic's "prompt is too long"), after
+	// it counts in its conversation and before its faults apply. A model
+	// without an entry takes any length.
 	ContextWindows map[string]int `koanf:"context_windows"`
 
 	// Faults is the server-wide fault spec, the same "key=value, ..." list

@@ -172,6 +172,10 @@
 //     continuations count) and later requests are answered normally.
 //     Default 1; times=0 means every request.
 //     [[mock: status=503, times=3]]
+//   - model=NAME: the directive's faults apply only to requests for model
+//     NAME; requests for other models are answered normally (and still
+//     count for times). A fallback to another model escapes them.
+//     [[mock: status=503, times=0, model=mock-1]]
 //
 // The Messages and Responses endpoints give the same answers to the same
 // conversation (system prompt or instructions, then the messages' text)

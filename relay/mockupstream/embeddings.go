@@ -77,7 +77,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, badRequest("encoding_format: must be float or base64.", "encoding_format"))
 		return
 	}
-	if _, ok := s.applyFaults(w, r, userMessages(inputs)); !ok {
+	if _, ok := s.applyFaults(w, r, req.Model, userMessages(inputs)); !ok {
 		return
 	}
 	out := embeddingList{Object: "list", Model: req.Model, Data: make([]embedding, len(inputs))}
@@ -190,13 +190,13 @@ func (s *Server) decodeForwarded(w http.ResponseWriter, r *http.Request, v any, 
 	return true
 }
 
-// applyFaults counts the request under the conversation of messages and
+// applyFaults counts the request for model under the conversation of messages and
 // applies the faults that end a request before its answer (status,
 // stall_before), as handleChat does. It returns the faults, and whether
 // the answer goes out.
-func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request, messages []Message) (faults, bool) {
+func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request, model string, messages []Message) (faults, bool) {
 	n := s.stats.conversation(ConversationKey(messages), r.Header)
-	f, err := s.faultsFor(messages, n)
+	f, err := s.faultsFor(model, messages, n)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, badRequest(err.Error(), ""))
 		return f, false

@@ -48,6 +48,8 @@ type faults struct {
 	// times is how many of a conversation's first requests the faults apply
 	// to; 0 means all of them.
 	times int
+	// model, if set, is the only model the faults apply to.
+	model string
 }
 
 // parseFaults parses a fault spec: "key=value" items separated by commas,
@@ -120,9 +122,14 @@ func (f *faults) set(key, value string, hasValue bool) error {
 		f.reasoning, err = count(value)
 	case "times":
 		f.times, err = count(value)
+	case "model":
+		if value == "" {
+			err = errors.New("needs a model name")
+		}
+		f.model = value
 	default:
 		return fmt.Errorf("unknown key %q (known: status, retry_after, retry_after_ms, cut_after, eof_after, malformed_after, error_after, "+
-			"stall_before, first_token_after, stall_after, stall_for, split_utf8, no_done, reject_prefill, overlap, reasoning, times)", key)
+			"stall_before, first_token_after, stall_after, stall_for, split_utf8, no_done, reject_prefill, overlap, reasoning, times, model)", key)
 	}
 	return err
 }

@@ -228,3 +228,15 @@ func TestServerFaultsSpareTheModelList(t *testing.T) {
 		t.Fatalf("GET /v1/models: status %d, want 200 while chat fails", resp.StatusCode)
 	}
 }
+
+func TestFaultsForOneModel(t *testing.T) {
+	_, ts := newTestServer(t, fullSpeed(5))
+	msgs := conv("[[mock: status=503, times=0, model=mock-1]]")
+	for range 2 {
+		decodeError(t, post(t, ts, "/v1/chat/completions", "", chatBody(false, msgs)), http.StatusServiceUnavailable)
+	}
+	r := stream(t, ts, chatBody(true, msgs, "model", "mock-2"))
+	if r.err != nil || !r.done || r.text() != AnswerText(msgs, 5) {
+		t.Fatalf("mock-2: err %v, done %v, text %q; want the whole answer", r.err, r.done, r.text())
+	}
+}

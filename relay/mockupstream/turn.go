@@ -38,12 +38,12 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, t turn, fail di
 		fail(w, http.StatusBadRequest, fmt.Sprintf("max_tokens: must be at least 1, got %d", *t.maxTokens), "max_tokens")
 		return reply{}, faults{}, false
 	}
+	conv := resolveConversation(t.messages, s.cfg.Tokens)
+	n := s.stats.conversation(conv.key, r.Header)
 	if s.refusedTooLong(w, t.dialect, t.model, t.messages, t.maxTokens) {
 		return reply{}, faults{}, false
 	}
-	conv := resolveConversation(t.messages, s.cfg.Tokens)
-	n := s.stats.conversation(conv.key, r.Header)
-	f, err := s.faultsFor(t.messages, n)
+	f, err := s.faultsFor(t.model, t.messages, n)
 	if err != nil {
 		fail(w, http.StatusBadRequest, err.Error(), "messages")
 		return reply{}, faults{}, false

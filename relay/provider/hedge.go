@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,6 +17,15 @@ const (
 	// a provider whose usual first token comes within a few milliseconds
 	// would otherwise be hedged on every hiccup of the network.
 	MinHedgeDelay = 50 * time.Millisecond
+	// The hedging of a model with no first_token_sla: a call is hedged
+	// once it waited DefaultHedgeScale times the p99 of the fleet's recent
+	// first-token times of its provider and model for its first token,
+	// and at least DefaultHedgeFloor; while there are no such figures,
+	// not at all. Only a call far slower than its provider usually is
+	// gets a hedge.
+	DefaultHedgeQuantile = 0.99
+	DefaultHedgeScale    = 2
+	DefaultHedgeFloor    = time.Second
 )
 
 // Hedge is when a call of a request for a model that has produced no token
@@ -24,46 +34,47 @@ const (
 // hedge_budget). The zero value hedges nothing.
 type Hedge struct {
 	// SLA is the fixed delay, and the fallback of an adaptive one while
-	// no figures exist; zero: no hedging.
+	// no figures exist; zero: none.
 	SLA time.Duration
-	// Quantile, if set, makes the delay adaptive: this quantile (0.95 for
-	// "p95") of the first-token times the fleet observed of the called
-	// provider and model, never below MinHedgeDelay.
+	// Quantile, if set, makes the delay adaptive: Scale times this
+	// quantile (0.95 for "p95") of the first-token times the fleet
+	// observed of the called provider and model, never below Floor.
 	Quantile float64
+	Scale    float64
+	Floor    time.Duration
 	// Budget caps hedges at this share of the calls made with the
 	// setting, per worker, as a retry budget caps retries.
 	Budget float64
 }
 
 // On reports whether calls are hedged at all.
-func (h Hedge) On() bool { return h.SLA > 0 }
+func (h Hedge) On() bool { return h.SLA > 0 || h.Quantile > 0 }
 
 // Hedge is the hedging of requests for model: its entry's settings, and
-// none for a model without an entry.
+// the adaptive default (DefaultHedgeQuantile) for a model without
+// first_token_sla; none for one whose first_token_sla is negative.
 func (c *Catalog) Hedge(model string) Hedge {
 	m := c.settings[model]
-	if m.FirstTokenSLA <= 0 {
+	budget := cmp.Or(m.HedgeBudget, DefaultHedgeBudget)
+	switch {
+	case m.FirstTokenSLA < 0:
 		return Hedge{}
+	case m.FirstTokenSLA == 0:
+		return Hedge{Quantile: DefaultHedgeQuantile, Scale: DefaultHedgeScale, Floor: DefaultHedgeFloor, Budget: budget}
 	}
 	q, _ := parseQuantile(m.HedgeAfter)
-	budget := m.HedgeBudget
-	if budget == 0 {
-		budget = DefaultHedgeBudget
-	}
-	return Hedge{SLA: m.FirstTokenSLA, Quantile: q, Budget: budget}
+	return Hedge{SLA: m.FirstTokenSLA, Quantile: q, Scale: 1, Floor: MinHedgeDelay, Budget: budget}
 }
 
 // validateHedge checks a model entry's hedging settings under key.
 func (m Model) validateHedge(key string) error {
 	switch {
-	case m.FirstTokenSLA < 0:
-		return fmt.Errorf("%s.first_token_sla: must not be negative", key)
 	case m.FirstTokenSLA > 0 && m.FirstTokenSLA < 10*time.Millisecond:
 		return fmt.Errorf("%s.first_token_sla: %v is below 10ms", key, m.FirstTokenSLA)
 	case m.HedgeBudget < 0 || m.HedgeBudget > 1:
 		return fmt.Errorf("%s.hedge_budget: must be between 0 and 1, got %v", key, m.HedgeBudget)
-	case (m.HedgeAfter != "" || m.HedgeBudget != 0) && m.FirstTokenSLA == 0:
-		return fmt.Errorf("%s.first_token_sla: required with hedge_after and hedge_budget (it is the delay while no figures exist)", key)
+	case m.HedgeAfter != "" && m.FirstTokenSLA <= 0:
+		return fmt.Errorf("%s.first_token_sla: required with hedge_after (it is the delay while no figures exist)", key)
 	}
 	if _, err := parseQuantile(m.HedgeAfter); err != nil {
 		return fmt.Errorf("%s.hedge_after: %w", key, err)

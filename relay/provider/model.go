@@ -54,7 +54,10 @@ type Model struct {
 	// FirstTokenSLA is how long a call of a request for this model may go
 	// without a token before the worker starts the next candidate of the
 	// route beside it; the first of the two to produce a token answers,
-	// the other is cancelled (a hedge). Zero: no hedging.
+	// the other is cancelled (a hedge). Zero: the adaptive default, twice
+	// the p99 of the fleet's recent first-token times of the provider and
+	// model, at least 1s, and no hedge while there are none (hedge.go);
+	// negative: no hedging.
 	FirstTokenSLA time.Duration `koanf:"first_token_sla"`
 	// HedgeAfter, "p50" to "p99.9", makes the delay that quantile of the
 	// called provider's first-token times across the fleet (at least
@@ -62,7 +65,8 @@ type Model struct {
 	// FirstTokenSLA always.
 	HedgeAfter string `koanf:"hedge_after"`
 	// HedgeBudget caps each worker's hedges at this share of its calls
-	// for the model over 10s, beyond one hedge in that window. Zero: 0.1.
+	// for the model over 10s, beyond one hedge in that window, with the
+	// default hedging too. Zero: 0.1.
 	HedgeBudget float64 `koanf:"hedge_budget"`
 }
 

@@ -25,6 +25,11 @@ const (
 	DefaultFirstTokenTimeout = 30 * time.Second
 	// DefaultStallTimeout bounds the silence in a stream that has started.
 	DefaultStallTimeout = 15 * time.Second
+	// DefaultContentStallTimeout bounds the time between two deltas with
+	// content (reasoning counts), keep-alives aside: twice the byte
+	// bound, for a provider that keeps a connection alive with comments
+	// while its answer stopped.
+	DefaultContentStallTimeout = 30 * time.Second
 )
 
 // Config is one provider, an element of the top-level `providers` list.
@@ -83,6 +88,13 @@ type Config struct {
 	// has started; SSE keep-alive comments count as life. A stall aborts
 	// the call and the answer is continued. Zero: 15s; negative: no bound.
 	StallTimeout time.Duration `koanf:"stall_timeout"`
+	// ContentStallTimeout bounds the time between two deltas with content
+	// (text, reasoning, a refusal, tool calls) once the answer started:
+	// keep-alive comments and pings do not count. A model that streams
+	// its reasoning is making progress; one that sends only keep-alives
+	// for this long is stalled, and the answer is continued. Zero: 30s;
+	// negative: no bound.
+	ContentStallTimeout time.Duration `koanf:"content_stall_timeout"`
 	// Continuation is how a cut answer is continued on this provider,
 	// unless the model says otherwise. Zero: prefill, and always prompt
 	// for type openai_responses, which cannot prefill.
@@ -91,9 +103,10 @@ type Config struct {
 	// Zero: DefaultContinuePrompt.
 	ContinuePrompt string `koanf:"continue_prompt"`
 	// Breaker is the provider's circuit breaker, shared by the whole
-	// cluster (relay/fleet/breaker): with per_model, each model of the
-	// provider has its own. Zero: open after 5 failures in a row on one
-	// worker, or half of its calls in 30s once they are 20, for 30s.
+	// cluster (relay/fleet/breaker), one per model of the provider
+	// unless its scope is the provider. Zero: open after 5 failures in a
+	// row on one worker, or half of its calls in 30s once they are 20,
+	// for 5s.
 	Breaker breaker.Config `koanf:"breaker"`
 	// RateLimit holds the provider's requests and tokens per minute,
 	// shared by every worker of the cluster. Zero: no limit.
@@ -186,6 +199,12 @@ func (c Config) FirstTokenBound() time.Duration {
 // bound, as in upstream.Client.
 func (c Config) StallBound() time.Duration {
 	return orDefault(c.StallTimeout, DefaultStallTimeout)
+}
+
+// ContentStallBound is ContentStallTimeout with its default applied;
+// negative means no bound, as in upstream.Client.
+func (c Config) ContentStallBound() time.Duration {
+	return orDefault(c.ContentStallTimeout, DefaultContentStallTimeout)
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -22,6 +22,9 @@ const (
 	// DefaultStallTimeout bounds the silence between two bytes of a stream
 	// that has started.
 	DefaultStallTimeout = time.Minute
+	// DefaultContentStallTimeout bounds the time between two deltas with
+	// content once the answer started, keep-alives or not.
+	DefaultContentStallTimeout = 2 * time.Minute
 )
 
 // maxErrorBody bounds how much of a non-2xx body is kept in StatusError.
@@ -71,6 +74,13 @@ type Client struct {
 	// Zero means DefaultStallTimeout; negative means no bound.
 	StallTimeout time.Duration
 
+	// ContentStallTimeout bounds the time between two deltas with content
+	// (text, reasoning, a refusal, tool calls) once the first arrived:
+	// keep-alive comments, pings and empty chunks keep a connection alive
+	// but do not make an answer. Zero means DefaultContentStallTimeout;
+	// negative means no bound.
+	ContentStallTimeout time.Duration
+
 	// MaxEventSize bounds one SSE line and one event's data.
 	// Zero means DefaultMaxEventSize.
 	MaxEventSize int
@@ -101,7 +111,8 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 		return nil, fmt.Errorf("upstream: %s: %w: %w", t.Provider, ErrUntranslatable, err)
 	}
 	reqCtx, cancel := context.WithCancelCause(ctx)
-	wd := startWatchdog(bound(c.FirstByteTimeout, DefaultFirstByteTimeout), bound(c.StallTimeout, DefaultStallTimeout), cancel)
+	wd := startWatchdog(bound(c.FirstByteTimeout, DefaultFirstByteTimeout), bound(c.StallTimeout, DefaultStallTimeout),
+		bound(c.ContentStallTimeout, DefaultContentStallTimeout), cancel)
 	fail := func(err error) (*Stream, error) {
 		wd.stop()
 		cancel(nil)

@@ -38,7 +38,8 @@ type Response struct {
 // *OpenAIError) or ErrMalformed. ctx governs the whole answer.
 func (c *Client) Post(ctx context.Context, t Target, path string, body []byte, stream bool) (*Response, error) {
 	reqCtx, cancel := context.WithCancelCause(ctx)
-	wd := startWatchdog(bound(c.FirstByteTimeout, DefaultFirstByteTimeout), bound(c.StallTimeout, DefaultStallTimeout), cancel)
+	// A forwarded answer is not parsed: only its bytes are watched.
+	wd := startWatchdog(bound(c.FirstByteTimeout, DefaultFirstByteTimeout), bound(c.StallTimeout, DefaultStallTimeout), 0, cancel)
 	fail := func(err error) (*Response, error) {
 		wd.stop()
 		cancel(nil)

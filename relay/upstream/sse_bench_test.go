@@ -78,7 +78,7 @@ func BenchmarkStreamNext(b *testing.B) {
 			}
 		}()
 		ctx, cancel := context.WithCancelCause(context.Background())
-		wd := startWatchdog(time.Minute, time.Minute, cancel)
+		wd := startWatchdog(time.Minute, time.Minute, time.Minute, cancel)
 		s := &Stream{provider: "bench", ctx: ctx, cancel: cancel, wd: wd, body: client,
 			events: NewEventReader(&activityReader{client, wd}, 0)}
 		for {

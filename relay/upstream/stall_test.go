@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -166,6 +167,59 @@ func TestStallBoundCountsBytes(t *testing.T) {
 	})
 }
 
+// Keep-alives keep the connection, not the answer: once content flowed,
+// a stream that sends only comments for ContentStallTimeout is stalled,
+// though bytes never stop.
+func TestContentStallDespiteKeepAlives(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, pw := pipeStream(t, Client{StallTimeout: 5 * time.Second, ContentStallTimeout: 20 * time.Second})
+		write(pw, 0, "data: "+chunkData("a", "")+"\n\n")
+		if _, err := s.Next(); err != nil {
+			t.Fatal(err)
+		}
+		last := time.Now()
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(3 * time.Second):
+					_, _ = io.WriteString(pw, ": keep-alive\n\n")
+				}
+			}
+		}()
+		_, err := s.Next()
+		close(stop)
+		<-stopped
+		wantErr(t, err, ErrStalled)
+		if d := time.Since(last); d != 20*time.Second || !strings.Contains(err.Error(), "no content") {
+			t.Fatalf("%v after the last content: %v; want a content stall at 20s", d, err)
+		}
+	})
+}
+
+// Reasoning is progress: a model that streams its thinking for longer
+// than the content bound, between two pieces of text, is not stalled.
+func TestReasoningIsContent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, pw := pipeStream(t, Client{StallTimeout: 15 * time.Second, ContentStallTimeout: 20 * time.Second})
+		go func() {
+			_, _ = io.WriteString(pw, "data: "+chunkData("a", "")+"\n\n")
+			for range 6 {
+				time.Sleep(10 * time.Second)
+				_, _ = io.WriteString(pw, `data: {"choices":[{"index":0,"delta":{"reasoning_content":"hm"},"finish_reason":null}]}`+"\n\n")
+			}
+			_, _ = io.WriteString(pw, "data: "+chunkData("b", "stop")+"\n\ndata: [DONE]\n\n")
+		}()
+		content, err := readAll(s)
+		if err != io.EOF || content != "ab" {
+			t.Fatalf("readAll = %q, %v; want ab, io.EOF", content, err)
+		}
+	})
+}
+
 // A provider that finished but never sends [DONE] nor closes is done, not
 // stalled.
 func TestStallAfterFinish(t *testing.T) {
@@ -181,7 +235,7 @@ func TestStallAfterFinish(t *testing.T) {
 
 func TestNoBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, pw := pipeStream(t, Client{FirstByteTimeout: -1, StallTimeout: -1})
+		s, pw := pipeStream(t, Client{FirstByteTimeout: -1, StallTimeout: -1, ContentStallTimeout: -1})
 		write(pw, time.Hour, "data: "+chunkData("a", "")+"\n\n")
 		if _, err := s.Next(); err != nil {
 			t.Fatal(err)
@@ -193,10 +247,10 @@ func TestNoBounds(t *testing.T) {
 	})
 }
 
-// Only the first byte is bounded when StallTimeout is off.
+// Only the first byte is bounded when the other bounds are off.
 func TestFirstByteBoundOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, pw := pipeStream(t, Client{FirstByteTimeout: time.Second, StallTimeout: -1})
+		s, pw := pipeStream(t, Client{FirstByteTimeout: time.Second, StallTimeout: -1, ContentStallTimeout: -1})
 		write(pw, 0, "data: "+chunkData("a", "")+"\n\n")
 		if _, err := s.Next(); err != nil {
 			t.Fatal(err)

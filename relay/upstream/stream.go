@@ -33,6 +33,12 @@ type Stream struct {
 	err     error // sticky result of Next
 }
 
+// HasContent reports whether d carries part of the answer: text,
+// reasoning, a refusal or tool calls.
+func (d *Delta) HasContent() bool {
+	return d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(d.ToolCalls) > 0
+}
+
 // doneData is the sentinel event data that ends an OpenAI stream.
 var doneData = []byte("[DONE]")
 
@@ -75,6 +81,9 @@ func (s *Stream) NextInto(d *Delta) error {
 			continue
 		}
 		if err := s.take(&ev, d); !errors.Is(err, errSkip) {
+			if err == nil && d.HasContent() {
+				s.wd.progress()
+			}
 			return err
 		}
 	}

@@ -106,9 +106,10 @@ type Frame struct {
 	ChoiceExtra json.RawMessage `json:"choice_extra,omitempty"`
 	DeltaExtra  json.RawMessage `json:"delta_extra,omitempty"`
 
-	// Provider and Model say who generated a chunk; Attempt counts upstream
-	// calls within the stream (1 for the first); Seam is set on the first
-	// chunk of an attempt after the first.
+	// Provider and Model say who generated a chunk, and on a done end
+	// frame who finished the answer; Attempt counts upstream calls within
+	// the stream (1 for the first); Seam is set on the first chunk of an
+	// attempt after the first.
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`
 	Attempt  int    `json:"attempt,omitempty"`

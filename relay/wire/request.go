@@ -73,7 +73,7 @@ type Health struct {
 	LastError string `json:"last_error,omitempty"`
 	CheckedAt int64  `json:"checked_at"`
 	// Breaker is the phase of the provider's breaker (the worst of its
-	// models' with per_model), empty before any transition.
+	// models' when each has one), empty before any transition.
 	Breaker string `json:"breaker,omitempty"`
 	// LastFailureAt is when a worker's call last failed (unix seconds),
 	// zero if none did since the workers started.

@@ -156,8 +156,14 @@ func (j *job) orKept(out outcome) outcome {
 	return j.replay(a)
 }
 
-// keptAnswer reads the answer kept for the request, if any.
+// keptAnswer reads the answer kept for the request, if any, once: a
+// request that looked for one before calling (hasKept) finds the same
+// answer when it falls back on it.
 func (j *job) keptAnswer() (wire.CachedAnswer, bool) {
+	if j.kept != nil {
+		return j.kept.a, j.kept.ok
+	}
+	j.kept = &keptLookup{}
 	key, err := answerKey(j.req.Tenant, j.req.Model, j.req.Body)
 	if err != nil {
 		j.log.Warn("answer cache not read", "err", err)
@@ -169,7 +175,27 @@ func (j *job) keptAnswer() (wire.CachedAnswer, bool) {
 	if err != nil {
 		j.log.Warn("answer cache not read", "err", err)
 	}
+	j.kept.a, j.kept.ok = a, ok
 	return a, ok
+}
+
+// keptLookup is what keptAnswer found.
+type keptLookup struct {
+	a  wire.CachedAnswer
+	ok bool
+}
+
+// hasKept reports whether the request can fall back on a kept answer: its
+// model's cache is on for its tenant, nothing is published yet, and an
+// answer is kept. A gate then counts it as an alternative to waiting for a
+// provider that is down (fleet.CallInfo.Alternatives), so the kept answer
+// comes at once rather than after the breaker's max_wait.
+func (j *job) hasKept() bool {
+	if _, on := j.cache(); !on || j.writer.Seq() > 0 {
+		return false
+	}
+	_, ok := j.keptAnswer()
+	return ok
 }
 
 // replay appends a kept answer's chunks, marked Cached, once the job's
@@ -185,6 +211,7 @@ func (j *job) replay(a wire.CachedAnswer) outcome {
 			return outcome{logErr: err}
 		}
 		j.chunks++
+		j.provider, j.model = f.Provider, f.Model
 	}
 	j.usage = a.Usage
 	return outcome{finishReason: a.FinishReason, stopSequence: a.StopSequence, cached: true}

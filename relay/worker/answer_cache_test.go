@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
@@ -131,4 +133,78 @@ func TestPreferAnswersDeterministicRequestsFromTheCache(t *testing.T) {
 	if sampled.Status != wire.StatusDone || sampled.Cached || h.mock.Stats().ChatRequests != calls+1 {
 		t.Fatalf("a sampling request: end %+v after %d calls, want done, not cached, after one call", sampled, h.mock.Stats().ChatRequests-calls)
 	}
+}
+
+// downGate is a provider that is down, as a SharedGate sees one with an
+// open breaker: a call that has no alternative waits for the probe (here
+// until its context ends); one with an alternative, or that asked to fail
+// fast, is refused at once.
+type downGate struct {
+	mu     sync.Mutex
+	waited int
+}
+
+func (g *downGate) Admit(ctx context.Context, provider, model string) (fleet.Ticket, error) {
+	refused := &fleet.UnavailableError{Provider: provider, Model: model, Cause: fleet.ErrProviderOpen}
+	if info := fleet.CallInfoFrom(ctx); info.FailFast || info.Alternatives > 0 {
+		return nil, refused
+	}
+	g.mu.Lock()
+	g.waited++
+	g.mu.Unlock()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A request with a kept answer whose provider is down is answered from the
+// cache at once, whether it asked to fail fast or not: it never waits for
+// the breaker's probe.
+func TestKeptAnswerComesAtOnceWhenTheRouteIsDown(t *testing.T) {
+	gate := &switchGate{}
+	h := start(t, setup{mock: mockupstream.Config{Tokens: 6, TokenInterval: -1}, gate: gate,
+		models: []provider.Model{{Name: "mock-1", Cache: provider.Cache{Mode: provider.CacheFallback}}}})
+	body := map[string]any{"model": "mock-1", "messages": userMessages("Keep me."), "stream": true}
+	fresh, _ := chunkText(t, h.waitEnd(h.submitAs("acme", body)))
+	h.waitKept("acme", body)
+
+	down := &downGate{}
+	gate.set(down)
+	for _, failFast := range []bool{false, true} {
+		id := wire.NewStreamID()
+		b, _ := json.Marshal(body)
+		data, _ := json.Marshal(wire.Request{StreamID: id, Tenant: "acme", Model: "mock-1", Body: b, Created: time.Now().Unix(), FailFast: failFast})
+		if _, err := h.js.Publish(t.Context(), wire.RequestSubject, data, jetstream.WithMsgID(id)); err != nil {
+			t.Fatal(err)
+		}
+		if got := cachedText(t, h, id); got != fresh {
+			t.Fatalf("fail fast %v: answered %q from the cache, the provider said %q", failFast, got, fresh)
+		}
+	}
+	down.mu.Lock()
+	defer down.mu.Unlock()
+	if down.waited != 0 {
+		t.Fatalf("%d calls waited for the provider that was down", down.waited)
+	}
+}
+
+// switchGate is the gate it was last set to, an open one until then.
+type switchGate struct {
+	mu sync.Mutex
+	g  Gate
+}
+
+func (s *switchGate) set(g Gate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.g = g
+}
+
+func (s *switchGate) Admit(ctx context.Context, provider, model string) (fleet.Ticket, error) {
+	s.mu.Lock()
+	g := s.g
+	s.mu.Unlock()
+	if g == nil {
+		return fleet.NoTicket{}, nil
+	}
+	return g.Admit(ctx, provider, model)
 }

@@ -40,6 +40,9 @@ type liveAttempt struct {
 	overlap  *overlapFilter
 	// traced ends the attempt's span.
 	traced func(outcome)
+	// tokens and received are the job's at the start of the call: what
+	// the call reported and received is the difference at its end.
+	tokens, received int
 }
 
 // openAttempt opens the call of an attempt (see attempt) and starts
@@ -68,7 +71,7 @@ func (j *job) openAttempt(ctx context.Context, c *provider.Candidate, key string
 	}
 	c = l.c
 	j.provider, j.model = c.Provider.Name, c.Model
-	a := &liveAttempt{first: first, l: l, traced: traced}
+	a := &liveAttempt{first: first, l: l, traced: traced, tokens: j.tokens(), received: j.received}
 	a.pub = newPublisher(j.writer, wire.Frame{Provider: c.Provider.Name, Model: c.Model, Attempt: l.n}, l.seam)
 	a.pub.callStart = l.ob.start
 	// Nothing is published before the job's claim is stored; a failed
@@ -92,6 +95,13 @@ func (j *job) endAttempt(a *liveAttempt, readErr error, out *outcome) {
 	logErr := <-a.pub.done
 	j.chunks += a.pub.chunks
 	j.model = a.pub.model
+	if n := j.received - a.received; n > 0 && j.tokens() == a.tokens {
+		// The call ended (cut, stalled, or from a provider that never
+		// says) without reporting its usage: what it generated is
+		// counted from its deltas, a token each, and paid for. Its
+		// prompt is not known.
+		j.addUsage(&upstream.Usage{CompletionTokens: n, TotalTokens: n}, l.c.Price)
+	}
 	ttft := l.ob.done(a.pub)
 	if a.overlap != nil && a.overlap.stripped > 0 {
 		j.log.Info("stripped a repeat at the seam", "provider", l.c.Provider.Name, "attempt", j.attempts, "bytes", a.overlap.stripped)
@@ -160,7 +170,7 @@ func (j *job) readEnd(stream answer, pub *publisher, overlap *overlapFilter, err
 // take counts what d used and publishes it through the overlap filter.
 func (j *job) take(pub *publisher, d *upstream.Delta, price provider.Price, overlap *overlapFilter) error {
 	j.addUsage(d.Usage, price)
-	if hasToken(d) {
+	if d.HasContent() {
 		j.received++
 	}
 	in, held := d.Content, overlap.holding()

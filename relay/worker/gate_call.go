@@ -60,9 +60,12 @@ func (j *job) callInfo(s *routeState, i int, takeover bool) fleet.CallInfo {
 			alternatives++
 		}
 	}
+	if alternatives == 0 && j.hasKept() {
+		alternatives = 1
+	}
 	return fleet.CallInfo{
 		StreamID:     j.req.StreamID,
-		Retry:        s.calls[s.route[i].Provider.Name] > 0,
+		Retry:        s.retry(i),
 		AfterContent: s.afterContent,
 		Paced:        s.paced,
 		FailFast:     j.req.FailFast && j.attempts == 0 && !takeover,

@@ -22,16 +22,17 @@ import (
 type hedgeKey struct{}
 
 // hedgePlan is what a call may hedge with: the next open candidate of the
-// route, and the CallInfo the gate is asked with for it.
+// route, and the CallInfo the gate is asked with for it, after delay.
 type hedgePlan struct {
-	cfg  provider.Hedge
-	c    *provider.Candidate // the route's: read, never written
-	info fleet.CallInfo
+	cfg   provider.Hedge
+	c     *provider.Candidate // the route's: read, never written
+	info  fleet.CallInfo
+	delay time.Duration
 }
 
 // withHedge returns ctx carrying the hedge plan of a call of candidate i,
-// if the request's model hedges and the route has an open candidate after
-// i. The hedge is a fail-fast call for the gate: a breaker that is open, a
+// if the request's model hedges, a delay is known for i, and the route
+// has an open candidate after i. The hedge is a fail-fast call for the gate: a breaker that is open, a
 // pause or a spent quota refuses it at once instead of making it wait, and
 // the call it would have joined goes on alone.
 func (j *job) withHedge(ctx context.Context, s *routeState, i int, takeover bool) context.Context {
@@ -40,11 +41,16 @@ func (j *job) withHedge(ctx context.Context, s *routeState, i int, takeover bool
 		return ctx
 	}
 	for k := i + 1; k < len(s.route); k++ {
-		if s.open(k) {
-			info := j.callInfo(s, k, takeover)
-			info.FailFast = true
-			return context.WithValue(ctx, hedgeKey{}, hedgePlan{cfg: cfg, c: &s.route[k], info: info})
+		if !s.open(k) {
+			continue
 		}
+		delay, ok := j.w.hedgeDelay(cfg, &s.route[i])
+		if !ok {
+			return ctx
+		}
+		info := j.callInfo(s, k, takeover)
+		info.FailFast = true
+		return context.WithValue(ctx, hedgeKey{}, hedgePlan{cfg: cfg, c: &s.route[k], info: info, delay: delay})
 	}
 	return ctx
 }
@@ -63,19 +69,19 @@ type TTFTFigures interface {
 }
 
 // hedgeDelay is how long a call of c waits for its first token before it
-// is hedged: the quantile the plan asks for of c's figures, at least
-// provider.MinHedgeDelay, or the fixed first_token_sla when it asks for
-// none or the gate has no figures.
-func (w *Worker) hedgeDelay(p hedgePlan, c *provider.Candidate) time.Duration {
-	if p.cfg.Quantile == 0 {
-		return p.cfg.SLA
+// is hedged: cfg's scale of the quantile it asks for of c's figures, at
+// least its floor, or the fixed first_token_sla when it asks for none or
+// the gate has no figures; false when there is neither.
+func (w *Worker) hedgeDelay(cfg provider.Hedge, c *provider.Candidate) (time.Duration, bool) {
+	if cfg.Quantile == 0 {
+		return cfg.SLA, true
 	}
 	if f, ok := figuresOf(w.gate); ok {
-		if d, ok := f.TTFTQuantile(c.Provider.Name, c.Model, p.cfg.Quantile); ok {
-			return max(d, provider.MinHedgeDelay)
+		if d, ok := f.TTFTQuantile(c.Provider.Name, c.Model, cfg.Quantile); ok {
+			return max(time.Duration(float64(d)*cfg.Scale), cfg.Floor), true
 		}
 	}
-	return p.cfg.SLA
+	return cfg.SLA, cfg.SLA > 0
 }
 
 // figuresOf finds the TTFTFigures behind a gate, through the worker's

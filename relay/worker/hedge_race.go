@@ -64,7 +64,7 @@ func (j *job) open(ctx context.Context, first *leg) (*leg, error) {
 	done := make(chan *leg, 2)
 	j.w.hedges.call(j.req.Model, plan.cfg.Budget)
 	first.run(ctx, j, done)
-	timer := time.NewTimer(j.w.hedgeDelay(plan, first.c))
+	timer := time.NewTimer(plan.delay)
 	defer timer.Stop()
 	legs, running := []*leg{first}, 1
 	for {
@@ -142,7 +142,7 @@ func (l *leg) run(ctx context.Context, j *job, done chan<- *leg) {
 				break
 			}
 			l.early = append(l.early, d)
-			if hasToken(&d) {
+			if d.HasContent() {
 				break
 			}
 		}
@@ -157,6 +157,7 @@ func (l *leg) run(ctx context.Context, j *job, done chan<- *leg) {
 func (l *leg) dial(ctx context.Context, j *job) {
 	client := *j.w.upstream
 	client.FirstByteTimeout, client.StallTimeout = l.c.Provider.FirstTokenBound(), l.c.Provider.StallBound()
+	client.ContentStallTimeout = l.c.Provider.ContentStallBound()
 	l.stream, l.err = client.Stream(ctx, j.target(l.c, l.key), l.body)
 	if l.err == nil && l.started != nil {
 		l.started()
@@ -276,9 +277,3 @@ func (l *leg) takeEarly(d *upstream.Delta) {
 // FinishReason and StopSequence are the stream's.
 func (l *leg) FinishReason() string { return l.stream.FinishReason() }
 func (l *leg) StopSequence() string { return l.stream.StopSequence() }
-
-// hasToken reports whether d carries a token of the answer: text,
-// reasoning, a refusal or a tool call.
-func hasToken(d *upstream.Delta) bool {
-	return d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(d.ToolCalls) > 0
-}

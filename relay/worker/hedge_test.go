@@ -221,40 +221,62 @@ func TestHedgeNeverGoesToAnOpenBreaker(t *testing.T) {
 	}
 }
 
-// figuresGate is a gate that knows first-token figures of provider "a".
+// figuresGate is a gate that knows first-token figures of provider "a":
+// its quantiles.
 type figuresGate struct {
 	openGate
-	p95 time.Duration
+	quantiles map[float64]time.Duration
 }
 
 func (g figuresGate) TTFTQuantile(p, _ string, q float64) (time.Duration, bool) {
-	return g.p95, p == "a" && q == 0.95
+	d, ok := g.quantiles[q]
+	return d, ok && p == "a"
 }
 
 // With hedge_after, the delay is the provider's quantile, never below the
 // floor; first_token_sla stands in while there are no figures, and always
-// without hedge_after.
+// without hedge_after. A model without first_token_sla is hedged at twice
+// its provider's p99, at least 1s, and not while there are no figures; one
+// with a negative first_token_sla never.
 func TestHedgeDelayAdaptsToTheFleetsFigures(t *testing.T) {
+	catalog, err := provider.NewCatalog([]provider.Config{{Name: "a", BaseURL: "http://a/v1", Models: []string{"fixed", "adaptive", "default", "off"}}},
+		provider.Model{Name: "fixed", FirstTokenSLA: 800 * time.Millisecond},
+		provider.Model{Name: "adaptive", FirstTokenSLA: 800 * time.Millisecond, HedgeAfter: "p95"},
+		provider.Model{Name: "off", FirstTokenSLA: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if catalog.Hedge("off").On() {
+		t.Fatal("a negative first_token_sla hedges")
+	}
 	a := provider.Candidate{Provider: provider.Config{Name: "a"}, Model: "m"}
 	b := provider.Candidate{Provider: provider.Config{Name: "b"}, Model: "m"}
-	fixed := hedgePlan{cfg: provider.Hedge{SLA: 800 * time.Millisecond}}
-	adaptive := hedgePlan{cfg: provider.Hedge{SLA: 800 * time.Millisecond, Quantile: 0.95}}
+	figures := func(p95, p99 time.Duration) Gate {
+		return figuresGate{quantiles: map[float64]time.Duration{0.95: p95, 0.99: p99}}
+	}
 	for _, tc := range []struct {
-		name string
-		gate Gate
-		plan hedgePlan
-		c    provider.Candidate
-		want time.Duration
+		name  string
+		gate  Gate
+		model string
+		c     provider.Candidate
+		want  time.Duration // 0: no hedge
 	}{
-		{"p95 known", figuresGate{p95: 300 * time.Millisecond}, adaptive, a, 300 * time.Millisecond},
-		{"p95 below the floor", figuresGate{p95: time.Millisecond}, adaptive, a, provider.MinHedgeDelay},
-		{"no figures of the provider", figuresGate{p95: 300 * time.Millisecond}, adaptive, b, 800 * time.Millisecond},
-		{"a gate without figures", openGate{}, adaptive, a, 800 * time.Millisecond},
-		{"fixed SLA", figuresGate{p95: 300 * time.Millisecond}, fixed, a, 800 * time.Millisecond},
+		{"p95 known", figures(300*time.Millisecond, 0), "adaptive", a, 300 * time.Millisecond},
+		{"p95 below the floor", figures(time.Millisecond, 0), "adaptive", a, provider.MinHedgeDelay},
+		{"no figures of the provider", figures(300*time.Millisecond, 0), "adaptive", b, 800 * time.Millisecond},
+		{"a gate without figures", openGate{}, "adaptive", a, 800 * time.Millisecond},
+		{"fixed SLA", figures(300*time.Millisecond, 0), "fixed", a, 800 * time.Millisecond},
+		{"default, p99 known", figures(0, 3*time.Second), "default", a, 6 * time.Second},
+		{"default, p99 below the floor", figures(0, 20*time.Millisecond), "default", a, provider.DefaultHedgeFloor},
+		{"default, no figures", figures(0, 3*time.Second), "default", b, 0},
 	} {
 		w := &Worker{gate: meteredGate{Gate: tc.gate}}
-		if got := w.hedgeDelay(tc.plan, &tc.c); got != tc.want {
-			t.Errorf("%s: delay %v, want %v", tc.name, got, tc.want)
+		got, ok := w.hedgeDelay(catalog.Hedge(tc.model), &tc.c)
+		if !ok {
+			got = 0
+		}
+		if got != tc.want || ok != (tc.want != 0) {
+			t.Errorf("%s: delay %v (%v), want %v", tc.name, got, ok, tc.want)
 		}
 	}
 }

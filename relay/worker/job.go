@@ -90,6 +90,9 @@ type job struct {
 	// routed is where the stream went, once serve walked a route
 	// (judge.go).
 	routed *routed
+	// kept is the answer cache's answer to the request, once looked up
+	// (answer_cache.go).
+	kept *keptLookup
 	// stats feeds the metrics and the "job finished" line (observe.go).
 	stats jobStats
 	// trace is the job's span and what its attempts' spans need (tracing.go).

@@ -288,7 +288,8 @@ func TestUnknownModelFails404(t *testing.T) {
 	}
 }
 
-// The cost sums every call's usage at the price of the model called.
+// The cost sums every call's usage at the price of the model called, a
+// call cut before its usage included.
 func TestCostPricesEveryCall(t *testing.T) {
 	price1 := provider.Price{InputPerMTok: 1000, OutputPerMTok: 3000}
 	price2 := provider.Price{InputPerMTok: 7000, OutputPerMTok: 11000}
@@ -311,10 +312,12 @@ func TestCostPricesEveryCall(t *testing.T) {
 	if end.Status != wire.StatusDone || end.Attempts != 2 || end.Usage == nil {
 		t.Fatalf("end = %+v, want done after a fallback, with usage", end)
 	}
-	// Only the second call reported usage, and it ran on mock-2.
-	want := price2.Cost(end.Usage.PromptTokens, end.Usage.CompletionTokens)
-	if math.Abs(end.Cost-want) > 1e-9 || end.Usage.CompletionTokens != 20 {
-		t.Fatalf("cost %v, usage %+v; want %v for 20 completion tokens on mock-2", end.Cost, end.Usage, want)
+	// Only the second call reported usage, and it ran on mock-2; the
+	// first call's 10 tokens are counted from its deltas, at mock-1's
+	// price.
+	want := price1.Cost(0, 10) + price2.Cost(end.Usage.PromptTokens, 20)
+	if math.Abs(end.Cost-want) > 1e-9 || end.Usage.CompletionTokens != 30 {
+		t.Fatalf("cost %v, usage %+v; want %v for 10 completion tokens on mock-1 and 20 on mock-2", end.Cost, end.Usage, want)
 	}
 }
 

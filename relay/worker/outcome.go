@@ -88,6 +88,7 @@ func (j *job) endFrame(out outcome) wire.Frame {
 	switch {
 	case out.err == nil:
 		f.Status, f.FinishReason, f.StopSequence, f.Cached = wire.StatusDone, out.finishReason, out.stopSequence, out.cached
+		f.Provider, f.Model = j.provider, j.model
 	case errors.Is(out.err, errCancelled):
 		f.Status = wire.StatusCancelled
 		f.Error = &wire.Error{

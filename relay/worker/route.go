@@ -3,6 +3,7 @@ package worker
 import (
 	"time"
 
+	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/provider"
 )
 
@@ -111,6 +112,21 @@ func (s *routeState) outgrow(i, needed int) {
 			s.closed[k] = true
 		}
 	}
+}
+
+// retry reports whether a call of candidate i is a retry for the gate: the
+// request called i's scope before (its breaker's and retry budget's, the
+// model on its provider or the provider; fleet.ScopeOf). A fallback onto
+// a sibling model is a first call, never refused for the retries of the
+// step it replaces.
+func (s *routeState) retry(i int) bool {
+	scope := fleet.ScopeOf(s.route[i].Provider, s.route[i].Model)
+	for k := range s.route {
+		if s.tries[k] > 0 && fleet.ScopeOf(s.route[k].Provider, s.route[k].Model) == scope {
+			return true
+		}
+	}
+	return false
 }
 
 // close takes candidate i out of the route.

@@ -230,7 +230,7 @@ func printStatus(w io.Writer, st fleet.Status, color bool, now time.Time) {
 		t = tw()
 		fmt.Fprintln(t, "RETRY BUDGET\tREQUESTS\tRETRIES\tDENIED")
 		for _, r := range st.Quotas.Retries {
-			fmt.Fprintf(t, "%s\t%d\t%d\t%d\n", r.Provider, r.Requests, r.Retries.Retries, r.Denied)
+			fmt.Fprintf(t, "%s\t%d\t%d\t%d\n", r.Scope, r.Requests, r.Retries.Retries, r.Denied)
 		}
 		t.Flush()
 	}

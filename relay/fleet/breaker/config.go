@@ -63,16 +63,34 @@ type Config struct {
 	// short outage costs latency, not answers. A request that asked to
 	// fail fast does not wait. Zero: 1m; negative: never wait.
 	MaxWait time.Duration `koanf:"max_wait"`
-	// PerModel gives every model of the provider a breaker (and a shared
-	// Retry-After pause) of its own, for providers whose models fail
-	// independently. Off by default: one breaker per provider.
-	PerModel bool `koanf:"per_model"`
+	// Scope is what one breaker (with its shared Retry-After pause and
+	// retry budget) guards: ScopeModel, each model of the provider
+	// apart, so that a model that is down never refuses the calls of a
+	// sibling that serves (the fallback a route moves to, often); or
+	// ScopeProvider, the provider as a whole, for a provider whose models
+	// fail together. Zero: model.
+	Scope Scope `koanf:"scope"`
 }
+
+// Scope is a Config.Scope.
+type Scope string
+
+// The scopes a breaker may have.
+const (
+	ScopeModel    Scope = "model"
+	ScopeProvider Scope = "provider"
+)
+
+// PerModel reports whether each model of the provider has a breaker of
+// its own.
+func (c Config) PerModel() bool { return c.Scope != ScopeProvider }
 
 // Validate names the first invalid field under prefix (e.g.
 // "providers[0].breaker").
 func (c Config) Validate(prefix string) error {
 	switch {
+	case c.Scope != "" && c.Scope != ScopeModel && c.Scope != ScopeProvider:
+		return fmt.Errorf("%s.scope: %q is neither %q nor %q", prefix, c.Scope, ScopeModel, ScopeProvider)
 	case c.Cooldown < 0:
 		return fmt.Errorf("%s.cooldown: must not be negative", prefix)
 	case c.MaxCooldown < 0:

@@ -1,6 +1,6 @@
 // Package breaker is the pure state machine of the relay's cluster-wide
-// circuit breakers: one per provider, or per provider and model where a
-// provider's breaker.per_model says so. It holds no lock, no clock and no
+// circuit breakers: one per model of a provider, or one per provider where
+// its breaker.scope says so. It holds no lock, no clock and no
 // connection: every transition is a function from the state read (with its
 // KV revision) and the time to the next state, which the caller writes
 // back with a revision-checked update (see package fleet). Every worker and

@@ -38,7 +38,8 @@ type Config struct {
 	// canary ramps through, increasing, each in (0, 100]. Zero: 1, 10, 50,
 	// 100. A single step is a fixed split by weight.
 	Steps []float64 `koanf:"steps"`
-	// Hold is how long each step lasts before the next. Zero: 10m.
+	// Hold is how long each step lasts at least: the next comes once the
+	// step was held this long and took MinSample canary calls. Zero: 10m.
 	Hold time.Duration `koanf:"hold"`
 	// MaxErrorRate aborts the ramp when, in the current step, the share
 	// of the canary's calls that failed (or were refused by its breaker),
@@ -46,8 +47,8 @@ type Config struct {
 	// client, goes over it. Zero: 0.005 (0.5%).
 	MaxErrorRate float64 `koanf:"max_error_rate"`
 	// MinSample is how many canary calls a step needs before their
-	// failure rate can abort the ramp, and how many canary streams before
-	// theirs can. Zero: 200.
+	// failure rate can abort the ramp or the step can end, and how many
+	// canary streams before theirs can abort it. Zero: 200.
 	MinSample int `koanf:"min_sample"`
 }
 
@@ -194,7 +195,7 @@ var ErrNoChange = errors.New("canary: no change")
 // one whose plan changed), aborts one whose step's call failure rate, or
 // stream failure rate, is over the threshold (each over at least
 // MinSample of its own), and moves on to the next step once a step
-// was held for Hold. It returns ErrNoChange when only the counts moved
+// was held for Hold and took MinSample canary calls. It returns ErrNoChange when only the counts moved
 // less than is worth a write (the caller then keeps the stored state).
 func Next(s State, cfg Config, model string, now time.Time, total Counts) (State, *Event, error) {
 	cfg = cfg.WithDefaults()
@@ -224,6 +225,12 @@ func Next(s State, cfg Config, model string, now time.Time, total Counts) (State
 		return s, &Event{At: now, Model: model, From: from, To: 0, Phase: Aborted, Reason: s.Reason, Step: c}, nil
 	}
 	if now.Sub(s.Since) < cfg.Hold {
+		return s, nil, nil
+	}
+	if c.Calls < int64(cfg.MinSample) {
+		// Time alone proves nothing: a step moves on once the canary
+		// took enough calls to be judged, however long that takes.
+		s.Reason = fmt.Sprintf("step held %v; waiting for %d canary calls (%d so far)", cfg.Hold, cfg.MinSample, c.Calls)
 		return s, nil, nil
 	}
 	from := s.Weight

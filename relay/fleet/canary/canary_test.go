@@ -159,3 +159,31 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// A step held for its time moves on only once the canary took its minimum
+// sample of calls: a model with little traffic holds its step, and the
+// state says why.
+func TestStepWaitsForItsMinimumSample(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{Provider: "new", Steps: []float64{50, 100}, Hold: time.Minute, MinSample: 200}
+		s, _, _ := Next(State{}, cfg, "m", time.Now(), Counts{})
+		time.Sleep(time.Hour)
+		s, ev, err := Next(s, cfg, "m", time.Now(), Counts{Calls: 150})
+		if err != nil || ev != nil || s.Weight != 50 || s.Phase != Ramping {
+			t.Fatalf("moved on after 150 calls of 200: %+v, event %v, %v", s, ev, err)
+		}
+		if want := "waiting for 200 canary calls (150 so far)"; !strings.Contains(s.Reason, want) {
+			t.Fatalf("reason %q, want it to say %q", s.Reason, want)
+		}
+		s, ev, _ = Next(s, cfg, "m", time.Now(), Counts{Calls: 200})
+		if ev == nil || s.Weight != 100 {
+			t.Fatalf("held at 200 calls: %+v", s)
+		}
+		// The last step too: it is done once judged, not before.
+		time.Sleep(time.Hour)
+		s, ev, _ = Next(s, cfg, "m", time.Now(), Counts{Calls: 210})
+		if ev != nil || s.Phase != Ramping {
+			t.Fatalf("done after 10 calls at 100%%: %+v", s)
+		}
+	})
+}

@@ -57,8 +57,8 @@ type Calls struct {
 	LastError   string    `json:"last_error,omitempty"`
 }
 
-// Retries are one node's retry budget counts for a provider, in the
-// budget's window.
+// Retries are one node's retry budget counts for a scope (a model on a
+// provider, or a provider), in the budget's window.
 type Retries struct {
 	Requests int `json:"requests"`
 	Retries  int `json:"retries"`
@@ -78,7 +78,7 @@ type Report struct {
 	// Limits are the cluster-wide limits the node knows from its own
 	// configuration, per minute.
 	Limits map[string]float64 `json:"limits,omitempty"`
-	// Calls by "<provider>/<model>" and Retries by provider (workers).
+	// Calls by "<provider>/<model>" and Retries by scope (workers).
 	Calls   map[string]Calls   `json:"calls,omitempty"`
 	Retries map[string]Retries `json:"retries,omitempty"`
 	// TTFT holds the node's first-token times of the last TTFTWindowSpan
