@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,8 +50,10 @@ type failoverCase struct {
 	fault string
 	long  bool
 	// answeredBy is the model that answers, "" when the client gets the
-	// provider's error with status.
+	// provider's error with status; mixed says that the content chunks
+	// come from mock-1 and the model that finished.
 	answeredBy string
+	mixed      bool
 	status     int
 	// calls is how many calls the provider sees.
 	calls int
@@ -68,6 +71,7 @@ type failoverCase struct {
 var failoverCases = []failoverCase{
 	{name: "503 persistent", fault: "[[mock: status=503, times=0, model=mock-1]]", answeredBy: "mock-2", calls: 5, within: 15 * time.Second},
 	{name: "no [DONE]", fault: "[[mock: no_done]]", answeredBy: "mock-1", calls: 1, within: 5 * time.Second},
+	{name: "reset before the headers", fault: "[[mock: reset]]", answeredBy: "mock-1", calls: 2, within: 5 * time.Second},
 	{name: "500 once", fault: "[[mock: status=500]]", answeredBy: "mock-1", calls: 2, within: 5 * time.Second},
 	{name: "never answers", fault: "[[mock: stall_before=5m, times=0, model=mock-1]]", answeredBy: "mock-2", calls: 2, within: 45 * time.Second},
 	{name: "429 with Retry-After: 2", fault: "[[mock: status=429, retry_after=2]]", answeredBy: "mock-1", calls: 2, atLeast: 2 * time.Second, within: 10 * time.Second},
@@ -75,6 +79,9 @@ var failoverCases = []failoverCase{
 	{name: "cut mid-answer", fault: "[[mock: cut_after=5]]", answeredBy: "mock-1", calls: 2, within: 5 * time.Second},
 	{name: "stalled mid-answer", fault: "[[mock: stall_after=5, stall_for=40s]]", answeredBy: "mock-1", calls: 2, within: 30 * time.Second},
 	{name: "malformed chunk", fault: "[[mock: malformed_after=5]]", answeredBy: "mock-1", calls: 2, within: 5 * time.Second},
+	// mock-1 is cut after every third token; after its retries mock-2,
+	// which takes no prefill, continues in prompt mode.
+	{name: "cut on every call; the fallback refuses prefill", fault: "[[mock: cut_after=3, times=0, model=mock-1]]", answeredBy: "mock-2", mixed: true, calls: 6, within: 15 * time.Second},
 	{name: "400 context_length_exceeded", long: true, answeredBy: "mock-2", calls: 2, within: 5 * time.Second},
 	{name: "400 other (a refusal)", fault: "[[mock: status=400, times=0]]", status: http.StatusBadRequest, calls: 1, within: 5 * time.Second},
 	// Far slower than mock-1's recent first tokens: hedged onto mock-2,
@@ -102,12 +109,15 @@ func TestProcessFailover(t *testing.T) {
 			return []procs.Provider{primary, fallback}
 		}},
 	}
+	// Each column has a row per case, then the outage's.
 	results := make([][]string, len(topologies)+1)
+	var directOutage string
 	var wg sync.WaitGroup
 	for i, top := range topologies {
 		s := start(t, options{Processes: true, Coordinator: true, ProvidersOf: top.providers,
 			Settings: procs.Settings{"models": failoverModels},
-			Mock:     mockupstream.Config{Tokens: failoverTokens, TokenInterval: 5 * time.Millisecond, ContextWindows: map[string]int{"mock-1": failoverWindow}},
+			Mock: mockupstream.Config{Tokens: failoverTokens, TokenInterval: 5 * time.Millisecond,
+				ContextWindows: map[string]int{"mock-1": failoverWindow}, NoPrefill: []string{"mock-2"}},
 		})
 		if i == 0 {
 			// The direct client meets the same fake upstream, in
@@ -116,7 +126,7 @@ func TestProcessFailover(t *testing.T) {
 		}
 		wg.Go(func() {
 			if !s.warmUp(t, top.primary+"/mock-1") {
-				for range failoverCases {
+				for range len(failoverCases) + 1 {
 					results[i] = append(results[i], "not run: the warm-up failed")
 				}
 				return
@@ -124,15 +134,121 @@ func TestProcessFailover(t *testing.T) {
 			for _, c := range failoverCases {
 				results[i] = append(results[i], s.failover(t, top.name, c))
 			}
+			relay, direct := s.failoverOutage(t, top.name, i == 0)
+			results[i] = append(results[i], relay)
+			if i == 0 {
+				directOutage = direct
+			}
 		})
 	}
 	wg.Wait()
+	results[len(topologies)] = append(results[len(topologies)], directOutage)
 	var table strings.Builder
 	table.WriteString("| fault | relay, fallback on the same entry | relay, fallback on another entry | openai-go, direct |\n|---|---|---|---|\n")
-	for k, c := range failoverCases {
-		fmt.Fprintf(&table, "| %s | %s | %s | %s |\n", c.name, results[0][k], results[1][k], results[2][k])
+	names := make([]string, 0, len(failoverCases)+1)
+	for _, c := range failoverCases {
+		names = append(names, c.name)
+	}
+	names = append(names, fmt.Sprintf("mock-1 down %v, then back; %d requests, one a second", outageFor, outageRequests))
+	for k, name := range names {
+		fmt.Fprintf(&table, "| %s | %s | %s | %s |\n", name, results[0][k], results[1][k], results[2][k])
 	}
 	t.Logf("failover on default settings:\n%s", table.String())
+}
+
+// The outage: mock-1 answers every call with 503 for outageFor while
+// outageRequests requests start a second apart.
+const (
+	outageFor      = 5 * time.Second
+	outageRequests = 20
+)
+
+// failoverOutage takes mock-1 down for outageFor while outageRequests
+// requests start a second apart through the relay, and, with direct, as
+// many straight to the provider through openai-go; it checks that the
+// relay answered every one exactly, on mock-2 while mock-1 was down and on
+// mock-1 again once it was back, and says what each client got.
+func (s *system) failoverOutage(t *testing.T, topology string, direct bool) (relayRun, directRun string) {
+	if err := s.putFaults("status=503, times=0, model=mock-1"); err != nil {
+		t.Error(err)
+		return "**failed**: " + err.Error(), ""
+	}
+	back := time.AfterFunc(outageFor, func() {
+		if err := s.putFaults(""); err != nil {
+			t.Error(err)
+		}
+	})
+	defer back.Stop()
+	client := openai.NewClient(option.WithBaseURL(s.mockURL()+"/v1/"), option.WithAPIKey("direct"))
+	answers := make([]chatAnswer, outageRequests)
+	errs := make([]error, outageRequests)
+	directRes := &runResult{}
+	var wg sync.WaitGroup
+	for i := range outageRequests {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			msgs, want := prompt(fmt.Sprintf("Outage %d, %s.", i, topology), failoverTokens)
+			answers[i], errs[i] = streamChat(ctx, s.Edge, msgs)
+			if errs[i] == nil && (answers[i].text != want || answers[i].status != "done") {
+				errs[i] = fmt.Errorf("%q, status %q", answers[i].text, answers[i].status)
+			}
+		})
+		if direct {
+			wg.Go(func() {
+				msgs, want := prompt(fmt.Sprintf("Outage %d, direct.", i), failoverTokens)
+				got, err := directCall(&client, msgs)
+				if err == nil && got != want {
+					err = fmt.Errorf("a wrong answer: %q", got)
+				}
+				directRes.add(err)
+			})
+		}
+		time.Sleep(time.Second)
+	}
+	wg.Wait()
+	exact, byFallback, backFrom := 0, 0, -1
+	for i, a := range answers {
+		switch {
+		case errs[i] != nil:
+			t.Errorf("%s, outage: request %d: %v", topology, i, errs[i])
+			continue
+		case a.model == "mock-2":
+			byFallback++
+			backFrom = -1
+		case backFrom < 0:
+			backFrom = i
+		}
+		exact++
+	}
+	// The breaker's probe finds mock-1 back at most a cooldown after the
+	// outage: the last requests are mock-1's again.
+	if backFrom < 0 || backFrom > outageRequests-3 {
+		t.Errorf("%s, outage: mock-1 answered again from request %d of %d, want the last ones back on it", topology, backFrom, outageRequests)
+	}
+	relayRun = fmt.Sprintf("%d/%d exact; %d by mock-2, mock-1 again from request %d", exact, outageRequests, byFallback, backFrom+1)
+	if direct {
+		directRun = fmt.Sprintf("%d/%d exact", directRes.exact, directRes.total)
+	}
+	return relayRun, directRun
+}
+
+// putFaults sets the fake upstream's server-wide faults (PUT /mock/faults).
+func (s *system) putFaults(spec string) error {
+	body, _ := json.Marshal(map[string]string{"faults": spec})
+	req, err := http.NewRequest(http.MethodPut, s.mockURL()+"/mock/faults", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("PUT /mock/faults: %s", resp.Status)
+	}
+	return nil
 }
 
 // warmUp sends requests until the fleet has first-token figures of target
@@ -203,14 +319,16 @@ func (s *system) failover(t *testing.T, topology string, c failoverCase) string 
 		return fail("%v", err)
 	case got.text != want || got.finish != "stop" || got.status != "done":
 		return fail("%q, finish %q, status %q; want the whole answer, done", got.text, got.finish, got.status)
-	case got.model != c.answeredBy || got.chunkModels != c.answeredBy:
+	case got.model != c.answeredBy || got.chunkModels != c.answeredBy && !c.mixed:
 		return fail("the final chunk names %q and the content chunks %q, want %q, the model that answered", got.model, got.chunkModels, c.answeredBy)
+	case c.mixed && got.chunkModels != "mixed":
+		return fail("the content chunks name %q, want mock-1 and %s, the models that wrote them", got.chunkModels, c.answeredBy)
 	case (c.answeredBy != "mock-1") != (got.requested == "mock-1"):
 		return fail("relay.requested_model %q with %s answering", got.requested, c.answeredBy)
 	case got.usage == nil:
 		return fail("no usage")
 	}
-	if c.answeredBy == "mock-2" {
+	if c.answeredBy == "mock-2" && !c.mixed {
 		// Nothing of mock-1 reached the answer: it costs mock-2's price.
 		cost := (0.1*float64(got.usage.PromptTokens) + 0.42*float64(got.usage.CompletionTokens)) / 1e6
 		if math.Abs(got.cost-cost) > 1e-12 {
@@ -302,28 +420,19 @@ func (s *system) failoverDirect(t *testing.T) []string {
 	for k, c := range failoverCases {
 		wg.Go(func() {
 			msgs, want := failoverMessages(c, "direct")
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
 			began := time.Now()
-			st := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
-				Model:    "mock-1",
-				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(msgs[0].Content)},
-			})
-			var acc openai.ChatCompletionAccumulator
-			for st.Next() {
-				acc.AddChunk(st.Current())
-			}
+			got, err := directCall(&client, msgs)
 			took := time.Since(began).Seconds()
 			calls := s.mockStats().ByConversation[mockupstream.ConversationKey(msgs)]
 			var apiErr *openai.Error
-			switch err := st.Err(); {
+			switch {
 			case errors.Is(err, context.DeadlineExceeded):
 				out[k] = fmt.Sprintf("nothing after %.0f s, %s", took, callsOf(calls))
 			case errors.As(err, &apiErr):
 				out[k] = fmt.Sprintf("error %d after %.1f s, %s", apiErr.StatusCode, took, callsOf(calls))
-			case err != nil && !errors.Is(err, io.EOF):
-				out[k] = fmt.Sprintf("a broken stream after %.1f s, %s: %d of %d characters", took, callsOf(calls), len(contentOf(acc)), len(want))
-			case contentOf(acc) != want:
+			case err != nil:
+				out[k] = fmt.Sprintf("a broken stream after %.1f s, %s: %d of %d characters", took, callsOf(calls), len(got), len(want))
+			case got != want:
 				out[k] = fmt.Sprintf("a wrong answer after %.1f s, %s", took, callsOf(calls))
 			default:
 				out[k] = fmt.Sprintf("exact, %s, %.1f s", callsOf(calls), took)
@@ -334,10 +443,26 @@ func (s *system) failoverDirect(t *testing.T) []string {
 	return out
 }
 
-// contentOf is the text an accumulated completion holds.
-func contentOf(acc openai.ChatCompletionAccumulator) string {
-	if len(acc.Choices) == 0 {
-		return ""
+// directCall streams the answer to msgs for mock-1 straight from the fake
+// upstream with openai-go, giving up after a minute, and returns its text
+// and why it ended early, if it did.
+func directCall(client *openai.Client, msgs []mockupstream.Message) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:    "mock-1",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(msgs[0].Content)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
 	}
-	return acc.Choices[0].Message.Content
+	text := ""
+	if len(acc.Choices) > 0 {
+		text = acc.Choices[0].Message.Content
+	}
+	if err := st.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return text, err
+	}
+	return text, nil
 }

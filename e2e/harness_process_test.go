@@ -136,6 +136,9 @@ func (s *system) startProcesses() {
 	if o.Mock.ContextWindows != nil {
 		mock["mock_upstream.context_windows"] = o.Mock.ContextWindows
 	}
+	if o.Mock.NoPrefill != nil {
+		mock["mock_upstream.no_prefill"] = o.Mock.NoPrefill
+	}
 	s.mockProc, err = h.Start(ctx, procs.Role{Role: procs.MockUpstream, Settings: mock})
 	if err != nil {
 		t.Fatal(err)

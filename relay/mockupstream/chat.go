@@ -66,7 +66,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "mock-upstream: assistant prefill is not a prefix of the answer; answering from the start",
 			slog.String("conversation", conv.key))
 	}
-	if wait(r.Context(), f.stallBefore, 0, nil) != nil {
+	if !f.before(r) {
 		return
 	}
 	if f.status != 0 {
@@ -79,7 +79,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, f.status, errorBody(f.status, fmt.Sprintf("mock-upstream: injected fault status=%d", f.status)))
 		return
 	}
-	if f.rejectPrefill && req.Messages[len(req.Messages)-1].Role == roleAssistant {
+	if (f.rejectPrefill || slices.Contains(s.cfg.NoPrefill, req.Model)) && req.Messages[len(req.Messages)-1].Role == roleAssistant {
 		writeError(w, http.StatusBadRequest, badRequest(
 			"This model does not support assistant message prefill. The conversation must end with a user message.", "messages"))
 		return
@@ -146,7 +146,7 @@ func (s *Server) faultsFor(model string, messages []Message, n int) (faults, err
 		return faults{}, err
 	}
 	if !found {
-		f = s.faults
+		f = *s.faults.Load()
 	}
 	if !found && f.spec == "" {
 		kind, drawn := s.weather.Load().draw(s.cfg.Tokens)

@@ -54,6 +54,12 @@ type Config struct {
 	// without an entry takes any length.
 	ContextWindows map[string]int `koanf:"context_windows"`
 
+	// NoPrefill are models that refuse an assistant prefill (a
+	// conversation that ends with an assistant message) with 400, as
+	// providers without prefill support do; reject_prefill makes any
+	// model do so for one conversation.
+	NoPrefill []string `koanf:"no_prefill"`
+
 	// Faults is the server-wide fault spec, the same "key=value, ..." list
 	// that a [[mock: ...]] directive holds (see the package documentation).
 	// It applies to every chat request that carries no directive of its

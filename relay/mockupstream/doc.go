@@ -49,6 +49,10 @@
 //   - PUT /mock/weather: the provider's ordinary misbehaviour from now on
 //     (Weather, as JSON: {"cut":0.05,"stall":0.05,"rate_limited":0.03,
 //     "retry_after":"1s"}; {} is fair weather).
+//   - PUT /mock/faults: the server-wide fault spec from now on
+//     (Config.Faults, as JSON: {"faults":"status=503, times=0,
+//     model=mock-1"}; {"faults":""} is none): a provider, or one of its
+//     models, that goes down and comes back.
 //
 // Errors have OpenAI's shape:
 //
@@ -149,8 +153,12 @@
 //   - reject_prefill=true: answer 400 invalid_request_error when the last
 //     message is an assistant message, like providers without prefill. As
 //     the first request of a conversation has no prefill, this usually
-//     wants times=0.
+//     wants times=0. (Config.NoPrefill makes models refuse it always.)
 //     [[mock: reject_prefill, times=0]]
+//   - reset=true: drop the connection before any byte of the response,
+//     status line included (an HTTP/2 stream is reset), as a proxy that
+//     cuts a connection does. Excludes status.
+//     [[mock: reset]]
 //   - overlap=N: on a continuation, first re-send the last N runes of the
 //     prefix as a chunk of their own, like a model that repeats itself.
 //     [[mock: overlap=4, times=0]]
@@ -184,8 +192,9 @@
 // stop_sequences end the answer before the first of them it holds, with
 // stop_reason stop_sequence and the sequence in stop_sequence.
 //
-// Only status, retry_after, retry_after_ms, stall_before, reject_prefill,
-// overlap, reasoning and times apply to non-streaming requests. Stalls end
+// Only status, retry_after, retry_after_ms, stall_before, reset,
+// reject_prefill, overlap, reasoning, times and model apply to
+// non-streaming requests. Stalls end
 // as soon as the client goes away. cut_after, eof_after, malformed_after
 // and error_after exclude each other.
 //

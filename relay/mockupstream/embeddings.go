@@ -192,7 +192,7 @@ func (s *Server) decodeForwarded(w http.ResponseWriter, r *http.Request, v any, 
 
 // applyFaults counts the request for model under the conversation of messages and
 // applies the faults that end a request before its answer (status,
-// stall_before), as handleChat does. It returns the faults, and whether
+// stall_before, reset), as handleChat does. It returns the faults, and whether
 // the answer goes out.
 func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request, model string, messages []Message) (faults, bool) {
 	n := s.stats.conversation(ConversationKey(messages), r.Header)
@@ -201,7 +201,7 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request, model strin
 		writeError(w, http.StatusBadRequest, badRequest(err.Error(), ""))
 		return f, false
 	}
-	if wait(r.Context(), f.stallBefore, 0, nil) != nil {
+	if !f.before(r) {
 		return f, false
 	}
 	if f.status != 0 {

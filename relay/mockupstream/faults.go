@@ -1,8 +1,10 @@
 package mockupstream
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -41,7 +43,9 @@ type faults struct {
 	splitUTF8     bool
 	noDone        bool
 	rejectPrefill bool
-	overlap       int
+	// reset drops the connection before any byte of the response.
+	reset   bool
+	overlap int
 	// reasoning is how many reasoning tokens precede the answer.
 	reasoning int
 
@@ -50,6 +54,21 @@ type faults struct {
 	times int
 	// model, if set, is the only model the faults apply to.
 	model string
+}
+
+// before applies the faults that come before any byte of a response:
+// stall_before, then reset. It reports false when the response is not to
+// be sent (the client left, or it never gets one).
+func (f faults) before(r *http.Request) bool {
+	if wait(r.Context(), f.stallBefore, 0, nil) != nil {
+		return false
+	}
+	if f.reset {
+		// The server drops the connection (resets an HTTP/2 stream)
+		// without a response, and logs nothing.
+		panic(http.ErrAbortHandler)
+	}
+	return true
 }
 
 // parseFaults parses a fault spec: "key=value" items separated by commas,
@@ -116,6 +135,8 @@ func (f *faults) set(key, value string, hasValue bool) error {
 		f.noDone, err = boolean(value, hasValue)
 	case "reject_prefill":
 		f.rejectPrefill, err = boolean(value, hasValue)
+	case "reset":
+		f.reset, err = boolean(value, hasValue)
 	case "overlap":
 		f.overlap, err = count(value)
 	case "reasoning":
@@ -129,7 +150,7 @@ func (f *faults) set(key, value string, hasValue bool) error {
 		f.model = value
 	default:
 		return fmt.Errorf("unknown key %q (known: status, retry_after, retry_after_ms, cut_after, eof_after, malformed_after, error_after, "+
-			"stall_before, first_token_after, stall_after, stall_for, split_utf8, no_done, reject_prefill, overlap, reasoning, times, model)", key)
+			"stall_before, first_token_after, stall_after, stall_for, split_utf8, no_done, reject_prefill, reset, overlap, reasoning, times, model)", key)
 	}
 	return err
 }
@@ -150,6 +171,8 @@ func checkCombination(seen map[string]bool) error {
 		return errors.New("stall_after and stall_for go together")
 	case (seen["retry_after"] || seen["retry_after_ms"]) && !seen["status"]:
 		return errors.New("retry_after and retry_after_ms need a status")
+	case seen["reset"] && seen["status"]:
+		return errors.New("reset and status exclude each other: a reset sends no status")
 	}
 	return nil
 }
@@ -196,4 +219,34 @@ func boolean(value string, hasValue bool) (bool, error) {
 		return false, errors.New("want true or false")
 	}
 	return b, nil
+}
+
+// SetFaults replaces the server-wide fault spec (Config.Faults) from now
+// on: a provider that goes down and comes back while clients call it.
+func (s *Server) SetFaults(spec string) error {
+	f, err := parseFaults(spec)
+	if err != nil {
+		return err
+	}
+	s.faults.Store(&f)
+	return nil
+}
+
+// handleFaults answers PUT /mock/faults, whose body is {"faults": spec}
+// (SetFaults).
+func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Faults string `json:"faults"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<10))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&in)
+	if err == nil {
+		err = s.SetFaults(in.Faults)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, badRequest("mock-upstream: faults: "+err.Error(), ""))
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
 }

@@ -1,6 +1,8 @@
 package mockupstream
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -238,5 +240,61 @@ func TestFaultsForOneModel(t *testing.T) {
 	r := stream(t, ts, chatBody(true, msgs, "model", "mock-2"))
 	if r.err != nil || !r.done || r.text() != AnswerText(msgs, 5) {
 		t.Fatalf("mock-2: err %v, done %v, text %q; want the whole answer", r.err, r.done, r.text())
+	}
+}
+
+func TestFaultReset(t *testing.T) {
+	_, ts := newTestServer(t, fullSpeed(5))
+	msgs := conv("[[mock: reset]]")
+	b, _ := json.Marshal(chatBody(true, msgs))
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", bytes.NewReader(b))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a reset answered %d", resp.StatusCode)
+	}
+	// times defaults to 1: the retry is answered.
+	if r := stream(t, ts, chatBody(true, msgs)); r.err != nil || !r.done || r.text() != AnswerText(msgs, 5) {
+		t.Fatalf("the retry: err %v, done %v, text %q", r.err, r.done, r.text())
+	}
+}
+
+func TestNoPrefillModels(t *testing.T) {
+	_, ts := newTestServer(t, Config{Tokens: 5, TokenInterval: -1, NoPrefill: []string{"mock-2"}})
+	msgs := conv("hello")
+	prefilled := with(msgs, Message{Role: roleAssistant, Content: AnswerText(msgs, 2)})
+	decodeError(t, post(t, ts, "/v1/chat/completions", "", chatBody(true, prefilled, "model", "mock-2")), http.StatusBadRequest)
+	if r := stream(t, ts, chatBody(true, prefilled)); r.err != nil || !r.done || AnswerText(msgs, 2)+r.text() != AnswerText(msgs, 5) {
+		t.Fatalf("mock-1 continuing a prefill: err %v, text %q", r.err, r.text())
+	}
+}
+
+func TestSetFaultsWhileServing(t *testing.T) {
+	s, ts := newTestServer(t, fullSpeed(5))
+	put := func(body string) int {
+		req, _ := http.NewRequest(http.MethodPut, ts.URL+"/mock/faults", strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := put(`{"faults":"status=503, times=0, model=mock-1"}`); code != http.StatusOK {
+		t.Fatalf("PUT /mock/faults: %d", code)
+	}
+	for range 2 {
+		decodeError(t, post(t, ts, "/v1/chat/completions", "", chatBody(false, conv("down"))), http.StatusServiceUnavailable)
+	}
+	if r := stream(t, ts, chatBody(true, conv("down"), "model", "mock-2")); r.err != nil || !r.done {
+		t.Fatalf("mock-2 while mock-1 is down: %v", r.err)
+	}
+	if code := put(`{"faults":"nonsense"}`); code != http.StatusBadRequest {
+		t.Fatalf("a bad spec: %d", code)
+	}
+	if err := s.SetFaults(""); err != nil {
+		t.Fatal(err)
+	}
+	if r := stream(t, ts, chatBody(true, conv("down"))); r.err != nil || !r.done {
+		t.Fatalf("mock-1 after it came back: %v", r.err)
 	}
 }

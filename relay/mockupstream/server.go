@@ -25,12 +25,12 @@ const (
 // Handler in an httptest.Server or run Serve on a listener.
 type Server struct {
 	cfg    Config // with defaults applied
-	faults faults // Config.Faults, parsed
 	logger *slog.Logger
 	mux    *http.ServeMux
 
 	apiKeys atomic.Pointer[map[string]bool] // empty: no authentication
 	weather atomic.Pointer[Weather]
+	faults  atomic.Pointer[faults] // Config.Faults parsed, or SetFaults's
 	stats   *stats
 	ids     atomic.Uint64
 
@@ -49,7 +49,6 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg:    cfg.withDefaults(),
-		faults: f,
 		logger: logger,
 		mux:    http.NewServeMux(),
 		stats:  newStats(),
@@ -57,6 +56,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	s.SetAPIKeys(cfg.APIKeys)
 	s.weather.Store(&s.cfg.Weather)
+	s.faults.Store(&f)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("POST /v1/messages", s.handleMessages)
 	s.mux.HandleFunc("POST /v1/responses", s.handleResponses)
@@ -65,6 +65,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /mock/stats", s.handleStats)
 	s.mux.HandleFunc("PUT /mock/weather", s.handleWeather)
+	s.mux.HandleFunc("PUT /mock/faults", s.handleFaults) // faults.go
 	s.mux.HandleFunc("/", handleUnknown)
 	return s, nil
 }

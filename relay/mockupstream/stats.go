@@ -20,8 +20,8 @@ type Stats struct {
 	ResponsesRequests int `json:"responses_requests"`
 	// ByStatus counts requests, of every dialect, by the HTTP status they
 	// were answered with. A stream cut by a fault counts as 200; a request
-	// whose client left during stall_before, before any response, is not
-	// counted here.
+	// whose client left during stall_before, before any response, or
+	// that a reset fault dropped, is not counted here.
 	ByStatus map[int]int `json:"by_status"`
 	// ByConversation counts, by conversation key (see ConversationKey), the
 	// chat requests that passed authentication and request checks (body,

@@ -51,7 +51,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, t turn, fail di
 	s.logger.LogAttrs(r.Context(), slog.LevelDebug, "mock-upstream: "+t.dialect+" request",
 		slog.String("conversation", conv.key), slog.Int("request", n), slog.String("faults", f.spec),
 		slog.Int("prefix_bytes", len(conv.prefix)), slog.Bool("stream", t.stream))
-	if wait(r.Context(), f.stallBefore, 0, nil) != nil {
+	if !f.before(r) {
 		return reply{}, faults{}, false
 	}
 	if f.status != 0 {
@@ -64,7 +64,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, t turn, fail di
 		fail(w, f.status, fmt.Sprintf("mock-upstream: injected fault status=%d", f.status), "")
 		return reply{}, faults{}, false
 	}
-	if f.rejectPrefill && t.messages[len(t.messages)-1].Role == roleAssistant {
+	if (f.rejectPrefill || slices.Contains(s.cfg.NoPrefill, t.model)) && t.messages[len(t.messages)-1].Role == roleAssistant {
 		fail(w, http.StatusBadRequest, "This model does not support assistant message prefill. The conversation must end with a user message.", "messages")
 		return reply{}, faults{}, false
 	}

@@ -88,9 +88,7 @@ func TestCancelledBeforePickupEndsWithoutChunks(t *testing.T) {
 			if v := gate.verdicts(); len(v) > tc.calls || slices.ContainsFunc(v, func(s string) bool { return !strings.HasSuffix(s, ":neutral") }) {
 				t.Fatalf("the gate heard %v, want at most %d neutral call", v, tc.calls)
 			}
-			if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
-				t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
-			}
+			h.waitAcked()
 		})
 	}
 }
@@ -169,7 +167,5 @@ func TestCancelNoticeStopsTheStreamAtOnce(t *testing.T) {
 	if st := h.mock.Stats(); st.ChatRequests != 1 {
 		t.Fatalf("%d upstream requests, want 1", st.ChatRequests)
 	}
-	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
-		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
-	}
+	h.waitAcked()
 }

@@ -57,10 +57,7 @@ func TestStreamSurvivesNATSRestart(t *testing.T) {
 	if st := h.mock.Stats(); st.ChatRequests != 1 {
 		t.Fatalf("%d upstream requests, want 1", st.ChatRequests)
 	}
-	relaytest.Eventually(t, waitFor, 10*time.Millisecond, func() bool {
-		unacked, waiting := h.ackPending()
-		return unacked == 0 && waiting == 0
-	})
+	h.waitAcked()
 
 	// The slots pull again after the restart: a new request is served.
 	next := wire.NewStreamID()

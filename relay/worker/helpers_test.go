@@ -291,6 +291,15 @@ func (h *harness) waitJobOf(worker, id string) string {
 	return status
 }
 
+// waitAcked waits until no request is delivered and unacked, or waiting.
+func (h *harness) waitAcked() {
+	h.t.Helper()
+	relaytest.Eventually(h.t, waitFor, 5*time.Millisecond, func() bool {
+		unacked, waiting := h.ackPending()
+		return unacked == 0 && waiting == 0
+	})
+}
+
 // ackPending returns how many requests are delivered and not acked, and how
 // many wait for delivery.
 func (h *harness) ackPending() (unacked, waiting uint64) {

@@ -69,15 +69,6 @@ func (h *harness) queueTaken(id, content, taker string) {
 	}
 }
 
-// waitAcked waits until no request is delivered and unacked, or waiting.
-func (h *harness) waitAcked() {
-	h.t.Helper()
-	relaytest.Eventually(h.t, waitFor, 5*time.Millisecond, func() bool {
-		unacked, waiting := h.ackPending()
-		return unacked == 0 && waiting == 0
-	})
-}
-
 // A request taken from an offer is started before it is queued at all:
 // its claim is stored first. Its delivery, which the queue gives to the
 // same worker, is adopted by the running job, which acks it at the end:

@@ -46,9 +46,7 @@ func TestStreamsAnswer(t *testing.T) {
 	if status := h.waitJob(id); status != "done" {
 		t.Fatalf("job status = %q", status)
 	}
-	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
-		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
-	}
+	h.waitAcked()
 }
 
 func TestCoalescesChunks(t *testing.T) {
@@ -91,9 +89,7 @@ func TestRequestFaultFailsWithProviderError(t *testing.T) {
 	if st := h.mock.Stats(); st.ChatRequests != 1 || st.ByStatus[http.StatusBadRequest] != 1 {
 		t.Fatalf("mock stats = %+v, want exactly one request answered 400", st)
 	}
-	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
-		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
-	}
+	h.waitAcked()
 }
 
 func TestEndedStreamIsOnlyAcked(t *testing.T) {
@@ -113,9 +109,7 @@ func TestEndedStreamIsOnlyAcked(t *testing.T) {
 	if status := h.waitJob(id); status != "already_ended" {
 		t.Fatalf("job status = %q, want already_ended", status)
 	}
-	if unacked, waiting := h.ackPending(); unacked != 0 || waiting != 0 {
-		t.Fatalf("request not acked: %d unacked, %d waiting", unacked, waiting)
-	}
+	h.waitAcked()
 	if n := len(h.frames(id)); n != 3 {
 		t.Fatalf("stream has %d frames, want the 3 it had", n)
 	}
