@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -197,7 +195,9 @@ func (s *system) failoverOutage(t *testing.T, topology string, direct bool) (rel
 		if direct {
 			wg.Go(func() {
 				msgs, want := prompt(fmt.Sprintf("Outage %d, direct.", i), failoverTokens)
-				got, err := directCall(&client, msgs)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				got, _, err := directCall(ctx, &client, msgs)
 				if err == nil && got != want {
 					err = fmt.Errorf("a wrong answer: %q", got)
 				}
@@ -233,22 +233,9 @@ func (s *system) failoverOutage(t *testing.T, topology string, direct bool) (rel
 	return relayRun, directRun
 }
 
-// putFaults sets the fake upstream's server-wide faults (PUT /mock/faults).
+// putFaults sets the fake upstream's server-wide faults.
 func (s *system) putFaults(spec string) error {
-	body, _ := json.Marshal(map[string]string{"faults": spec})
-	req, err := http.NewRequest(http.MethodPut, s.mockURL()+"/mock/faults", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("PUT /mock/faults: %s", resp.Status)
-	}
-	return nil
+	return s.putMock("/mock/faults", map[string]string{"faults": spec})
 }
 
 // warmUp sends requests until the fleet has first-token figures of target
@@ -420,8 +407,10 @@ func (s *system) failoverDirect(t *testing.T) []string {
 	for k, c := range failoverCases {
 		wg.Go(func() {
 			msgs, want := failoverMessages(c, "direct")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 			began := time.Now()
-			got, err := directCall(&client, msgs)
+			got, _, err := directCall(ctx, &client, msgs)
 			took := time.Since(began).Seconds()
 			calls := s.mockStats().ByConversation[mockupstream.ConversationKey(msgs)]
 			var apiErr *openai.Error
@@ -441,28 +430,4 @@ func (s *system) failoverDirect(t *testing.T) []string {
 	}
 	wg.Wait()
 	return out
-}
-
-// directCall streams the answer to msgs for mock-1 straight from the fake
-// upstream with openai-go, giving up after a minute, and returns its text
-// and why it ended early, if it did.
-func directCall(client *openai.Client, msgs []mockupstream.Message) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
-		Model:    "mock-1",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(msgs[0].Content)},
-	})
-	var acc openai.ChatCompletionAccumulator
-	for st.Next() {
-		acc.AddChunk(st.Current())
-	}
-	text := ""
-	if len(acc.Choices) > 0 {
-		text = acc.Choices[0].Message.Content
-	}
-	if err := st.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return text, err
-	}
-	return text, nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -189,6 +191,20 @@ func hashName(name string) uint32 {
 // finished.
 func directStream(ctx context.Context, client *openai.Client, name string) error {
 	msgs, want := prompt("Never worse: "+name+".", weatherTokens)
+	text, finish, err := directCall(ctx, client, msgs)
+	switch {
+	case err != nil:
+		return err
+	case text != want || finish != "stop":
+		return fmt.Errorf("%s: not the whole answer", name)
+	}
+	return nil
+}
+
+// directCall streams the answer to msgs for mock-1 straight from the fake
+// upstream with openai-go, and returns its text, its finish reason and
+// why it ended early, if it did.
+func directCall(ctx context.Context, client *openai.Client, msgs []mockupstream.Message) (text, finish string, err error) {
 	st := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
 		Model:    "mock-1",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(msgs[0].Content)},
@@ -197,13 +213,13 @@ func directStream(ctx context.Context, client *openai.Client, name string) error
 	for st.Next() {
 		acc.AddChunk(st.Current())
 	}
-	if err := st.Err(); err != nil {
-		return err
+	if len(acc.Choices) > 0 {
+		text, finish = acc.Choices[0].Message.Content, acc.Choices[0].FinishReason
 	}
-	if len(acc.Choices) == 0 || acc.Choices[0].Message.Content != want || acc.Choices[0].FinishReason != "stop" {
-		return fmt.Errorf("%s: not the whole answer", name)
+	if err := st.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return text, finish, err
 	}
-	return nil
+	return text, finish, nil
 }
 
 // mockURL is the fake upstream's root URL.
@@ -212,15 +228,27 @@ func (s *system) mockURL() string { return strings.TrimSuffix(s.mockProc.URL, "/
 // setWeather changes the fake upstream's weather.
 func (s *system) setWeather(t *testing.T, w mockupstream.Weather) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"cut": w.Cut, "stall": w.Stall, "stall_for": w.StallFor.String(),
-		"rate_limited": w.RateLimited, "retry_after": w.RetryAfter.String()})
-	req, _ := http.NewRequest(http.MethodPut, s.mockURL()+"/mock/weather", bytes.NewReader(body))
+	must(t, s.putMock("/mock/weather", map[string]any{"cut": w.Cut, "stall": w.Stall, "stall_for": w.StallFor.String(),
+		"rate_limited": w.RateLimited, "retry_after": w.RetryAfter.String()}))
+}
+
+// putMock puts body, as JSON, to path on the fake upstream.
+func (s *system) putMock(path string, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(http.MethodPut, s.mockURL()+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("PUT /mock/weather: %d", resp.StatusCode)
+		return fmt.Errorf("PUT %s: %s", path, resp.Status)
 	}
+	return nil
 }
