@@ -75,7 +75,9 @@ var failoverCases = []failoverCase{
 	{name: "429 with Retry-After: 2", fault: "[[mock: status=429, retry_after=2]]", answeredBy: "mock-1", calls: 2, atLeast: 2 * time.Second, within: 10 * time.Second},
 	{name: "429 without Retry-After", fault: "[[mock: status=429]]", answeredBy: "mock-1", calls: 2, within: 5 * time.Second},
 	{name: "cut mid-answer", fault: "[[mock: cut_after=5]]", answeredBy: "mock-1", calls: 2, within: 5 * time.Second},
-	{name: "stalled mid-answer", fault: "[[mock: stall_after=5, stall_for=40s]]", answeredBy: "mock-1", calls: 2, within: 30 * time.Second},
+	// Keep-alive comments every 3 s keep the bytes flowing: the content
+	// stall bound (30 s) notices.
+	{name: "stalled mid-answer, keep-alives every 3 s", fault: "[[mock: stall_after=5, stall_for=50s]]", answeredBy: "mock-1", calls: 2, atLeast: 30 * time.Second, within: 40 * time.Second},
 	{name: "malformed chunk", fault: "[[mock: malformed_after=5]]", answeredBy: "mock-1", calls: 2, within: 5 * time.Second},
 	// mock-1 is cut after every third token; after its retries mock-2,
 	// which takes no prefill, continues in prompt mode.
@@ -114,7 +116,7 @@ func TestProcessFailover(t *testing.T) {
 	for i, top := range topologies {
 		s := start(t, options{Processes: true, Coordinator: true, ProvidersOf: top.providers,
 			Settings: procs.Settings{"models": failoverModels},
-			Mock: mockupstream.Config{Tokens: failoverTokens, TokenInterval: 5 * time.Millisecond,
+			Mock: mockupstream.Config{Tokens: failoverTokens, TokenInterval: 5 * time.Millisecond, CommentInterval: 3 * time.Second,
 				ContextWindows: map[string]int{"mock-1": failoverWindow}, NoPrefill: []string{"mock-2"}},
 		})
 		if i == 0 {

@@ -136,6 +136,9 @@ func (s *system) startProcesses() {
 	if o.Mock.ContextWindows != nil {
 		mock["mock_upstream.context_windows"] = o.Mock.ContextWindows
 	}
+	if o.Mock.CommentInterval > 0 {
+		mock["mock_upstream.comment_interval"] = o.Mock.CommentInterval.String()
+	}
 	if o.Mock.NoPrefill != nil {
 		mock["mock_upstream.no_prefill"] = o.Mock.NoPrefill
 	}

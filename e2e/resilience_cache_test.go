@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/config"
+	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
@@ -38,29 +39,31 @@ type cachedJSON struct {
 
 // A model whose cache is on keeps each completed answer for its tenant.
 // When its provider is down (every call a 503), the same request of the
-// same tenant, whole or streamed, is answered from the cache and says so:
-// X-Relay-Cache: hit, relay.status "cached" in the completion and in every
-// chunk. Another tenant's identical request, and a different request of
-// the same tenant, fail as they would without a cache (the provider's
-// retries spent, then its breaker open). The roles run under
-// the shipped NATS users, so the worker's grants on relay_answers are
-// proven too.
+// same tenant, whole or streamed, asking to fail fast or not, is answered
+// from the cache at once and says so: X-Relay-Cache: hit, relay.status
+// "cached" in the completion and in every chunk; none waits for the open
+// breaker's probe (breaker.max_wait, 1 m by default). Another tenant's
+// identical request, and a different request of the same tenant, fail as
+// they would without a cache (here at once, asking to fail fast). The
+// roles run under the shipped NATS users, so the worker's grants on
+// relay_answers are proven too.
 func TestCachedAnswerWhenTheProviderIsDown(t *testing.T) {
 	const tokens = 5
 	c := start(t, options{Secured: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: time.Millisecond},
 		Tune: withTenants(withFastRetry(func(cfg *config.Config) {
 			cfg.Models = []provider.Model{{Name: "mock-2", Cache: provider.Cache{Mode: provider.CacheFallback, TTL: time.Hour}}}
-			// Requests do not wait for the open breaker's probe: each
-			// fails, or is answered from the cache, at once.
-			cfg.Providers[0].Breaker.MaxWait = -1
 		}))})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Far below breaker.max_wait: what a request that waited for the
+	// probe would take.
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	ask := func(key, content string, stream bool) *http.Response {
+	failFast := http.Header{"X-Relay-Fail-Fast": {"true"}}
+	askWith := func(key, content string, stream bool, h http.Header) *http.Response {
 		body, _ := json.Marshal(map[string]any{"model": "mock-2", "stream": stream,
 			"messages": []mockupstream.Message{{Role: "user", Content: content}}})
-		return send(t, ctx, http.MethodPost, c.Edge+"/v1/chat/completions", body, key, nil)
+		return send(t, ctx, http.MethodPost, c.Edge+"/v1/chat/completions", body, key, h)
 	}
+	ask := func(key, content string, stream bool) *http.Response { return askWith(key, content, stream, nil) }
 	whole := func(res *http.Response) cachedJSON {
 		t.Helper()
 		b, err := io.ReadAll(res.Body)
@@ -100,6 +103,20 @@ func TestCachedAnswerWhenTheProviderIsDown(t *testing.T) {
 		t.Fatalf("whole answer while down: %d, X-Relay-Cache %q, %+v", res.StatusCode, res.Header.Get("X-Relay-Cache"), got)
 	}
 
+	// The calls of that request opened the breaker: the edge would
+	// refuse a request that asks to fail fast, but for the cache.
+	breakers, err := answers.js.KeyValue(ctx, wire.BreakerBucket)
+	must(t, err)
+	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
+		e, err := breakers.Get(ctx, wire.ScopeKey("mock", "mock-2"))
+		var b breaker.State
+		return err == nil && json.Unmarshal(e.Value(), &b) == nil && b.Phase == breaker.Open
+	})
+	res = askWith(keyAcme, content, false, failFast)
+	if got := whole(res); res.StatusCode != http.StatusOK || got.Choices[0].Message.Content != want || got.Relay.Status != "cached" {
+		t.Fatalf("fail-fast answer while down: %d, %+v; want the kept answer", res.StatusCode, got)
+	}
+
 	res = ask(keyAcme, content, true)
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("streamed answer while down: %d", res.StatusCode)
@@ -129,8 +146,8 @@ func TestCachedAnswerWhenTheProviderIsDown(t *testing.T) {
 	}
 
 	for name, res := range map[string]*http.Response{
-		"another tenant":  ask(keyBeta, content, false),
-		"another request": ask(keyAcme, "Do not keep this one.", false),
+		"another tenant":  askWith(keyBeta, content, false, failFast),
+		"another request": askWith(keyAcme, "Do not keep this one.", false, failFast),
 	} {
 		got := whole(res)
 		if res.StatusCode < 500 || got.Error == nil || got.Relay.Status != string(wire.StatusFailed) || res.Header.Get("X-Relay-Cache") != "" {
