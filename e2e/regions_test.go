@@ -23,7 +23,7 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// Regions (README "Regions"): two regions in one test process. Region A is
+// Regions (configs/README.md "Regions"): two regions in one test process. Region A is
 // the home: a nats-server with JetStream domain "a" that accepts leaf
 // nodes. Region B is a nats-server with domain "b" that joins A as a leaf
 // through a TCP proxy the test cuts and heals. Each region runs its own

@@ -16,8 +16,8 @@ import (
 )
 
 // traced gives every API request (under /v1/) a span, the root of the
-// trace that the request's workers and providers continue (README
-// "Tracing"). A traceparent the client sent is linked, not continued: the
+// trace that the request's workers and providers continue
+// (relay/README.md "Tracing"). A traceparent the client sent is linked, not continued: the
 // edge faces the internet, and a client must not pick the trace ids or
 // the sampling of the relay's traces.
 //

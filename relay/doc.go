@@ -3,57 +3,52 @@
 // workers call providers and append the answer to JetStream, and the
 // coordinator keeps the fleet's shared provider state.
 //
+// Every package of the repository has one line below, and a test
+// (map_test.go) fails when one is missing or listed but gone. Only
+// relay/app, relay/config and relay/cmd/relay import a role package.
+//
 // # The three roles
 //
-//	edge/               the client-facing role: the OpenAI-compatible HTTP and
-//	                    WebSocket API, queueing, resume from the durable log
-//	relay/worker/       the worker role: takes requests off the work queue, calls
-//	                    providers (retries, continuation, fallback), appends frames
-//	coordinator/        the coordinator role: lease, provider health, probes of
-//	                    idle breakers, quota shares, canary ramps, liveness watch
-//
-// Only relay/app (the wiring), relay/config (the layered configuration of
-// every role) and relay/cmd/relay (the binary) import a role package.
+//	edge                   the client APIs over HTTP and WebSocket, queueing, resume from the durable log
+//	relay/worker           takes requests off the work queue, calls providers (retries, continuation, fallback), appends frames
+//	coordinator            lease, provider health, probes of idle breakers, quota shares, canary ramps, liveness watch
 //
 // # What the roles share
 //
-//	relay/wire/         the contract: subjects, frames, request, meta, cursor,
-//	                    errors, stream ids, state keys, heartbeat messages; no
-//	                    goroutines and no JetStream calls ("Protocol flow")
-//	relay/streams/      JetStream set-up and checks of the streams and buckets
-//	relay/chunklog/     reading and fenced appending of a stream's frames
-//	relay/liveness/     heartbeats, the watcher and the handover of a silent
-//	                    worker's requests
-//	relay/fleet/        shared provider state, one home: the worker's admission
-//	                    (SharedGate), the View every role reads, the lease,
-//	                    quota nodes, status; below it the pure policies:
-//	  breaker/          circuit breaker state machine
-//	  quota/            shares, budgets, rate windows
-//	  canary/           canary ramps
-//	relay/region/       the multi-region layer (mirrored shared state)
-//	relay/spend/        tenants' spend: UTC periods, budgets, the usage ledger
-//	                    (one record per stream) and the edges' tally of it
-//	relay/provider/     the provider catalog and the route of a model
-//	relay/apikeys/      a provider's API keys: refusals, the api_keys_file and
-//	                    its rotation, for the worker's calls and the
-//	                    coordinator's probes alike
-//	relay/upstream/     the client of an OpenAI-compatible streaming provider
-//	relay/backoff/      full-jitter backoff, for every retry
-//	relay/runecut/      cutting text into bounded pieces without splitting a rune
-//	relay/metrics/      every Prometheus family the relay exports
-//	relay/natsconn/     how a role connects to NATS
-//	relay/natsserver/   the embedded nats-server of the single-machine mode
+//	relay/wire             the contract: subjects, frames, request, meta, cursor, errors, state keys (no goroutines, no JetStream calls)
+//	relay/streams          JetStream set-up and checks of the streams and buckets, the partitions of the chunk log
+//	relay/chunklog         reading and fenced appending of a stream's frames
+//	relay/liveness         heartbeats, the watcher and the handover of a silent worker's requests
+//	relay/fleet            shared provider state, one home: admission (SharedGate), the View every role reads, lease, quotas, status
+//	relay/fleet/breaker    the circuit breaker's pure state machine
+//	relay/fleet/quota      shares, budgets, rate and first-token windows
+//	relay/fleet/canary     canary ramps
+//	relay/fleet/slots      the tenants' fair share of the workers' slots
+//	relay/region           the multi-region layer (mirrored shared state)
+//	relay/spend            tenants' spend: UTC periods, budgets, the usage ledger and the edges' tally of it
+//	relay/provider         the provider catalog, a model's settings and route
+//	relay/apikeys          a provider's API keys: refusals, the api_keys_file and its rotation
+//	relay/upstream         the client of a streaming provider: its dialects, SSE reader, watchdog, classification
+//	relay/jsonscan         JSON read by hand on the hot paths
+//	relay/backoff          full-jitter backoff, for every retry
+//	relay/runecut          cutting text into bounded pieces without splitting a rune
+//	relay/runners          long-lived goroutines that serve bursts of work
+//	relay/metrics          every Prometheus family the relay exports
+//	relay/tracing          OpenTelemetry set-up and a request's trace across the hops
+//	relay/natsconn         how a role connects to NATS
+//	relay/natsserver       the embedded nats-server of the single-machine mode
 //
 // # Running and testing
 //
-//	relay/app/          wires the roles into processes (each subcommand, and
-//	                    in-process tests)
-//	relay/config/       defaults, YAML, RELAY_ environment, --set flags
-//	relay/cmd/relay/    the relay binary
-//	relay/ociimage/     the container image, built without a Docker daemon;
-//	                    relay/cmd/relay-image its command (`make image`)
-//	relay/mockupstream/ the built-in fake provider, with fault injection
-//	relay/relaytest/    the embedded-NATS harness of package tests
-//	e2e/                end-to-end tests over real processes and sockets;
-//	                    e2e/bench the benchmark, e2e/procs the process harness
+//	relay/app              wires the roles into processes (each subcommand, and in-process tests)
+//	relay/config           defaults, YAML, RELAY_ environment, --set flags
+//	relay/cmd/relay        the relay binary
+//	relay/cmd/relay-image  builds the container image (make image)
+//	relay/ociimage         the container image, built without a Docker daemon
+//	relay/mockupstream     the built-in fake provider, with fault injection
+//	relay/relaytest        the embedded-NATS harness of package tests
+//	configs                tests of what configs/ ships: the Helm chart, the compose file, the systemd units
+//	e2e                    end-to-end tests over real processes and sockets
+//	e2e/procs              the process harness: nats-servers and roles as processes
+//	e2e/bench              the benchmark (make bench)
 package relay

@@ -83,7 +83,7 @@ func Run(ctx context.Context, role config.Role, cfg config.Config, logger *slog.
 // runRole runs role itself, without the profiling listener Run adds. Its
 // listener (the edge's API, the others' ops listener) serves before NATS is
 // reached, so /healthz answers while NATS is out of reach and /readyz says
-// what the role waits for (README "Observability"); the role starts once
+// what the role waits for (relay/README.md "Observability"); the role starts once
 // the streams are set up.
 func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *slog.Logger, ready Ready) error {
 	switch role {
@@ -252,7 +252,7 @@ func startMock(ctx context.Context, g *errgroup.Group, cfg config.MockUpstream, 
 
 // dial connects to NATS as name. It returns at once: the connection dials
 // on in the background until NATS answers, and says so (natsconn). The
-// JetStream it returns is the region's (README "Regions"): outside the
+// JetStream it returns is the region's (configs/README.md "Regions"): outside the
 // home region, shared state is the home's mirror; its Run reconciles.
 func dial(cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, *region.Regional, error) {
 	nc, plain, err := natsconn.Connect(cfg.NATS.ForRole(name), "relay-"+name, logger)

@@ -28,8 +28,8 @@ import (
 // checks those for the role being started.
 type Config struct {
 	Log LogConfig `koanf:"log"`
-	// Tracing exports OpenTelemetry spans over OTLP/HTTP (README
-	// "Tracing"); zero: off.
+	// Tracing exports OpenTelemetry spans over OTLP/HTTP
+	// (relay/README.md "Tracing"); zero: off.
 	Tracing tracing.Config `koanf:"tracing"`
 	// PprofListen is host:port of the profiling listener every role can
 	// serve (net/http/pprof, relay/app/pprof.go); zero: none. It is its
@@ -46,7 +46,7 @@ type Config struct {
 	Worker      worker.Config      `koanf:"worker"`
 	Coordinator coordinator.Config `koanf:"coordinator"`
 	// Region places the process in one of several regions that share
-	// breaker and quota state (README "Regions"); zero: a single region.
+	// breaker and quota state (configs/README.md "Regions"); zero: a single region.
 	Region region.Region `koanf:"region"`
 	// Providers are the upstream OpenAI-compatible APIs. `relay dev` adds
 	// the built-in fake upstream as provider "mock" when the list is empty.

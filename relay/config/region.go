@@ -2,7 +2,7 @@ package config
 
 import "fmt"
 
-// validateRegion checks the region section (README "Regions") and, for
+// validateRegion checks the region section (configs/README.md "Regions") and, for
 // `relay dev`, that the embedded server runs the region's JetStream
 // domain.
 func (c Config) validateRegion(role Role) error {

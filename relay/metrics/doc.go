@@ -8,7 +8,7 @@
 //
 // # Families
 //
-// The README's "Metrics" section is the operator's table. In short:
+// relay/README.md's "Metrics" section is the operator's table. In short:
 //
 //	edge    relay_edge_requests_total{route,outcome}          HTTP requests by route pattern and outcome
 //	        relay_edge_active_streams                          streams this edge follows (one live subscription each)

@@ -13,7 +13,7 @@ import (
 	"github.com/relaydev/relay/relay/region"
 )
 
-// Regions (README "Regions"): every region runs its own JetStream domain,
+// Regions (configs/README.md "Regions"): every region runs its own JetStream domain,
 // and the regions are joined by leaf node connections. The home region's
 // servers listen for leaf nodes (a hub); every other region's servers dial
 // it (leaves). The embedded server can play either part, so two `relay dev`

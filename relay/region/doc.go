@@ -25,5 +25,5 @@
 // failures. Once the home answers again, every process of the region
 // reconciles the overlay into the home, key by key, last writer wins by
 // stored time (Regional.Run), and removes each overlay entry once the
-// mirror has caught up. README "Regions" has the whole contract.
+// mirror has caught up. configs/README.md "Regions" has the whole contract.
 package region

@@ -102,7 +102,7 @@ func (v *RegionalKV) PutString(ctx context.Context, key, value string) (uint64, 
 
 // Create writes value if the key has no value, in the home; while the
 // home is unreachable, if it has none as the region sees it (so two
-// regions cut apart may both create it: see README "Regions").
+// regions cut apart may both create it: see configs/README.md "Regions").
 func (v *RegionalKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
 	rev, ok, err := v.toHome(ctx, func(ctx context.Context) (uint64, error) { return v.KeyValue.Create(ctx, key, value, opts...) })
 	if ok {

@@ -19,7 +19,7 @@ import (
 	"github.com/relaydev/relay/relay/streams"
 )
 
-// Regions are two regions on loopback (README "Regions"): A is the home,
+// Regions are two regions on loopback (configs/README.md "Regions"): A is the home,
 // a hub with JetStream domain "a"; B is a leaf with domain "b" that joins
 // A through Link, a proxy the test can cut and heal.
 type Regions struct {

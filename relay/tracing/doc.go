@@ -1,5 +1,5 @@
 // Package tracing sets up OpenTelemetry tracing for a relay process and
-// carries a request's trace across the hops it crosses (README "Tracing"):
+// carries a request's trace across the hops it crosses (relay/README.md "Tracing"):
 //
 //	client ──HTTP──▶ edge span ──JetStream request header "traceparent"──▶
 //	    worker job span (one per delivery: a takeover is a second one)

@@ -150,7 +150,7 @@ type Frame struct {
 	Attempts     int     `json:"attempts,omitempty"`
 	// TraceParent is the W3C traceparent of the worker span that ended the
 	// stream, when the request was traced: an edge serving a resume links
-	// its own span to the request's trace with it (README "Tracing").
+	// its own span to the request's trace with it (relay/README.md "Tracing").
 	TraceParent string `json:"traceparent,omitempty"`
 }
 
