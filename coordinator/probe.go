@@ -58,7 +58,11 @@ func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
 	ev, won, err := s.Transition(ctx, key, func(cur breaker.State) (breaker.State, breaker.Event, bool) {
 		return breaker.Claim(cur, cfg, time.Now(), key, c.name, id)
 	})
-	if err != nil || !won {
+	if err != nil {
+		c.deps.Logger.Warn("breaker probe not claimed", "breaker", key, "err", err)
+		return
+	}
+	if !won {
 		return
 	}
 	c.breakerEvent(ev)
@@ -79,7 +83,12 @@ func (c *Coordinator) probeBreaker(ctx context.Context, s *state, key string) {
 	res, written, err := s.Transition(ctx, key, func(cur breaker.State) (breaker.State, breaker.Event, bool) {
 		return breaker.Resolve(cur, cfg, time.Now(), key, c.name, id, v, reason)
 	})
-	if err == nil && written {
+	switch {
+	case err != nil:
+		// The claim expires after probe_timeout; until then no other
+		// probe is let through.
+		c.deps.Logger.Warn("breaker probe verdict not written", "breaker", key, "verdict", v, "err", err)
+	case written:
 		c.breakerEvent(res)
 	}
 }

@@ -49,7 +49,7 @@ func TestProcessWorkerKilledMidAnswer(t *testing.T) {
 	gap := next.Sub(killed)
 	t.Logf("takeover gap: kill → next chunk %v (last chunk before → first after %v)",
 		gap.Round(time.Millisecond), next.Sub(lastBefore).Round(time.Millisecond))
-	// The bound: the next chunk within 5 s of the kill with the
+	// The bound: the next chunk within 5 s of the kill with the
 	// defaults (liveness_timeout 1.5 s, ack_wait 4 s).
 	if gap > 5*time.Second {
 		t.Errorf("the next chunk came %v after the kill; want within 5s", gap)

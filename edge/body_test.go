@@ -14,7 +14,7 @@ import (
 
 // slowBody opens a real TCP connection to te and sends the headers of a
 // chat completion with a 100-byte body, then one byte of it and nothing
-// more, as the slow-body attacker of issue 17 did.
+// more, as a slow-body attacker does.
 func slowBody(t *testing.T, te *testEdge) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	c := dialEdge(t, te) // conn_limit_test.go

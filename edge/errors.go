@@ -65,14 +65,16 @@ func notFound(id, param string) *wire.Error {
 	}
 }
 
-// unavailable is a 503 for a NATS call that failed: the request may succeed
-// on a retry, here or on another edge.
+// unavailable is a 503 for a NATS call that failed, what (the step the
+// edge was taking) with err: the request may succeed on a retry, here or
+// on another edge. err is for the log (Cause), not for the client.
 func unavailable(what string, err error) *wire.Error {
 	return &wire.Error{
-		Message: fmt.Sprintf("%s: %v", what, err),
+		Message: fmt.Sprintf("The relay's storage did not answer while %s; retry the request.", what),
 		Type:    wire.TypeServer,
 		Code:    CodeUnavailable,
 		Status:  http.StatusServiceUnavailable,
+		Cause:   err,
 	}
 }
 

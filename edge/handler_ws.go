@@ -342,6 +342,9 @@ func (c *wsConn) send(ctx context.Context, m wsOut) error {
 }
 
 func (c *wsConn) sendError(ctx context.Context, streamID string, e *wire.Error) error {
+	if e.Cause != nil {
+		c.s.log.Warn("websocket request failed", "stream_id", streamID, "code", e.Code, "reason", e.Message, "err", e.Cause)
+	}
 	obj := newErrorObject(e)
 	return c.send(ctx, wsOut{Type: "error", StreamID: streamID, Error: &obj})
 }

@@ -200,9 +200,12 @@ func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest)
 			case !errors.Is(err, errNoMeta):
 				return started{}, unavailable("reading stream metadata", err)
 			case s.now().Sub(entry.Created()) < 2*natsTimeout:
-				e := unavailable("the first request with this idempotency key is still being accepted; retry", errors.New("no stream yet"))
-				e.Code = CodeIdempotencyKeyInUse
-				return started{}, e
+				return started{}, &wire.Error{
+					Message: "The first request with this idempotency key is still being accepted; retry the request.",
+					Type:    wire.TypeServer,
+					Code:    CodeIdempotencyKeyInUse,
+					Status:  http.StatusServiceUnavailable,
+				}
 			}
 			// Its edge failed between the record and the Meta: start anew.
 		}

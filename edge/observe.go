@@ -124,10 +124,17 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r.WithContext(ctx))
 		s.obs.m.Request(*route, metrics.OutcomeOf(rec.status))
-		if rec.status >= 400 && rec.status <= 499 && rec.err != nil {
+		switch {
+		case rec.err == nil:
+		case rec.err.Cause != nil:
+			// The edge's own failure: the client was told what failed for
+			// it, the log says why. The path only: a query can hold a
+			// resume token.
+			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+				"code", rec.err.Code, "reason", rec.err.Message, "err", rec.err.Cause)
+		case rec.status >= 400 && rec.status <= 499:
 			// The client's mistakes are not the edge's warnings, but an
-			// operator debugging a client wants to see them. The path
-			// only: a query can hold a resume token.
+			// operator debugging a client wants to see them.
 			s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", rec.status,
 				"code", rec.err.Code, "param", rec.err.Param, "reason", rec.err.Message)
 		}

@@ -57,8 +57,8 @@ type plan struct {
 	concWorkers int
 	conc        mockSpec
 	concFast    mockSpec
-	// concFastOnly skips the paced run (--fast-only): issue 18's
-	// acceptance repeats the 1 token/s run alone.
+	// concFastOnly skips the paced run (--fast-only), to repeat the
+	// 1 token/s run alone.
 	concFastOnly bool
 	// concRamp bounds the time spent opening streams: a relay that
 	// cannot open them all in that time has its figure taken as it is.

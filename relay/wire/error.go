@@ -16,6 +16,10 @@ type Error struct {
 	// tenant limit); the edge sends it as Retry-After, in whole seconds
 	// rounded up, and leaves it out of client JSON.
 	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
+	// Cause is the relay's own error behind Message, for the log of the
+	// role that met it; it is neither stored nor shown to a client, whose
+	// message says what failed for it.
+	Cause error `json:"-"`
 }
 
 func (e *Error) Error() string { return e.Type + ": " + e.Message }
