@@ -31,7 +31,7 @@ import (
 // straight to the provider through openai-go with its default retries.
 // The test logs the comparison as the "Failover" table of BENCHMARKS.md:
 //
-//	go test ./e2e -run TestProcessFailover -v
+//	go -C e2e test . -run TestProcessFailover -v
 
 // failoverTokens is the length of every answer.
 const failoverTokens = 20

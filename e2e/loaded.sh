@@ -3,7 +3,7 @@
 # some tests fail only there, when the relay's timers and the test's meet
 # a late scheduler. `make test-loaded` runs `make test` so; or
 #
-#   bash e2e/loaded.sh go test -race -count=5 -run TestName ./e2e/
+#   bash e2e/loaded.sh go -C e2e test -race -count=5 -run TestName .
 #
 # LOADERS is the number of loops (default 2, one per core of a 2-core
 # machine). The loops stop when the command ends, however it ends, and

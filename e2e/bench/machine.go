@@ -65,7 +65,7 @@ func loadAverage() string {
 func command() string {
 	name := os.Args[0]
 	if strings.Contains(name, "go-build") {
-		name = "go run ./e2e/bench"
+		name = "go -C e2e run ./bench"
 	}
 	return strings.Join(append([]string{name}, os.Args[1:]...), " ")
 }

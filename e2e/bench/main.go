@@ -4,10 +4,10 @@
 // markdown table in which every figure stands next to a baseline measured
 // in the same run on the same machine.
 //
-//	go run ./e2e/bench              # about 8 minutes on two cores
-//	go run ./e2e/bench --quick      # under a minute; what CI runs
-//	go run ./e2e/bench --json out.json --only latency,resume
-//	go run ./e2e/bench --hedge      # hedging against a heavy-tailed upstream (hedge.go)
+//	go -C e2e run ./bench              # about 8 minutes on two cores
+//	go -C e2e run ./bench --quick      # under a minute; what CI runs
+//	go -C e2e run ./bench --json out.json --only latency,resume
+//	go -C e2e run ./bench --hedge      # hedging against a heavy-tailed upstream (hedge.go)
 //
 // Progress goes to stderr, the table to stdout. Every process, connection
 // and wait is bounded; the processes die with the benchmark.

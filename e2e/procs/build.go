@@ -17,7 +17,8 @@ type Binaries struct {
 }
 
 // Build compiles the relay binary and nats-server into dir. moduleDir is the
-// relay module's root; empty means the module of the working directory.
+// relay module's root; empty means the one the working directory's module
+// resolves.
 // nats-server is built from the version go.mod pins, so the benchmark and
 // the tests run the server the roles were written against, without a
 // download.
@@ -43,19 +44,15 @@ func Build(ctx context.Context, moduleDir, dir string) (Binaries, error) {
 	return b, nil
 }
 
-// findModule asks the go command for the go.mod of the working directory,
-// so that tests (run in their package directory) and `go run` from the
-// repository root both find the module.
+// findModule asks the go command where the relay's module is, as the
+// module of the working directory (the tests' own, which replaces it with
+// the repository's) resolves it.
 func findModule(ctx context.Context) (string, error) {
-	out, err := run(ctx, "", "go", "env", "GOMOD")
+	out, err := run(ctx, "", "go", "list", "-m", "-f", "{{.Dir}}", "github.com/relaydev/relay")
 	if err != nil {
-		return "", fmt.Errorf("procs: go env GOMOD: %w", err)
+		return "", fmt.Errorf("procs: go list -m github.com/relaydev/relay: %w; set Options.ModuleDir", err)
 	}
-	gomod := strings.TrimSpace(out)
-	if gomod == "" || gomod == "/dev/null" {
-		return "", fmt.Errorf("procs: not inside a Go module; set Options.ModuleDir")
-	}
-	return filepath.Dir(gomod), nil
+	return strings.TrimSpace(out), nil
 }
 
 func run(ctx context.Context, dir, name string, args ...string) (string, error) {

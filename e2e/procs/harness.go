@@ -18,7 +18,7 @@ type Options struct {
 	// A given Dir is never removed (pass t.TempDir() in tests).
 	Dir     string
 	KeepDir bool
-	// ModuleDir is the relay module's root (empty: found with `go env GOMOD`).
+	// ModuleDir is the relay module's root (empty: found with `go list -m`).
 	ModuleDir string
 	// Binaries skips the build when both paths are set.
 	Binaries Binaries
