@@ -43,6 +43,7 @@
 //	relay/app              wires the roles into processes (each subcommand, and in-process tests)
 //	relay/config           defaults, YAML, RELAY_ environment, --set flags
 //	relay/cmd/relay        the relay binary
+//	relay/statusview       the screen of relay status: an edge's status as tables, redrawn with --watch
 //	relay/cmd/relay-image  builds the container image (make image)
 //	relay/ociimage         the container image, built without a Docker daemon
 //	relay/mockupstream     the built-in fake provider, with fault injection

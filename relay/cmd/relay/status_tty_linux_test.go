@@ -75,7 +75,7 @@ func TestStatusColorsOnlyATerminal(t *testing.T) {
 		return <-read
 	}
 	t.Setenv("NO_COLOR", "")
-	if got := status(t, true); !strings.Contains(got, red+"red") {
+	if got := status(t, true); !strings.Contains(got, "\x1b[31mred") {
 		t.Errorf("no red on a terminal: %q", got)
 	}
 	if got := status(t, true, "--no-color"); strings.Contains(got, "\x1b[") || !strings.Contains(got, "red") {

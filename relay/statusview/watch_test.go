@@ -1,4 +1,4 @@
-package main
+package statusview
 
 import (
 	"bytes"
@@ -162,25 +162,5 @@ func TestStatusScreenCutsTallViews(t *testing.T) {
 	want := cursorHome + "1" + clearLine + "\r\n2" + clearLine + "\r\n3" + clearLine + "\r\n… 4 more lines: enlarge the terminal" + clearLine + "\r\n" + clearBelow
 	if got := out.String(); got != want {
 		t.Errorf("drew %q\nwant %q", got, want)
-	}
-}
-
-// --watch takes no --json and a positive --interval; --help describes the
-// colours and succeeds.
-func TestStatusWatchFlags(t *testing.T) {
-	for _, args := range [][]string{{"status", "--watch", "--json"}, {"status", "--watch", "--interval", "0s"}} {
-		var out, errOut bytes.Buffer
-		if err := run(args, &out, &errOut); err == nil {
-			t.Errorf("%q succeeded", args)
-		}
-	}
-	var out, errOut bytes.Buffer
-	if err := run([]string{"status", "--help"}, &out, &errOut); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"-watch", "-interval", "green", "yellow  a breaker half-open", "red     a breaker open", "NO_COLOR"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("--help lacks %q:\n%s", want, out.String())
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package statusview
 
 import (
 	"bytes"
@@ -17,19 +17,19 @@ import (
 	"github.com/relaydev/relay/relay/fleet"
 )
 
-// watchStatus is `relay status --watch`: it redraws the view every
+// Watch is `relay status --watch`: it redraws the view every
 // interval, in place on a terminal (tty), until SIGINT or SIGTERM; then
 // it leaves the terminal as it found it but for the last view, and
 // succeeds.
-func watchStatus(out io.Writer, src statusSource, tty, color bool, interval time.Duration) error {
+func Watch(out io.Writer, src Source, tty, color bool, interval time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	w := &watcher{
 		read: func(ctx context.Context) (fleet.Status, error) {
-			st, _, err := src.read(ctx)
+			st, _, err := src.Read(ctx)
 			return st, err
 		},
-		edge: src.edge, out: out, color: color, interval: interval, now: time.Now,
+		edge: src.Edge, out: out, color: color, interval: interval, now: time.Now,
 	}
 	if tty {
 		fd := int(out.(*os.File).Fd())
@@ -134,5 +134,5 @@ func (w *watcher) render(b *bytes.Buffer, now time.Time) {
 		return
 	}
 	b.WriteString("\n")
-	printStatus(b, w.last, w.color, now)
+	Print(b, w.last, w.color, now)
 }
