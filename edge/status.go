@@ -41,7 +41,13 @@ func (s *Server) handleRelayStatus(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		st.Errors = append(st.Errors, err.Error())
 		if st.Empty() {
-			writeError(w, unavailable("reading the cluster state", err))
+			e := unavailable("reading the cluster state", err)
+			if s.isOperator(principalOf(r)) {
+				// An operator reads the status to fix the cluster: the
+				// cause (a grant the edge lacks, say) is what to fix.
+				e.Message = "The cluster state could not be read: " + err.Error()
+			}
+			writeError(w, e)
 			return
 		}
 	}
