@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/metrics"
@@ -169,7 +170,7 @@ type wsConn struct {
 	// p is who the connection acts for.
 	p principal
 	// limit bounds the rate of client messages; used by the reader only.
-	limit *rateLimiter
+	limit *rate.Limiter
 	// policy applies to the streams started on this connection.
 	policy DisconnectPolicy
 	// failFast applies to the streams started on this connection
@@ -197,7 +198,7 @@ func (c *wsConn) readLoop(ctx context.Context) error {
 	c.conn.SetReadLimit(c.s.cfg.MaxBodyBytes + wsEnvelope)
 	c.conn.SetReadDeadline(time.Now().Add(wait))
 	c.conn.SetPongHandler(func(string) error {
-		if !c.limit.allow(time.Now()) {
+		if !c.limit.Allow() {
 			return errWSFlood
 		}
 		return c.conn.SetReadDeadline(time.Now().Add(wait))
@@ -205,7 +206,7 @@ func (c *wsConn) readLoop(ctx context.Context) error {
 	c.conn.SetPingHandler(c.pong)
 	for {
 		kind, data, err := c.conn.ReadMessage()
-		if errors.Is(err, errWSFlood) || err == nil && !c.limit.allow(time.Now()) {
+		if errors.Is(err, errWSFlood) || err == nil && !c.limit.Allow() {
 			c.s.wsStats.closed[wsClosedFlood].Add(1)
 			return &wsCloseError{websocket.ClosePolicyViolation, "too many messages; at most " +
 				strconv.FormatFloat(c.s.cfg.WSMaxMessagesPerSecond, 'f', -1, 64) + " a second, pings included"}
@@ -238,7 +239,7 @@ var errWSFlood = errors.New("edge: websocket flood")
 // pong answers a client's ping, which counts as a message: answering a
 // flood of pings costs as much as reading one of messages.
 func (c *wsConn) pong(data string) error {
-	if !c.limit.allow(time.Now()) {
+	if !c.limit.Allow() {
 		return errWSFlood
 	}
 	err := c.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeTimeout))

@@ -141,26 +141,26 @@ func text(s string) func(*websocket.Conn) error {
 }
 
 func TestRateLimiter(t *testing.T) {
-	if newRateLimiter(-1) != nil {
+	now := time.Unix(0, 0)
+	if unlimited := newRateLimiter(-1); !unlimited.AllowN(now, 1000) {
 		t.Fatal("a negative rate limits")
 	}
 	l := newRateLimiter(2)
-	now := time.Unix(0, 0)
 	for i := range 2 {
-		if !l.allow(now) {
+		if !l.AllowN(now, 1) {
 			t.Fatalf("burst %d refused", i)
 		}
 	}
-	if l.allow(now) {
+	if l.AllowN(now, 1) {
 		t.Fatal("third at once allowed")
 	}
-	if !l.allow(now.Add(500 * time.Millisecond)) {
+	if !l.AllowN(now.Add(500*time.Millisecond), 1) {
 		t.Fatal("refused after half a second at 2/s")
 	}
-	if l.allow(now.Add(600 * time.Millisecond)) {
+	if l.AllowN(now.Add(600*time.Millisecond), 1) {
 		t.Fatal("allowed too soon")
 	}
-	if slow := newRateLimiter(0.5); !slow.allow(now) || slow.allow(now.Add(time.Second)) || !slow.allow(now.Add(2*time.Second)) {
+	if slow := newRateLimiter(0.5); !slow.AllowN(now, 1) || slow.AllowN(now.Add(time.Second), 1) || !slow.AllowN(now.Add(2*time.Second), 1) {
 		t.Fatal("0.5/s")
 	}
 }

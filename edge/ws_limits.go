@@ -3,41 +3,17 @@ package edge
 import (
 	"math"
 	"sync/atomic"
-	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// rateLimiter is a token bucket: rate tokens a second, up to burst saved.
-// A nil limiter allows everything. It is used by one goroutine.
-type rateLimiter struct {
-	rate, burst float64
-	tokens      float64
-	last        time.Time
-}
-
 // newRateLimiter allows perSecond events a second in bursts of as many (at
-// least one); nil when perSecond is negative (no limit).
-func newRateLimiter(perSecond float64) *rateLimiter {
+// least one), and everything when perSecond is negative (no limit).
+func newRateLimiter(perSecond float64) *rate.Limiter {
 	if perSecond < 0 {
-		return nil
+		return rate.NewLimiter(rate.Inf, 0)
 	}
-	burst := math.Max(1, math.Ceil(perSecond))
-	return &rateLimiter{rate: perSecond, burst: burst, tokens: burst}
-}
-
-// allow takes a token at now, if there is one.
-func (l *rateLimiter) allow(now time.Time) bool {
-	if l == nil {
-		return true
-	}
-	if !l.last.IsZero() {
-		l.tokens = math.Min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	}
-	l.last = now
-	if l.tokens < 1 {
-		return false
-	}
-	l.tokens--
-	return true
+	return rate.NewLimiter(rate.Limit(perSecond), int(math.Max(1, math.Ceil(perSecond))))
 }
 
 // wsCloseReason says why the edge closed a WebSocket client that broke the

@@ -74,11 +74,9 @@
 // And a watcher paces its handovers (pace.go): at most 500 at once, then
 // 1,000 a second (500 per default heartbeat interval), from a queue that
 // a goroutine of its own drains while the watcher keeps judging, and that
-// waits while the watcher's echo is late. Measured on a 2-core machine,
-// one watcher alone records ~10,000 handovers a second, so the pace keeps
-// each watcher to a tenth of the server's capacity even when it judges
-// wrongly, while one dead worker's 2,600 requests all move within ~2 s
-// of its judgement and a few hundred move at once. What the pace defers
+// waits while the watcher's echo is late: a tenth of what a watcher can
+// write even when it judges wrongly, while a dead worker's requests move
+// within seconds (e2e/BENCHMARKS.md, "The handover pace"). What the pace defers
 // waits, logged with the count of handovers deferred so far
 // (handovers_deferred). If the worker is heard again meanwhile, what is
 // left stays with it. Nothing is handed over once the worker was last

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -21,17 +23,12 @@ import (
 // the AckWait horizon below (the server has moved it). Meanwhile the
 // watcher keeps judging: the queue is drained by a goroutine of its own.
 //
-// Measured on a 2-core machine with an embedded nats-server on file
-// storage: one watcher records about 10,000 handovers a second when
-// nothing else runs, four watchers racing over one set about 7,500 KV
-// writes a second in all. At 1,000 a second a watcher takes at most a
-// tenth of that, so a fleet of a few watchers cannot flood the server
-// even when all of them judge wrongly, while one dead worker's 2,600
-// requests move within about 2 s of its judgement, and a few hundred at
-// once. Every attempt counts, also one that finds the handover recorded
-// by another watcher: it is a KV write all the same. With several
-// watchers, which race over the set in different orders, most requests
-// move sooner, the last about as late.
+// At 1,000 a second a watcher takes at most a tenth of what it can write,
+// so a few watchers cannot flood the server even when all of them judge
+// wrongly (e2e/BENCHMARKS.md, "The handover pace"). Every attempt counts,
+// also one that finds the handover recorded by another watcher: it is a
+// KV write all the same. With several watchers, which race over the set
+// in different orders, most requests move sooner, the last about as late.
 const (
 	// handoverRate is the handovers a watcher makes a second once its
 	// burst is spent: 500 per heartbeat interval at the default 500ms.
@@ -39,28 +36,6 @@ const (
 	// handoverBurst is the handovers a watcher makes at once.
 	handoverBurst = 500
 )
-
-// bucket paces handovers: a token bucket of rate tokens a second, holding
-// at most burst. Not safe for concurrent use.
-type bucket struct {
-	rate, burst, tokens float64
-	at                  time.Time
-}
-
-func newBucket(rate, burst float64, now time.Time) *bucket {
-	return &bucket{rate: rate, burst: burst, tokens: burst, at: now}
-}
-
-// take takes a token at now and returns how long to wait before using it.
-func (b *bucket) take(now time.Time) time.Duration {
-	b.tokens = min(b.burst, b.tokens+now.Sub(b.at).Seconds()*b.rate)
-	b.at = now
-	b.tokens--
-	if b.tokens >= 0 {
-		return 0
-	}
-	return time.Duration(-b.tokens / b.rate * float64(time.Second))
-}
 
 // batch is the deliveries of one judged worker still to hand over.
 type batch struct {
@@ -112,7 +87,7 @@ func (lw *livenessWatch) enqueue(p silentPeer, now time.Time) {
 // behindLimit), it waits: handovers then would load a server already
 // late, and what a worker's heartbeat said may be stale.
 func (lw *livenessWatch) drain(ctx context.Context) {
-	pace := newBucket(handoverRate, handoverBurst, time.Now())
+	pace := rate.NewLimiter(handoverRate, handoverBurst)
 	for {
 		timeout, ok := lw.nextTimeout()
 		if !ok {
@@ -124,7 +99,7 @@ func (lw *livenessWatch) drain(ctx context.Context) {
 			}
 		}
 		waited := false
-		if d := pace.take(time.Now()); d > 0 {
+		if d := pace.Reserve().Delay(); d > 0 {
 			waited = true
 			if !sleep(ctx, d) {
 				return

@@ -15,11 +15,9 @@ import (
 // request queue each report is a raft proposal of the consumer (the
 // server replicates when each delivery was last heard of), and reports
 // that reach the server together share a round, where reports sent on
-// each request's own timer, spread over the interval, each take one. On
-// three servers holding 5,000 requests, nats-server spent 8-9 µs a report
-// sent together and 40-52 µs a report spread out (e2e/BENCHMARKS.md,
-// the row "nats-server CPU per progress report"): at 10,000 streams, a twentieth of a core
-// against half of one. One loop also costs a job no timer.
+// each request's own timer, spread over the interval, each take one
+// (e2e/BENCHMARKS.md, "One loop of progress reports"). One loop also
+// costs a job no timer.
 type progress struct {
 	every  time.Duration
 	logger *slog.Logger

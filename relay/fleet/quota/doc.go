@@ -8,8 +8,8 @@
 // A limit shared by a fleet (a provider's requests and tokens per minute,
 // a tenant's requests per minute over all edges) cannot be one KV counter
 // that every request updates: compare-and-swap on one hot key collapses
-// under contention (measured on a 2-core machine: 3.3k successful
-// updates/s and 18k conflicts/s with 16 writers). Instead each node
+// under contention (e2e/BENCHMARKS.md, "Shared limits as shares"). Instead
+// each node
 // reports its demand in a key of its own about once a second, the active
 // coordinator splits every limit into shares in proportion to the demand
 // (Allocate) and writes each node its share, and each node enforces its
