@@ -61,7 +61,7 @@ type Config struct {
 	NoPrefill []string `koanf:"no_prefill"`
 
 	// Faults is the server-wide fault spec, the same "key=value, ..." list
-	// that a [[mock: ...]] directive holds (see the package documentation).
+	// that a [[mock: ...]] directive holds (README.md, "Fault directives").
 	// It applies to every chat request that carries no directive of its
 	// own; GET /v1/models still answers, like a provider whose API is up
 	// while its completions fail. Empty means no faults.

@@ -13,7 +13,7 @@ import (
 // with the same answers, directives and faults as chat completions. The
 // input's messages are the conversation; function calls and their outputs
 // are accepted and do not decide the answer. Continuations work as for chat
-// (see the package doc): the relay continues on a Responses provider in
+// (README.md): the relay continues on a Responses provider in
 // prompt mode.
 
 // responsesRequest holds the request fields the mock looks at.
