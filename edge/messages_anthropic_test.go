@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -116,7 +117,7 @@ func TestMessagesFromAnthropicProvider(t *testing.T) {
 		Content      []map[string]any `json:"content"`
 		StopReason   string           `json:"stop_reason"`
 		StopSequence string           `json:"stop_sequence"`
-		Usage        messageUsage     `json:"usage"`
+		Usage        anthropic.Usage  `json:"usage"`
 	}
 	if err := jsonDecode(res, &msg); err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func TestMessagesFromAnthropicProvider(t *testing.T) {
 	if len(msg.Content) != 6 || msg.Content[0]["signature"] == "" || msg.Content[1]["data"] == nil || msg.Content[3]["citations"] == nil || msg.Content[3]["text"] != "the grass is green" {
 		t.Errorf("content = %v", msg.Content)
 	}
-	if want := (messageUsage{InputTokens: 25, CacheCreationInputTokens: 1200, CacheReadInputTokens: 800, OutputTokens: 89,
+	if want := (anthropic.Usage{InputTokens: 25, CacheCreationInputTokens: 1200, CacheReadInputTokens: 800, OutputTokens: 89,
 		ServerToolUse: wire.TokenCounts{{Name: "web_search_requests", N: 1}}}); msg.StopReason != "stop_sequence" || msg.StopSequence != "\n\nHuman:" || !reflect.DeepEqual(msg.Usage, want) {
 		t.Errorf("stop %q %q, usage %+v, want stop_sequence and %+v", msg.StopReason, msg.StopSequence, msg.Usage, want)
 	}

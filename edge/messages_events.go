@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -118,9 +119,9 @@ type blockStopEvent struct {
 }
 
 type messageDeltaEvent struct {
-	Type  string       `json:"type"`
-	Delta messageDelta `json:"delta"`
-	Usage messageUsage `json:"usage"`
+	Type  string          `json:"type"`
+	Delta messageDelta    `json:"delta"`
+	Usage anthropic.Usage `json:"usage"`
 }
 
 type messageDelta struct {
@@ -155,7 +156,7 @@ func (s *sseWriter) typedEvent(id, event string, data []byte) {
 func (m *messageEvents) begin(out *sseWriter) {
 	msg := m.message()
 	msg.Content, msg.StopReason, msg.Error = []any{}, nil, nil
-	msg.Usage = messageUsage{}
+	msg.Usage = anthropic.Usage{}
 	m.emit(out, "message_start", messageStartEvent{Type: "message_start", Message: msg})
 }
 
@@ -294,7 +295,7 @@ func (m *messageEvents) finish(out *sseWriter, f wire.Frame) {
 		return
 	}
 	m.stop(out)
-	m.emit(out, "message_delta", messageDeltaEvent{Type: "message_delta", Delta: messageDelta{StopReason: stopReason(f), StopSequence: stopSequence(f)}, Usage: newMessageUsage(f.Usage)})
+	m.emit(out, "message_delta", messageDeltaEvent{Type: "message_delta", Delta: messageDelta{StopReason: stopReason(f), StopSequence: stopSequence(f)}, Usage: anthropic.UsageOf(f.Usage)})
 	m.emit(out, "message_stop", typeOnly{Type: "message_stop"})
 }
 
@@ -317,7 +318,7 @@ func (m *messageEvents) message() messageObject {
 		return msg
 	}
 	f := *m.endFrame
-	msg.Usage = newMessageUsage(f.Usage)
+	msg.Usage = anthropic.UsageOf(f.Usage)
 	if f.Status == wire.StatusDone {
 		reason := stopReason(f)
 		msg.StopReason, msg.StopSequence = &reason, stopSequence(f)

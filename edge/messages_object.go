@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -22,14 +23,14 @@ func streamOfMessage(id string) (string, bool) {
 // "stream", the message of message_start, and what GET /v1/messages/{id}
 // answers.
 type messageObject struct {
-	ID           string       `json:"id"`
-	Type         string       `json:"type"`
-	Role         string       `json:"role"`
-	Model        string       `json:"model"`
-	Content      []any        `json:"content"`
-	StopReason   *string      `json:"stop_reason"`
-	StopSequence *string      `json:"stop_sequence"`
-	Usage        messageUsage `json:"usage"`
+	ID           string          `json:"id"`
+	Type         string          `json:"type"`
+	Role         string          `json:"role"`
+	Model        string          `json:"model"`
+	Content      []any           `json:"content"`
+	StopReason   *string         `json:"stop_reason"`
+	StopSequence *string         `json:"stop_sequence"`
+	Usage        anthropic.Usage `json:"usage"`
 	// Error says what cut an answer that ended incomplete or cancelled;
 	// its stop_reason is null then. Not one of Anthropic's fields: SDKs
 	// keep it as an extra property.
@@ -37,36 +38,6 @@ type messageObject struct {
 	// Relay names the model the client asked for when another one
 	// answered (a fallback); not one of Anthropic's fields either.
 	Relay *modelRelay `json:"relay,omitempty"`
-}
-
-// messageUsage is Anthropic's usage, whose input_tokens leaves out the
-// prompt tokens written to or read from the prompt cache.
-type messageUsage struct {
-	InputTokens              int `json:"input_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
-	// ServerToolUse is the provider's server tools' calls, as Anthropic
-	// counts them; absent when none were counted.
-	ServerToolUse wire.TokenCounts `json:"server_tool_use,omitempty"`
-}
-
-// newMessageUsage is the usage of u: the cache counts are the prompt
-// details' cached_tokens (any provider's cache reads) and
-// wire.CacheCreationTokens (an Anthropic provider's cache writes).
-func newMessageUsage(u *wire.Usage) messageUsage {
-	if u == nil {
-		return messageUsage{}
-	}
-	read := u.PromptTokensDetails.Get("cached_tokens")
-	created := u.PromptTokensDetails.Get(wire.CacheCreationTokens)
-	return messageUsage{
-		InputTokens:              max(u.PromptTokens-read-created, 0),
-		CacheCreationInputTokens: created,
-		CacheReadInputTokens:     read,
-		OutputTokens:             u.CompletionTokens,
-		ServerToolUse:            u.ServerToolUse,
-	}
 }
 
 // stopSequence is the stop sequence that ended a done stream, nil when

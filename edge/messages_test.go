@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -44,7 +45,7 @@ type msgEvent struct {
 		PartialJSON string `json:"partial_json"`
 		StopReason  string `json:"stop_reason"`
 	} `json:"delta"`
-	Usage *messageUsage        `json:"usage"`
+	Usage *anthropic.Usage     `json:"usage"`
 	Error *anthropicErrorInner `json:"error"`
 }
 
@@ -100,7 +101,7 @@ type messageResult struct {
 		Name     string         `json:"name"`
 		Input    map[string]any `json:"input"`
 	} `json:"content"`
-	Usage messageUsage         `json:"usage"`
+	Usage anthropic.Usage      `json:"usage"`
 	Error *anthropicErrorInner `json:"error"`
 }
 
@@ -165,7 +166,7 @@ func TestMessagesWireFormat(t *testing.T) {
 	m := decodeMessage(t, res)
 	if res.StatusCode != http.StatusOK || m.ID != "msg_"+fixedID || deref(m.StopReason) != "tool_use" || len(m.Content) != 3 ||
 		m.Content[0].Thinking != "Think." || m.Content[1].Text != "Hello" || m.Content[2].Type != "tool_use" ||
-		m.Content[2].ID != "call_1" || m.Content[2].Input["a"] != 1.0 || !reflect.DeepEqual(m.Usage, messageUsage{InputTokens: 4, OutputTokens: 3}) {
+		m.Content[2].ID != "call_1" || m.Content[2].Input["a"] != 1.0 || !reflect.DeepEqual(m.Usage, anthropic.Usage{InputTokens: 4, OutputTokens: 3}) {
 		t.Fatalf("Message %d %+v", res.StatusCode, m)
 	}
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/relaydev/relay/relay/wire"
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 )
 
 // anthropicEvent is the data of a Messages stream event, every type's
@@ -15,8 +15,8 @@ import (
 type anthropicEvent struct {
 	Type    string `json:"type"`
 	Message *struct {
-		Model string         `json:"model"`
-		Usage anthropicUsage `json:"usage"`
+		Model string          `json:"model"`
+		Usage anthropic.Usage `json:"usage"`
 	} `json:"message"`
 	Index        int `json:"index"`
 	ContentBlock *struct {
@@ -37,34 +37,8 @@ type anthropicEvent struct {
 		StopReason   string          `json:"stop_reason"`
 		StopSequence string          `json:"stop_sequence"`
 	} `json:"delta"`
-	Usage *anthropicUsage `json:"usage"`
-	Error *OpenAIError    `json:"error"`
-}
-
-type anthropicUsage struct {
-	InputTokens              int `json:"input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-	// ServerToolUse counts the server tools' calls (web_search_requests).
-	ServerToolUse wire.TokenCounts `json:"server_tool_use"`
-}
-
-// details are the prompt_tokens_details of the cache counts: cached_tokens
-// (what OpenAI-shaped clients read) for the tokens read from the cache,
-// and Anthropic's own name for the tokens written to it, which chat has
-// no name for; a Messages edge reads both back.
-func (u anthropicUsage) details() wire.TokenCounts {
-	if u.CacheReadInputTokens == 0 && u.CacheCreationInputTokens == 0 {
-		return nil
-	}
-	return wire.TokenCounts{{Name: "cached_tokens", N: u.CacheReadInputTokens}, {Name: wire.CacheCreationTokens, N: u.CacheCreationInputTokens}}
-}
-
-// prompt is every input token, cached or not: what chat usage calls
-// prompt_tokens.
-func (u anthropicUsage) prompt() int {
-	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+	Usage *anthropic.Usage `json:"usage"`
+	Error *OpenAIError     `json:"error"`
 }
 
 // anthropicDecoder turns Messages stream events into chat Deltas: text
@@ -83,7 +57,7 @@ type anthropicDecoder struct {
 	// index and whether any argument text was sent for it.
 	tools map[int]*toolBlock
 	// start is the usage message_start reported.
-	start anthropicUsage
+	start anthropic.Usage
 	// last is the type of the latest content block.
 	last string
 	// runes counts the characters of the call's answer text so far.
@@ -245,7 +219,7 @@ func (d *anthropicDecoder) text(s string) string {
 func (d *anthropicDecoder) messageDelta(e anthropicEvent) Delta {
 	out := Delta{FinishReason: anthropicFinish(e.Delta.StopReason), StopSequence: e.Delta.StopSequence}
 	if e.Usage != nil {
-		u := anthropicUsage{
+		u := anthropic.Usage{
 			InputTokens:              max(e.Usage.InputTokens, d.start.InputTokens),
 			CacheCreationInputTokens: max(e.Usage.CacheCreationInputTokens, d.start.CacheCreationInputTokens),
 			CacheReadInputTokens:     max(e.Usage.CacheReadInputTokens, d.start.CacheReadInputTokens),
@@ -254,9 +228,9 @@ func (d *anthropicDecoder) messageDelta(e anthropicEvent) Delta {
 		if len(tools) == 0 {
 			tools = d.start.ServerToolUse
 		}
-		prompt := u.prompt()
+		prompt := u.Prompt()
 		out.Usage = &Usage{PromptTokens: prompt, CompletionTokens: e.Usage.OutputTokens, TotalTokens: prompt + e.Usage.OutputTokens,
-			PromptTokensDetails: u.details(), ServerToolUse: tools}
+			PromptTokensDetails: u.PromptDetails(), ServerToolUse: tools}
 	}
 	return out
 }
