@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -334,7 +335,7 @@ func (r *responseEvents) response() responseObject {
 	}
 	resp.Status, resp.Error, resp.IncompleteDetails = r.status()
 	if r.endFrame != nil {
-		resp.Usage = newResponseUsage(r.endFrame.Usage)
+		resp.Usage = responses.UsageOf(r.endFrame.Usage)
 	}
 	return resp
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -27,7 +28,7 @@ type responseObject struct {
 	TopP              *float64           `json:"top_p"`
 	ToolChoice        string             `json:"tool_choice"`
 	Tools             []any              `json:"tools"`
-	Usage             *responseUsage     `json:"usage"`
+	Usage             *responses.Usage   `json:"usage"`
 	Metadata          map[string]string  `json:"metadata"`
 	// Relay names the model the client asked for when another one
 	// answered (a fallback); not one of OpenAI's fields.
@@ -54,38 +55,6 @@ type responseError struct {
 // code of the error that ended a cut answer (retries_exhausted, ...).
 type incompleteDetails struct {
 	Reason string `json:"reason"`
-}
-
-type responseUsage struct {
-	InputTokens         int                `json:"input_tokens"`
-	InputTokensDetails  inputTokenDetails  `json:"input_tokens_details"`
-	OutputTokens        int                `json:"output_tokens"`
-	OutputTokensDetails outputTokenDetails `json:"output_tokens_details"`
-	TotalTokens         int                `json:"total_tokens"`
-}
-
-type inputTokenDetails struct {
-	CachedTokens int `json:"cached_tokens"`
-}
-
-type outputTokenDetails struct {
-	ReasoningTokens int `json:"reasoning_tokens"`
-}
-
-// newResponseUsage is u in the Responses' terms; nil stays nil. The
-// details are the providers' cached_tokens and reasoning_tokens (0 when
-// they sent none); the Responses API has no place for the others.
-func newResponseUsage(u *wire.Usage) *responseUsage {
-	if u == nil {
-		return nil
-	}
-	return &responseUsage{
-		InputTokens:         u.PromptTokens,
-		InputTokensDetails:  inputTokenDetails{CachedTokens: u.PromptTokensDetails.Get("cached_tokens")},
-		OutputTokens:        u.CompletionTokens,
-		OutputTokensDetails: outputTokenDetails{ReasoningTokens: u.CompletionTokensDetails.Get("reasoning_tokens")},
-		TotalTokens:         u.TotalTokens,
-	}
 }
 
 // responseID is the Response id of stream id: the id itself, so that any

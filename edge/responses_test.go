@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -42,7 +43,7 @@ type responseResult struct {
 			Text string `json:"text"`
 		} `json:"content"`
 	} `json:"output"`
-	Usage *responseUsage `json:"usage"`
+	Usage *responses.Usage `json:"usage"`
 }
 
 // text is the output text of a Response.

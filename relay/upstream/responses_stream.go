@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/relaydev/relay/relay/dialect/responses"
 )
 
 // responsesEvent is the data of a Responses stream event, every type's
@@ -37,11 +39,7 @@ type responsesResponse struct {
 	IncompleteDetails *struct {
 		Reason string `json:"reason"`
 	} `json:"incomplete_details"`
-	Usage *struct {
-		InputTokens  int `json:"input_tokens"`
-		OutputTokens int `json:"output_tokens"`
-		TotalTokens  int `json:"total_tokens"`
-	} `json:"usage"`
+	Usage *responses.Usage `json:"usage"`
 }
 
 // responsesDecoder turns Responses stream events into chat Deltas: output
@@ -137,7 +135,8 @@ func (d *responsesDecoder) final(r responsesResponse) Delta {
 		out.FinishReason = "tool_calls"
 	}
 	if u := r.Usage; u != nil {
-		out.Usage = &Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+		out.Usage = &Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
+			PromptTokensDetails: u.PromptDetails(), CompletionTokensDetails: u.CompletionDetails()}
 	}
 	return out
 }

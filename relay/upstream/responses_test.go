@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 func TestToResponses(t *testing.T) {
@@ -105,7 +107,7 @@ func TestResponsesStreamEvents(t *testing.T) {
 			`{"type":"response.output_item.done","output_index":2,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"weather","arguments":"{\"city\":\"Oslo\"}"}}`,
 			`{"type":"response.output_item.added","output_index":3,"item":{"type":"function_call","id":"fc_2","call_id":"call_2","name":"time","arguments":""}}`,
 			`{"type":"response.output_item.done","output_index":3,"item":{"type":"function_call","id":"fc_2","call_id":"call_2","name":"time","arguments":"{}"}}`,
-			`{"type":"response.completed","response":{"id":"resp_1","model":"gpt-x","status":"completed","usage":{"input_tokens":9,"output_tokens":12,"total_tokens":21}}}`,
+			`{"type":"response.completed","response":{"id":"resp_1","model":"gpt-x","status":"completed","usage":{"input_tokens":9,"input_tokens_details":{"cached_tokens":4},"output_tokens":12,"output_tokens_details":{"reasoning_tokens":5},"total_tokens":21}}}`,
 		))
 	})
 	s := openResponses(t, srv.URL+"/v1")
@@ -129,7 +131,12 @@ func TestResponsesStreamEvents(t *testing.T) {
 	if strings.Join(c.toolCalls, "\n") != strings.Join(wantTools, "\n") {
 		t.Errorf("tool_calls fragments:\n%s\nwant\n%s", strings.Join(c.toolCalls, "\n"), strings.Join(wantTools, "\n"))
 	}
-	if want := (Usage{PromptTokens: 9, CompletionTokens: 12, TotalTokens: 21}); c.usage == nil || !reflect.DeepEqual(*c.usage, want) {
+	// The cache and reasoning counts are kept as chat's details, where a
+	// Responses edge (or any other) reads them back.
+	want := Usage{PromptTokens: 9, CompletionTokens: 12, TotalTokens: 21,
+		PromptTokensDetails:     wire.TokenCounts{{Name: "cached_tokens", N: 4}},
+		CompletionTokensDetails: wire.TokenCounts{{Name: "reasoning_tokens", N: 5}}}
+	if c.usage == nil || !reflect.DeepEqual(*c.usage, want) {
 		t.Errorf("usage = %+v, want %+v", c.usage, want)
 	}
 }
