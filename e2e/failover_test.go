@@ -24,9 +24,9 @@ import (
 )
 
 // Failing over the way users expect, on default settings. Each fault that
-// gateways are compared on meets the relay run as processes (a
-// nats-server, a coordinator, a worker and an edge, every resilience
-// setting at its default) with mock-1 falling back to mock-2, once on the
+// gateways are compared on meets the relay run as processes (three
+// nats-servers with every stream on three replicas, a coordinator, a
+// worker and an edge, every resilience setting at its default) with mock-1 falling back to mock-2, once on the
 // same provider entry and once on another; the same request also goes
 // straight to the provider through openai-go with its default retries.
 // The test logs the comparison as the "Failover" table of BENCHMARKS.md:
@@ -114,7 +114,7 @@ func TestProcessFailover(t *testing.T) {
 	var directOutage string
 	var wg sync.WaitGroup
 	for i, top := range topologies {
-		s := start(t, options{Processes: true, Coordinator: true, ProvidersOf: top.providers,
+		s := start(t, options{Processes: true, ClusterNodes: 3, Coordinator: true, ProvidersOf: top.providers,
 			Settings: procs.Settings{"models": failoverModels},
 			Mock: mockupstream.Config{Tokens: failoverTokens, TokenInterval: 5 * time.Millisecond, CommentInterval: 3 * time.Second,
 				ContextWindows: map[string]int{"mock-1": failoverWindow}, NoPrefill: []string{"mock-2"}},
