@@ -136,17 +136,6 @@ func (m *idempotencyStore) write(ctx context.Context, kv jetstream.KeyValue, rec
 	return revision, err
 }
 
-// started is the stream a request started, or attached to (replay).
-type started struct {
-	id     string
-	meta   wire.Meta
-	replay bool
-	// f follows a stream the request started, subscribed before the
-	// request was queued (hub.followNew); nil for a replay. Whoever serves
-	// the stream closes it.
-	f *follower
-}
-
 // start starts a generation of req for tenant, or, when key is set,
 // attaches to the one the key started (steps 2 to 4 above).
 func (s *Server) start(ctx context.Context, tenant, key string, req chatRequest) (started, *wire.Error) {
@@ -233,21 +222,6 @@ func (s *Server) startRecorded(ctx context.Context, kv jetstream.KeyValue, recor
 		return started{}, e
 	}
 	return st, nil
-}
-
-// startNew follows the new stream id and then submits it, so that its
-// follower needs no history read (hub.followNew).
-func (s *Server) startNew(ctx context.Context, id, tenant string, req chatRequest) (started, *wire.Error) {
-	f, err := s.hub.followNew(ctx, id, s.cfg.ClientBuffer)
-	if err != nil {
-		return started{}, unavailable("following the stream", err)
-	}
-	id, meta, e := s.submit(ctx, id, tenant, req)
-	if e != nil {
-		f.close()
-		return started{}, e
-	}
-	return started{id: id, meta: meta, f: f}, nil
 }
 
 // awaitMeta returns the Meta of stream id, waiting up to natsTimeout for it

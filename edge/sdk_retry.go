@@ -1,13 +1,10 @@
 package edge
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"strconv"
-
-	"github.com/relaydev/relay/relay/wire"
 )
 
 // # An SDK's own retries attach to the stream they retry
@@ -48,34 +45,4 @@ func sdkAttempt(r *http.Request) int {
 func sdkKey(body []byte) string {
 	sum := sha256.Sum256(body)
 	return "sdk-retry:" + hex.EncodeToString(sum[:])
-}
-
-// startFor starts req as opts say: with the client's idempotency key, as
-// an SDK's attempt (above), or as a new generation.
-func (s *Server) startFor(ctx context.Context, opts startOptions, req chatRequest) (started, *wire.Error) {
-	if opts.key != "" || opts.sdkAttempt < 0 || s.cfg.IdempotencyWindow < 0 {
-		return s.start(ctx, opts.p.tenant, opts.key, req)
-	}
-	key := sdkKey(req.Body)
-	if opts.sdkAttempt > 0 {
-		return s.start(ctx, opts.p.tenant, key, req)
-	}
-	id := s.parts.newStreamID(ctx)
-	st, e := s.startNew(ctx, id, opts.p.tenant, req)
-	if e != nil {
-		return st, e
-	}
-	sum := sha256.Sum256(req.Body)
-	rec := wire.IdempotencyRecord{StreamID: id, BodySHA256: hex.EncodeToString(sum[:]), Created: s.now().UnixMilli()}
-	rctx, cancel := context.WithTimeout(ctx, natsTimeout)
-	defer cancel()
-	kv, err := s.idem.bucket(rctx)
-	if err == nil {
-		_, err = kv.Put(rctx, wire.IdempotencyKey(opts.p.tenant, key), marshal(rec))
-	}
-	if err != nil {
-		// A retry then starts anew, as it would without this record.
-		s.log.Warn("SDK attempt not recorded", "stream_id", id, "err", err)
-	}
-	return st, nil
 }
