@@ -75,7 +75,9 @@ func (s *Server) followToEnd(w http.ResponseWriter, r *http.Request, o origin, a
 				return end, false, false
 			}
 			s.log.Warn("completion interrupted", "stream_id", o.view.id, "err", err)
-			writeError(w, &wire.Error{Message: err.Error(), Type: wire.TypeServer, Code: CodeInterrupted, Status: http.StatusBadGateway})
+			e := interruptedError()
+			e.Status = http.StatusBadGateway
+			writeError(w, e)
 			return end, false, false
 		}
 	}

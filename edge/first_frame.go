@@ -109,7 +109,9 @@ func (s *Server) awaitFirstFrame(w http.ResponseWriter, r *http.Request, o origi
 			writeDraining(w, s.cfg.RetryHint, drainMessage)
 		default:
 			s.log.Warn("stream interrupted before its first frame", "stream_id", o.view.id, "err", err)
-			writeError(w, &wire.Error{Message: err.Error(), Type: wire.TypeServer, Code: CodeInterrupted, Status: http.StatusBadGateway})
+			e := interruptedError()
+			e.Status = http.StatusBadGateway
+			writeError(w, e)
 		}
 		return o, true, false
 	}

@@ -170,7 +170,7 @@ func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool)
 			break
 		}
 		st.s.log.Warn("stream interrupted", "stream_id", st.id, "err", err)
-		st.d.cut(&st.out, interruptedError(err))
+		st.d.cut(&st.out, interruptedError())
 	case idle:
 		if p, ok := st.d.(pinger); ok {
 			p.ping(&st.out)
@@ -226,7 +226,12 @@ func (st *sseStream) finish(left bool) {
 // interruptedError ends a response the edge could not finish because it
 // lost the log. Its event has no id, so an EventSource reconnects after the
 // last frame it got; an SDK raises it as an error rather than returning a
-// cut answer.
-func interruptedError(cause error) *wire.Error {
-	return &wire.Error{Message: cause.Error(), Type: wire.TypeServer, Code: CodeInterrupted}
+// cut answer. The cause is the caller's to log: the client is told what
+// happened to its stream.
+func interruptedError() *wire.Error {
+	return &wire.Error{
+		Message: "The edge lost the stream's log and could not finish this response; the answer is still being generated: resume the stream after the last event received.",
+		Type:    wire.TypeServer,
+		Code:    CodeInterrupted,
+	}
 }

@@ -459,7 +459,7 @@ func (c *wsConn) pump(ctx context.Context, v view, f *follower, sess *session) b
 		if err != nil {
 			if ctx.Err() == nil {
 				c.s.log.Warn("stream interrupted", "stream_id", v.id, "err", err)
-				c.sendError(ctx, v.id, &wire.Error{Message: err.Error(), Type: wire.TypeServer, Code: CodeInterrupted})
+				c.sendError(ctx, v.id, interruptedError())
 			}
 			return false
 		}
