@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -92,7 +93,7 @@ func (s *Server) followToEnd(w http.ResponseWriter, r *http.Request, o origin, a
 type completion struct {
 	content, reasoning, refusal strings.Builder
 	// toolCalls by their index in the deltas.
-	toolCalls   map[int]*toolCall
+	toolCalls   map[int]*chat.ToolCall
 	annotations []json.RawMessage
 	logprobs    []json.RawMessage
 	logprobsGap bool
@@ -132,7 +133,7 @@ type completionMessage struct {
 	Content     *string           `json:"content"`
 	Reasoning   string            `json:"reasoning_content,omitempty"`
 	Refusal     *string           `json:"refusal,omitempty"`
-	ToolCalls   []toolCall        `json:"tool_calls,omitempty"`
+	ToolCalls   []chat.ToolCall   `json:"tool_calls,omitempty"`
 	Annotations []json.RawMessage `json:"annotations,omitempty"`
 }
 
@@ -145,25 +146,13 @@ type completionRelay struct {
 	LogprobsGap bool `json:"logprobs_gap,omitempty"`
 }
 
-// toolCall is a complete tool call, as in a chat.completion message.
-type toolCall struct {
-	ID       string       `json:"id,omitempty"`
-	Type     string       `json:"type,omitempty"`
-	Function toolFunction `json:"function"`
-}
-
-type toolFunction struct {
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments"`
-}
-
 // toolCallDelta is a streamed fragment of a tool call: the call is named by
 // index, its arguments split across chunks.
 type toolCallDelta struct {
-	Index    int          `json:"index"`
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function toolFunction `json:"function"`
+	Index    int           `json:"index"`
+	ID       string        `json:"id"`
+	Type     string        `json:"type"`
+	Function chat.Function `json:"function"`
 }
 
 func (c *completion) add(f wire.Frame) error {
@@ -193,12 +182,12 @@ func (c *completion) add(f wire.Frame) error {
 		return fmt.Errorf("edge: chunk %d: tool_calls: %w", f.Seq, err)
 	}
 	if c.toolCalls == nil {
-		c.toolCalls = map[int]*toolCall{}
+		c.toolCalls = map[int]*chat.ToolCall{}
 	}
 	for _, d := range deltas {
 		tc := c.toolCalls[d.Index]
 		if tc == nil {
-			tc = &toolCall{}
+			tc = &chat.ToolCall{}
 			c.toolCalls[d.Index] = tc
 		}
 		tc.ID = cmp.Or(d.ID, tc.ID)

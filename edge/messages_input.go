@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -54,14 +55,14 @@ type imageSource struct {
 }
 
 // translateMessages turns system and messages into chat messages.
-func translateMessages(system, raw json.RawMessage) ([]chatMessage, *wire.Error) {
-	var out []chatMessage
+func translateMessages(system, raw json.RawMessage) ([]chat.Message, *wire.Error) {
+	var out []chat.Message
 	if system != nil && !isNull(system) {
 		text, e := blocksText(system, "system")
 		if e != nil {
 			return nil, e
 		}
-		out = append(out, chatMessage{Role: "system", Content: marshal(text)})
+		out = append(out, chat.Message{Role: "system", Content: marshal(text)})
 	}
 	if raw == nil || isNull(raw) {
 		return nil, invalid("messages", CodeInvalidValue, "messages: field required")
@@ -123,24 +124,24 @@ func blocksText(raw json.RawMessage, param string) (string, *wire.Error) {
 
 // appendUser appends a user message's tool results, then its text and
 // images.
-func appendUser(out []chatMessage, raw json.RawMessage, param string) ([]chatMessage, *wire.Error) {
+func appendUser(out []chat.Message, raw json.RawMessage, param string) ([]chat.Message, *wire.Error) {
 	bs, e := blocks(raw, param)
 	if e != nil {
 		return nil, e
 	}
-	var parts []chatPart
+	var parts []chat.Part
 	textOnly := true
 	for j, b := range bs {
 		at := fmt.Sprintf("%s.%d", param, j)
 		switch b.Type {
 		case "text":
-			parts = append(parts, chatPart{Type: "text", Text: b.Text})
+			parts = append(parts, chat.Part{Type: "text", Text: b.Text})
 		case "image":
 			url, e := imageURL(b.Source, at)
 			if e != nil {
 				return nil, e
 			}
-			parts = append(parts, chatPart{Type: "image_url", ImageURL: &chatImage{URL: url}})
+			parts = append(parts, chat.Part{Type: "image_url", ImageURL: &chat.Image{URL: url}})
 			textOnly = false
 		case "tool_result":
 			if b.ToolUseID == "" {
@@ -152,7 +153,7 @@ func appendUser(out []chatMessage, raw json.RawMessage, param string) ([]chatMes
 					return nil, e
 				}
 			}
-			out = append(out, chatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: marshal(text)})
+			out = append(out, chat.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: marshal(text)})
 		default:
 			return nil, invalid(at+".type", CodeUnsupportedParameter, "%s: content blocks of type %q are not supported in a user message", at, b.Type)
 		}
@@ -165,9 +166,9 @@ func appendUser(out []chatMessage, raw json.RawMessage, param string) ([]chatMes
 		for _, p := range parts {
 			text.WriteString(p.Text)
 		}
-		return append(out, chatMessage{Role: "user", Content: marshal(text.String())}), nil
+		return append(out, chat.Message{Role: "user", Content: marshal(text.String())}), nil
 	}
-	return append(out, chatMessage{Role: "user", Content: marshal(parts)}), nil
+	return append(out, chat.Message{Role: "user", Content: marshal(parts)}), nil
 }
 
 // imageURL is an image source as a chat image_url: base64 data becomes a
@@ -186,13 +187,13 @@ func imageURL(src *imageSource, at string) (string, *wire.Error) {
 
 // appendAssistant appends an assistant message: its text and its tool
 // calls; thinking blocks are left out.
-func appendAssistant(out []chatMessage, raw json.RawMessage, param string) ([]chatMessage, *wire.Error) {
+func appendAssistant(out []chat.Message, raw json.RawMessage, param string) ([]chat.Message, *wire.Error) {
 	bs, e := blocks(raw, param)
 	if e != nil {
 		return nil, e
 	}
 	var text strings.Builder
-	var calls []toolCall
+	var calls []chat.ToolCall
 	for j, b := range bs {
 		at := fmt.Sprintf("%s.%d", param, j)
 		switch b.Type {
@@ -209,13 +210,13 @@ func appendAssistant(out []chatMessage, raw json.RawMessage, param string) ([]ch
 				}
 				args = string(b.Input)
 			}
-			calls = append(calls, toolCall{ID: b.ID, Type: "function", Function: toolFunction{Name: b.Name, Arguments: args}})
+			calls = append(calls, chat.ToolCall{ID: b.ID, Type: "function", Function: chat.Function{Name: b.Name, Arguments: args}})
 		case "thinking", "redacted_thinking":
 		default:
 			return nil, invalid(at+".type", CodeUnsupportedParameter, "%s: content blocks of type %q are not supported in an assistant message", at, b.Type)
 		}
 	}
-	m := chatMessage{Role: "assistant", ToolCalls: calls, Content: json.RawMessage("null")}
+	m := chat.Message{Role: "assistant", ToolCalls: calls, Content: json.RawMessage("null")}
 	if text.Len() > 0 || len(calls) == 0 {
 		m.Content = marshal(text.String())
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -153,7 +154,7 @@ func translateMessagesTools(raw json.RawMessage) (json.RawMessage, *wire.Error) 
 	if json.Unmarshal(raw, &tools) != nil {
 		return nil, invalid("tools", CodeInvalidValue, "tools: must be an array of tools")
 	}
-	out := make([]chatTool, len(tools))
+	out := make([]chat.Tool, len(tools))
 	for i, t := range tools {
 		if t.Type != "" && t.Type != "custom" {
 			return nil, invalid(fmt.Sprintf("tools.%d.type", i), CodeUnsupportedParameter,
@@ -165,7 +166,7 @@ func translateMessagesTools(raw json.RawMessage) (json.RawMessage, *wire.Error) 
 		if !isObject(t.InputSchema) {
 			return nil, invalid(fmt.Sprintf("tools.%d.input_schema", i), CodeInvalidValue, "tools.%d.input_schema: must be a JSON schema object", i)
 		}
-		out[i] = chatTool{Type: "function", Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}}
+		out[i] = chat.Tool{Type: "function", Function: chat.ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}}
 	}
 	return marshal(out), nil
 }

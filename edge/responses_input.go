@@ -4,19 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
-
-// chatMessage is a message of the chat completion request a Responses
-// request becomes.
-type chatMessage struct {
-	Role string `json:"role"`
-	// Content is a string or an array of chat content parts; null for an
-	// assistant message of tool calls only.
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []toolCall      `json:"tool_calls,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-}
 
 // inputItem is an item of a Responses input: a message (with or without
 // "type": "message"), a function call the model made, or its output.
@@ -39,18 +29,6 @@ type inputPart struct {
 	Detail   string `json:"detail"`
 }
 
-// chatPart is a chat content part: text or an image by URL.
-type chatPart struct {
-	Type     string     `json:"type"`
-	Text     string     `json:"text,omitempty"`
-	ImageURL *chatImage `json:"image_url,omitempty"`
-}
-
-type chatImage struct {
-	URL    string `json:"url"`
-	Detail string `json:"detail,omitempty"`
-}
-
 // inputRoles maps a Responses role to its chat role. developer becomes
 // system: that is what it means to a chat-completions provider, and not
 // every one knows the newer name.
@@ -60,19 +38,19 @@ var inputRoles = map[string]string{"user": "user", "assistant": "assistant", "sy
 // instructions first, as a system message; a string input is one user
 // message; consecutive function calls become one assistant message with
 // those tool calls, and each call's output a tool message.
-func translateInput(input, instructions json.RawMessage) ([]chatMessage, *wire.Error) {
-	var messages []chatMessage
+func translateInput(input, instructions json.RawMessage) ([]chat.Message, *wire.Error) {
+	var messages []chat.Message
 	if instructions != nil && !isNull(instructions) {
 		if !isString(instructions) {
 			return nil, invalid("instructions", CodeInvalidValue, "'instructions' must be a string")
 		}
-		messages = append(messages, chatMessage{Role: "system", Content: instructions})
+		messages = append(messages, chat.Message{Role: "system", Content: instructions})
 	}
 	if input == nil || isNull(input) {
 		return nil, invalid("input", CodeInvalidValue, "missing required parameter: 'input'")
 	}
 	if isString(input) {
-		return append(messages, chatMessage{Role: "user", Content: input}), nil
+		return append(messages, chat.Message{Role: "user", Content: input}), nil
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(input, &items) != nil || len(items) == 0 {
@@ -86,7 +64,7 @@ func translateInput(input, instructions json.RawMessage) ([]chatMessage, *wire.E
 		var e *wire.Error
 		switch it.Type {
 		case "", "message":
-			var m chatMessage
+			var m chat.Message
 			m, e = translateMessage(it, i)
 			messages = append(messages, m)
 		case "function_call":
@@ -94,7 +72,7 @@ func translateInput(input, instructions json.RawMessage) ([]chatMessage, *wire.E
 		case "function_call_output":
 			var out json.RawMessage
 			out, e = callOutput(it, i)
-			messages = append(messages, chatMessage{Role: "tool", ToolCallID: it.CallID, Content: out})
+			messages = append(messages, chat.Message{Role: "tool", ToolCallID: it.CallID, Content: out})
 		case "reasoning":
 			// The model's own reasoning from an earlier turn: a
 			// chat-completions provider takes none back.
@@ -108,14 +86,14 @@ func translateInput(input, instructions json.RawMessage) ([]chatMessage, *wire.E
 	return messages, nil
 }
 
-func translateMessage(it inputItem, i int) (chatMessage, *wire.Error) {
+func translateMessage(it inputItem, i int) (chat.Message, *wire.Error) {
 	role, ok := inputRoles[it.Role]
 	if !ok {
-		return chatMessage{}, invalid(fmt.Sprintf("input[%d].role", i), CodeInvalidValue,
+		return chat.Message{}, invalid(fmt.Sprintf("input[%d].role", i), CodeInvalidValue,
 			"input[%d].role %q is not user, assistant, system or developer", i, it.Role)
 	}
 	content, e := translateContent(it.Content, fmt.Sprintf("input[%d].content", i))
-	return chatMessage{Role: role, Content: content}, e
+	return chat.Message{Role: role, Content: content}, e
 }
 
 // translateContent keeps a string; an array of parts becomes chat's parts,
@@ -128,18 +106,18 @@ func translateContent(raw json.RawMessage, param string) (json.RawMessage, *wire
 	if json.Unmarshal(raw, &parts) != nil || len(parts) == 0 {
 		return nil, invalid(param, CodeInvalidValue, "%s must be a string or a non-empty array of content parts", param)
 	}
-	out := make([]chatPart, len(parts))
+	out := make([]chat.Part, len(parts))
 	for j, p := range parts {
 		switch p.Type {
 		case "input_text", "output_text":
-			out[j] = chatPart{Type: "text", Text: p.Text}
+			out[j] = chat.Part{Type: "text", Text: p.Text}
 		case "refusal":
-			out[j] = chatPart{Type: "text", Text: p.Refusal}
+			out[j] = chat.Part{Type: "text", Text: p.Refusal}
 		case "input_image":
 			if p.ImageURL == "" {
 				return nil, invalid(fmt.Sprintf("%s[%d].image_url", param, j), CodeUnsupportedParameter, "images are accepted by URL only")
 			}
-			out[j] = chatPart{Type: "image_url", ImageURL: &chatImage{URL: p.ImageURL, Detail: p.Detail}}
+			out[j] = chat.Part{Type: "image_url", ImageURL: &chat.Image{URL: p.ImageURL, Detail: p.Detail}}
 		default:
 			return nil, invalid(fmt.Sprintf("%s[%d].type", param, j), CodeUnsupportedParameter, "content parts of type %q are not supported", p.Type)
 		}
@@ -152,13 +130,13 @@ func translateContent(raw json.RawMessage, param string) (json.RawMessage, *wire
 
 // appendCall adds a function call to the assistant message just before
 // it (its text, or the calls made with it), or starts one.
-func appendCall(messages []chatMessage, it inputItem) []chatMessage {
-	call := toolCall{ID: it.CallID, Type: "function", Function: toolFunction{Name: it.Name, Arguments: it.Arguments}}
+func appendCall(messages []chat.Message, it inputItem) []chat.Message {
+	call := chat.ToolCall{ID: it.CallID, Type: "function", Function: chat.Function{Name: it.Name, Arguments: it.Arguments}}
 	if n := len(messages); n > 0 && messages[n-1].Role == "assistant" {
 		messages[n-1].ToolCalls = append(messages[n-1].ToolCalls, call)
 		return messages
 	}
-	return append(messages, chatMessage{Role: "assistant", ToolCalls: []toolCall{call}})
+	return append(messages, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{call}})
 }
 
 // callOutput is a function call's output as a tool message's content.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -150,18 +151,6 @@ type responsesTool struct {
 	Strict      *bool           `json:"strict,omitempty"`
 }
 
-type chatTool struct {
-	Type     string       `json:"type"`
-	Function chatFunction `json:"function"`
-}
-
-type chatFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
-	Strict      *bool           `json:"strict,omitempty"`
-}
-
 // translateTools accepts function tools only: the built-in tools (web
 // search, file search, ...) run at OpenAI, which a chat-completions
 // upstream does not have.
@@ -170,7 +159,7 @@ func translateTools(raw json.RawMessage) (json.RawMessage, *wire.Error) {
 	if json.Unmarshal(raw, &tools) != nil {
 		return nil, invalid("tools", CodeInvalidValue, "'tools' must be an array of tools")
 	}
-	out := make([]chatTool, len(tools))
+	out := make([]chat.Tool, len(tools))
 	for i, t := range tools {
 		if t.Type != "function" {
 			return nil, invalid(fmt.Sprintf("tools[%d].type", i), CodeUnsupportedParameter,
@@ -179,7 +168,7 @@ func translateTools(raw json.RawMessage) (json.RawMessage, *wire.Error) {
 		if t.Name == "" {
 			return nil, invalid(fmt.Sprintf("tools[%d].name", i), CodeInvalidValue, "tools[%d].name is required", i)
 		}
-		out[i] = chatTool{Type: "function", Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}}
+		out[i] = chat.Tool{Type: "function", Function: chat.ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}}
 	}
 	return marshal(out), nil
 }

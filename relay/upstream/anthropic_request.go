@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/relaydev/relay/relay/dialect/chat"
 )
 
 // DefaultAnthropicMaxTokens is the max_tokens of an Anthropic call whose
@@ -105,25 +107,25 @@ type anthropicMetadata struct {
 // as trimmed, so the decoder can drop it again from the start of the
 // continuation (see anthropicDecoder.text).
 func toAnthropic(body []byte) (out []byte, trimmed string, err error) {
-	req, err := parseChatRequest(body)
+	req, err := chat.ParseRequest(body)
 	if err != nil {
 		return nil, "", err
 	}
 	ar := anthropicRequest{
 		Model:       req.Model,
-		MaxTokens:   cmp.Or(req.maxTokens(), DefaultAnthropicMaxTokens),
+		MaxTokens:   cmp.Or(req.AnswerLimit(), DefaultAnthropicMaxTokens),
 		Temperature: req.Temperature,
 		TopP:        req.TopP,
 		Stream:      true,
 	}
-	if ar.StopSequences, err = req.stopSequences(); err != nil {
+	if ar.StopSequences, err = req.StopSequences(); err != nil {
 		return nil, "", err
 	}
 	var system []string
 	for i, m := range req.Messages {
 		switch m.Role {
 		case "system", "developer":
-			s, err := text(m.Content)
+			s, err := chat.Text(m.Content)
 			if err != nil {
 				return nil, "", fmt.Errorf("messages[%d]: %w", i, err)
 			}
@@ -165,7 +167,7 @@ func toAnthropic(body []byte) (out []byte, trimmed string, err error) {
 	return out, trimmed, err
 }
 
-func hasToolCalls(msgs []chatMessage) bool {
+func hasToolCalls(msgs []chat.Message) bool {
 	for _, m := range msgs {
 		if len(m.ToolCalls) > 0 {
 			return true
@@ -176,10 +178,10 @@ func hasToolCalls(msgs []chatMessage) bool {
 
 // anthropicBlocks is the role and the content blocks of a user, assistant
 // or tool message.
-func anthropicBlocks(m chatMessage) (string, []anthropicBlock, error) {
+func anthropicBlocks(m chat.Message) (string, []anthropicBlock, error) {
 	switch m.Role {
 	case "user", "assistant":
-		ps, err := parts(m.Content)
+		ps, err := chat.Parts(m.Content)
 		if err != nil {
 			return "", nil, err
 		}
@@ -205,7 +207,7 @@ func anthropicBlocks(m chatMessage) (string, []anthropicBlock, error) {
 		}
 		return m.Role, blocks, nil
 	case "tool":
-		s, err := text(m.Content)
+		s, err := chat.Text(m.Content)
 		if err != nil {
 			return "", nil, err
 		}
@@ -220,12 +222,12 @@ func anthropicBlocks(m chatMessage) (string, []anthropicBlock, error) {
 
 // anthropicPart translates a text or image part; empty text, which the API
 // refuses as a block, yields none.
-func anthropicPart(p contentPart) (anthropicBlock, bool, error) {
+func anthropicPart(p chat.Part) (anthropicBlock, bool, error) {
 	switch p.Type {
 	case "text":
 		return anthropicBlock{Type: "text", Text: p.Text}, p.Text != "", nil
 	case "image_url":
-		src, err := imageFrom(p.ImageURL.URL)
+		src, err := imageFrom(p.URL())
 		return anthropicBlock{Type: "image", Source: src}, err == nil, err
 	}
 	return anthropicBlock{}, false, fmt.Errorf("content part of type %q has no equivalent in the Messages API", p.Type)
@@ -273,7 +275,7 @@ func trimPrefill(msgs []anthropicMessage) ([]anthropicMessage, string) {
 }
 
 // anthropicTools translates function tools and the tool choice.
-func anthropicTools(req chatRequest) ([]anthropicTool, *anthropicChoice, error) {
+func anthropicTools(req chat.Request) ([]anthropicTool, *anthropicChoice, error) {
 	var tools []anthropicTool
 	for i, t := range req.Tools {
 		if t.Type != "function" {
@@ -285,7 +287,7 @@ func anthropicTools(req chatRequest) ([]anthropicTool, *anthropicChoice, error) 
 		}
 		tools = append(tools, anthropicTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema})
 	}
-	mode, name, err := toolChoice(req.ToolChoice)
+	mode, name, err := chat.ToolChoice(req.ToolChoice)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/relaydev/relay/relay/dialect/chat"
 )
 
 // responsesRequest is a streaming request to OpenAI's Responses API. The
@@ -77,16 +79,16 @@ var errNoStop = errors.New("stop has no equivalent in the Responses API")
 // it does not extend it: a cut answer on such a provider is continued in
 // prompt mode (see provider.Config.Type).
 func toResponses(body []byte) ([]byte, error) {
-	req, err := parseChatRequest(body)
+	req, err := chat.ParseRequest(body)
 	if err != nil {
 		return nil, err
 	}
-	if stops, err := req.stopSequences(); err != nil || len(stops) > 0 {
+	if stops, err := req.StopSequences(); err != nil || len(stops) > 0 {
 		return nil, errors.Join(err, errNoStop)
 	}
 	rr := responsesRequest{
 		Model:             req.Model,
-		MaxOutputTokens:   outputLimit(req.maxTokens()),
+		MaxOutputTokens:   outputLimit(req.AnswerLimit()),
 		Temperature:       req.Temperature,
 		TopP:              req.TopP,
 		ParallelToolCalls: req.ParallelToolCalls,
@@ -109,7 +111,7 @@ func toResponses(body []byte) ([]byte, error) {
 		}
 		rr.Tools = append(rr.Tools, responsesTool{Type: "function", Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
-	mode, name, err := toolChoice(req.ToolChoice)
+	mode, name, err := chat.ToolChoice(req.ToolChoice)
 	switch {
 	case err != nil:
 		return nil, err
@@ -137,11 +139,11 @@ func outputLimit(n int) int {
 }
 
 // responsesItems translates one chat message into input items.
-func responsesItems(m chatMessage) ([]any, error) {
+func responsesItems(m chat.Message) ([]any, error) {
 	switch m.Role {
 	case "system", "developer", "user", "assistant":
 	case "tool":
-		s, err := text(m.Content)
+		s, err := chat.Text(m.Content)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +151,7 @@ func responsesItems(m chatMessage) ([]any, error) {
 	default:
 		return nil, fmt.Errorf("role %q has no equivalent in the Responses API", m.Role)
 	}
-	ps, err := parts(m.Content)
+	ps, err := chat.Parts(m.Content)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +165,7 @@ func responsesItems(m chatMessage) ([]any, error) {
 		case p.Type == "text":
 			msg.Content = append(msg.Content, responsesContent{Type: textType, Text: p.Text})
 		case p.Type == "image_url" && m.Role == "user":
-			msg.Content = append(msg.Content, responsesContent{Type: "input_image", ImageURL: p.ImageURL.URL})
+			msg.Content = append(msg.Content, responsesContent{Type: "input_image", ImageURL: p.URL()})
 		default:
 			return nil, fmt.Errorf("content part of type %q has no equivalent in the Responses API", p.Type)
 		}
