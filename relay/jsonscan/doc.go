@@ -1,7 +1,7 @@
 // Package jsonscan reads JSON by hand, for the relay's hot paths.
 //
 // Two readers run once per token of every stream: a worker parses each
-// upstream chunk (relay/upstream's fast path) and an edge decodes each
+// provider's chunk (relay/dialect/chat's fast path) and an edge decodes each
 // chunk frame (relay/wire). Both read a few JSON shapes, and
 // encoding/json, which reads by reflection, was a large share of their
 // processor time. They read those shapes with the functions of this

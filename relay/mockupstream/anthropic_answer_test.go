@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -28,7 +29,7 @@ func TestAnthropicThinkingCacheAndStopSequence(t *testing.T) {
 	}
 	defer s.Close()
 	var reasoning, text, sig strings.Builder
-	var usage *upstream.Usage
+	var usage *chat.Usage
 	for {
 		d, err := s.Next()
 		if errors.Is(err, io.EOF) {

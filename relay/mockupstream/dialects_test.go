@@ -10,13 +10,14 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/upstream"
 )
 
 // relayStream reads, through the relay's own client in dialect d, the
 // answer to a chat request of messages: what the mock says in each
 // dialect, as the relay understands it.
-func relayStream(t *testing.T, ts *httptest.Server, d upstream.Dialect, key string, messages []Message, extra ...any) (string, string, *upstream.Usage, error) {
+func relayStream(t *testing.T, ts *httptest.Server, d upstream.Dialect, key string, messages []Message, extra ...any) (string, string, *chat.Usage, error) {
 	t.Helper()
 	body, _ := json.Marshal(chatBody(true, messages, extra...))
 	s, err := upstream.NewClient(nil).Stream(t.Context(), upstream.Target{Provider: "mock", BaseURL: ts.URL + "/v1", APIKey: key, Dialect: d}, body)
@@ -25,7 +26,7 @@ func relayStream(t *testing.T, ts *httptest.Server, d upstream.Dialect, key stri
 	}
 	defer s.Close()
 	var text strings.Builder
-	var usage *upstream.Usage
+	var usage *chat.Usage
 	for {
 		delta, err := s.Next()
 		if errors.Is(err, io.EOF) {
@@ -106,7 +107,7 @@ func TestErrorAfterInEveryDialect(t *testing.T) {
 		t.Run(string(d), func(t *testing.T) {
 			msgs := conv("overloaded " + string(d) + " [[mock: error_after=3]]")
 			text, finish, _, err := relayStream(t, ts, d, "", msgs)
-			var oe *upstream.OpenAIError
+			var oe *chat.Error
 			if !errors.As(err, &oe) || !strings.Contains(oe.Message, "Overloaded") || upstream.Classify(err) != upstream.Transient {
 				t.Fatalf("err = %v (class %v), want the provider's overloaded error, transient", err, upstream.Classify(err))
 			}

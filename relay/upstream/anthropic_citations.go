@@ -8,7 +8,7 @@ import (
 // give OpenAI-shaped clients url_citation annotations: a citation covers
 // its whole block, whose extent is known at its content_block_stop.
 // Citations of documents (char_location and the like) have no URL, which
-// an annotation needs; they reach Messages clients only (Delta.Citations).
+// an annotation needs; they reach Messages clients only (chat.Delta.Citations).
 type citedBlock struct {
 	// start is the block's first character in the call's answer text.
 	start int

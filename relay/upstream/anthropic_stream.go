@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relaydev/relay/relay/dialect/anthropic"
+	"github.com/relaydev/relay/relay/dialect/chat"
 )
 
 // anthropicEvent is the data of a Messages stream event, every type's
@@ -38,7 +39,7 @@ type anthropicEvent struct {
 		StopSequence string          `json:"stop_sequence"`
 	} `json:"delta"`
 	Usage *anthropic.Usage `json:"usage"`
-	Error *OpenAIError     `json:"error"`
+	Error *chat.Error      `json:"error"`
 }
 
 // anthropicDecoder turns Messages stream events into chat Deltas: text
@@ -75,18 +76,18 @@ func newAnthropicDecoder(trimmed string) *anthropicDecoder {
 	return &anthropicDecoder{trimmed: trimmed, tools: make(map[int]*toolBlock)}
 }
 
-func (d *anthropicDecoder) decode(ev Event) (Delta, error) {
+func (d *anthropicDecoder) decode(ev Event) (chat.Delta, error) {
 	var e anthropicEvent
 	if err := json.Unmarshal(ev.Data, &e); err != nil {
-		return Delta{}, fmt.Errorf("%w: %s event: %w", ErrMalformed, ev.Event, err)
+		return chat.Delta{}, fmt.Errorf("%w: %s event: %w", ErrMalformed, ev.Event, err)
 	}
 	switch e.Type {
 	case "message_start":
 		if e.Message == nil {
-			return Delta{}, fmt.Errorf("%w: message_start without a message", ErrMalformed)
+			return chat.Delta{}, fmt.Errorf("%w: message_start without a message", ErrMalformed)
 		}
 		d.start = e.Message.Usage
-		return Delta{Role: "assistant", Model: e.Message.Model}, nil
+		return chat.Delta{Role: "assistant", Model: e.Message.Model}, nil
 	case "content_block_start":
 		return d.blockStart(e)
 	case "content_block_delta":
@@ -95,30 +96,30 @@ func (d *anthropicDecoder) decode(ev Event) (Delta, error) {
 		if t := d.tools[e.Index]; t != nil && !t.hasArgs {
 			// A tool without input sends no delta; chat clients parse
 			// the arguments as JSON, so they get an empty object.
-			return Delta{ToolCalls: toolFragment(t.index, "", "", "{}")}, nil
+			return chat.Delta{ToolCalls: toolFragment(t.index, "", "", "{}")}, nil
 		}
 		if a := d.cited.annotations(d.runes); a != nil {
 			d.cited = citedBlock{}
-			return Delta{Annotations: a}, nil
+			return chat.Delta{Annotations: a}, nil
 		}
-		return Delta{}, errSkip
+		return chat.Delta{}, errSkip
 	case "message_delta":
 		return d.messageDelta(e), nil
 	case "message_stop":
-		return Delta{}, io.EOF
+		return chat.Delta{}, io.EOF
 	case "error":
 		if e.Error == nil {
-			return Delta{}, fmt.Errorf("%w: error event without an error", ErrMalformed)
+			return chat.Delta{}, fmt.Errorf("%w: error event without an error", ErrMalformed)
 		}
-		return Delta{}, fmt.Errorf("error in stream: %w", e.Error)
+		return chat.Delta{}, fmt.Errorf("error in stream: %w", e.Error)
 	}
 	// ping, and event types newer than this decoder.
-	return Delta{}, errSkip
+	return chat.Delta{}, errSkip
 }
 
-func (d *anthropicDecoder) blockStart(e anthropicEvent) (Delta, error) {
+func (d *anthropicDecoder) blockStart(e anthropicEvent) (chat.Delta, error) {
 	if e.ContentBlock == nil {
-		return Delta{}, fmt.Errorf("%w: content_block_start without a block", ErrMalformed)
+		return chat.Delta{}, fmt.Errorf("%w: content_block_start without a block", ErrMalformed)
 	}
 	newBlock := d.last == "text"
 	d.last = e.ContentBlock.Type
@@ -126,11 +127,19 @@ func (d *anthropicDecoder) blockStart(e anthropicEvent) (Delta, error) {
 	case "text":
 		d.cited = citedBlock{start: d.runes}
 		out, err := d.textDelta(e.ContentBlock.Text)
-		out.Citations = nonEmptyArray(e.ContentBlock.Citations)
-		if len(out.Citations) > 0 {
-			if err := arrayElements(out.Citations, d.cited.add); err != nil {
-				return Delta{}, fmt.Errorf("%w: content block citations: %w", ErrMalformed, err)
+		var cites []json.RawMessage
+		if len(e.ContentBlock.Citations) > 0 {
+			if err := json.Unmarshal(e.ContentBlock.Citations, &cites); err != nil {
+				return chat.Delta{}, fmt.Errorf("%w: content block citations: %w", ErrMalformed, err)
 			}
+		}
+		for _, c := range cites {
+			if err := d.cited.add(c); err != nil {
+				return chat.Delta{}, fmt.Errorf("%w: content block citations: %w", ErrMalformed, err)
+			}
+		}
+		if len(cites) > 0 {
+			out.Citations = e.ContentBlock.Citations
 		}
 		if !newBlock && len(out.Citations) == 0 {
 			return out, err
@@ -138,59 +147,59 @@ func (d *anthropicDecoder) blockStart(e anthropicEvent) (Delta, error) {
 		out.NewBlock = newBlock
 		return out, nil
 	case "redacted_thinking":
-		return Delta{RedactedReasoning: e.ContentBlock.Data}, nil
+		return chat.Delta{RedactedReasoning: e.ContentBlock.Data}, nil
 	case "tool_use":
 		d.trimmed = ""
 		t := &toolBlock{index: len(d.tools)}
 		d.tools[e.Index] = t
-		return Delta{ToolCalls: toolFragment(t.index, e.ContentBlock.ID, e.ContentBlock.Name, "")}, nil
+		return chat.Delta{ToolCalls: toolFragment(t.index, e.ContentBlock.ID, e.ContentBlock.Name, "")}, nil
 	}
 	// thinking: its text comes in deltas.
-	return Delta{}, errSkip
+	return chat.Delta{}, errSkip
 }
 
-func (d *anthropicDecoder) blockDelta(e anthropicEvent) (Delta, error) {
+func (d *anthropicDecoder) blockDelta(e anthropicEvent) (chat.Delta, error) {
 	switch e.Delta.Type {
 	case "text_delta":
 		return d.textDelta(e.Delta.Text)
 	case "thinking_delta":
 		if e.Delta.Thinking == "" {
-			return Delta{}, errSkip
+			return chat.Delta{}, errSkip
 		}
-		return Delta{Reasoning: e.Delta.Thinking}, nil
+		return chat.Delta{Reasoning: e.Delta.Thinking}, nil
 	case "input_json_delta":
 		t := d.tools[e.Index]
 		if t == nil {
-			return Delta{}, fmt.Errorf("%w: input_json_delta for block %d, which is no tool_use", ErrMalformed, e.Index)
+			return chat.Delta{}, fmt.Errorf("%w: input_json_delta for block %d, which is no tool_use", ErrMalformed, e.Index)
 		}
 		if e.Delta.PartialJSON == "" {
-			return Delta{}, errSkip
+			return chat.Delta{}, errSkip
 		}
 		t.hasArgs = true
-		return Delta{ToolCalls: toolFragment(t.index, "", "", e.Delta.PartialJSON)}, nil
+		return chat.Delta{ToolCalls: toolFragment(t.index, "", "", e.Delta.PartialJSON)}, nil
 	case "signature_delta":
 		if e.Delta.Signature == "" {
-			return Delta{}, errSkip
+			return chat.Delta{}, errSkip
 		}
-		return Delta{ReasoningSignature: e.Delta.Signature}, nil
+		return chat.Delta{ReasoningSignature: e.Delta.Signature}, nil
 	case "citations_delta":
-		if isNull(e.Delta.Citation) {
-			return Delta{}, errSkip
+		if len(e.Delta.Citation) == 0 || string(e.Delta.Citation) == "null" {
+			return chat.Delta{}, errSkip
 		}
 		if err := d.cited.add(e.Delta.Citation); err != nil {
-			return Delta{}, fmt.Errorf("%w: citations_delta: %w", ErrMalformed, err)
+			return chat.Delta{}, fmt.Errorf("%w: citations_delta: %w", ErrMalformed, err)
 		}
-		return Delta{Citations: append(append(json.RawMessage{'['}, e.Delta.Citation...), ']')}, nil
+		return chat.Delta{Citations: append(append(json.RawMessage{'['}, e.Delta.Citation...), ']')}, nil
 	}
-	return Delta{}, errSkip
+	return chat.Delta{}, errSkip
 }
 
-func (d *anthropicDecoder) textDelta(s string) (Delta, error) {
+func (d *anthropicDecoder) textDelta(s string) (chat.Delta, error) {
 	if s = d.text(s); s == "" {
-		return Delta{}, errSkip
+		return chat.Delta{}, errSkip
 	}
 	d.runes += utf8.RuneCountInString(s)
-	return Delta{Content: s}, nil
+	return chat.Delta{Content: s}, nil
 }
 
 // text drops, from the start of the answer, the whitespace the prefill
@@ -216,8 +225,8 @@ func (d *anthropicDecoder) text(s string) string {
 // messageDelta carries the stop reason, the stop sequence and the final
 // usage, whose output_tokens is cumulative; the input and cache counts,
 // when the event repeats them, are the same as message_start's.
-func (d *anthropicDecoder) messageDelta(e anthropicEvent) Delta {
-	out := Delta{FinishReason: anthropicFinish(e.Delta.StopReason), StopSequence: e.Delta.StopSequence}
+func (d *anthropicDecoder) messageDelta(e anthropicEvent) chat.Delta {
+	out := chat.Delta{FinishReason: anthropicFinish(e.Delta.StopReason), StopSequence: e.Delta.StopSequence}
 	if e.Usage != nil {
 		u := anthropic.Usage{
 			InputTokens:              max(e.Usage.InputTokens, d.start.InputTokens),
@@ -229,7 +238,7 @@ func (d *anthropicDecoder) messageDelta(e anthropicEvent) Delta {
 			tools = d.start.ServerToolUse
 		}
 		prompt := u.Prompt()
-		out.Usage = &Usage{PromptTokens: prompt, CompletionTokens: e.Usage.OutputTokens, TotalTokens: prompt + e.Usage.OutputTokens,
+		out.Usage = &chat.Usage{PromptTokens: prompt, CompletionTokens: e.Usage.OutputTokens, TotalTokens: prompt + e.Usage.OutputTokens,
 			PromptTokensDetails: u.PromptDetails(), ServerToolUse: tools}
 	}
 	return out

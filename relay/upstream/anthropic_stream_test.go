@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -25,11 +26,11 @@ func anthropicEvents(datas ...string) string {
 	return b.String()
 }
 
-// collect reads a stream to its end and returns the merged Delta fields.
+// collect reads a stream to its end and returns the merged chat.Delta fields.
 type collected struct {
 	role, content, reasoning, finish, model string
 	toolCalls                               []string
-	usage                                   *Usage
+	usage                                   *chat.Usage
 }
 
 func collect(t *testing.T, s *Stream) (collected, error) {
@@ -135,7 +136,7 @@ func TestAnthropicStreamEvents(t *testing.T) {
 	if strings.Join(c.toolCalls, "\n") != strings.Join(wantTools, "\n") {
 		t.Errorf("tool_calls fragments:\n%s\nwant\n%s", strings.Join(c.toolCalls, "\n"), strings.Join(wantTools, "\n"))
 	}
-	want := Usage{PromptTokens: 35, CompletionTokens: 42, TotalTokens: 77,
+	want := chat.Usage{PromptTokens: 35, CompletionTokens: 42, TotalTokens: 77,
 		PromptTokensDetails: wire.TokenCounts{{Name: "cached_tokens", N: 20}, {Name: wire.CacheCreationTokens, N: 5}}}
 	if c.usage == nil || !reflect.DeepEqual(*c.usage, want) {
 		t.Errorf("usage = %+v, want %+v (cached input counts as prompt, its parts as details)", c.usage, want)
@@ -167,12 +168,12 @@ func TestAnthropicStreamEnds(t *testing.T) {
 		{
 			name:   "overloaded mid-stream",
 			events: anthropicEvents(start, text, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
-			want:   &OpenAIError{}, class: Transient,
+			want:   &chat.Error{}, class: Transient,
 		},
 		{
 			name:   "invalid request mid-stream",
 			events: anthropicEvents(start, `{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`),
-			want:   &OpenAIError{}, class: RequestFault,
+			want:   &chat.Error{}, class: RequestFault,
 		},
 		{name: "not JSON", events: "event: message_start\ndata: {\n\n", want: ErrMalformed, class: Transient},
 	}
@@ -180,9 +181,9 @@ func TestAnthropicStreamEnds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openAnthropic(t, sseServer(t, tc.events).URL, chatHi)
 			c, err := collect(t, s)
-			if oe := (*OpenAIError)(nil); errors.As(tc.want, &oe) {
+			if oe := (*chat.Error)(nil); errors.As(tc.want, &oe) {
 				if !errors.As(err, &oe) {
-					t.Fatalf("Next = %v, want an *OpenAIError", err)
+					t.Fatalf("Next = %v, want an *chat.Error", err)
 				}
 			} else {
 				wantErr(t, err, tc.want)

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"strconv"
 )
 
@@ -58,7 +59,7 @@ func Classify(err error) Class {
 	if errors.As(err, &se) {
 		return classifyStatus(se.Status)
 	}
-	var oe *OpenAIError
+	var oe *chat.Error
 	if errors.As(err, &oe) {
 		return classifyPayload(oe)
 	}
@@ -80,7 +81,7 @@ func classifyStatus(status int) Class {
 // classifyPayload classifies an error a provider sent in a 2xx stream, where
 // there is no status: by its code when it is an HTTP status (vLLM), else by
 // OpenAI's error types and codes.
-func classifyPayload(e *OpenAIError) Class {
+func classifyPayload(e *chat.Error) Class {
 	switch {
 	case e.Code == "invalid_api_key", e.Type == "authentication_error", e.Type == "permission_error":
 		return Credential

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"io"
 	"net"
 	"net/http"
@@ -185,19 +186,19 @@ func TestClassifyErrors(t *testing.T) {
 // what went wrong.
 func TestClassifyPayload(t *testing.T) {
 	tests := []struct {
-		e    OpenAIError
+		e    chat.Error
 		want Class
 	}{
-		{OpenAIError{Type: "server_error"}, Transient},
-		{OpenAIError{Type: "overloaded_error", Code: "529"}, Transient},
-		{OpenAIError{Type: "requests", Code: "rate_limit_exceeded"}, Transient},
-		{OpenAIError{Type: "invalid_request_error", Code: "context_length_exceeded"}, RequestFault},
-		{OpenAIError{Type: "BadRequestError", Code: "400"}, RequestFault},
-		{OpenAIError{Type: "invalid_request_error", Code: "invalid_api_key"}, Credential},
-		{OpenAIError{Type: "authentication_error"}, Credential},
-		{OpenAIError{Type: "permission_error"}, Credential},
-		{OpenAIError{Code: "401"}, Credential},
-		{OpenAIError{}, Transient},
+		{chat.Error{Type: "server_error"}, Transient},
+		{chat.Error{Type: "overloaded_error", Code: "529"}, Transient},
+		{chat.Error{Type: "requests", Code: "rate_limit_exceeded"}, Transient},
+		{chat.Error{Type: "invalid_request_error", Code: "context_length_exceeded"}, RequestFault},
+		{chat.Error{Type: "BadRequestError", Code: "400"}, RequestFault},
+		{chat.Error{Type: "invalid_request_error", Code: "invalid_api_key"}, Credential},
+		{chat.Error{Type: "authentication_error"}, Credential},
+		{chat.Error{Type: "permission_error"}, Credential},
+		{chat.Error{Code: "401"}, Credential},
+		{chat.Error{}, Transient},
 	}
 	for _, tc := range tests {
 		err := fmt.Errorf("upstream: p: error in stream: %w", &tc.e)

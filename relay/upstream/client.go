@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/tracing"
 )
 
@@ -99,7 +100,7 @@ func NewClient(httpClient *http.Client) *Client {
 // back as chat Deltas.
 //
 // A non-2xx answer is a *StatusError. A 2xx answer with a JSON body instead
-// of an event stream is the provider's error (wrapping *OpenAIError) or
+// of an event stream is the provider's error (wrapping *chat.Error) or
 // ErrMalformed. A silent provider fails with ErrStalled; see
 // FirstByteTimeout. When ctx ends, the error wraps ctx.Err().
 //
@@ -142,7 +143,7 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 		}
 		// A failed read still leaves the status, which is what matters.
 		se.Body, _ = io.ReadAll(io.LimitReader(rb, maxErrorBody))
-		se.Err, _ = parseErrorBody(se.Body)
+		se.Err, _ = chat.ParseErrorBody(se.Body)
 		_ = resp.Body.Close()
 		return fail(se)
 	}
@@ -150,7 +151,7 @@ func (c *Client) Stream(ctx context.Context, t Target, body []byte) (*Stream, er
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
 		b, _ := io.ReadAll(io.LimitReader(rb, maxErrorBody))
 		_ = resp.Body.Close()
-		if e, ok := parseErrorBody(b); ok {
+		if e, ok := chat.ParseErrorBody(b); ok {
 			return fail(fmt.Errorf("upstream: %s: error response: %w", t.Provider, &e))
 		}
 		return fail(fmt.Errorf("upstream: %s: %w: JSON response instead of an event stream", t.Provider, ErrMalformed))

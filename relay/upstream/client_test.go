@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"io"
 	"net/http"
 	"strings"
@@ -64,7 +65,7 @@ func TestStatusError(t *testing.T) {
 		headers map[string]string
 		body    string
 		retry   time.Duration
-		oe      OpenAIError
+		oe      chat.Error
 	}{
 		{
 			name:    "429 with seconds and ms",
@@ -72,7 +73,7 @@ func TestStatusError(t *testing.T) {
 			headers: map[string]string{"Retry-After": "2", "retry-after-ms": "2500"},
 			body:    `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
 			retry:   2500 * time.Millisecond,
-			oe:      OpenAIError{Message: "Rate limit reached", Type: "requests", Code: "rate_limit_exceeded"},
+			oe:      chat.Error{Message: "Rate limit reached", Type: "requests", Code: "rate_limit_exceeded"},
 		},
 		{
 			name:    "503 with HTTP date",
@@ -85,13 +86,13 @@ func TestStatusError(t *testing.T) {
 			name:   "401 OpenAI shape",
 			status: 401,
 			body:   `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
-			oe:     OpenAIError{Message: "Incorrect API key provided", Type: "invalid_request_error", Code: "invalid_api_key"},
+			oe:     chat.Error{Message: "Incorrect API key provided", Type: "invalid_request_error", Code: "invalid_api_key"},
 		},
 		{
 			name:   "400 vLLM shape",
 			status: 400,
 			body:   `{"object":"error","message":"maximum context length is 4096 tokens","type":"BadRequestError","param":null,"code":400}`,
-			oe:     OpenAIError{Message: "maximum context length is 4096 tokens", Type: "BadRequestError", Code: "400"},
+			oe:     chat.Error{Message: "maximum context length is 4096 tokens", Type: "BadRequestError", Code: "400"},
 		},
 		{name: "404 empty body", status: 404},
 	}
@@ -147,7 +148,7 @@ func TestStreamJSONInsteadOfEvents(t *testing.T) {
 				_, _ = io.WriteString(w, tc.body)
 			})
 			_, err := NewClient(nil).Stream(t.Context(), Target{BaseURL: srv.URL}, []byte(`{}`))
-			var oe *OpenAIError
+			var oe *chat.Error
 			if errors.As(err, &oe) != tc.isOpenAI || errors.Is(err, ErrMalformed) == tc.isOpenAI {
 				t.Fatalf("Stream = %v; want provider error: %v", err, tc.isOpenAI)
 			}

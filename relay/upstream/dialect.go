@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"io"
 	"net/http"
 	"strings"
@@ -105,11 +106,11 @@ func (t Target) translate(body []byte) ([]byte, eventDecoder, error) {
 }
 
 // eventDecoder reads the events of a dialect other than chat completions.
-// decode returns the Delta an event carries, errSkip for an event that
+// decode returns the chat.Delta an event carries, errSkip for an event that
 // carries nothing, io.EOF for the dialect's explicit end of stream, or an
 // error of the stream.
 type eventDecoder interface {
-	decode(ev Event) (Delta, error)
+	decode(ev Event) (chat.Delta, error)
 }
 
 // errSkip is decode's answer for an event without anything to deliver.

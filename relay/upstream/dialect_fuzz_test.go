@@ -10,8 +10,8 @@ import (
 
 // FuzzDialectDecoders feeds provider event data to the Anthropic and
 // Responses decoders: they never panic, every tool_calls fragment is a
-// JSON array, and what an event yields is a Delta, a skip, the end, or an
-// error, never a Delta with an error.
+// JSON array, and what an event yields is a chat.Delta, a skip, the end, or an
+// error, never a chat.Delta with an error.
 func FuzzDialectDecoders(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"message_start","message":{"model":"m","usage":{"input_tokens":3}}}`,

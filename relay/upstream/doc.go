@@ -9,14 +9,14 @@
 //
 //	Client.Stream   POST {BaseURL}/chat/completions (/messages, /responses),
 //	                Accept: text/event-stream
-//	  non-2xx       → *StatusError (status, bounded body, RetryAfter, OpenAIError)
+//	  non-2xx       → *StatusError (status, bounded body, RetryAfter, chat.Error)
 //	  2xx JSON body → the provider's error, or ErrMalformed
 //	  2xx           → *Stream
-//	Stream.Next     EventReader (WHATWG SSE lines) → ParseChunk → Delta
+//	Stream.Next     EventReader (WHATWG SSE lines) → chat.ParseChunk → chat.Delta
 //	  data: [DONE] (message_stop)     → io.EOF, SawDone() == true
 //	  body ends after a finish_reason → io.EOF, SawDone() == false
 //	  body ends before one            → error wrapping ErrTruncated
-//	  {"error":{...}} chunk           → error wrapping *OpenAIError
+//	  {"error":{...}} chunk           → error wrapping *chat.Error
 //	  silence > StallTimeout          → error wrapping ErrStalled
 //	  no byte within FirstByteTimeout → error wrapping ErrSilent (an ErrStalled)
 //	Classify(err)   → Transient | RequestFault | Credential | Canceled

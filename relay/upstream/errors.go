@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/relaydev/relay/relay/dialect/chat"
 )
 
 // Sentinel errors. Errors returned by this package wrap them with the provider
 // name and the detail, so callers test them with errors.Is.
 var (
 	// ErrMalformed means the provider sent bytes that are not a valid event
-	// stream or chunk. It is a provider fault, so Classify calls it Transient.
-	ErrMalformed = errors.New("malformed stream data")
+	// stream or chunk (chat.ErrMalformed, which the dialects' parsers
+	// return). It is a provider fault, so Classify calls it Transient.
+	ErrMalformed = chat.ErrMalformed
 
 	// ErrTruncated means the stream ended, cleanly or by a broken connection,
 	// before any chunk carried a finish_reason: the answer is incomplete.
@@ -48,7 +51,7 @@ type StatusError struct {
 	RetryAfter time.Duration
 	// Err is the body decoded as an OpenAI error; zero when the body has
 	// another shape.
-	Err OpenAIError
+	Err chat.Error
 }
 
 func (e *StatusError) Error() string {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/tracing"
 )
 
@@ -35,7 +36,7 @@ type Response struct {
 // dialect has. As Stream does, it returns
 // a *StatusError for a non-2xx answer; a streamed request (stream) that is
 // answered with a JSON body gets the provider's error (wrapping
-// *OpenAIError) or ErrMalformed. ctx governs the whole answer.
+// *chat.Error) or ErrMalformed. ctx governs the whole answer.
 func (c *Client) Post(ctx context.Context, t Target, path string, body []byte, stream bool) (*Response, error) {
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	// A forwarded answer is not parsed: only its bytes are watched.
@@ -63,7 +64,7 @@ func (c *Client) Post(ctx context.Context, t Target, path string, body []byte, s
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		se := &StatusError{Provider: t.Provider, Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
 		se.Body, _ = io.ReadAll(io.LimitReader(rb, maxErrorBody))
-		se.Err, _ = parseErrorBody(se.Body)
+		se.Err, _ = chat.ParseErrorBody(se.Body)
 		_ = resp.Body.Close()
 		return fail(se)
 	}
@@ -71,7 +72,7 @@ func (c *Client) Post(ctx context.Context, t Target, path string, body []byte, s
 	if mt, _, _ := mime.ParseMediaType(ct); stream && mt == "application/json" {
 		b, _ := io.ReadAll(io.LimitReader(rb, maxErrorBody))
 		_ = resp.Body.Close()
-		if e, ok := parseErrorBody(b); ok {
+		if e, ok := chat.ParseErrorBody(b); ok {
 			return fail(fmt.Errorf("upstream: %s: error response: %w", t.Provider, &e))
 		}
 		return fail(fmt.Errorf("upstream: %s: %w: JSON response instead of an event stream", t.Provider, ErrMalformed))
@@ -100,7 +101,7 @@ var ErrTooLarge = errors.New("answer too large")
 
 // NextEvent returns the data of the next event of a streamed answer,
 // skipping comments. It returns io.EOF after data: [DONE], ErrTruncated if
-// the stream ends before it, and an error wrapping *OpenAIError for an
+// the stream ends before it, and an error wrapping *chat.Error for an
 // error payload.
 func (r *Response) NextEvent() ([]byte, error) {
 	for {
@@ -119,7 +120,7 @@ func (r *Response) NextEvent() ([]byte, error) {
 			return nil, io.EOF
 		}
 		if bytes.Contains(ev.Data, []byte(`"error"`)) {
-			if e, ok := parseErrorBody(ev.Data); ok {
+			if e, ok := chat.ParseErrorBody(ev.Data); ok {
 				return nil, fmt.Errorf("upstream: error event: %w", &e)
 			}
 		}

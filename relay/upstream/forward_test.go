@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"io"
 	"net/http"
 	"testing"
@@ -70,7 +71,7 @@ func TestPostEvents(t *testing.T) {
 		{"done", []string{": hi\n\n", "data: {\"a\":1}\n\n", "data: {\"a\":2}\n\ndata: [DONE]\n\n"}, 2, func(err error) bool { return errors.Is(err, io.EOF) }},
 		{"truncated", []string{"data: {\"a\":1}\n\n"}, 1, func(err error) bool { return errors.Is(err, ErrTruncated) }},
 		{"error payload", []string{"data: {\"a\":1}\n\n", "data: {\"error\":{\"message\":\"bad\",\"type\":\"invalid_request_error\"}}\n\n"}, 1,
-			func(err error) bool { oe := (*OpenAIError)(nil); return errors.As(err, &oe) && oe.Message == "bad" }},
+			func(err error) bool { oe := (*chat.Error)(nil); return errors.As(err, &oe) && oe.Message == "bad" }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := sseServer(t, c.pieces...)
@@ -102,7 +103,7 @@ func TestPostStreamAnsweredWithJSON(t *testing.T) {
 	})
 	var c Client
 	_, err := c.Post(context.Background(), Target{Provider: "p", BaseURL: srv.URL}, "/completions", nil, true)
-	if oe := (*OpenAIError)(nil); !errors.As(err, &oe) || oe.Message != "nope" {
+	if oe := (*chat.Error)(nil); !errors.As(err, &oe) || oe.Message != "nope" {
 		t.Fatalf("err %v, want the provider's error", err)
 	}
 }

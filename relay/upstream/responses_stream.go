@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/responses"
 )
 
@@ -18,10 +19,6 @@ type responsesEvent struct {
 	OutputIndex int                `json:"output_index"`
 	Item        *responsesItem     `json:"item"`
 	Response    *responsesResponse `json:"response"`
-	// An error event's fields are at the top level.
-	Code    json.RawMessage `json:"code"`
-	Message string          `json:"message"`
-	Param   json.RawMessage `json:"param"`
 }
 
 type responsesItem struct {
@@ -33,9 +30,9 @@ type responsesItem struct {
 }
 
 type responsesResponse struct {
-	Model             string       `json:"model"`
-	Status            string       `json:"status"`
-	Error             *OpenAIError `json:"error"`
+	Model             string      `json:"model"`
+	Status            string      `json:"status"`
+	Error             *chat.Error `json:"error"`
 	IncompleteDetails *struct {
 		Reason string `json:"reason"`
 	} `json:"incomplete_details"`
@@ -55,68 +52,75 @@ func newResponsesDecoder() *responsesDecoder {
 	return &responsesDecoder{tools: make(map[int]*toolBlock)}
 }
 
-func (d *responsesDecoder) decode(ev Event) (Delta, error) {
+func (d *responsesDecoder) decode(ev Event) (chat.Delta, error) {
 	var e responsesEvent
 	if err := json.Unmarshal(ev.Data, &e); err != nil {
-		return Delta{}, fmt.Errorf("%w: %s event: %w", ErrMalformed, ev.Event, err)
+		return chat.Delta{}, fmt.Errorf("%w: %s event: %w", ErrMalformed, ev.Event, err)
 	}
 	switch e.Type {
 	case "response.created":
 		if e.Response == nil {
-			return Delta{}, fmt.Errorf("%w: response.created without a response", ErrMalformed)
+			return chat.Delta{}, fmt.Errorf("%w: response.created without a response", ErrMalformed)
 		}
-		return Delta{Role: "assistant", Model: e.Response.Model}, nil
+		return chat.Delta{Role: "assistant", Model: e.Response.Model}, nil
 	case "response.output_text.delta", "response.refusal.delta":
 		// A refusal is text the client should read; chat has no other
-		// place for it in a Delta.
-		return nonEmpty(Delta{Content: e.Delta})
+		// place for it in a chat.Delta.
+		return nonEmpty(chat.Delta{Content: e.Delta})
 	case "response.reasoning_text.delta", "response.reasoning_summary_text.delta":
-		return nonEmpty(Delta{Reasoning: e.Delta})
+		return nonEmpty(chat.Delta{Reasoning: e.Delta})
 	case "response.output_item.added":
 		if e.Item == nil || e.Item.Type != "function_call" {
-			return Delta{}, errSkip
+			return chat.Delta{}, errSkip
 		}
 		t := &toolBlock{index: len(d.tools)}
 		d.tools[e.OutputIndex] = t
-		return Delta{ToolCalls: toolFragment(t.index, e.Item.CallID, e.Item.Name, "")}, nil
+		return chat.Delta{ToolCalls: toolFragment(t.index, e.Item.CallID, e.Item.Name, "")}, nil
 	case "response.function_call_arguments.delta":
 		t := d.tools[e.OutputIndex]
 		if t == nil {
-			return Delta{}, fmt.Errorf("%w: arguments for output %d, which is no function call", ErrMalformed, e.OutputIndex)
+			return chat.Delta{}, fmt.Errorf("%w: arguments for output %d, which is no function call", ErrMalformed, e.OutputIndex)
 		}
 		if e.Delta == "" {
-			return Delta{}, errSkip
+			return chat.Delta{}, errSkip
 		}
 		t.hasArgs = true
-		return Delta{ToolCalls: toolFragment(t.index, "", "", e.Delta)}, nil
+		return chat.Delta{ToolCalls: toolFragment(t.index, "", "", e.Delta)}, nil
 	case "response.output_item.done":
 		// A call whose arguments came whole, without deltas.
 		if t := d.tools[e.OutputIndex]; t != nil && !t.hasArgs && e.Item != nil {
 			t.hasArgs = true
-			return Delta{ToolCalls: toolFragment(t.index, "", "", cmp.Or(e.Item.Arguments, "{}"))}, nil
+			return chat.Delta{ToolCalls: toolFragment(t.index, "", "", cmp.Or(e.Item.Arguments, "{}"))}, nil
 		}
-		return Delta{}, errSkip
+		return chat.Delta{}, errSkip
 	case "response.completed", "response.incomplete":
 		if e.Response == nil {
-			return Delta{}, fmt.Errorf("%w: %s without a response", ErrMalformed, e.Type)
+			return chat.Delta{}, fmt.Errorf("%w: %s without a response", ErrMalformed, e.Type)
 		}
 		return d.final(*e.Response), nil
 	case "response.failed":
 		if e.Response == nil || e.Response.Error == nil {
-			return Delta{}, fmt.Errorf("error in stream: %w", &OpenAIError{Message: "response failed", Type: "server_error"})
+			return chat.Delta{}, fmt.Errorf("error in stream: %w", &chat.Error{Message: "response failed", Type: "server_error"})
 		}
-		return Delta{}, fmt.Errorf("error in stream: %w", typed(*e.Response.Error))
+		return chat.Delta{}, fmt.Errorf("error in stream: %w", typed(*e.Response.Error))
 	case "error":
-		return Delta{}, fmt.Errorf("error in stream: %w", typed(OpenAIError{Message: e.Message, Code: jsonText(e.Code), Param: jsonText(e.Param)}))
+		// An error event's fields are an error object's, at the top
+		// level; its type is the event's, not the error's.
+		var oe chat.Error
+		if err := json.Unmarshal(ev.Data, &oe); err != nil {
+			return chat.Delta{}, fmt.Errorf("%w: error event: %w", ErrMalformed, err)
+		}
+		oe.Type = ""
+		return chat.Delta{}, fmt.Errorf("error in stream: %w", typed(oe))
 	}
-	return Delta{}, errSkip
+	return chat.Delta{}, errSkip
 }
 
 // typed gives an error of the Responses API, which has a code and no type,
 // the type Classify reads: its "invalid_..." codes (invalid_prompt,
 // invalid_image, ...) are the request's fault, anything else the
 // provider's.
-func typed(e OpenAIError) *OpenAIError {
+func typed(e chat.Error) *chat.Error {
 	if e.Type == "" && strings.HasPrefix(e.Code, "invalid_") {
 		e.Type = "invalid_request_error"
 	}
@@ -124,8 +128,8 @@ func typed(e OpenAIError) *OpenAIError {
 }
 
 // final is the finish reason and usage of the response's last event.
-func (d *responsesDecoder) final(r responsesResponse) Delta {
-	out := Delta{FinishReason: "stop", Model: r.Model}
+func (d *responsesDecoder) final(r responsesResponse) chat.Delta {
+	out := chat.Delta{FinishReason: "stop", Model: r.Model}
 	switch {
 	case r.Status == "incomplete" && r.IncompleteDetails != nil && r.IncompleteDetails.Reason == "content_filter":
 		out.FinishReason = "content_filter"
@@ -135,16 +139,16 @@ func (d *responsesDecoder) final(r responsesResponse) Delta {
 		out.FinishReason = "tool_calls"
 	}
 	if u := r.Usage; u != nil {
-		out.Usage = &Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
+		out.Usage = &chat.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
 			PromptTokensDetails: u.PromptDetails(), CompletionTokensDetails: u.CompletionDetails()}
 	}
 	return out
 }
 
-// nonEmpty skips a Delta of an empty fragment.
-func nonEmpty(d Delta) (Delta, error) {
+// nonEmpty skips a chat.Delta of an empty fragment.
+func nonEmpty(d chat.Delta) (chat.Delta, error) {
 	if d.Content == "" && d.Reasoning == "" {
-		return Delta{}, errSkip
+		return chat.Delta{}, errSkip
 	}
 	return d, nil
 }

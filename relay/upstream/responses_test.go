@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -133,7 +134,7 @@ func TestResponsesStreamEvents(t *testing.T) {
 	}
 	// The cache and reasoning counts are kept as chat's details, where a
 	// Responses edge (or any other) reads them back.
-	want := Usage{PromptTokens: 9, CompletionTokens: 12, TotalTokens: 21,
+	want := chat.Usage{PromptTokens: 9, CompletionTokens: 12, TotalTokens: 21,
 		PromptTokensDetails:     wire.TokenCounts{{Name: "cached_tokens", N: 4}},
 		CompletionTokensDetails: wire.TokenCounts{{Name: "reasoning_tokens", N: 5}}}
 	if c.usage == nil || !reflect.DeepEqual(*c.usage, want) {

@@ -24,7 +24,7 @@ func benchStream(anthropic bool) []byte {
 				`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" world"}}` + "\n\n")
 			continue
 		}
-		b.WriteString("data: " + fastChunks[0] + "\n\n")
+		b.WriteString("data: " + openAIChunk + "\n\n")
 	}
 	if !anthropic {
 		b.WriteString("data: [DONE]\n\n")
@@ -60,7 +60,7 @@ func BenchmarkEventReader(b *testing.B) {
 
 // BenchmarkStreamNext reads an OpenAI stream of benchEvents chunks as a
 // worker does, through Stream.Next, the watchdog's activityReader and
-// ParseChunk, from a net.Pipe written in pieces of a TCP segment.
+// chat.ParseChunk, from a net.Pipe written in pieces of a TCP segment.
 func BenchmarkStreamNext(b *testing.B) {
 	in := benchStream(false)
 	b.ReportAllocs()
@@ -93,3 +93,6 @@ func BenchmarkStreamNext(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchEvents), "ns/event")
 }
+
+// openAIChunk is a chunk as OpenAI streams it.
+const openAIChunk = `{"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_f9f4fb6dbf","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}]}`

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"io"
 	"sync"
 )
@@ -33,16 +34,10 @@ type Stream struct {
 	err     error // sticky result of Next
 }
 
-// HasContent reports whether d carries part of the answer: text,
-// reasoning, a refusal or tool calls.
-func (d *Delta) HasContent() bool {
-	return d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(d.ToolCalls) > 0
-}
-
 // doneData is the sentinel event data that ends an OpenAI stream.
 var doneData = []byte("[DONE]")
 
-// Next returns the next chunk's Delta. Comments and events without a chunk
+// Next returns the next chunk's chat.Delta. Comments and events without a chunk
 // are skipped (they still reset the stall bound).
 //
 // It returns io.EOF when the stream is complete: after "data: [DONE]", or
@@ -51,19 +46,19 @@ var doneData = []byte("[DONE]")
 // trailing usage chunk is missing or unreadable; SawDone tells which end it
 // was. If the body ends before any finish_reason, the error wraps
 // ErrTruncated (and the transport error, if any). Other errors wrap
-// ErrStalled, ErrMalformed, *OpenAIError (an error payload mid-stream),
+// ErrStalled, ErrMalformed, *chat.Error (an error payload mid-stream),
 // ErrClosed or the caller's ctx.Err(). Errors, and io.EOF, are sticky.
-func (s *Stream) Next() (Delta, error) {
-	var d Delta
+func (s *Stream) Next() (chat.Delta, error) {
+	var d chat.Delta
 	err := s.NextInto(&d)
 	return d, err
 }
 
-// NextInto is Next, the Delta read into d; d is left as it was on an
+// NextInto is Next, the chat.Delta read into d; d is left as it was on an
 // error. A worker's job waits in it for as long as an answer streams, so
 // its own frame holds only the event it waits for: what is done with the
 // event is take's (relay/worker/stack.go).
-func (s *Stream) NextInto(d *Delta) error {
+func (s *Stream) NextInto(d *chat.Delta) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -90,7 +85,7 @@ func (s *Stream) NextInto(d *Delta) error {
 }
 
 // take decodes ev into d for NextInto; errSkip says that ev held no chunk.
-func (s *Stream) take(ev *Event, d *Delta) error {
+func (s *Stream) take(ev *Event, d *chat.Delta) error {
 	if s.dec != nil {
 		return s.decodeInto(ev, d)
 	}
@@ -98,7 +93,7 @@ func (s *Stream) take(ev *Event, d *Delta) error {
 		s.sawDone = true
 		return s.end(io.EOF)
 	}
-	err := parseChunkInto(ev.Data, d)
+	err := chat.ParseChunkInto(ev.Data, d)
 	if err != nil && s.finish != "" {
 		return s.end(io.EOF)
 	}
@@ -111,12 +106,12 @@ func (s *Stream) take(ev *Event, d *Delta) error {
 	return nil
 }
 
-// decodeInto is take for a dialect's events: decode, into d. The Delta
+// decodeInto is take for a dialect's events: decode, into d. The chat.Delta
 // decode returns is copied in this frame, not in take's, which is on the
 // stack of every chunk's parse (relay/worker/stack.go); hence noinline.
 //
 //go:noinline
-func (s *Stream) decodeInto(ev *Event, d *Delta) error {
+func (s *Stream) decodeInto(ev *Event, d *chat.Delta) error {
 	dd, err := s.decode(*ev)
 	if err == nil {
 		*d = dd
@@ -126,18 +121,18 @@ func (s *Stream) decodeInto(ev *Event, d *Delta) error {
 
 // decode is Next for a dialect's events: an explicit end of stream counts
 // as [DONE] would, and only after a finish reason.
-func (s *Stream) decode(ev Event) (Delta, error) {
+func (s *Stream) decode(ev Event) (chat.Delta, error) {
 	d, err := s.dec.decode(ev)
 	switch {
 	case errors.Is(err, io.EOF) && s.finish == "":
-		return Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, ErrTruncated))
+		return chat.Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, ErrTruncated))
 	case errors.Is(err, io.EOF):
 		s.sawDone = true
-		return Delta{}, s.end(io.EOF)
+		return chat.Delta{}, s.end(io.EOF)
 	case errors.Is(err, errSkip):
-		return Delta{}, err
+		return chat.Delta{}, err
 	case err != nil:
-		return Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, err))
+		return chat.Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, err))
 	}
 	if d.FinishReason != "" {
 		s.finish, s.stopSeq = d.FinishReason, d.StopSequence

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"io"
 	"net/http"
 	"reflect"
@@ -81,7 +82,7 @@ func TestStreamDeltas(t *testing.T) {
 		"data: [DONE]\n\n",
 	)
 	s := openStream(t, NewClient(nil), srv)
-	var ds []Delta
+	var ds []chat.Delta
 	for {
 		d, err := s.Next()
 		if err == io.EOF {
@@ -114,7 +115,7 @@ func TestStreamDeltasOwnTheirBytes(t *testing.T) {
 	}
 	srv := sseServer(t, "data: "+strings.Join(chunks, "\n\ndata: ")+"\n\ndata: [DONE]\n\n")
 	s := openStream(t, NewClient(nil), srv)
-	var got []Delta
+	var got []chat.Delta
 	for {
 		d, err := s.Next()
 		if err == io.EOF {
@@ -129,7 +130,7 @@ func TestStreamDeltasOwnTheirBytes(t *testing.T) {
 		t.Fatalf("%d deltas, want %d", len(got), len(chunks))
 	}
 	for i, c := range chunks {
-		want, err := ParseChunk([]byte(c))
+		want, err := chat.ParseChunk([]byte(c))
 		if err != nil || !reflect.DeepEqual(got[i], want) {
 			t.Errorf("delta %d = %+v\nwant %+v (%v)", i, got[i], want, err)
 		}
@@ -184,7 +185,7 @@ func TestStreamErrorPayload(t *testing.T) {
 	)
 	s := openStream(t, NewClient(nil), srv)
 	content, err := readAll(s)
-	var oe *OpenAIError
+	var oe *chat.Error
 	if content != "Hel" || !errors.As(err, &oe) || oe.Message != "Internal server error" {
 		t.Fatalf("content %q, err %v; want Hel and the provider's error", content, err)
 	}

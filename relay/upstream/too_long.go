@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"errors"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,13 +20,13 @@ import (
 // Anthropic's invalid_request_error "prompt is too long" and "exceed
 // context limit".
 func TooLong(err error) (needed int, ok bool) {
-	var e OpenAIError
+	var e chat.Error
 	if se := (*StatusError)(nil); errors.As(err, &se) {
 		if se.Status != 400 && se.Status != 413 {
 			return 0, false
 		}
 		e = se.Err
-	} else if oe := (*OpenAIError)(nil); errors.As(err, &oe) {
+	} else if oe := (*chat.Error)(nil); errors.As(err, &oe) {
 		e = *oe
 	} else {
 		return 0, false

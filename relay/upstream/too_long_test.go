@@ -3,6 +3,7 @@ package upstream
 import (
 	"errors"
 	"fmt"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"testing"
 )
 
@@ -25,7 +26,7 @@ func TestTooLongRecognisesTheProvidersShapes(t *testing.T) {
 		{"server error saying so", 500, `{"error":{"message":"maximum context length exceeded upstream","type":"server_error"}}`, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, _ := parseErrorBody([]byte(tc.body))
+			e, _ := chat.ParseErrorBody([]byte(tc.body))
 			err := fmt.Errorf("call: %w", &StatusError{Provider: "p", Status: tc.status, Body: []byte(tc.body), Err: e})
 			needed, ok := TooLong(err)
 			if ok != tc.ok || needed != tc.needed {
@@ -36,7 +37,7 @@ func TestTooLongRecognisesTheProvidersShapes(t *testing.T) {
 }
 
 func TestTooLongMidStream(t *testing.T) {
-	err := fmt.Errorf("chunk: %w", &OpenAIError{Message: "too long", Type: "invalid_request_error", Code: "context_length_exceeded"})
+	err := fmt.Errorf("chunk: %w", &chat.Error{Message: "too long", Type: "invalid_request_error", Code: "context_length_exceeded"})
 	if _, ok := TooLong(err); !ok {
 		t.Fatal("an error chunk with code context_length_exceeded is not recognised")
 	}

@@ -57,11 +57,11 @@ type Frame struct {
 	Content   string          `json:"content,omitempty"`
 	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
 	// Reasoning is the model's reasoning text in this chunk (see
-	// upstream.Delta.Reasoning); clients see it where their dialect has a
+	// chat.Delta.Reasoning); clients see it where their dialect has a
 	// place for it (reasoning_content, a thinking block, a reasoning item).
 	Reasoning string `json:"reasoning,omitempty"`
 	// ReasoningSignature is Anthropic's signature of the thinking block
-	// the reasoning so far belongs to (upstream.Delta.ReasoningSignature):
+	// the reasoning so far belongs to (chat.Delta.ReasoningSignature):
 	// it closes that block; reasoning after it is a new block. Only
 	// Messages clients have a place for it.
 	ReasoningSignature string `json:"reasoning_signature,omitempty"`
@@ -90,7 +90,7 @@ type Frame struct {
 	// chunk's text, which follows them, as the provider sent them.
 	Citations json.RawMessage `json:"citations,omitempty"`
 	// NewBlock says that the chunk's text starts a new text block of the
-	// provider's answer (upstream.Delta.NewBlock), which Messages clients
+	// provider's answer (chat.Delta.NewBlock), which Messages clients
 	// see as a content block of its own.
 	NewBlock bool `json:"new_block,omitempty"`
 	// SystemFingerprint is the provider's system_fingerprint for the

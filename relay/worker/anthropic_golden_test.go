@@ -9,6 +9,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
@@ -78,7 +79,7 @@ func TestAnthropicStreamFrames(t *testing.T) {
 // streamAnswer reads a stream as the answer of a call, without a race.
 type streamAnswer struct{ *upstream.Stream }
 
-func (s streamAnswer) next(d *upstream.Delta) (err error) {
+func (s streamAnswer) next(d *chat.Delta) (err error) {
 	*d, err = s.Next()
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
@@ -100,7 +101,7 @@ func (j *job) endAttempt(a *liveAttempt, readErr error, out *outcome) {
 		// says) without reporting its usage: what it generated is
 		// counted from its deltas, a token each, and paid for. Its
 		// prompt is not known.
-		j.addUsage(&upstream.Usage{CompletionTokens: n, TotalTokens: n}, l.c.Price)
+		j.addUsage(&chat.Usage{CompletionTokens: n, TotalTokens: n}, l.c.Price)
 	}
 	ttft := l.ob.done(a.pub)
 	if a.overlap != nil && a.overlap.stripped > 0 {
@@ -138,7 +139,7 @@ func (j *job) continuation(c *provider.Candidate) continuation {
 // the answer streams, so what it does with a delta and with the end is
 // done by functions of their own (stack.go).
 func (j *job) read(stream answer, pub *publisher, price provider.Price, overlap *overlapFilter) error {
-	d := new(upstream.Delta)
+	d := new(chat.Delta)
 	for {
 		if err := stream.next(d); err != nil {
 			return j.readEnd(stream, pub, overlap, err)
@@ -153,7 +154,7 @@ func (j *job) read(stream answer, pub *publisher, price provider.Price, overlap 
 // included.
 func (j *job) readEnd(stream answer, pub *publisher, overlap *overlapFilter, err error) error {
 	// What the filter held is new text, to be kept whatever happens next.
-	if perr := j.publish(pub, &upstream.Delta{Content: overlap.flush()}); perr != nil {
+	if perr := j.publish(pub, &chat.Delta{Content: overlap.flush()}); perr != nil {
 		return perr
 	}
 	if !errors.Is(err, io.EOF) {
@@ -168,7 +169,7 @@ func (j *job) readEnd(stream answer, pub *publisher, overlap *overlapFilter, err
 }
 
 // take counts what d used and publishes it through the overlap filter.
-func (j *job) take(pub *publisher, d *upstream.Delta, price provider.Price, overlap *overlapFilter) error {
+func (j *job) take(pub *publisher, d *chat.Delta, price provider.Price, overlap *overlapFilter) error {
 	j.addUsage(d.Usage, price)
 	if d.HasContent() {
 		j.received++
@@ -193,12 +194,12 @@ func (j *job) take(pub *publisher, d *upstream.Delta, price provider.Price, over
 // (leg). next reads the next delta into d; it fails with io.EOF at the
 // end of the answer.
 type answer interface {
-	next(d *upstream.Delta) error
+	next(d *chat.Delta) error
 	FinishReason() string
 }
 
 // publish queues d and records what the stream now holds.
-func (j *job) publish(pub *publisher, d *upstream.Delta) error {
+func (j *job) publish(pub *publisher, d *chat.Delta) error {
 	if err := pub.add(d); err != nil {
 		return err
 	}
@@ -212,7 +213,7 @@ func (j *job) publish(pub *publisher, d *upstream.Delta) error {
 
 // addUsage sums the usage of every attempt, each call being paid for, its
 // details by name, and prices it by the model that was called.
-func (j *job) addUsage(u *upstream.Usage, price provider.Price) {
+func (j *job) addUsage(u *chat.Usage, price provider.Price) {
 	if u == nil {
 		return
 	}

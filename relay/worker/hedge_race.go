@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/provider"
@@ -35,7 +36,7 @@ type leg struct {
 	stream  *upstream.Stream
 	// early holds what the call sent up to its first token, read ahead
 	// during the race; end is io.EOF when the answer ended among them.
-	early []upstream.Delta
+	early []chat.Delta
 	end   error
 	// err is why the call ended before its first token; failure is err
 	// unless the race or the job stopped the call.
@@ -255,7 +256,7 @@ func (l *leg) close() {
 // next reads the next delta into d: what the race read ahead, then the
 // rest of the stream. It is on the job's stack while the answer streams,
 // with no more in its frame than the stream's delta (stack.go).
-func (l *leg) next(d *upstream.Delta) error {
+func (l *leg) next(d *chat.Delta) error {
 	if len(l.early) > 0 {
 		l.takeEarly(d)
 		return nil
@@ -269,7 +270,7 @@ func (l *leg) next(d *upstream.Delta) error {
 // takeEarly moves the first delta read ahead into d. It is next's, in a
 // frame of its own: a delta copied in next's would be on the job's stack
 // while it waits for the provider (stack.go).
-func (l *leg) takeEarly(d *upstream.Delta) {
+func (l *leg) takeEarly(d *chat.Delta) {
 	*d = l.early[0]
 	l.early = l.early[1:]
 }

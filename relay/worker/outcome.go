@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
@@ -182,7 +183,7 @@ func providerError(err error) *wire.Error {
 	if se := (*upstream.StatusError)(nil); errors.As(err, &se) {
 		return fromOpenAI(se.Err, se.Status)
 	}
-	if oe := (*upstream.OpenAIError)(nil); errors.As(err, &oe) {
+	if oe := (*chat.Error)(nil); errors.As(err, &oe) {
 		status := http.StatusBadRequest
 		if code, convErr := strconv.Atoi(oe.Code); convErr == nil && code >= 400 && code <= 499 {
 			status = code
@@ -192,7 +193,7 @@ func providerError(err error) *wire.Error {
 	return &wire.Error{Message: err.Error(), Type: wire.TypeInvalidRequest, Status: http.StatusBadRequest}
 }
 
-func fromOpenAI(e upstream.OpenAIError, status int) *wire.Error {
+func fromOpenAI(e chat.Error, status int) *wire.Error {
 	out := &wire.Error{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Status: status}
 	if out.Message == "" {
 		out.Message = http.StatusText(status)

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/provider"
-	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -118,7 +118,7 @@ func TestUsageDetailsAreSummedOverAttempts(t *testing.T) {
 		}
 	}
 	for _, u := range []wire.Usage{a, b} {
-		j.addUsage(&upstream.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		j.addUsage(&chat.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
 			PromptTokensDetails: u.PromptTokensDetails, CompletionTokensDetails: u.CompletionTokensDetails}, provider.Price{})
 	}
 	got, err := json.Marshal(j.usage)

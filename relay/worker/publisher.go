@@ -5,9 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/runecut"
 	"github.com/relaydev/relay/relay/runners"
-	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -99,7 +99,7 @@ func (p *publisher) start(ctx context.Context, claim *firstClaim, pool *runners.
 // add queues what a delta says. It never waits for NATS. Tool-call
 // fragments are kept as they came, in order: several in one chunk are
 // merged by index by the client, as within any provider's stream.
-func (p *publisher) add(d *upstream.Delta) error {
+func (p *publisher) add(d *chat.Delta) error {
 	tools, err := splitArray("tool_calls", d.ToolCalls)
 	if err != nil {
 		return err
@@ -144,14 +144,14 @@ func (p *publisher) wakeLocked() bool {
 // (wire.Frame.LogprobsGap); the next chunk says so.
 func (p *publisher) markLogprobsGap() {
 	p.mu.Lock()
-	seg, _ := p.last(&upstream.Delta{})
+	seg, _ := p.last(&chat.Delta{})
 	seg.logprobsGap = true
 	p.mu.Unlock()
 }
 
 // last returns the segment d is to be merged into, opened if the last one
 // does not accept it.
-func (p *publisher) last(d *upstream.Delta) (seg *segment, opened bool) {
+func (p *publisher) last(d *chat.Delta) (seg *segment, opened bool) {
 	if n := len(p.queue); n > 0 && p.queue[n-1].accepts(d) {
 		return p.queue[n-1], false
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -35,9 +36,9 @@ type segment struct {
 	logprobsGap                 bool
 	fingerprint                 string
 	attached                    int // bytes of what rides with the text (maxChunkAttached)
-	chunkExtra                  []upstream.Field
-	choiceExtra                 []upstream.Field
-	deltaExtra                  []upstream.Field
+	chunkExtra                  []chat.Field
+	choiceExtra                 []chat.Field
+	deltaExtra                  []chat.Field
 }
 
 // hasData reports whether the segment says something a client reads as
@@ -53,7 +54,7 @@ func (s *segment) hasData() bool {
 // prefix that cannot start a member's name.
 type levelFields struct {
 	level  string
-	fields []upstream.Field
+	fields []chat.Field
 }
 
 // extras are the segment's unknown members by level.
@@ -71,7 +72,7 @@ func (s *segment) extras() [3]levelFields {
 // anything but reasoning, reasoning after a signature (the next thinking
 // block), citations after text, a new text block, and a redacted thinking
 // block, which has a chunk of its own.
-func (s *segment) accepts(d *upstream.Delta) bool {
+func (s *segment) accepts(d *chat.Delta) bool {
 	text := d.Content != "" || d.Reasoning != "" || d.Refusal != ""
 	switch {
 	case s.attached > 0 && s.attached+attachedSize(d) > maxChunkAttached,
@@ -89,9 +90,9 @@ func (s *segment) accepts(d *upstream.Delta) bool {
 }
 
 // attachedSize is what d adds to a chunk besides its text.
-func attachedSize(d *upstream.Delta) int {
+func attachedSize(d *chat.Delta) int {
 	n := len(d.ToolCalls) + len(d.Annotations) + len(d.Logprobs) + len(d.Citations) + len(d.ReasoningSignature) + len(d.RedactedReasoning)
-	for _, fs := range [...][]upstream.Field{d.ChunkExtra, d.ChoiceExtra, d.DeltaExtra} {
+	for _, fs := range [...][]chat.Field{d.ChunkExtra, d.ChoiceExtra, d.DeltaExtra} {
 		for _, f := range fs {
 			n += len(f.Name) + len(f.Value)
 		}
@@ -101,7 +102,7 @@ func attachedSize(d *upstream.Delta) int {
 
 // add merges d, whose tool calls, annotations and citations are already
 // split into their elements.
-func (s *segment) add(d *upstream.Delta, tools, annotations, citations []json.RawMessage) {
+func (s *segment) add(d *chat.Delta, tools, annotations, citations []json.RawMessage) {
 	s.attached += attachedSize(d)
 	s.content = append(s.content, d.Content...)
 	if d.Content != "" {
@@ -146,7 +147,7 @@ func (s *segment) rest(f *wire.Frame) {
 }
 
 // conflicts reports whether a member of add has another value in have.
-func conflicts(have, add []upstream.Field) bool {
+func conflicts(have, add []chat.Field) bool {
 	for _, a := range add {
 		for _, h := range have {
 			if h.Name == a.Name && !bytes.Equal(h.Value, a.Value) {
@@ -159,9 +160,9 @@ func conflicts(have, add []upstream.Field) bool {
 
 // mergeFields appends the members of add that have lacks (accepts ruled
 // out different values of one member).
-func mergeFields(have, add []upstream.Field) []upstream.Field {
+func mergeFields(have, add []chat.Field) []chat.Field {
 	for _, a := range add {
-		if !slices.ContainsFunc(have, func(h upstream.Field) bool { return h.Name == a.Name }) {
+		if !slices.ContainsFunc(have, func(h chat.Field) bool { return h.Name == a.Name }) {
 			have = append(have, a)
 		}
 	}
@@ -170,7 +171,7 @@ func mergeFields(have, add []upstream.Field) []upstream.Field {
 
 // fieldsObject renders members as a JSON object in their order; nil for
 // none.
-func fieldsObject(fs []upstream.Field) json.RawMessage {
+func fieldsObject(fs []chat.Field) json.RawMessage {
 	if len(fs) == 0 {
 		return nil
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relaydev/relay/relay/upstream"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -25,7 +25,7 @@ func takeAll(t *testing.T, p *publisher) []wire.Frame {
 	}
 }
 
-func mustAdd(t *testing.T, p *publisher, ds ...upstream.Delta) {
+func mustAdd(t *testing.T, p *publisher, ds ...chat.Delta) {
 	t.Helper()
 	for _, d := range ds {
 		if err := p.add(&d); err != nil {
@@ -40,11 +40,11 @@ func TestPublisherMergesEveryField(t *testing.T) {
 		return json.RawMessage(`{"content":[{"token":"` + tok + `","logprob":-0.5,"bytes":null,"top_logprobs":[]}],"refusal":null}`)
 	}
 	mustAdd(t, p,
-		upstream.Delta{Reasoning: "Think", SystemFingerprint: "fp_1"},
-		upstream.Delta{Reasoning: "ing.", SystemFingerprint: "fp_1", ChoiceExtra: []upstream.Field{{Name: "stop_reason", Value: []byte("null")}}},
-		upstream.Delta{Content: "Hel", Logprobs: lp("Hel"), Annotations: []byte(`[{"type":"url_citation"}]`), SystemFingerprint: "fp_1",
-			ChoiceExtra: []upstream.Field{{Name: "stop_reason", Value: []byte("null")}}},
-		upstream.Delta{Content: "lo", Logprobs: lp("lo"), Annotations: []byte(`[{"type":"other"}]`)},
+		chat.Delta{Reasoning: "Think", SystemFingerprint: "fp_1"},
+		chat.Delta{Reasoning: "ing.", SystemFingerprint: "fp_1", ChoiceExtra: []chat.Field{{Name: "stop_reason", Value: []byte("null")}}},
+		chat.Delta{Content: "Hel", Logprobs: lp("Hel"), Annotations: []byte(`[{"type":"url_citation"}]`), SystemFingerprint: "fp_1",
+			ChoiceExtra: []chat.Field{{Name: "stop_reason", Value: []byte("null")}}},
+		chat.Delta{Content: "lo", Logprobs: lp("lo"), Annotations: []byte(`[{"type":"other"}]`)},
 	)
 	fs := takeAll(t, p)
 	if len(fs) != 1 {
@@ -66,25 +66,25 @@ func TestPublisherMergesEveryField(t *testing.T) {
 func TestPublisherKeepsOneDeltasLogprobsAsSent(t *testing.T) {
 	p := newPublisher(nil, wire.Frame{}, "")
 	raw := json.RawMessage(`{"content": [ {"token":"a","logprob":-1,"bytes":[97],"top_logprobs":[{"token":"a","logprob":-1,"bytes":[97]}]} ], "refusal": null}`)
-	mustAdd(t, p, upstream.Delta{Content: "a", Logprobs: raw})
+	mustAdd(t, p, chat.Delta{Content: "a", Logprobs: raw})
 	if fs := takeAll(t, p); len(fs) != 1 || string(fs[0].Logprobs) != string(raw) {
 		t.Fatalf("frames = %+v", fs)
 	}
 }
 
 func TestPublisherKeepsOrderAndUnknownValuesApart(t *testing.T) {
-	extra := func(v string) []upstream.Field { return []upstream.Field{{Name: "x_phase", Value: []byte(v)}} }
+	extra := func(v string) []chat.Field { return []chat.Field{{Name: "x_phase", Value: []byte(v)}} }
 	p := newPublisher(nil, wire.Frame{}, "")
 	mustAdd(t, p,
-		upstream.Delta{Content: "a", DeltaExtra: extra(`1`)},
-		upstream.Delta{Content: "b", DeltaExtra: extra(`1`)},
-		upstream.Delta{Content: "c", DeltaExtra: extra(`2`)},
-		upstream.Delta{Reasoning: "r"},
-		upstream.Delta{ToolCalls: []byte(`[{"index":0}]`)},
-		upstream.Delta{Content: "d", SystemFingerprint: "fp_1"},
-		upstream.Delta{SystemFingerprint: "fp_2"},
-		upstream.Delta{SystemFingerprint: "fp_3"},
-		upstream.Delta{ChunkExtra: []upstream.Field{{Name: "service_tier", Value: []byte(`"flex"`)}}},
+		chat.Delta{Content: "a", DeltaExtra: extra(`1`)},
+		chat.Delta{Content: "b", DeltaExtra: extra(`1`)},
+		chat.Delta{Content: "c", DeltaExtra: extra(`2`)},
+		chat.Delta{Reasoning: "r"},
+		chat.Delta{ToolCalls: []byte(`[{"index":0}]`)},
+		chat.Delta{Content: "d", SystemFingerprint: "fp_1"},
+		chat.Delta{SystemFingerprint: "fp_2"},
+		chat.Delta{SystemFingerprint: "fp_3"},
+		chat.Delta{ChunkExtra: []chat.Field{{Name: "service_tier", Value: []byte(`"flex"`)}}},
 	)
 	fs := takeAll(t, p)
 	type got struct{ content, reasoning, tools, extra, chunkExtra, fp string }
@@ -109,7 +109,7 @@ func TestPublisherKeepsOrderAndUnknownValuesApart(t *testing.T) {
 func TestPublisherCutsLongTextLogprobsLast(t *testing.T) {
 	p := newPublisher(nil, wire.Frame{}, "")
 	long := strings.Repeat("x", maxChunkContent)
-	mustAdd(t, p, upstream.Delta{Reasoning: long[:maxChunkContent-10]}, upstream.Delta{Content: long, Logprobs: []byte(`{"content":[]}`)})
+	mustAdd(t, p, chat.Delta{Reasoning: long[:maxChunkContent-10]}, chat.Delta{Content: long, Logprobs: []byte(`{"content":[]}`)})
 	p.markLogprobsGap()
 	fs := takeAll(t, p)
 	if len(fs) != 2 {
@@ -127,17 +127,17 @@ func TestPublisherCutsLongTextLogprobsLast(t *testing.T) {
 // its own at the end of an attempt; a new value (vLLM's stop_reason on
 // the last chunk) does.
 func TestPublisherPublishesOnlyNewsWithoutData(t *testing.T) {
-	tier := []upstream.Field{{Name: "service_tier", Value: []byte(`"default"`)}}
-	stop := func(v string) []upstream.Field { return []upstream.Field{{Name: "stop_reason", Value: []byte(v)}} }
+	tier := []chat.Field{{Name: "service_tier", Value: []byte(`"default"`)}}
+	stop := func(v string) []chat.Field { return []chat.Field{{Name: "stop_reason", Value: []byte(v)}} }
 	p := newPublisher(nil, wire.Frame{}, "")
-	mustAdd(t, p, upstream.Delta{Content: "a", ChunkExtra: tier, ChoiceExtra: stop("null")})
+	mustAdd(t, p, chat.Delta{Content: "a", ChunkExtra: tier, ChoiceExtra: stop("null")})
 	if f, ok, _ := p.take(); !ok || f.Content != "a" {
 		t.Fatalf("first chunk = %+v, %v", f, ok)
 	}
 	mustAdd(t, p,
-		upstream.Delta{Content: "b", ChunkExtra: tier, ChoiceExtra: stop("null")},
-		upstream.Delta{FinishReason: "stop", ChunkExtra: tier, ChoiceExtra: stop(`"</s>"`)},
-		upstream.Delta{ChunkExtra: tier, SystemFingerprint: "fp"},
+		chat.Delta{Content: "b", ChunkExtra: tier, ChoiceExtra: stop("null")},
+		chat.Delta{FinishReason: "stop", ChunkExtra: tier, ChoiceExtra: stop(`"</s>"`)},
+		chat.Delta{ChunkExtra: tier, SystemFingerprint: "fp"},
 	)
 	fs := takeAll(t, p)
 	if len(fs) != 2 || fs[0].Content != "b" || string(fs[1].ChoiceExtra) != `{"stop_reason":"</s>"}` {
@@ -152,7 +152,7 @@ func TestPublisherBoundsWhatRidesWithTheText(t *testing.T) {
 	entry := json.RawMessage(`{"content":[{"token":"t","logprob":-1,"bytes":[116],"top_logprobs":[` + strings.Repeat(`{"token":"x","logprob":-2},`, 200) + `{}]}]}`)
 	n := 3 * maxChunkAttached / len(entry)
 	for range n {
-		mustAdd(t, p, upstream.Delta{Content: "t", Logprobs: entry})
+		mustAdd(t, p, chat.Delta{Content: "t", Logprobs: entry})
 	}
 	fs := takeAll(t, p)
 	var text strings.Builder
@@ -178,17 +178,17 @@ func TestPublisherKeepsAnthropicBlocksApart(t *testing.T) {
 		return json.RawMessage(`[{"type":"char_location","document_index":` + n + `}]`)
 	}
 	mustAdd(t, p,
-		upstream.Delta{Reasoning: "One."},
-		upstream.Delta{ReasoningSignature: "sig1"},
-		upstream.Delta{Reasoning: "Two."}, // the next thinking block
-		upstream.Delta{ReasoningSignature: "sig2"},
-		upstream.Delta{RedactedReasoning: "opaque"},
-		upstream.Delta{Content: "Plain "},
-		upstream.Delta{NewBlock: true},
-		upstream.Delta{Citations: cite("0")},
-		upstream.Delta{Content: "cited"},
-		upstream.Delta{Citations: cite("1")}, // after the text: its own chunk
-		upstream.Delta{Content: " more"},
+		chat.Delta{Reasoning: "One."},
+		chat.Delta{ReasoningSignature: "sig1"},
+		chat.Delta{Reasoning: "Two."}, // the next thinking block
+		chat.Delta{ReasoningSignature: "sig2"},
+		chat.Delta{RedactedReasoning: "opaque"},
+		chat.Delta{Content: "Plain "},
+		chat.Delta{NewBlock: true},
+		chat.Delta{Citations: cite("0")},
+		chat.Delta{Content: "cited"},
+		chat.Delta{Citations: cite("1")}, // after the text: its own chunk
+		chat.Delta{Content: " more"},
 	)
 	var got []string
 	for _, f := range takeAll(t, p) {

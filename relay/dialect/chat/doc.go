@@ -5,3 +5,11 @@
 // log stores what those Deltas say. A dialect package translates to and
 // from chat, so a new dialect is one new folder beside this one.
 package chat
+
+import "errors"
+
+// ErrMalformed means a provider sent data that is not what its dialect
+// sends: a chunk or event that does not parse, or parses to a shape the
+// dialect does not have. It is a provider fault: the upstream client
+// classifies it as transient, and the same error elsewhere is retried.
+var ErrMalformed = errors.New("malformed stream data")

@@ -1,4 +1,4 @@
-package upstream
+package chat
 
 import (
 	"bytes"
@@ -77,6 +77,12 @@ type Delta struct {
 	ChunkExtra, ChoiceExtra, DeltaExtra []Field
 }
 
+// HasContent reports whether d carries part of the answer: text,
+// reasoning, a refusal or tool calls.
+func (d *Delta) HasContent() bool {
+	return d.Content != "" || d.Reasoning != "" || d.Refusal != "" || len(d.ToolCalls) > 0
+}
+
 // Usage is the token accounting of a completion, as OpenAI reports it.
 type Usage struct {
 	PromptTokens            int              `json:"prompt_tokens"`
@@ -91,20 +97,20 @@ type Usage struct {
 // ParseChunk decodes the data of one SSE event of a streaming chat
 // completion. Data that is not a JSON object of the chunk's shape yields an
 // error wrapping ErrMalformed. An error payload ({"error": ...}, or vLLM's
-// {"object": "error", ...}) yields an error wrapping *OpenAIError.
+// {"object": "error", ...}) yields an error wrapping *Error.
 //
 // A worker calls it for every chunk of every stream, so the common shape
 // is read by hand (parseChunkFast); every other chunk, and every error, is
 // parseChunkGeneral's.
 func ParseChunk(data []byte) (Delta, error) {
 	var d Delta
-	err := parseChunkInto(data, &d)
+	err := ParseChunkInto(data, &d)
 	return d, err
 }
 
-// parseChunkInto is ParseChunk into d, for a Stream, which reads every
+// ParseChunkInto is ParseChunk into d, for a Stream, which reads every
 // chunk of an answer into the same Delta.
-func parseChunkInto(data []byte, d *Delta) error {
+func ParseChunkInto(data []byte, d *Delta) error {
 	*d = Delta{}
 	if parseChunkFast(data, d) {
 		return nil
@@ -113,7 +119,7 @@ func parseChunkInto(data []byte, d *Delta) error {
 }
 
 // parseGeneralInto is parseChunkGeneral into d. The Delta it returns is
-// copied in this frame, not in parseChunkInto's, which is on the stack of
+// copied in this frame, not in ParseChunkInto's, which is on the stack of
 // every chunk's parse (relay/worker/stack.go); hence noinline.
 //
 //go:noinline
@@ -170,14 +176,14 @@ func parseChunkGeneral(data []byte) (Delta, error) {
 		return Delta{}, fmt.Errorf("%w: chunk: %w", ErrMalformed, err)
 	}
 	if !isNull(errRaw) {
-		var e OpenAIError
+		var e Error
 		if err := json.Unmarshal(errRaw, &e); err != nil {
 			return Delta{}, fmt.Errorf("%w: chunk error: %w", ErrMalformed, err)
 		}
 		return Delta{}, fmt.Errorf("error in stream: %w", &e)
 	}
 	if object == "error" {
-		e, _ := parseErrorBody(trimmed)
+		e, _ := ParseErrorBody(trimmed)
 		return Delta{}, fmt.Errorf("error in stream: %w", &e)
 	}
 	if !isNull(choices) {

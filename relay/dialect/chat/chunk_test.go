@@ -1,4 +1,4 @@
-package upstream
+package chat
 
 import (
 	"errors"
@@ -146,31 +146,31 @@ func TestParseChunkMalformed(t *testing.T) {
 func TestParseChunkErrorPayload(t *testing.T) {
 	tests := []struct {
 		in   string
-		want OpenAIError
+		want Error
 	}{
 		{
 			in:   `{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`,
-			want: OpenAIError{Message: "The server had an error", Type: "server_error"},
+			want: Error{Message: "The server had an error", Type: "server_error"},
 		},
 		{
 			in:   `{"error":{"message":"overloaded","type":"overloaded_error","code":529}}`,
-			want: OpenAIError{Message: "overloaded", Type: "overloaded_error", Code: "529"},
+			want: Error{Message: "overloaded", Type: "overloaded_error", Code: "529"},
 		},
-		{in: `{"error":"upstream timed out"}`, want: OpenAIError{Message: "upstream timed out"}},
+		{in: `{"error":"upstream timed out"}`, want: Error{Message: "upstream timed out"}},
 		{
 			in:   `{"object":"error","message":"boom","type":"InternalServerError","param":null,"code":500}`,
-			want: OpenAIError{Message: "boom", Type: "InternalServerError", Code: "500"},
+			want: Error{Message: "boom", Type: "InternalServerError", Code: "500"},
 		},
 		{
 			in:   `{"error":{"message":["a","b"],"param":{"x":1}}}`,
-			want: OpenAIError{Message: `["a","b"]`, Param: `{"x":1}`},
+			want: Error{Message: `["a","b"]`, Param: `{"x":1}`},
 		},
 	}
 	for _, tc := range tests {
 		_, err := ParseChunk([]byte(tc.in))
-		var oe *OpenAIError
+		var oe *Error
 		if !errors.As(err, &oe) {
-			t.Fatalf("ParseChunk(%s) = %v, want an *OpenAIError", tc.in, err)
+			t.Fatalf("ParseChunk(%s) = %v, want an *Error", tc.in, err)
 		}
 		if *oe != tc.want {
 			t.Errorf("ParseChunk(%s) error = %+v, want %+v", tc.in, *oe, tc.want)
@@ -184,36 +184,36 @@ func TestParseChunkErrorPayload(t *testing.T) {
 func TestParseErrorBody(t *testing.T) {
 	tests := []struct {
 		in   string
-		want OpenAIError
+		want Error
 		ok   bool
 	}{
 		{
 			in:   `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
-			want: OpenAIError{Message: "Incorrect API key provided", Type: "invalid_request_error", Code: "invalid_api_key"},
+			want: Error{Message: "Incorrect API key provided", Type: "invalid_request_error", Code: "invalid_api_key"},
 			ok:   true,
 		},
-		{in: `{"error":"rate limited"}`, want: OpenAIError{Message: "rate limited"}, ok: true},
-		{in: `{"object":"error","message":"bad","code":400}`, want: OpenAIError{Message: "bad", Code: "400"}, ok: true},
+		{in: `{"error":"rate limited"}`, want: Error{Message: "rate limited"}, ok: true},
+		{in: `{"object":"error","message":"bad","code":400}`, want: Error{Message: "bad", Code: "400"}, ok: true},
 		{in: `{"detail":"Not Found"}`},
 		{in: `{"error":null}`},
 		{in: `<html>502 Bad Gateway</html>`},
 		{in: ``},
 	}
 	for _, tc := range tests {
-		got, ok := parseErrorBody([]byte(tc.in))
+		got, ok := ParseErrorBody([]byte(tc.in))
 		if got != tc.want || ok != tc.ok {
-			t.Errorf("parseErrorBody(%s) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
+			t.Errorf("ParseErrorBody(%s) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }
 
 func TestOpenAIErrorMessage(t *testing.T) {
 	tests := []struct {
-		e    OpenAIError
+		e    Error
 		want string
 	}{
-		{OpenAIError{}, "provider error"},
-		{OpenAIError{Message: "slow down", Type: "requests", Code: "rate_limit_exceeded"}, "slow down (type requests) (code rate_limit_exceeded)"},
+		{Error{}, "provider error"},
+		{Error{Message: "slow down", Type: "requests", Code: "rate_limit_exceeded"}, "slow down (type requests) (code rate_limit_exceeded)"},
 	}
 	for _, tc := range tests {
 		if got := tc.e.Error(); got != tc.want {
@@ -225,14 +225,14 @@ func TestOpenAIErrorMessage(t *testing.T) {
 // FuzzParseChunk checks that any data either decodes or fails with
 // ErrMalformed or a provider error, and never panics.
 func FuzzParseChunk(f *testing.F) {
-	f.Add([]byte(chunkData("hi", "")))
+	f.Add([]byte(`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}`))
 	f.Add([]byte(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`))
 	f.Add([]byte(`{"error":{"message":"m","code":1}}`))
 	f.Add([]byte(`{"object":"error","message":"m"}`))
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"a"}]}}]}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		_, err := ParseChunk(in)
-		var oe *OpenAIError
+		var oe *Error
 		if err != nil && !errors.Is(err, ErrMalformed) && !errors.As(err, &oe) {
 			t.Fatalf("ParseChunk(%q) = %v: neither malformed nor a provider error", in, err)
 		}

@@ -1,4 +1,4 @@
-package upstream
+package chat
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// OpenAIError is the error object of the OpenAI API, as sent in a non-2xx
+// Error is the error object of the OpenAI API, as sent in a non-2xx
 // body or, by some providers, as a chunk in the middle of a stream.
 //
 // Providers that claim compatibility disagree on types: code is a string at
@@ -14,14 +14,14 @@ import (
 // decoder therefore keeps every field as text (JSON text for non-strings)
 // instead of failing, because an error that cannot be decoded hides the real
 // one.
-type OpenAIError struct {
+type Error struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
 	Param   string `json:"param"`
 	Code    string `json:"code"`
 }
 
-func (e *OpenAIError) Error() string {
+func (e *Error) Error() string {
 	msg := e.Message
 	if msg == "" {
 		msg = "provider error"
@@ -37,10 +37,10 @@ func (e *OpenAIError) Error() string {
 
 // UnmarshalJSON accepts an error object with loosely typed fields, or a bare
 // string, which some providers send as {"error": "message"}.
-func (e *OpenAIError) UnmarshalJSON(b []byte) error {
+func (e *Error) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
-		*e = OpenAIError{Message: s}
+		*e = Error{Message: s}
 		return nil
 	}
 	var raw struct {
@@ -49,7 +49,7 @@ func (e *OpenAIError) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return fmt.Errorf("error object: %w", err)
 	}
-	*e = OpenAIError{
+	*e = Error{
 		Message: jsonText(raw.Message),
 		Type:    jsonText(raw.Type),
 		Param:   jsonText(raw.Param),
@@ -75,25 +75,25 @@ func jsonText(raw json.RawMessage) string {
 	return b.String()
 }
 
-// parseErrorBody recognises the error shapes of OpenAI-compatible servers:
+// ParseErrorBody recognises the error shapes of OpenAI-compatible servers:
 // {"error": {...}} or {"error": "..."} (OpenAI and most others) and a
 // top-level {"object": "error", "message": ...} (vLLM).
-func parseErrorBody(b []byte) (OpenAIError, bool) {
+func ParseErrorBody(b []byte) (Error, bool) {
 	var env struct {
-		Error  *OpenAIError `json:"error"`
-		Object string       `json:"object"`
+		Error  *Error `json:"error"`
+		Object string `json:"object"`
 	}
 	if err := json.Unmarshal(b, &env); err != nil {
-		return OpenAIError{}, false
+		return Error{}, false
 	}
 	if env.Error != nil {
 		return *env.Error, true
 	}
 	if env.Object == "error" {
-		var e OpenAIError
+		var e Error
 		if err := json.Unmarshal(b, &e); err == nil {
 			return e, true
 		}
 	}
-	return OpenAIError{}, false
+	return Error{}, false
 }
