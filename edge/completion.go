@@ -213,7 +213,7 @@ func (c *completion) object(v view, end chunklog.Entry) completionObject {
 		ID:                v.completionID(),
 		Object:            "chat.completion",
 		Created:           v.meta.Created,
-		Model:             v.answeredBy(&end.Frame, c.model),
+		Model:             chat.AnsweredBy(&end.Frame, c.model, v.meta.Model),
 		SystemFingerprint: c.fingerprint,
 		Choices:           []completionChoice{{Message: msg, Logprobs: wire.MergeLogprobs(c.logprobs)}},
 		Usage:             end.Frame.Usage,

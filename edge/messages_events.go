@@ -8,6 +8,7 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/anthropic"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -140,17 +141,8 @@ func (m *messageEvents) emit(out *sseWriter, typ string, ev any) {
 	n := m.next
 	m.next++
 	if out != nil && n > m.after {
-		out.typedEvent(strconv.Itoa(n), typ, marshal(ev))
+		out.Event(strconv.Itoa(n), typ, marshal(ev))
 	}
-}
-
-// typedEvent queues an event with an id and a type.
-func (s *sseWriter) typedEvent(id, event string, data []byte) {
-	b := s.b()
-	b.WriteString("id: ")
-	b.WriteString(id)
-	b.WriteByte('\n')
-	s.typed(event, data)
 }
 
 func (m *messageEvents) begin(out *sseWriter) {
@@ -307,10 +299,10 @@ func (m *messageEvents) message() messageObject {
 		ID:      messageID(m.v.id),
 		Type:    "message",
 		Role:    "assistant",
-		Model:   m.v.answeredBy(m.endFrame, m.model),
+		Model:   chat.AnsweredBy(m.endFrame, m.model, m.v.meta.Model),
 		Content: make([]any, len(m.blocks)),
 	}
-	msg.Relay = m.v.relayOf(msg.Model)
+	msg.Relay = chat.RelayOf(msg.Model, m.v.meta.Model)
 	for i, b := range m.blocks {
 		msg.Content[i] = b.object(true)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/relaydev/relay/relay/dialect/anthropic"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -37,7 +38,7 @@ type messageObject struct {
 	Error *anthropicErrorInner `json:"error,omitempty"`
 	// Relay names the model the client asked for when another one
 	// answered (a fallback); not one of Anthropic's fields either.
-	Relay *modelRelay `json:"relay,omitempty"`
+	Relay *chat.ModelRelay `json:"relay,omitempty"`
 }
 
 // stopSequence is the stop sequence that ended a done stream, nil when

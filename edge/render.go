@@ -136,31 +136,6 @@ type chunkRelay struct {
 // It is the model asked for when f does not say (a failed stream).
 func (v view) answering(f wire.Frame) string { return cmp.Or(f.Model, v.meta.Model) }
 
-// answeredBy is the model an object rendered so far names: the one that
-// finished the answer (end, once rendered), else the latest chunk's
-// (last), else the model asked for.
-func (v view) answeredBy(end *wire.Frame, last string) string {
-	if end != nil && end.Model != "" {
-		return end.Model
-	}
-	return cmp.Or(last, v.meta.Model)
-}
-
-// modelRelay is the relay member of a Response or a Message whose model
-// is not the one asked for.
-type modelRelay struct {
-	RequestedModel string `json:"requested_model"`
-}
-
-// relayOf is the relay member of an object that names model: nil when
-// that is the model asked for.
-func (v view) relayOf(model string) *modelRelay {
-	if model == v.meta.Model {
-		return nil
-	}
-	return &modelRelay{RequestedModel: v.meta.Model}
-}
-
 // requested is the model the client asked for if another one generated
 // f, else "".
 func (v view) requested(f wire.Frame) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -322,14 +323,14 @@ func (r *responseEvents) response() responseObject {
 		ID:                responseID(r.v.id),
 		Object:            "response",
 		CreatedAt:         r.v.meta.Created,
-		Model:             r.v.answeredBy(r.endFrame, r.model),
+		Model:             chat.AnsweredBy(r.endFrame, r.model, r.v.meta.Model),
 		Output:            make([]any, len(r.items)),
 		ParallelToolCalls: true,
 		ToolChoice:        "auto",
 		Tools:             []any{},
 		Metadata:          map[string]string{},
 	}
-	resp.Relay = r.v.relayOf(resp.Model)
+	resp.Relay = chat.RelayOf(resp.Model, r.v.meta.Model)
 	for i, it := range r.items {
 		resp.Output[i] = it.object(true)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -32,7 +33,7 @@ type responseObject struct {
 	Metadata          map[string]string  `json:"metadata"`
 	// Relay names the model the client asked for when another one
 	// answered (a fallback); not one of OpenAI's fields.
-	Relay *modelRelay `json:"relay,omitempty"`
+	Relay *chat.ModelRelay `json:"relay,omitempty"`
 }
 
 // Statuses of a Response and of its output items.

@@ -114,6 +114,15 @@ func (s *sseWriter) typed(event string, data []byte) {
 	b.WriteString("\n\n")
 }
 
+// Event queues an event with an id and a type (chat.EventWriter).
+func (s *sseWriter) Event(id, event string, data []byte) {
+	b := s.b()
+	b.WriteString("id: ")
+	b.WriteString(id)
+	b.WriteByte('\n')
+	s.typed(event, data)
+}
+
 // keepalive queues a comment, which clients ignore and proxies count as
 // traffic.
 func (s *sseWriter) keepalive() { s.b().WriteString(": keepalive\n\n") }

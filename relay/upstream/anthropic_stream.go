@@ -96,13 +96,13 @@ func (d *anthropicDecoder) decode(ev Event) (chat.Delta, error) {
 		if t := d.tools[e.Index]; t != nil && !t.hasArgs {
 			// A tool without input sends no delta; chat clients parse
 			// the arguments as JSON, so they get an empty object.
-			return chat.Delta{ToolCalls: toolFragment(t.index, "", "", "{}")}, nil
+			return chat.Delta{ToolCalls: chat.ToolFragment(t.index, "", "", "{}")}, nil
 		}
 		if a := d.cited.annotations(d.runes); a != nil {
 			d.cited = citedBlock{}
 			return chat.Delta{Annotations: a}, nil
 		}
-		return chat.Delta{}, errSkip
+		return chat.Delta{}, chat.ErrNoDelta
 	case "message_delta":
 		return d.messageDelta(e), nil
 	case "message_stop":
@@ -114,7 +114,7 @@ func (d *anthropicDecoder) decode(ev Event) (chat.Delta, error) {
 		return chat.Delta{}, fmt.Errorf("error in stream: %w", e.Error)
 	}
 	// ping, and event types newer than this decoder.
-	return chat.Delta{}, errSkip
+	return chat.Delta{}, chat.ErrNoDelta
 }
 
 func (d *anthropicDecoder) blockStart(e anthropicEvent) (chat.Delta, error) {
@@ -152,10 +152,10 @@ func (d *anthropicDecoder) blockStart(e anthropicEvent) (chat.Delta, error) {
 		d.trimmed = ""
 		t := &toolBlock{index: len(d.tools)}
 		d.tools[e.Index] = t
-		return chat.Delta{ToolCalls: toolFragment(t.index, e.ContentBlock.ID, e.ContentBlock.Name, "")}, nil
+		return chat.Delta{ToolCalls: chat.ToolFragment(t.index, e.ContentBlock.ID, e.ContentBlock.Name, "")}, nil
 	}
 	// thinking: its text comes in deltas.
-	return chat.Delta{}, errSkip
+	return chat.Delta{}, chat.ErrNoDelta
 }
 
 func (d *anthropicDecoder) blockDelta(e anthropicEvent) (chat.Delta, error) {
@@ -164,7 +164,7 @@ func (d *anthropicDecoder) blockDelta(e anthropicEvent) (chat.Delta, error) {
 		return d.textDelta(e.Delta.Text)
 	case "thinking_delta":
 		if e.Delta.Thinking == "" {
-			return chat.Delta{}, errSkip
+			return chat.Delta{}, chat.ErrNoDelta
 		}
 		return chat.Delta{Reasoning: e.Delta.Thinking}, nil
 	case "input_json_delta":
@@ -173,30 +173,30 @@ func (d *anthropicDecoder) blockDelta(e anthropicEvent) (chat.Delta, error) {
 			return chat.Delta{}, fmt.Errorf("%w: input_json_delta for block %d, which is no tool_use", ErrMalformed, e.Index)
 		}
 		if e.Delta.PartialJSON == "" {
-			return chat.Delta{}, errSkip
+			return chat.Delta{}, chat.ErrNoDelta
 		}
 		t.hasArgs = true
-		return chat.Delta{ToolCalls: toolFragment(t.index, "", "", e.Delta.PartialJSON)}, nil
+		return chat.Delta{ToolCalls: chat.ToolFragment(t.index, "", "", e.Delta.PartialJSON)}, nil
 	case "signature_delta":
 		if e.Delta.Signature == "" {
-			return chat.Delta{}, errSkip
+			return chat.Delta{}, chat.ErrNoDelta
 		}
 		return chat.Delta{ReasoningSignature: e.Delta.Signature}, nil
 	case "citations_delta":
 		if len(e.Delta.Citation) == 0 || string(e.Delta.Citation) == "null" {
-			return chat.Delta{}, errSkip
+			return chat.Delta{}, chat.ErrNoDelta
 		}
 		if err := d.cited.add(e.Delta.Citation); err != nil {
 			return chat.Delta{}, fmt.Errorf("%w: citations_delta: %w", ErrMalformed, err)
 		}
 		return chat.Delta{Citations: append(append(json.RawMessage{'['}, e.Delta.Citation...), ']')}, nil
 	}
-	return chat.Delta{}, errSkip
+	return chat.Delta{}, chat.ErrNoDelta
 }
 
 func (d *anthropicDecoder) textDelta(s string) (chat.Delta, error) {
 	if s = d.text(s); s == "" {
-		return chat.Delta{}, errSkip
+		return chat.Delta{}, chat.ErrNoDelta
 	}
 	d.runes += utf8.RuneCountInString(s)
 	return chat.Delta{Content: s}, nil
@@ -259,25 +259,4 @@ func anthropicFinish(reason string) string {
 		return "content_filter"
 	}
 	return "length"
-}
-
-// toolFragment is a tool_calls array of one fragment, as chat chunks send
-// them: the first with id and name, the next with argument text.
-func toolFragment(index int, id, name, args string) json.RawMessage {
-	type function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	}
-	type call struct {
-		Index    int      `json:"index"`
-		ID       string   `json:"id,omitempty"`
-		Type     string   `json:"type,omitempty"`
-		Function function `json:"function"`
-	}
-	c := call{Index: index, ID: id, Function: function{Name: name, Arguments: args}}
-	if id != "" {
-		c.Type = "function"
-	}
-	b, _ := json.Marshal([]call{c})
-	return b
 }

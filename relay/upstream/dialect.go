@@ -106,12 +106,9 @@ func (t Target) translate(body []byte) ([]byte, eventDecoder, error) {
 }
 
 // eventDecoder reads the events of a dialect other than chat completions.
-// decode returns the chat.Delta an event carries, errSkip for an event that
+// decode returns the chat.Delta an event carries, chat.ErrNoDelta for an event that
 // carries nothing, io.EOF for the dialect's explicit end of stream, or an
 // error of the stream.
 type eventDecoder interface {
 	decode(ev Event) (chat.Delta, error)
 }
-
-// errSkip is decode's answer for an event without anything to deliver.
-var errSkip = errors.New("no delta in event")

@@ -3,6 +3,7 @@ package upstream
 import (
 	"encoding/json"
 	"errors"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"io"
 	"testing"
 	"unicode/utf8"
@@ -38,7 +39,7 @@ func FuzzDialectDecoders(f *testing.F) {
 				if err != nil && (d.Content != "" || d.ToolCalls != nil || d.FinishReason != "") {
 					t.Fatalf("Delta %+v with error %v", d, err)
 				}
-				if err != nil && !errors.Is(err, errSkip) && !errors.Is(err, io.EOF) && Classify(err) == Canceled {
+				if err != nil && !errors.Is(err, chat.ErrNoDelta) && !errors.Is(err, io.EOF) && Classify(err) == Canceled {
 					t.Fatalf("error %v classified as a cancellation", err)
 				}
 				var frags []json.RawMessage

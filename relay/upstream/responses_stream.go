@@ -71,28 +71,28 @@ func (d *responsesDecoder) decode(ev Event) (chat.Delta, error) {
 		return nonEmpty(chat.Delta{Reasoning: e.Delta})
 	case "response.output_item.added":
 		if e.Item == nil || e.Item.Type != "function_call" {
-			return chat.Delta{}, errSkip
+			return chat.Delta{}, chat.ErrNoDelta
 		}
 		t := &toolBlock{index: len(d.tools)}
 		d.tools[e.OutputIndex] = t
-		return chat.Delta{ToolCalls: toolFragment(t.index, e.Item.CallID, e.Item.Name, "")}, nil
+		return chat.Delta{ToolCalls: chat.ToolFragment(t.index, e.Item.CallID, e.Item.Name, "")}, nil
 	case "response.function_call_arguments.delta":
 		t := d.tools[e.OutputIndex]
 		if t == nil {
 			return chat.Delta{}, fmt.Errorf("%w: arguments for output %d, which is no function call", ErrMalformed, e.OutputIndex)
 		}
 		if e.Delta == "" {
-			return chat.Delta{}, errSkip
+			return chat.Delta{}, chat.ErrNoDelta
 		}
 		t.hasArgs = true
-		return chat.Delta{ToolCalls: toolFragment(t.index, "", "", e.Delta)}, nil
+		return chat.Delta{ToolCalls: chat.ToolFragment(t.index, "", "", e.Delta)}, nil
 	case "response.output_item.done":
 		// A call whose arguments came whole, without deltas.
 		if t := d.tools[e.OutputIndex]; t != nil && !t.hasArgs && e.Item != nil {
 			t.hasArgs = true
-			return chat.Delta{ToolCalls: toolFragment(t.index, "", "", cmp.Or(e.Item.Arguments, "{}"))}, nil
+			return chat.Delta{ToolCalls: chat.ToolFragment(t.index, "", "", cmp.Or(e.Item.Arguments, "{}"))}, nil
 		}
-		return chat.Delta{}, errSkip
+		return chat.Delta{}, chat.ErrNoDelta
 	case "response.completed", "response.incomplete":
 		if e.Response == nil {
 			return chat.Delta{}, fmt.Errorf("%w: %s without a response", ErrMalformed, e.Type)
@@ -113,7 +113,7 @@ func (d *responsesDecoder) decode(ev Event) (chat.Delta, error) {
 		oe.Type = ""
 		return chat.Delta{}, fmt.Errorf("error in stream: %w", typed(oe))
 	}
-	return chat.Delta{}, errSkip
+	return chat.Delta{}, chat.ErrNoDelta
 }
 
 // typed gives an error of the Responses API, which has a code and no type,
@@ -148,7 +148,7 @@ func (d *responsesDecoder) final(r responsesResponse) chat.Delta {
 // nonEmpty skips a chat.Delta of an empty fragment.
 func nonEmpty(d chat.Delta) (chat.Delta, error) {
 	if d.Content == "" && d.Reasoning == "" {
-		return chat.Delta{}, errSkip
+		return chat.Delta{}, chat.ErrNoDelta
 	}
 	return d, nil
 }

@@ -75,7 +75,7 @@ func (s *Stream) NextInto(d *chat.Delta) error {
 		if ev.Comment {
 			continue
 		}
-		if err := s.take(&ev, d); !errors.Is(err, errSkip) {
+		if err := s.take(&ev, d); !errors.Is(err, chat.ErrNoDelta) {
 			if err == nil && d.HasContent() {
 				s.wd.progress()
 			}
@@ -84,7 +84,7 @@ func (s *Stream) NextInto(d *chat.Delta) error {
 	}
 }
 
-// take decodes ev into d for NextInto; errSkip says that ev held no chunk.
+// take decodes ev into d for NextInto; chat.ErrNoDelta says that ev held no chunk.
 func (s *Stream) take(ev *Event, d *chat.Delta) error {
 	if s.dec != nil {
 		return s.decodeInto(ev, d)
@@ -129,7 +129,7 @@ func (s *Stream) decode(ev Event) (chat.Delta, error) {
 	case errors.Is(err, io.EOF):
 		s.sawDone = true
 		return chat.Delta{}, s.end(io.EOF)
-	case errors.Is(err, errSkip):
+	case errors.Is(err, chat.ErrNoDelta):
 		return chat.Delta{}, err
 	case err != nil:
 		return chat.Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, err))

@@ -13,3 +13,8 @@ import "errors"
 // dialect does not have. It is a provider fault: the upstream client
 // classifies it as transient, and the same error elsewhere is retried.
 var ErrMalformed = errors.New("malformed stream data")
+
+// ErrNoDelta is what a dialect's decoder of provider events returns for
+// an event that carries nothing to deliver (a ping, the start of a block
+// whose first fragment comes later).
+var ErrNoDelta = errors.New("no delta in event")
