@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/natsconn"
 	"github.com/relaydev/relay/relay/relaytest"
 )
@@ -41,8 +42,8 @@ func TestChatRequestValidation(t *testing.T) {
 	} {
 		res := do(t, "POST", edge.url+"/v1/chat/completions", tc.body, nil)
 		got := decodeError(t, res)
-		if res.StatusCode != tc.status || got.Type != "invalid_request_error" || deref(got.Param) != tc.param || deref(got.Code) != tc.code || got.Message == "" {
-			t.Errorf("%s: status %d, error %+v (param %q, code %q)", tc.body, res.StatusCode, got, deref(got.Param), deref(got.Code))
+		if res.StatusCode != tc.status || got.Type != "invalid_request_error" || got.Param != tc.param || got.Code != tc.code || got.Message == "" {
+			t.Errorf("%s: status %d, error %+v (param %q, code %q)", tc.body, res.StatusCode, got, got.Param, got.Code)
 		}
 		if res.Header.Get("X-Relay-Stream-Id") != "" {
 			t.Errorf("%s: a rejected request got a stream", tc.body)
@@ -50,10 +51,10 @@ func TestChatRequestValidation(t *testing.T) {
 	}
 }
 
-func decodeError(t *testing.T, res *http.Response) errorObject {
+func decodeError(t *testing.T, res *http.Response) chat.Error {
 	t.Helper()
 	var body struct {
-		Error errorObject `json:"error"`
+		Error chat.Error `json:"error"`
 	}
 	if err := jsonDecode(res, &body); err != nil {
 		t.Fatalf("status %d: not an error body: %v", res.StatusCode, err)
@@ -121,7 +122,7 @@ func TestNotReadyWithoutAssets(t *testing.T) {
 	}
 	// A request cannot be stored without the bucket.
 	res = do(t, "POST", hs.URL+"/v1/chat/completions", chatBody(true, "hi"), nil)
-	if got := decodeError(t, res); res.StatusCode != 503 || deref(got.Code) != CodeUnavailable {
+	if got := decodeError(t, res); res.StatusCode != 503 || got.Code != CodeUnavailable {
 		t.Fatalf("POST without assets: %d %+v", res.StatusCode, got)
 	}
 }

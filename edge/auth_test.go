@@ -73,7 +73,7 @@ func TestAuthentication(t *testing.T) {
 	} {
 		res := post(h)
 		got := decodeError(t, res)
-		if res.StatusCode != http.StatusUnauthorized || got.Type != "invalid_request_error" || deref(got.Code) != CodeInvalidAPIKey ||
+		if res.StatusCode != http.StatusUnauthorized || got.Type != "invalid_request_error" || got.Code != CodeInvalidAPIKey ||
 			!strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer") {
 			t.Errorf("%s: %d %+v", name, res.StatusCode, got)
 		}
@@ -133,7 +133,7 @@ func TestAuthentication(t *testing.T) {
 	// A model outside the key's list is refused like an unknown one, and
 	// not listed.
 	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "hi"), bearerHeader(keyBeta))
-	if got := decodeError(t, res); res.StatusCode != http.StatusNotFound || deref(got.Code) != CodeModelNotFound || deref(got.Param) != "model" {
+	if got := decodeError(t, res); res.StatusCode != http.StatusNotFound || got.Code != CodeModelNotFound || got.Param != "model" {
 		t.Errorf("beta asking for %s: %d %+v", testModel, res.StatusCode, got)
 	}
 	var list modelList
@@ -209,7 +209,7 @@ func TestStreamsBelongToTheirTenant(t *testing.T) {
 	}
 	for _, msg := range []string{`{"type":"resume","stream_id":"` + id + `"}`, `{"type":"cancel","stream_id":"` + id + `"}`} {
 		sendWS(t, conn, msg)
-		if m := readWS(t, conn); m.Type != "error" || deref(m.Error.Code) != CodeStreamNotFound || m.StreamID != id {
+		if m := readWS(t, conn); m.Type != "error" || m.Error.Code != CodeStreamNotFound || m.StreamID != id {
 			t.Errorf("beta over WebSocket %s: %+v", msg, m)
 		}
 	}

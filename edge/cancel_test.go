@@ -241,7 +241,7 @@ func TestWebSocketCancel(t *testing.T) {
 	unknown := wire.NewStreamID()
 	for _, tc := range []struct{ id, code string }{{unknown, CodeStreamNotFound}, {"x", CodeInvalidStreamID}} {
 		sendWS(t, conn, `{"type":"cancel","stream_id":"`+tc.id+`"}`)
-		if m := readWS(t, conn); m.Type != "error" || m.StreamID != tc.id || deref(m.Error.Code) != tc.code || deref(m.Error.Param) != "stream_id" {
+		if m := readWS(t, conn); m.Type != "error" || m.StreamID != tc.id || m.Error.Code != tc.code || m.Error.Param != "stream_id" {
 			t.Errorf("cancel %s: %+v", tc.id, m)
 		}
 	}

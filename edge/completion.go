@@ -113,7 +113,7 @@ type completionObject struct {
 	Choices           []completionChoice `json:"choices"`
 	Usage             *wire.Usage        `json:"usage,omitempty"`
 	// Error says what cut an answer that ended incomplete or cancelled.
-	Error *errorObject    `json:"error,omitempty"`
+	Error *chat.Error     `json:"error,omitempty"`
 	Relay completionRelay `json:"relay"`
 }
 
@@ -223,7 +223,7 @@ func (c *completion) object(v view, end chunklog.Entry) completionObject {
 		reason := finishReason(end.Frame)
 		obj.Choices[0].FinishReason = &reason
 	} else {
-		e := newErrorObject(endError(end.Frame))
+		e := chat.ErrorOf(endError(end.Frame))
 		obj.Error = &e
 	}
 	return obj

@@ -79,7 +79,7 @@ func TestNonStreamingCutAnswer(t *testing.T) {
 			res, body := askWhole(t, failing(tc.status, tc.err), &got)
 			c := got.Choices[0]
 			if res.StatusCode != http.StatusOK || res.Header.Get("Retry-After") != "" || c.Message.Content == nil || *c.Message.Content != "partial" ||
-				c.FinishReason != nil || got.Relay.Status != tc.status || got.Error == nil || deref(got.Error.Code) != tc.code ||
+				c.FinishReason != nil || got.Relay.Status != tc.status || got.Error == nil || got.Error.Code != tc.code ||
 				got.Usage == nil || got.Usage.TotalTokens != 7 {
 				t.Fatalf("status %d: %s", res.StatusCode, body)
 			}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -57,8 +58,8 @@ func refusal(max int) []byte {
 		Code:    CodeTooManyConnections,
 	}
 	body := append(marshal(struct {
-		Error errorObject `json:"error"`
-	}{newErrorObject(e)}), '\n')
+		Error chat.Error `json:"error"`
+	}{chat.ErrorOf(e)}), '\n')
 	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"+
 		"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }

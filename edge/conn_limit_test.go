@@ -54,7 +54,7 @@ func TestConnectionCapHolds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the connection over the cap got no answer: %v", err)
 	}
-	if got := decodeError(t, res); res.StatusCode != http.StatusServiceUnavailable || deref(got.Code) != CodeTooManyConnections ||
+	if got := decodeError(t, res); res.StatusCode != http.StatusServiceUnavailable || got.Code != CodeTooManyConnections ||
 		res.Header.Get("Retry-After") == "" {
 		t.Fatalf("over the cap: status %d, Retry-After %q, error %+v; want 503 %s", res.StatusCode, res.Header.Get("Retry-After"), got, CodeTooManyConnections)
 	}

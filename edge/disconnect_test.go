@@ -52,7 +52,7 @@ func TestBadDisconnectHeaderIsRefused(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
 	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), http.Header{HeaderOnDisconnect: {"cancel_after"}})
-	if got := decodeError(t, res); res.StatusCode != 400 || deref(got.Param) != HeaderOnDisconnect || deref(got.Code) != CodeInvalidValue ||
+	if got := decodeError(t, res); res.StatusCode != 400 || got.Param != HeaderOnDisconnect || got.Code != CodeInvalidValue ||
 		res.Header.Get("X-Relay-Stream-Id") != "" {
 		t.Fatalf("POST: %d %+v", res.StatusCode, got)
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -65,6 +66,6 @@ func retryAfterSeconds(d time.Duration) int64 {
 
 // reconnectMessage is the last WebSocket message when the edge drains.
 func reconnectMessage(retry time.Duration) wsOut {
-	obj := newErrorObject(drainError(drainMessage))
+	obj := chat.ErrorOf(drainError(drainMessage))
 	return wsOut{Type: "reconnect", RetryMS: retry.Milliseconds(), Error: &obj}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -20,11 +21,11 @@ import (
 func checkDrainEvent(t *testing.T, rest, retry string) {
 	t.Helper()
 	var ev struct {
-		Error errorObject `json:"error"`
+		Error chat.Error `json:"error"`
 	}
 	events := parseSSE(t, rest)
 	if len(events) != 1 || events[0].ID != "" || events[0].Retry != retry || decodeInto(events[0].Data, &ev) != nil ||
-		deref(ev.Error.Code) != CodeDraining || ev.Error.Type != wire.TypeServer {
+		ev.Error.Code != CodeDraining || ev.Error.Type != wire.TypeServer {
 		t.Fatalf("the response ended with %q", rest)
 	}
 }
@@ -87,7 +88,7 @@ func TestDrainWebSocketClientResumesOnAnotherEdge(t *testing.T) {
 	if err := a.shutdown(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
-	if m := readWS(t, conn); m.Type != "reconnect" || m.RetryMS != 250 || m.Error == nil || deref(m.Error.Code) != CodeDraining {
+	if m := readWS(t, conn); m.Type != "reconnect" || m.RetryMS != 250 || m.Error == nil || m.Error.Code != CodeDraining {
 		t.Fatalf("last message %+v", m)
 	}
 	_, _, err := conn.ReadMessage()
@@ -141,7 +142,7 @@ func TestDrainAnswersWaitingCompletion(t *testing.T) {
 	defer res.Body.Close()
 	id := res.Header.Get("X-Relay-Stream-Id")
 	got := decodeError(t, res)
-	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "3" || deref(got.Code) != CodeDraining ||
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "3" || got.Code != CodeDraining ||
 		!wire.ValidStreamID(id) || !strings.Contains(got.Message, "/v1/streams/"+id) {
 		t.Fatalf("%d (Retry-After %q): %+v", res.StatusCode, res.Header.Get("Retry-After"), got)
 	}
@@ -161,7 +162,7 @@ func TestDrainingEdgeRefusesNewWork(t *testing.T) {
 	edge.clients.close()                                // what Serve does once the listener is closed
 
 	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), nil)
-	if got := decodeError(t, res); res.StatusCode != 503 || deref(got.Code) != CodeDraining || res.Header.Get("Retry-After") != "1" ||
+	if got := decodeError(t, res); res.StatusCode != 503 || got.Code != CodeDraining || res.Header.Get("Retry-After") != "1" ||
 		res.Header.Get("X-Relay-Stream-Id") != "" {
 		t.Fatalf("POST: %d %+v", res.StatusCode, got)
 	}

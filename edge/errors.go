@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -78,26 +79,6 @@ func unavailable(what string, err error) *wire.Error {
 	}
 }
 
-// errorObject is OpenAI's error object. param and code are null rather than
-// absent when unset, as OpenAI sends them; Status never reaches a client.
-type errorObject struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
-func newErrorObject(e *wire.Error) errorObject {
-	o := errorObject{Message: e.Message, Type: e.Type}
-	if e.Param != "" {
-		o.Param = &e.Param
-	}
-	if e.Code != "" {
-		o.Code = &e.Code
-	}
-	return o
-}
-
 // statusOf is the HTTP status an error maps to; fallback when it has none.
 func statusOf(e *wire.Error, fallback int) int {
 	if e.Status >= 400 && e.Status <= 599 {
@@ -116,8 +97,8 @@ func writeError(w http.ResponseWriter, e *wire.Error) {
 		return
 	}
 	writeJSON(w, statusOf(e, http.StatusInternalServerError), struct {
-		Error errorObject `json:"error"`
-	}{newErrorObject(e)})
+		Error chat.Error `json:"error"`
+	}{chat.ErrorOf(e)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -42,7 +42,7 @@ func TestFailFastReachesTheWorker(t *testing.T) {
 
 	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "hi"),
 		http.Header{"Authorization": {"Bearer key-waits"}, HeaderFailFast: {"soon"}})
-	if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || deref(got.Param) != HeaderFailFast || got.Type != wire.TypeInvalidRequest {
+	if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || got.Param != HeaderFailFast || got.Type != wire.TypeInvalidRequest {
 		t.Fatalf("header %q: %d %+v, want a 400 naming the header", "soon", res.StatusCode, got)
 	}
 }

@@ -32,7 +32,7 @@ func TestChatRefusalIsAnHTTPError(t *testing.T) {
 			res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), nil)
 			got := decodeError(t, res)
 			if res.StatusCode != status || res.Header.Get("Content-Type") != "application/json" ||
-				got.Type != wire.TypeInvalidRequest || deref(got.Code) != "invalid_value" || got.Message != "bad request" ||
+				got.Type != wire.TypeInvalidRequest || got.Code != "invalid_value" || got.Message != "bad request" ||
 				!wire.ValidStreamID(res.Header.Get("X-Relay-Stream-Id")) {
 				t.Fatalf("%d %s %+v, stream id %q", res.StatusCode, res.Header.Get("Content-Type"), got, res.Header.Get("X-Relay-Stream-Id"))
 			}
@@ -82,7 +82,7 @@ func TestChatRefusalRetryWithIdempotencyKey(t *testing.T) {
 
 	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(true, "hi"), key)
 	got := decodeError(t, res)
-	if res.StatusCode != http.StatusBadRequest || deref(got.Code) != "invalid_value" ||
+	if res.StatusCode != http.StatusBadRequest || got.Code != "invalid_value" ||
 		res.Header.Get("X-Relay-Stream-Id") != first.StreamID || res.Header.Get(HeaderIdempotentReplayed) != "true" {
 		t.Fatalf("retry: %d %+v, stream %q (first %q), replayed %q", res.StatusCode, got,
 			res.Header.Get("X-Relay-Stream-Id"), first.StreamID, res.Header.Get(HeaderIdempotentReplayed))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -230,8 +231,8 @@ func (x *exchange) lost(why string) (bool, *wire.Error) {
 // [DONE], so the client knows it is not whole.
 func (x *exchange) cut(e *wire.Error) {
 	x.out.event("", marshal(struct {
-		Error errorObject `json:"error"`
-	}{newErrorObject(e)}))
+		Error chat.Error `json:"error"`
+	}{chat.ErrorOf(e)}))
 	_ = x.out.flush()
 }
 

@@ -22,7 +22,7 @@ func TestRetrieveModel(t *testing.T) {
 		{"with a slash", "org/" + testModel, keyAcme},
 	} {
 		res := do(t, "GET", edge.url+"/v1/models/"+tc.model, "", bearerHeader(tc.key))
-		if got := decodeError(t, res); res.StatusCode != http.StatusNotFound || deref(got.Code) != CodeModelNotFound || deref(got.Param) != "model" {
+		if got := decodeError(t, res); res.StatusCode != http.StatusNotFound || got.Code != CodeModelNotFound || got.Param != "model" {
 			t.Errorf("%s: %d %+v", tc.name, res.StatusCode, got)
 		}
 	}

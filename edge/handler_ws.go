@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -121,7 +122,7 @@ type wsOut struct {
 	Status       wire.Status  `json:"status,omitempty"`
 	FinishReason string       `json:"finish_reason,omitempty"`
 	Usage        *wire.Usage  `json:"usage,omitempty"`
-	Error        *errorObject `json:"error,omitempty"`
+	Error        *chat.Error  `json:"error,omitempty"`
 	Attempts     int          `json:"attempts,omitempty"`
 	Cost         float64      `json:"cost,omitempty"`
 	RetryMS      int64        `json:"retry_ms,omitempty"`
@@ -346,7 +347,7 @@ func (c *wsConn) sendError(ctx context.Context, streamID string, e *wire.Error) 
 	if e.Cause != nil {
 		c.s.log.Warn("websocket request failed", "stream_id", streamID, "code", e.Code, "reason", e.Message, "err", e.Cause)
 	}
-	obj := newErrorObject(e)
+	obj := chat.ErrorOf(e)
 	return c.send(ctx, wsOut{Type: "error", StreamID: streamID, Error: &obj})
 }
 
@@ -490,7 +491,7 @@ func endMessage(v view, e chunklog.Entry) wsOut {
 	if f.Status == wire.StatusDone {
 		m.FinishReason = finishReason(f)
 	} else {
-		obj := newErrorObject(endError(f))
+		obj := chat.ErrorOf(endError(f))
 		m.Error = &obj
 	}
 	return m

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/streams"
@@ -453,8 +454,8 @@ type chunkEvent struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *wire.Usage  `json:"usage"`
-	Error *errorObject `json:"error"`
+	Usage *wire.Usage `json:"usage"`
+	Error *chat.Error `json:"error"`
 	Relay struct {
 		StreamID string      `json:"stream_id"`
 		Seq      uint64      `json:"seq"`

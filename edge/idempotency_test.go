@@ -50,7 +50,7 @@ func TestIdempotencyKeyAttaches(t *testing.T) {
 	}
 	// Another body: 409, nothing started.
 	conflict := post("k1", keyAcme, "something else", true)
-	if got := decodeError(t, conflict); conflict.StatusCode != http.StatusConflict || deref(got.Code) != CodeIdempotencyKeyReused || conflict.Header.Get("X-Relay-Stream-Id") != "" {
+	if got := decodeError(t, conflict); conflict.StatusCode != http.StatusConflict || got.Code != CodeIdempotencyKeyReused || conflict.Header.Get("X-Relay-Stream-Id") != "" {
 		t.Fatalf("another body: %d %+v", conflict.StatusCode, got)
 	}
 	// Keys are the tenant's own: beta's k1 is another key.

@@ -53,14 +53,14 @@ func TestInputLimits(t *testing.T) {
 	} {
 		res := do(t, "POST", edge.url+"/v1/chat/completions", tc.body, nil)
 		got := decodeError(t, res)
-		if res.StatusCode != tc.status || got.Type != "invalid_request_error" || deref(got.Param) != tc.param || deref(got.Code) != tc.code || got.Message == "" {
-			t.Errorf("%s: %d %+v (param %q, code %q)", tc.name, res.StatusCode, got, deref(got.Param), deref(got.Code))
+		if res.StatusCode != tc.status || got.Type != "invalid_request_error" || got.Param != tc.param || got.Code != tc.code || got.Message == "" {
+			t.Errorf("%s: %d %+v (param %q, code %q)", tc.name, res.StatusCode, got, got.Param, got.Code)
 		}
 	}
 	// Over WebSocket, the same checks.
 	conn := dialWS(t, edge)
 	sendWS(t, conn, `{"type":"start","request":`+body(`,"max_tokens":99999`)+`}`)
-	if m := readWS(t, conn); m.Type != "error" || deref(m.Error.Code) != CodeLimitExceeded || deref(m.Error.Param) != "max_tokens" {
+	if m := readWS(t, conn); m.Type != "error" || m.Error.Code != CodeLimitExceeded || m.Error.Param != "max_tokens" {
 		t.Fatalf("WebSocket start over the cap: %+v", m)
 	}
 	checkQueueEmpty(t, e)
@@ -129,7 +129,7 @@ func TestWebSocketProtocolViolations(t *testing.T) {
 	conn := dialWS(t, edge)
 	for range 3 {
 		sendWS(t, conn, `{"type":"resume","stream_id":"x"}`)
-		if m := readWS(t, conn); m.Type != "error" || deref(m.Error.Code) != CodeInvalidStreamID {
+		if m := readWS(t, conn); m.Type != "error" || m.Error.Code != CodeInvalidStreamID {
 			t.Fatalf("%+v", m)
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -310,7 +310,7 @@ func TestMessagesErrorShapes(t *testing.T) {
 	}
 	// X-Api-Key is the Messages API's; elsewhere OpenAI's shape and key.
 	res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "hi"), anthropicHeaders(keyAcme))
-	if got := decodeError(t, res); res.StatusCode != http.StatusUnauthorized || deref(got.Code) != CodeInvalidAPIKey {
+	if got := decodeError(t, res); res.StatusCode != http.StatusUnauthorized || got.Code != CodeInvalidAPIKey {
 		t.Fatalf("chat with X-Api-Key: %d %+v", res.StatusCode, got)
 	}
 }

@@ -49,7 +49,7 @@ func TestOperatorEndpointsNeedAnOperatorKey(t *testing.T) {
 			{"a tenant's key", bearerHeader(keyAcme), http.StatusForbidden, CodeOperatorOnly},
 		} {
 			res := do(t, http.MethodGet, te.url+path, "", tc.header)
-			if got := decodeError(t, res); res.StatusCode != tc.status || deref(got.Code) != tc.code {
+			if got := decodeError(t, res); res.StatusCode != tc.status || got.Code != tc.code {
 				t.Errorf("%s with %s: status %d, error %+v; want %d %s", path, tc.name, res.StatusCode, got, tc.status, tc.code)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -38,8 +39,8 @@ func (c *chatEvents) end(out *sseWriter) { out.done() }
 // cut ends the response with an error event without an id.
 func (c *chatEvents) cut(out *sseWriter, e *wire.Error) {
 	out.event("", marshal(struct {
-		Error errorObject `json:"error"`
-	}{newErrorObject(e)}))
+		Error chat.Error `json:"error"`
+	}{chat.ErrorOf(e)}))
 }
 
 // chunkObject is OpenAI's chat.completion.chunk. Every field of the
@@ -168,7 +169,7 @@ type endRelay struct {
 // status carries it (when the worker counted any), as relay carries cost
 // and attempts.
 type failureObject struct {
-	Error errorObject `json:"error"`
+	Error chat.Error  `json:"error"`
 	Usage *wire.Usage `json:"usage,omitempty"`
 	Relay endRelay    `json:"relay"`
 }
@@ -194,7 +195,7 @@ func (v view) object(e chunklog.Entry) any {
 
 // failure renders an end frame that is not done.
 func (v view) failure(e chunklog.Entry) failureObject {
-	return failureObject{Error: newErrorObject(endError(e.Frame)), Usage: e.Frame.Usage, Relay: v.endRelay(e)}
+	return failureObject{Error: chat.ErrorOf(endError(e.Frame)), Usage: e.Frame.Usage, Relay: v.endRelay(e)}
 }
 
 // chunk renders a chunk frame.

@@ -153,15 +153,21 @@ type argumentsDoneEvent struct {
 // and nested, as OpenAI sends it and as the openai npm client raises it.
 type errorEvent struct {
 	eventHead
-	Code    *string     `json:"code"`
-	Message string      `json:"message"`
-	Param   *string     `json:"param"`
-	Error   errorObject `json:"error"`
+	Code    *string    `json:"code"`
+	Message string     `json:"message"`
+	Param   *string    `json:"param"`
+	Error   chat.Error `json:"error"`
 }
 
 func newErrorEvent(seq int, e *wire.Error) *errorEvent {
-	obj := newErrorObject(e)
-	return &errorEvent{eventHead: eventHead{Type: "error", SequenceNumber: seq}, Code: obj.Code, Message: obj.Message, Param: obj.Param, Error: obj}
+	ev := &errorEvent{eventHead: eventHead{Type: "error", SequenceNumber: seq}, Message: e.Message, Error: chat.ErrorOf(e)}
+	if e.Code != "" {
+		ev.Code = &e.Code
+	}
+	if e.Param != "" {
+		ev.Param = &e.Param
+	}
+	return ev
 }
 
 // emit numbers an event and writes it to out, unless out is nil (only the

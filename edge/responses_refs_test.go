@@ -54,7 +54,7 @@ func TestResponsesItemReferencesResolve(t *testing.T) {
 	} {
 		body := fmt.Sprintf(`{"model":%q,"input":[{"type":"item_reference","id":%q}]}`, testModel, tc.id)
 		res := do(t, "POST", edge.url+"/v1/responses", body, tc.header)
-		if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || deref(got.Code) != CodeItemNotFound || deref(got.Param) != "input[0].id" {
+		if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || got.Code != CodeItemNotFound || got.Param != "input[0].id" {
 			t.Errorf("%s reference: %d %+v", name, res.StatusCode, got)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -238,7 +239,7 @@ func TestResponsesRefusalIsAnHTTPError(t *testing.T) {
 	edge := e.startEdge(Config{})
 	res := do(t, "POST", edge.url+"/v1/responses", responsesBody(`,"stream":true`), nil)
 	if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || got.Type != "invalid_request_error" ||
-		deref(got.Code) != "invalid_value" || !wire.ValidStreamID(res.Header.Get("X-Relay-Stream-Id")) {
+		got.Code != "invalid_value" || !wire.ValidStreamID(res.Header.Get("X-Relay-Stream-Id")) {
 		t.Fatalf("%d %+v, stream id %q", res.StatusCode, got, res.Header.Get("X-Relay-Stream-Id"))
 	}
 }
@@ -330,7 +331,7 @@ func TestResponsesTenantIsolation(t *testing.T) {
 		{"POST", r.ID + "/cancel"},
 	} {
 		res := do(t, req.method, edge.url+"/v1/responses/"+req.path, "", bearerHeader(keyBeta))
-		if got := decodeError(t, res); res.StatusCode != http.StatusNotFound || deref(got.Code) != CodeResponseNotFound {
+		if got := decodeError(t, res); res.StatusCode != http.StatusNotFound || got.Code != CodeResponseNotFound {
 			t.Errorf("%s %s by another tenant: %d %+v", req.method, req.path, res.StatusCode, got)
 		}
 	}
@@ -370,18 +371,18 @@ func TestResponsesRequestErrors(t *testing.T) {
 		{"bad role", fmt.Sprintf(`{"model":%q,"input":[{"role":"tool","content":"x"}]}`, testModel), "input[0].role", CodeInvalidValue, http.StatusBadRequest},
 	} {
 		res := do(t, "POST", edge.url+"/v1/responses", tc.body, nil)
-		if got := decodeError(t, res); res.StatusCode != tc.status || deref(got.Param) != tc.param || deref(got.Code) != tc.code {
+		if got := decodeError(t, res); res.StatusCode != tc.status || got.Param != tc.param || got.Code != tc.code {
 			t.Errorf("%s: %d %+v", tc.name, res.StatusCode, got)
 		}
 	}
 	for _, path := range []string{"resp_nope", "snope", "resp_" + fixedID} {
 		res := do(t, "GET", edge.url+"/v1/responses/"+path, "", nil)
-		if got := decodeError(t, res); res.StatusCode != http.StatusNotFound || deref(got.Code) != CodeResponseNotFound {
+		if got := decodeError(t, res); res.StatusCode != http.StatusNotFound || got.Code != CodeResponseNotFound {
 			t.Errorf("GET %s: %d %+v", path, res.StatusCode, got)
 		}
 	}
 	res := do(t, "GET", edge.url+"/v1/responses/resp_"+fixedID+"?stream=true&starting_after=-1", "", nil)
-	if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || deref(got.Param) != "starting_after" {
+	if got := decodeError(t, res); res.StatusCode != http.StatusBadRequest || got.Param != "starting_after" {
 		t.Errorf("starting_after=-1: %d %+v", res.StatusCode, got)
 	}
 }
@@ -415,11 +416,11 @@ func TestResponsesDrainedClientResumesOnAnotherEdge(t *testing.T) {
 	last := before[len(before)-1]
 	var cut struct {
 		respEvent
-		Error errorObject `json:"error"`
+		Error chat.Error `json:"error"`
 	}
 	rest := parseSSE(t, readAll(t, &http.Response{Body: readCloser{r}}))
 	if len(rest) != 1 || rest[0].Event != "error" || decodeInto(rest[0].Data, &cut) != nil ||
-		cut.Seq != last.Seq || deref(cut.Error.Code) != CodeDraining {
+		cut.Seq != last.Seq || cut.Error.Code != CodeDraining {
 		t.Fatalf("the drained response ended with %+v after event %d", rest, last.Seq)
 	}
 

@@ -168,7 +168,7 @@ func TestErrorTerminalsEndWithAnErrorEvent(t *testing.T) {
 				t.Fatalf("events %+v", events)
 			}
 			end := decodeChunk(t, frames[1].Data)
-			if end.Error == nil || end.Error.Type != tc.wantType || *end.Error.Code != tc.wantCode || end.Relay.Status != tc.status || end.Relay.Attempts != 2 {
+			if end.Error == nil || end.Error.Type != tc.wantType || end.Error.Code != tc.wantCode || end.Relay.Status != tc.status || end.Relay.Attempts != 2 {
 				t.Fatalf("end event %s", frames[1].Data)
 			}
 			// What the generation consumed is reported whatever the status.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -23,7 +24,7 @@ type wsMsg struct {
 	Status       wire.Status     `json:"status"`
 	FinishReason string          `json:"finish_reason"`
 	Usage        *wire.Usage     `json:"usage"`
-	Error        *errorObject    `json:"error"`
+	Error        *chat.Error     `json:"error"`
 	Attempts     int             `json:"attempts"`
 	RetryMS      int64           `json:"retry_ms"`
 }
@@ -128,7 +129,7 @@ func TestWebSocketRequestErrors(t *testing.T) {
 	} {
 		sendWS(t, conn, tc.send)
 		m := readWS(t, conn)
-		if m.Type != "error" || m.StreamID != tc.streamID || m.Error == nil || deref(m.Error.Code) != tc.code {
+		if m.Type != "error" || m.StreamID != tc.streamID || m.Error == nil || m.Error.Code != tc.code {
 			t.Errorf("%s: got %+v (error %+v)", tc.send, m, m.Error)
 		}
 	}
@@ -147,7 +148,7 @@ func TestWebSocketStreamsInterleave(t *testing.T) {
 	}
 	// A stream cannot be followed twice on one connection.
 	sendWS(t, conn, `{"type":"resume","stream_id":"`+a.StreamID+`"}`)
-	if m := readWS(t, conn); m.Type != "error" || deref(m.Error.Code) != CodeStreamActive {
+	if m := readWS(t, conn); m.Type != "error" || m.Error.Code != CodeStreamActive {
 		t.Fatalf("second follow: %+v", m)
 	}
 	close(w.gate)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // Error is the error object of the OpenAI API, as sent in a non-2xx
@@ -33,6 +35,29 @@ func (e *Error) Error() string {
 		msg += " (code " + e.Code + ")"
 	}
 	return msg
+}
+
+// ErrorOf is the error object that tells a client of e.
+func ErrorOf(e *wire.Error) Error {
+	return Error{Message: e.Message, Type: e.Type, Param: e.Param, Code: e.Code}
+}
+
+// MarshalJSON writes the object as OpenAI does: param and code are null
+// rather than absent when unset.
+func (e Error) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	}{e.Message, e.Type, nonEmpty(e.Param), nonEmpty(e.Code)})
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // UnmarshalJSON accepts an error object with loosely typed fields, or a bare
