@@ -92,11 +92,9 @@ type follower struct {
 	// to nothing.
 	queue []*liveFrame
 	head  int
-	// woken asks for a re-read of the log: frames were dropped, or may have
-	// been lost. idled and retried say that the idle or the retry timer
-	// fired.
-	woken, idled, retried bool
-	notify                func()
+	// pending is what the follower was woken for and has not acted on.
+	pending wakes
+	notify  func()
 
 	// idleFor is how long the follower may find nothing before next
 	// returns empty (the caller sends a keepalive); idleAt is when the
@@ -145,6 +143,19 @@ type follower struct {
 	stopFirst context.CancelFunc
 }
 
+// wakes is a set of reasons the hub and the timers woke a follower for.
+type wakes uint8
+
+const (
+	// wakeReread asks for a re-read of the log: frames were dropped, or
+	// may have been lost (wakeUp).
+	wakeReread wakes = 1 << iota
+	// wakeRetry: the retry timer fired.
+	wakeRetry
+	// wakeIdle: the idle timer fired.
+	wakeIdle
+)
+
 // shrinkQueue is the capacity above which an emptied live queue is
 // released rather than kept for the next frames.
 const shrinkQueue = 8
@@ -159,7 +170,7 @@ func newFollower(h *hub, id string, after uint64, buffer int) *follower {
 
 		readRetry: readRetry,
 	}
-	f.idle = time.AfterFunc(time.Hour, func() { f.set(&f.idled) })
+	f.idle = time.AfterFunc(time.Hour, func() { f.wake(wakeIdle) })
 	f.idle.Stop()
 	return f
 }
@@ -172,10 +183,10 @@ func (f *follower) setNotify(fn func()) {
 	f.notify = fn
 }
 
-// set sets a flag guarded by mu and notifies.
-func (f *follower) set(flag *bool) {
+// wake adds w to the pending reasons and notifies.
+func (f *follower) wake(w wakes) {
 	f.mu.Lock()
-	*flag = true
+	f.pending |= w
 	f.mu.Unlock()
 	f.poke()
 }
@@ -226,7 +237,7 @@ func (f *follower) ready() bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return !f.woken && f.head < len(f.queue) && f.queue[f.head].prev == f.last
+	return f.pending&wakeReread == 0 && f.head < len(f.queue) && f.queue[f.head].prev == f.last
 }
 
 // close stops the follower's live feed and its timers. It may be called
@@ -281,7 +292,7 @@ func (f *follower) ended() bool { return f.first == nil && f.end }
 
 // wakeUp asks the follower to re-read the log. It never blocks: one pending
 // request covers any number.
-func (f *follower) wakeUp() { f.set(&f.woken) }
+func (f *follower) wakeUp() { f.wake(wakeReread) }
 
 // next blocks until frames after the last one it returned are available
 // and returns them in order, chunks and the end frame but never claims,
@@ -339,19 +350,19 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 		out, err = f.read(ctx, f.limit, out)
 	}
 	for err == nil && len(out) == 0 {
-		lf, woken, retried, idled := f.pop(true)
+		lf, w := f.pop(true)
 		switch {
 		case lf != nil:
 			out, err = f.take(ctx, lf, out)
 			lf.release()
-		case woken:
+		case w == wakeReread:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
-		case retried:
+		case w == wakeRetry:
 			f.retrying = false
 			if out, err = f.read(ctx, f.limit, out); err == nil {
 				f.staleRead()
 			}
-		case idled:
+		case w == wakeIdle:
 			f.idleAt = time.Time{}
 			out, err = f.catchUp(ctx, catchUpIdle, out)
 			if len(out) == 0 {
@@ -363,12 +374,12 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 		}
 	}
 	for err == nil && !f.end && len(out) < f.limit {
-		lf, woken, _, _ := f.pop(false)
+		lf, w := f.pop(false)
 		switch {
 		case lf != nil:
 			out, err = f.take(ctx, lf, out)
 			lf.release()
-		case woken:
+		case w == wakeReread:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
 		default:
 			return f.batch(out, nil)
@@ -385,10 +396,10 @@ func (f *follower) batch(out []chunklog.Entry, err error) ([]chunklog.Entry, boo
 	return out, true, err
 }
 
-// pop takes one piece of work: a live frame, else a wake request, else
-// (with timers) a fired retry or idle timer. An idle timer that fired
-// before it was last disarmed is ignored.
-func (f *follower) pop(timers bool) (lf *liveFrame, woken, retried, idled bool) {
+// pop takes one piece of work: a live frame, else one pending reason: a
+// re-read, else (with timers) a fired retry or idle timer. An idle timer
+// that fired before it was last disarmed is ignored.
+func (f *follower) pop(timers bool) (lf *liveFrame, w wakes) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -401,16 +412,19 @@ func (f *follower) pop(timers bool) (lf *liveFrame, woken, retried, idled bool) 
 				f.queue = nil
 			}
 		}
-	case f.woken:
-		f.woken, woken = false, true
+	case f.pending&wakeReread != 0:
+		w = wakeReread
 	case !timers:
-	case f.retried && f.retrying:
-		f.retried, retried = false, true
-	case f.idled:
-		f.idled = false
-		idled = !f.idleAt.IsZero() && !time.Now().Before(f.idleAt)
+	case f.pending&wakeRetry != 0 && f.retrying:
+		w = wakeRetry
+	case f.pending&wakeIdle != 0:
+		f.pending &^= wakeIdle
+		if !f.idleAt.IsZero() && !time.Now().Before(f.idleAt) {
+			w = wakeIdle
+		}
 	}
-	return lf, woken, retried, idled
+	f.pending &^= w
+	return lf, w
 }
 
 // armIdle starts the idle timer unless it runs.
@@ -479,7 +493,7 @@ func (f *follower) staleRead() {
 	d := f.readRetry.Delay(f.stale, 0)
 	f.stale++
 	if f.retry == nil {
-		f.retry = time.AfterFunc(d, func() { f.set(&f.retried) })
+		f.retry = time.AfterFunc(d, func() { f.wake(wakeRetry) })
 	} else {
 		f.retry.Reset(d)
 	}
@@ -573,7 +587,7 @@ func (f *follower) failed(err error) error {
 	d := f.readRetry.Delay(f.failures, 0)
 	f.failures++
 	if f.retry == nil {
-		f.retry = time.AfterFunc(d, func() { f.set(&f.retried) })
+		f.retry = time.AfterFunc(d, func() { f.wake(wakeRetry) })
 	} else {
 		f.retry.Reset(d)
 	}
