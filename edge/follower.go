@@ -105,18 +105,11 @@ type follower struct {
 	// signal is what notify wakes a blocked next with.
 	signal chan struct{}
 
+	// phase is where the follower is in the log.
+	phase readPhase
 	// last is the JetStream sequence of the last frame taken, claims
 	// included: a live frame is taken only if it was stored right after it.
 	last uint64
-	// started is set once the first read of the history after the cursor
-	// began, or from the start for a stream that had no frames when it
-	// was followed (hub.followNew).
-	started bool
-	// more is set when a read stopped at its limit: the next call reads on
-	// first. long is set with it when that limit was longRead or more: the
-	// next read pages at once.
-	more, long bool
-	end        bool
 
 	// failing is when the reads that are failing began to fail; zero while
 	// reads succeed; failures counts them, the exponent of the backoff.
@@ -142,6 +135,29 @@ type follower struct {
 	firstErr  error
 	stopFirst context.CancelFunc
 }
+
+// readPhase is where a follower is in the log. It leaves unread with the
+// first read (hub.followNew starts a follower of a stream with no frames
+// yet at live), each read then leaves it live, behind or farBehind (read),
+// and the end frame makes it atEnd for good (emit). While a prefetched
+// first read runs, its goroutine owns the phase: the caller looks at first.
+type readPhase uint8
+
+const (
+	// unread: no read of the history after the cursor began.
+	unread readPhase = iota
+	// live: the last read found no more frames; the next ones come live,
+	// or from a catch-up.
+	live
+	// behind: the last read stopped at its limit, so the next call reads
+	// on first.
+	behind
+	// farBehind is behind after a read of longRead frames or more: a long
+	// catch-up, whose next read pages at once (history.ReadOn).
+	farBehind
+	// atEnd: the end frame was taken.
+	atEnd
+)
 
 // wakes is a set of reasons the hub and the timers woke a follower for.
 type wakes uint8
@@ -232,7 +248,7 @@ func (f *follower) queued() int {
 // before it. The writer asks before it writes a batch, to add what came
 // while it rendered.
 func (f *follower) ready() bool {
-	if !f.started || f.first != nil || f.more || f.end {
+	if f.first != nil || f.phase != live {
 		return false
 	}
 	f.mu.Lock()
@@ -260,10 +276,9 @@ func (f *follower) close() {
 // client's first event then waits for one round trip to NATS, not three.
 // The read stops when ctx ends or the follower is closed.
 func (f *follower) prefetch(ctx context.Context) {
-	if f.started {
+	if f.first != nil || f.phase != unread {
 		return
 	}
-	f.started = true
 	ctx, f.stopFirst = context.WithCancel(ctx)
 	f.first = make(chan struct{})
 	go func() {
@@ -288,7 +303,7 @@ func (f *follower) awaitFirst(ctx context.Context) error {
 
 // ended reports whether the end frame was returned; not before a
 // prefetched read's frames were.
-func (f *follower) ended() bool { return f.first == nil && f.end }
+func (f *follower) ended() bool { return f.first == nil && f.phase == atEnd }
 
 // wakeUp asks the follower to re-read the log. It never blocks: one pending
 // request covers any number.
@@ -331,10 +346,7 @@ func (f *follower) next(ctx context.Context, idle time.Duration) ([]chunklog.Ent
 // (idleFor) runs from the first poll that found nothing after a batch.
 func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err error) {
 	switch {
-	case !f.started:
-		f.started = true
-		out, err = f.read(ctx, min(firstBatch, f.limit), out)
-	case f.first != nil:
+	case f.first != nil: // before the phase, which the prefetch's goroutine writes
 		select {
 		case <-f.first:
 		default:
@@ -345,7 +357,9 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 		// derived from.
 		f.stopFirst()
 		f.first, f.firstOut, f.firstErr, f.stopFirst = nil, nil, nil, nil
-	case f.more && !f.retrying:
+	case f.phase == unread:
+		out, err = f.read(ctx, min(firstBatch, f.limit), out)
+	case (f.phase == behind || f.phase == farBehind) && !f.retrying:
 		f.hub.stats.catchUps[catchUpWoken].Add(1)
 		out, err = f.read(ctx, f.limit, out)
 	}
@@ -373,7 +387,7 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 			return nil, false, nil
 		}
 	}
-	for err == nil && !f.end && len(out) < f.limit {
+	for err == nil && f.phase != atEnd && len(out) < f.limit {
 		lf, w := f.pop(false)
 		switch {
 		case lf != nil:
@@ -446,7 +460,7 @@ func (f *follower) disarmIdle() {
 // gap from the log, otherwise emit it.
 func (f *follower) take(ctx context.Context, lf *liveFrame, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	switch {
-	case f.end || lf.entry.JSSeq <= f.last:
+	case f.phase == atEnd || lf.entry.JSSeq <= f.last:
 		return out, nil
 	case lf.prev != f.last:
 		return f.repair(ctx, lf, out)
@@ -469,7 +483,7 @@ const staleRetries = 5
 func (f *follower) repair(ctx context.Context, lf *liveFrame, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	f.known = max(f.known, lf.entry.JSSeq)
 	out, err := f.catchUp(ctx, catchUpGap, out)
-	if err == nil && !f.end && !f.retrying && !f.more && f.last == lf.prev {
+	if err == nil && f.phase == live && !f.retrying && f.last == lf.prev {
 		out = f.emit(lf.entry, out)
 	}
 	if err == nil {
@@ -482,7 +496,7 @@ func (f *follower) repair(ctx context.Context, lf *liveFrame, out []chunklog.Ent
 // live feed proved stored (known).
 func (f *follower) staleRead() {
 	switch {
-	case f.last >= f.known || f.end || f.retrying || f.more:
+	case f.last >= f.known || f.phase != live || f.retrying:
 		f.stale = 0
 		return
 	case f.stale >= staleRetries:
@@ -507,7 +521,7 @@ func (f *follower) staleRead() {
 // missed nothing, and a read costs round trips (one a frame where the
 // frames lie far apart: chunklog.Reader.ReadUpTo).
 func (f *follower) catchUp(ctx context.Context, why catchUpReason, out []chunklog.Entry) ([]chunklog.Entry, error) {
-	if f.retrying || f.end {
+	if f.retrying || f.phase == atEnd {
 		return out, nil
 	}
 	f.hub.stats.catchUps[why].Add(1)
@@ -528,26 +542,29 @@ func (f *follower) catchUp(ctx context.Context, why catchUpReason, out []chunklo
 }
 
 // read appends up to want stored frames after the last one taken (claims
-// not counted), up to the end frame. If it got all it wanted, the next
-// call reads on; with ReadOn when it wanted longRead frames or more. A
-// failed read is retried later (see readGiveUp); only the caller's context
+// not counted), up to the end frame. If it got all it wanted, the follower
+// is behind, far behind when it wanted longRead frames or more. A failed
+// read is retried later (see readGiveUp); only the caller's context
 // ending, or reads failing for readGiveUp, is an error.
 func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]chunklog.Entry, error) {
+	if f.phase == atEnd {
+		return out, nil
+	}
 	rctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	start := len(out)
 	readLog := f.hub.hist.ReadUpTo
-	if f.long {
+	if f.phase == farBehind {
 		readLog = f.hub.hist.ReadOn
 	}
-	f.more, f.long = false, false
-	for !f.end {
+	f.phase = live
+	for {
 		ask, n := want-(len(out)-start), 0
 		f.hub.stats.reads.Add(1)
 		_, err := readLog(rctx, f.id, f.last, ask, func(e chunklog.Entry) error {
 			n++
 			out = f.emit(e, out)
-			if f.end {
+			if f.phase == atEnd {
 				return errEnded
 			}
 			return nil
@@ -559,18 +576,20 @@ func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]
 			return out, f.failed(err)
 		}
 		f.failing, f.failures = time.Time{}, 0
-		if n < ask {
-			break // the log has no more
-		}
-		if len(out)-start >= want {
-			f.more, f.long = true, want >= longRead
-			break
+		switch {
+		case n < ask || f.phase == atEnd:
+			return out, nil // the log has no more
+		case len(out)-start >= want && want >= longRead:
+			f.phase = farBehind
+			return out, nil
+		case len(out)-start >= want:
+			f.phase = behind
+			return out, nil
 		}
 		// It read claims: read on for the frames they took the place of,
 		// few, with plain gets.
 		readLog = f.hub.hist.ReadUpTo
 	}
-	return out, nil
 }
 
 // failed arms a retry of a read that failed with err, or returns the
@@ -601,7 +620,7 @@ func (f *follower) emit(e chunklog.Entry, out []chunklog.Entry) []chunklog.Entry
 	case wire.KindClaim:
 		return out
 	case wire.KindEnd:
-		f.end = true
+		f.phase = atEnd
 	}
 	if out == nil {
 		out = (*batches.Get().(*[]chunklog.Entry))[:0]
