@@ -113,19 +113,21 @@ type follower struct {
 
 	// failing is when the reads that are failing began to fail; zero while
 	// reads succeed; failures counts them, the exponent of the backoff.
-	// While retrying, no other read is made: the retry covers whatever a
-	// gap or a wake asked for. The retry is a timer rather than a wait, so
-	// that a client whose reads fail needs no goroutine either.
 	failing  time.Time
 	failures int
 	// known is the JetStream sequence of a live frame that showed a gap
 	// (repair): the log holds the frames up to it. stale counts the
 	// re-reads in a row that found a replica behind it (staleRead).
-	known     uint64
-	stale     int
-	readRetry backoff.Backoff
-	retry     *time.Timer
+	known uint64
+	stale int
+	// retrying is set while the retry timer is armed (armRetry), in any
+	// phase but unread: no other read is made, as the retry covers
+	// whatever a gap or a wake asked for, but live frames that follow in
+	// order are still taken. The retry is a timer rather than a wait, so
+	// that a client whose reads fail needs no goroutine either.
 	retrying  bool
+	retry     *time.Timer
+	readRetry backoff.Backoff
 
 	// first is closed when the first read, started early by prefetch, is
 	// done; its frames and error are firstOut and firstErr. stopFirst
@@ -504,14 +506,8 @@ func (f *follower) staleRead() {
 		return
 	}
 	f.hub.stats.staleReads.Add(1)
-	d := f.readRetry.Delay(f.stale, 0)
+	f.armRetry(f.readRetry.Delay(f.stale, 0))
 	f.stale++
-	if f.retry == nil {
-		f.retry = time.AfterFunc(d, func() { f.wake(wakeRetry) })
-	} else {
-		f.retry.Reset(d)
-	}
-	f.retrying = true
 }
 
 // catchUp re-reads the log after the last frame taken, unless a retry of a
@@ -603,15 +599,20 @@ func (f *follower) failed(err error) error {
 		return fmt.Errorf("edge: reading the log failed for %v: %w", failed.Round(time.Second), err)
 	}
 	f.hub.stats.readRetries.Add(1)
-	d := f.readRetry.Delay(f.failures, 0)
+	f.armRetry(f.readRetry.Delay(f.failures, 0))
 	f.failures++
+	return nil
+}
+
+// armRetry has the retry timer make the next read after d; until it
+// fires, no other read is made.
+func (f *follower) armRetry(d time.Duration) {
 	if f.retry == nil {
 		f.retry = time.AfterFunc(d, func() { f.wake(wakeRetry) })
 	} else {
 		f.retry.Reset(d)
 	}
 	f.retrying = true
-	return nil
 }
 
 func (f *follower) emit(e chunklog.Entry, out []chunklog.Entry) []chunklog.Entry {
