@@ -92,11 +92,9 @@ type follower struct {
 	// to nothing.
 	queue []*liveFrame
 	head  int
-	// woken asks for a re-read of the log: frames were dropped, or may have
-	// been lost. idled and retried say that the idle or the retry timer
-	// fired.
-	woken, idled, retried bool
-	notify                func()
+	// pending is what the follower was woken for and has not acted on.
+	pending wakes
+	notify  func()
 
 	// idleFor is how long the follower may find nothing before next
 	// returns empty (the caller sends a keepalive); idleAt is when the
@@ -107,34 +105,29 @@ type follower struct {
 	// signal is what notify wakes a blocked next with.
 	signal chan struct{}
 
+	// phase is where the follower is in the log.
+	phase readPhase
 	// last is the JetStream sequence of the last frame taken, claims
 	// included: a live frame is taken only if it was stored right after it.
 	last uint64
-	// started is set once the first read of the history after the cursor
-	// began, or from the start for a stream that had no frames when it
-	// was followed (hub.followNew).
-	started bool
-	// more is set when a read stopped at its limit: the next call reads on
-	// first. long is set with it when that limit was longRead or more: the
-	// next read pages at once.
-	more, long bool
-	end        bool
 
 	// failing is when the reads that are failing began to fail; zero while
 	// reads succeed; failures counts them, the exponent of the backoff.
-	// While retrying, no other read is made: the retry covers whatever a
-	// gap or a wake asked for. The retry is a timer rather than a wait, so
-	// that a client whose reads fail needs no goroutine either.
 	failing  time.Time
 	failures int
 	// known is the JetStream sequence of a live frame that showed a gap
 	// (repair): the log holds the frames up to it. stale counts the
 	// re-reads in a row that found a replica behind it (staleRead).
-	known     uint64
-	stale     int
-	readRetry backoff.Backoff
-	retry     *time.Timer
+	known uint64
+	stale int
+	// retrying is set while the retry timer is armed (armRetry), in any
+	// phase but unread: no other read is made, as the retry covers
+	// whatever a gap or a wake asked for, but live frames that follow in
+	// order are still taken. The retry is a timer rather than a wait, so
+	// that a client whose reads fail needs no goroutine either.
 	retrying  bool
+	retry     *time.Timer
+	readRetry backoff.Backoff
 
 	// first is closed when the first read, started early by prefetch, is
 	// done; its frames and error are firstOut and firstErr. stopFirst
@@ -144,6 +137,42 @@ type follower struct {
 	firstErr  error
 	stopFirst context.CancelFunc
 }
+
+// readPhase is where a follower is in the log. It leaves unread with the
+// first read (hub.followNew starts a follower of a stream with no frames
+// yet at live), each read then leaves it live, behind or farBehind (read),
+// and the end frame makes it atEnd for good (emit). While a prefetched
+// first read runs, its goroutine owns the phase: the caller looks at first.
+type readPhase uint8
+
+const (
+	// unread: no read of the history after the cursor began.
+	unread readPhase = iota
+	// live: the last read found no more frames; the next ones come live,
+	// or from a catch-up.
+	live
+	// behind: the last read stopped at its limit, so the next call reads
+	// on first.
+	behind
+	// farBehind is behind after a read of longRead frames or more: a long
+	// catch-up, whose next read pages at once (history.ReadOn).
+	farBehind
+	// atEnd: the end frame was taken.
+	atEnd
+)
+
+// wakes is a set of reasons the hub and the timers woke a follower for.
+type wakes uint8
+
+const (
+	// wakeReread asks for a re-read of the log: frames were dropped, or
+	// may have been lost (wakeUp).
+	wakeReread wakes = 1 << iota
+	// wakeRetry: the retry timer fired.
+	wakeRetry
+	// wakeIdle: the idle timer fired.
+	wakeIdle
+)
 
 // shrinkQueue is the capacity above which an emptied live queue is
 // released rather than kept for the next frames.
@@ -159,7 +188,7 @@ func newFollower(h *hub, id string, after uint64, buffer int) *follower {
 
 		readRetry: readRetry,
 	}
-	f.idle = time.AfterFunc(time.Hour, func() { f.set(&f.idled) })
+	f.idle = time.AfterFunc(time.Hour, func() { f.wake(wakeIdle) })
 	f.idle.Stop()
 	return f
 }
@@ -172,10 +201,10 @@ func (f *follower) setNotify(fn func()) {
 	f.notify = fn
 }
 
-// set sets a flag guarded by mu and notifies.
-func (f *follower) set(flag *bool) {
+// wake adds w to the pending reasons and notifies.
+func (f *follower) wake(w wakes) {
 	f.mu.Lock()
-	*flag = true
+	f.pending |= w
 	f.mu.Unlock()
 	f.poke()
 }
@@ -221,12 +250,12 @@ func (f *follower) queued() int {
 // before it. The writer asks before it writes a batch, to add what came
 // while it rendered.
 func (f *follower) ready() bool {
-	if !f.started || f.first != nil || f.more || f.end {
+	if f.first != nil || f.phase != live {
 		return false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return !f.woken && f.head < len(f.queue) && f.queue[f.head].prev == f.last
+	return f.pending&wakeReread == 0 && f.head < len(f.queue) && f.queue[f.head].prev == f.last
 }
 
 // close stops the follower's live feed and its timers. It may be called
@@ -249,10 +278,9 @@ func (f *follower) close() {
 // client's first event then waits for one round trip to NATS, not three.
 // The read stops when ctx ends or the follower is closed.
 func (f *follower) prefetch(ctx context.Context) {
-	if f.started {
+	if f.first != nil || f.phase != unread {
 		return
 	}
-	f.started = true
 	ctx, f.stopFirst = context.WithCancel(ctx)
 	f.first = make(chan struct{})
 	go func() {
@@ -277,11 +305,11 @@ func (f *follower) awaitFirst(ctx context.Context) error {
 
 // ended reports whether the end frame was returned; not before a
 // prefetched read's frames were.
-func (f *follower) ended() bool { return f.first == nil && f.end }
+func (f *follower) ended() bool { return f.first == nil && f.phase == atEnd }
 
 // wakeUp asks the follower to re-read the log. It never blocks: one pending
 // request covers any number.
-func (f *follower) wakeUp() { f.set(&f.woken) }
+func (f *follower) wakeUp() { f.wake(wakeReread) }
 
 // next blocks until frames after the last one it returned are available
 // and returns them in order, chunks and the end frame but never claims,
@@ -320,10 +348,7 @@ func (f *follower) next(ctx context.Context, idle time.Duration) ([]chunklog.Ent
 // (idleFor) runs from the first poll that found nothing after a batch.
 func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err error) {
 	switch {
-	case !f.started:
-		f.started = true
-		out, err = f.read(ctx, min(firstBatch, f.limit), out)
-	case f.first != nil:
+	case f.first != nil: // before the phase, which the prefetch's goroutine writes
 		select {
 		case <-f.first:
 		default:
@@ -334,24 +359,26 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 		// derived from.
 		f.stopFirst()
 		f.first, f.firstOut, f.firstErr, f.stopFirst = nil, nil, nil, nil
-	case f.more && !f.retrying:
+	case f.phase == unread:
+		out, err = f.read(ctx, min(firstBatch, f.limit), out)
+	case (f.phase == behind || f.phase == farBehind) && !f.retrying:
 		f.hub.stats.catchUps[catchUpWoken].Add(1)
 		out, err = f.read(ctx, f.limit, out)
 	}
 	for err == nil && len(out) == 0 {
-		lf, woken, retried, idled := f.pop(true)
+		lf, w := f.pop(true)
 		switch {
 		case lf != nil:
 			out, err = f.take(ctx, lf, out)
 			lf.release()
-		case woken:
+		case w == wakeReread:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
-		case retried:
+		case w == wakeRetry:
 			f.retrying = false
 			if out, err = f.read(ctx, f.limit, out); err == nil {
 				f.staleRead()
 			}
-		case idled:
+		case w == wakeIdle:
 			f.idleAt = time.Time{}
 			out, err = f.catchUp(ctx, catchUpIdle, out)
 			if len(out) == 0 {
@@ -362,13 +389,13 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 			return nil, false, nil
 		}
 	}
-	for err == nil && !f.end && len(out) < f.limit {
-		lf, woken, _, _ := f.pop(false)
+	for err == nil && f.phase != atEnd && len(out) < f.limit {
+		lf, w := f.pop(false)
 		switch {
 		case lf != nil:
 			out, err = f.take(ctx, lf, out)
 			lf.release()
-		case woken:
+		case w == wakeReread:
 			out, err = f.catchUp(ctx, catchUpWoken, out)
 		default:
 			return f.batch(out, nil)
@@ -385,10 +412,10 @@ func (f *follower) batch(out []chunklog.Entry, err error) ([]chunklog.Entry, boo
 	return out, true, err
 }
 
-// pop takes one piece of work: a live frame, else a wake request, else
-// (with timers) a fired retry or idle timer. An idle timer that fired
-// before it was last disarmed is ignored.
-func (f *follower) pop(timers bool) (lf *liveFrame, woken, retried, idled bool) {
+// pop takes one piece of work: a live frame, else one pending reason: a
+// re-read, else (with timers) a fired retry or idle timer. An idle timer
+// that fired before it was last disarmed is ignored.
+func (f *follower) pop(timers bool) (lf *liveFrame, w wakes) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -401,16 +428,19 @@ func (f *follower) pop(timers bool) (lf *liveFrame, woken, retried, idled bool) 
 				f.queue = nil
 			}
 		}
-	case f.woken:
-		f.woken, woken = false, true
+	case f.pending&wakeReread != 0:
+		w = wakeReread
 	case !timers:
-	case f.retried && f.retrying:
-		f.retried, retried = false, true
-	case f.idled:
-		f.idled = false
-		idled = !f.idleAt.IsZero() && !time.Now().Before(f.idleAt)
+	case f.pending&wakeRetry != 0 && f.retrying:
+		w = wakeRetry
+	case f.pending&wakeIdle != 0:
+		f.pending &^= wakeIdle
+		if !f.idleAt.IsZero() && !time.Now().Before(f.idleAt) {
+			w = wakeIdle
+		}
 	}
-	return lf, woken, retried, idled
+	f.pending &^= w
+	return lf, w
 }
 
 // armIdle starts the idle timer unless it runs.
@@ -432,7 +462,7 @@ func (f *follower) disarmIdle() {
 // gap from the log, otherwise emit it.
 func (f *follower) take(ctx context.Context, lf *liveFrame, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	switch {
-	case f.end || lf.entry.JSSeq <= f.last:
+	case f.phase == atEnd || lf.entry.JSSeq <= f.last:
 		return out, nil
 	case lf.prev != f.last:
 		return f.repair(ctx, lf, out)
@@ -455,7 +485,7 @@ const staleRetries = 5
 func (f *follower) repair(ctx context.Context, lf *liveFrame, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	f.known = max(f.known, lf.entry.JSSeq)
 	out, err := f.catchUp(ctx, catchUpGap, out)
-	if err == nil && !f.end && !f.retrying && !f.more && f.last == lf.prev {
+	if err == nil && f.phase == live && !f.retrying && f.last == lf.prev {
 		out = f.emit(lf.entry, out)
 	}
 	if err == nil {
@@ -468,7 +498,7 @@ func (f *follower) repair(ctx context.Context, lf *liveFrame, out []chunklog.Ent
 // live feed proved stored (known).
 func (f *follower) staleRead() {
 	switch {
-	case f.last >= f.known || f.end || f.retrying || f.more:
+	case f.last >= f.known || f.phase != live || f.retrying:
 		f.stale = 0
 		return
 	case f.stale >= staleRetries:
@@ -476,14 +506,8 @@ func (f *follower) staleRead() {
 		return
 	}
 	f.hub.stats.staleReads.Add(1)
-	d := f.readRetry.Delay(f.stale, 0)
+	f.armRetry(f.readRetry.Delay(f.stale, 0))
 	f.stale++
-	if f.retry == nil {
-		f.retry = time.AfterFunc(d, func() { f.set(&f.retried) })
-	} else {
-		f.retry.Reset(d)
-	}
-	f.retrying = true
 }
 
 // catchUp re-reads the log after the last frame taken, unless a retry of a
@@ -493,7 +517,7 @@ func (f *follower) staleRead() {
 // missed nothing, and a read costs round trips (one a frame where the
 // frames lie far apart: chunklog.Reader.ReadUpTo).
 func (f *follower) catchUp(ctx context.Context, why catchUpReason, out []chunklog.Entry) ([]chunklog.Entry, error) {
-	if f.retrying || f.end {
+	if f.retrying || f.phase == atEnd {
 		return out, nil
 	}
 	f.hub.stats.catchUps[why].Add(1)
@@ -514,26 +538,29 @@ func (f *follower) catchUp(ctx context.Context, why catchUpReason, out []chunklo
 }
 
 // read appends up to want stored frames after the last one taken (claims
-// not counted), up to the end frame. If it got all it wanted, the next
-// call reads on; with ReadOn when it wanted longRead frames or more. A
-// failed read is retried later (see readGiveUp); only the caller's context
+// not counted), up to the end frame. If it got all it wanted, the follower
+// is behind, far behind when it wanted longRead frames or more. A failed
+// read is retried later (see readGiveUp); only the caller's context
 // ending, or reads failing for readGiveUp, is an error.
 func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]chunklog.Entry, error) {
+	if f.phase == atEnd {
+		return out, nil
+	}
 	rctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	start := len(out)
 	readLog := f.hub.hist.ReadUpTo
-	if f.long {
+	if f.phase == farBehind {
 		readLog = f.hub.hist.ReadOn
 	}
-	f.more, f.long = false, false
-	for !f.end {
+	f.phase = live
+	for {
 		ask, n := want-(len(out)-start), 0
 		f.hub.stats.reads.Add(1)
 		_, err := readLog(rctx, f.id, f.last, ask, func(e chunklog.Entry) error {
 			n++
 			out = f.emit(e, out)
-			if f.end {
+			if f.phase == atEnd {
 				return errEnded
 			}
 			return nil
@@ -545,18 +572,20 @@ func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]
 			return out, f.failed(err)
 		}
 		f.failing, f.failures = time.Time{}, 0
-		if n < ask {
-			break // the log has no more
-		}
-		if len(out)-start >= want {
-			f.more, f.long = true, want >= longRead
-			break
+		switch {
+		case n < ask || f.phase == atEnd:
+			return out, nil // the log has no more
+		case len(out)-start >= want && want >= longRead:
+			f.phase = farBehind
+			return out, nil
+		case len(out)-start >= want:
+			f.phase = behind
+			return out, nil
 		}
 		// It read claims: read on for the frames they took the place of,
 		// few, with plain gets.
 		readLog = f.hub.hist.ReadUpTo
 	}
-	return out, nil
 }
 
 // failed arms a retry of a read that failed with err, or returns the
@@ -570,15 +599,20 @@ func (f *follower) failed(err error) error {
 		return fmt.Errorf("edge: reading the log failed for %v: %w", failed.Round(time.Second), err)
 	}
 	f.hub.stats.readRetries.Add(1)
-	d := f.readRetry.Delay(f.failures, 0)
+	f.armRetry(f.readRetry.Delay(f.failures, 0))
 	f.failures++
+	return nil
+}
+
+// armRetry has the retry timer make the next read after d; until it
+// fires, no other read is made.
+func (f *follower) armRetry(d time.Duration) {
 	if f.retry == nil {
-		f.retry = time.AfterFunc(d, func() { f.set(&f.retried) })
+		f.retry = time.AfterFunc(d, func() { f.wake(wakeRetry) })
 	} else {
 		f.retry.Reset(d)
 	}
 	f.retrying = true
-	return nil
 }
 
 func (f *follower) emit(e chunklog.Entry, out []chunklog.Entry) []chunklog.Entry {
@@ -587,7 +621,7 @@ func (f *follower) emit(e chunklog.Entry, out []chunklog.Entry) []chunklog.Entry
 	case wire.KindClaim:
 		return out
 	case wire.KindEnd:
-		f.end = true
+		f.phase = atEnd
 	}
 	if out == nil {
 		out = (*batches.Get().(*[]chunklog.Entry))[:0]

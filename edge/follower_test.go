@@ -87,7 +87,7 @@ func TestFollowerRepairsGap(t *testing.T) {
 	// A follower that has frame 1, and then sees frame 3 live: frame 2 was
 	// lost on the way.
 	f := newFollower(edge.hub, id, cursors[0].JSSeq, 8)
-	f.started = true
+	f.phase = live
 	third := &liveFrame{entry: chunklog.Entry{JSSeq: cursors[2].JSSeq, Frame: frames[2]}, prev: cursors[1].JSSeq}
 	third.entry.Frame.Seq = 3
 	f.push(third)
@@ -306,7 +306,7 @@ func TestFollowerRereadsAReplicaBehindTheLiveFeed(t *testing.T) {
 				// The follower has the claim (3); the end frame (9) arrives
 				// live, but the chunk (7) before it did not.
 				f := newFollower(h, wire.NewStreamID(), 3, 8)
-				f.started = true
+				f.phase = live
 				defer f.close()
 				f.readRetry.Rand = func(n int64) int64 { return n - 1 }
 				f.push(&liveFrame{entry: frames[2], prev: 7})
@@ -369,7 +369,7 @@ func TestLiveFrameOutlivesItsFirstTaker(t *testing.T) {
 	id := wire.NewStreamID()
 	h := &hub{streams: map[string]*hubStream{}}
 	a, b := newFollower(h, id, 0, 8), newFollower(h, id, 0, 8)
-	a.started, b.started = true, true
+	a.phase, b.phase = live, live
 	h.streams[id] = &hubStream{followers: map[*follower]struct{}{a: {}, b: {}}}
 	chunk := wire.Frame{Kind: wire.KindChunk, Seq: 1, Content: "hi"}
 	h.dispatch(&nats.Msg{

@@ -157,7 +157,7 @@ func (h *hub) followNew(ctx context.Context, id string, buffer int) (*follower, 
 	if err != nil {
 		return nil, err
 	}
-	f.started = true
+	f.phase = live
 	if !h.ordered {
 		// The request goes out on another connection: only a round trip
 		// on this one makes sure the server has the subscription first.
