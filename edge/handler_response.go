@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -48,7 +49,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The events are rendered from the stream's first frame, whatever
-	// the client has (responses_events.go).
+	// the client has (relay/dialect/responses).
 	o, e := s.open(r.Context(), tenant, sid, "response_id", "", "starting_after")
 	s.obs.resume(q.Get("starting_after"), e)
 	if e != nil {
@@ -85,31 +86,31 @@ func (s *Server) handleResponseCancel(w http.ResponseWriter, r *http.Request) {
 // answered 404).
 func responseOf(w http.ResponseWriter, r *http.Request) (id, sid, tenant string, ok bool) {
 	id = r.PathValue("id")
-	if sid, ok = streamOfResponse(id); !ok {
+	if sid, ok = responses.StreamOfResponse(id); !ok {
 		writeError(w, responseNotFound(id))
 	}
 	return id, sid, principalOf(r).tenant, ok
 }
 
 // snapshot is the Response of stream sid as far as it is stored.
-func (s *Server) snapshot(ctx context.Context, tenant, sid string) (responseObject, *wire.Error) {
+func (s *Server) snapshot(ctx context.Context, tenant, sid string) (responses.Response, *wire.Error) {
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	meta, _, err := s.meta.get(ctx, sid)
 	switch {
 	case errors.Is(err, errNoMeta), err == nil && meta.Tenant != tenant:
-		return responseObject{}, responseNotFound(responseID(sid))
+		return responses.Response{}, responseNotFound(responses.ResponseID(sid))
 	case err != nil:
-		return responseObject{}, unavailable("reading stream metadata", err)
+		return responses.Response{}, unavailable("reading stream metadata", err)
 	}
-	b := newResponseEvents(view{id: sid, meta: meta}, -1)
+	b := newResponseRenderer(view{id: sid, meta: meta}, -1)
 	if _, err := s.reader.Read(ctx, sid, 0, func(e chunklog.Entry) error {
-		b.frame(nil, e)
+		renderResponseFrame(b, nil, e.Frame)
 		return nil
 	}); err != nil {
-		return responseObject{}, unavailable("reading the stream", err)
+		return responses.Response{}, unavailable("reading the stream", err)
 	}
-	return b.response(), nil
+	return b.Response(), nil
 }
 
 // maxRetrieveBody bounds the body of a retrieve: {"stream": true} at most.

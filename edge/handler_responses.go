@@ -4,13 +4,14 @@ import (
 	"net/http"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
 
 // handleResponses serves POST /v1/responses: the request, its item
 // references resolved (responses_refs.go), is translated into a chat
-// completion (responses_request.go) and queued like one, with
-// an idempotency key too. The stream it starts is rendered as the
+// completion (relay/dialect/responses) and queued like one, with an
+// idempotency key too. The stream it starts is rendered as the
 // Responses API's events ("stream": true), answered once its first frame
 // is stored so that a provider's refusal is an HTTP error
 // (first_frame.go), or as one Response once it ended. With "background":
@@ -77,18 +78,19 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 // it failed, the end frame's error with its HTTP status. It reports
 // whether the client left before the end.
 func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
-	b := newResponseEvents(o.view, -1)
+	b := newResponseRenderer(o.view, -1)
 	end, left, ok := s.followToEnd(w, r, o, func(f wire.Frame) error {
-		b.chunk(nil, f)
+		b.Chunk(nil, f)
 		return nil
 	})
 	if !ok {
 		return left
 	}
-	b.finish(nil, end.Frame)
-	resp := b.response()
-	if resp.Status == responseFailed {
-		writeError(w, endError(end.Frame))
+	failure := endError(end.Frame)
+	b.End(nil, end.Frame, failure)
+	resp := b.Response()
+	if resp.Status == responses.StatusFailed {
+		writeError(w, failure)
 		return false
 	}
 	markCached(w, []chunklog.Entry{end}) // cached.go

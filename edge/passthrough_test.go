@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -141,7 +142,7 @@ func TestResponsesCarryReasoningAndLogprobs(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
 	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000}, passthroughFrames(t))
-	body := readAll(t, do(t, "GET", edge.url+"/v1/responses/"+responseID(fixedID)+"?stream=true", "", nil))
+	body := readAll(t, do(t, "GET", edge.url+"/v1/responses/"+responses.ResponseID(fixedID)+"?stream=true", "", nil))
 	events := respEvents(t, body)
 	checkNumbered(t, events, 0)
 	var types []string
@@ -185,7 +186,7 @@ func TestResponsesCarryReasoningAndLogprobs(t *testing.T) {
 		t.Errorf("output_text.done logprobs = %s", got)
 	}
 
-	res := do(t, "GET", edge.url+"/v1/responses/"+responseID(fixedID), "", nil)
+	res := do(t, "GET", edge.url+"/v1/responses/"+responses.ResponseID(fixedID), "", nil)
 	obj := []byte(readAll(t, res))
 	for _, c := range []struct {
 		path []string
@@ -222,7 +223,7 @@ func TestResponsesRefusalIsARefusalPart(t *testing.T) {
 		{Kind: wire.KindChunk, Seq: 2, Refusal: "help with that.", Provider: "alpha", Model: testModel, Attempt: 1},
 		{Kind: wire.KindEnd, Seq: 3, Status: wire.StatusDone, FinishReason: "stop", Attempts: 1},
 	})
-	body := readAll(t, do(t, "GET", edge.url+"/v1/responses/"+responseID(fixedID)+"?stream=true", "", nil))
+	body := readAll(t, do(t, "GET", edge.url+"/v1/responses/"+responses.ResponseID(fixedID)+"?stream=true", "", nil))
 	var types []string
 	var done string
 	for _, ev := range parseSSE(t, body) {
@@ -239,7 +240,7 @@ func TestResponsesRefusalIsARefusalPart(t *testing.T) {
 	if strings.Join(types, " ") != strings.Join(want, " ") || done != `"I can't help with that."` {
 		t.Fatalf("events %v (refusal.done %s), want %v", types, done, want)
 	}
-	obj := []byte(readAll(t, do(t, "GET", edge.url+"/v1/responses/"+responseID(fixedID), "", nil)))
+	obj := []byte(readAll(t, do(t, "GET", edge.url+"/v1/responses/"+responses.ResponseID(fixedID), "", nil)))
 	if got := path(t, obj, "output", "0", "content"); got != `[{"type":"refusal","refusal":"I can't help with that."}]` {
 		t.Fatalf("message content = %s", got)
 	}

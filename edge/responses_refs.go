@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
+	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -15,7 +15,7 @@ import (
 // Vercel AI SDK's openai(model) sends {"type": "item_reference", "id":
 // "msg_..."} for every assistant message of a conversation that it got
 // from a response. The relay's item ids name the stream that produced
-// them ("msg_<stream id>_<n>", "fc_…", "rs_…"; responses_events.go), and
+// them ("msg_<stream id>_<n>", "fc_…", "rs_…"; relay/dialect/responses), and
 // the stream stays in the durable log for the retention, so a reference is
 // resolved by rendering that stream's Response (snapshot) and taking the
 // item: any edge can, and only the stream's tenant may.
@@ -40,18 +40,18 @@ func (s *Server) expandReferences(ctx context.Context, tenant string, body []byt
 	if json.Unmarshal(fields["input"], &items) != nil {
 		return body, nil
 	}
-	responses := map[string]responseObject{} // by stream id
+	snapshots := map[string]responses.Response{} // by stream id
 	changed := false
 	for i, raw := range items {
 		var ref struct{ Type, ID string }
 		if json.Unmarshal(raw, &ref) != nil || ref.Type != "item_reference" {
 			continue
 		}
-		sid, ok := streamOfItem(ref.ID)
+		sid, ok := responses.StreamOfItem(ref.ID)
 		if !ok {
 			return nil, itemNotFound(i, ref.ID)
 		}
-		resp, seen := responses[sid]
+		resp, seen := snapshots[sid]
 		if !seen {
 			var e *wire.Error
 			resp, e = s.snapshot(ctx, tenant, sid)
@@ -61,9 +61,9 @@ func (s *Server) expandReferences(ctx context.Context, tenant string, body []byt
 			case e != nil:
 				return nil, e
 			}
-			responses[sid] = resp
+			snapshots[sid] = resp
 		}
-		item, ok := findItem(resp.Output, ref.ID)
+		item, ok := resp.Item(ref.ID)
 		if !ok {
 			return nil, itemNotFound(i, ref.ID)
 		}
@@ -75,39 +75,6 @@ func (s *Server) expandReferences(ctx context.Context, tenant string, body []byt
 	}
 	fields["input"] = marshal(items)
 	return marshal(fields), nil
-}
-
-// streamOfItem returns the stream id an output item id of the relay names:
-// "<kind>_<stream id>_<index>".
-func streamOfItem(id string) (string, bool) {
-	kind, rest, ok := strings.Cut(id, "_")
-	if !ok || (kind != "msg" && kind != "fc" && kind != "rs") {
-		return "", false
-	}
-	i := strings.LastIndexByte(rest, '_')
-	if i < 0 || !wire.ValidStreamID(rest[:i]) {
-		return "", false
-	}
-	return rest[:i], true
-}
-
-// findItem returns the output item with the id.
-func findItem(output []any, id string) (any, bool) {
-	for _, it := range output {
-		var itemID string
-		switch it := it.(type) {
-		case messageItem:
-			itemID = it.ID
-		case functionCallItem:
-			itemID = it.ID
-		case reasoningItem:
-			itemID = it.ID
-		}
-		if itemID == id {
-			return it, true
-		}
-	}
-	return nil, false
 }
 
 func itemNotFound(i int, id string) *wire.Error {

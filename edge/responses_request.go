@@ -1,234 +1,41 @@
 package edge
 
 import (
-	"encoding/json"
-	"fmt"
-	"slices"
-	"strings"
-
-	"github.com/relaydev/relay/relay/dialect/chat"
+	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// responsesRequest is a POST /v1/responses translated for the work queue:
-// the generation is a chat completion request (chat), so every provider
-// behind the relay serves it and the worker, its retries, continuations
-// and takeovers stay as they are; the edge renders the stored frames as
-// Responses events (responses_events.go).
+// responsesRequest is a POST /v1/responses translated for the work queue
+// (responses.ParseRequest): a chat completion request, and the Responses
+// request's own stream and background.
 type responsesRequest struct {
-	chat chatRequest
-	// stream and background are the request's own.
+	chat               chatRequest
 	stream, background bool
 }
 
-// CodeUnsupportedParameter refuses a Responses parameter the relay cannot
-// honour over a chat-completions upstream.
-const CodeUnsupportedParameter = "unsupported_parameter"
-
-// responsesIgnored are parameters accepted and left unused: they tune
-// OpenAI's own storage, caching, tracing and tiers, which a
-// chat-completions upstream does not have. "store" among them: every
-// response is stored in the durable log for the retention anyway.
-// "include" is read for one value only: message.output_text.logprobs asks
-// for logprobs, as top_logprobs does.
-var responsesIgnored = []string{"store", "metadata", "truncation", "include", "service_tier",
-	"prompt_cache_key", "prompt_cache_retention", "safety_identifier", "stream_options", "reasoning", "max_tool_calls"}
-
-// responsesPassed are parameters a chat completion request has under the
-// same name and meaning.
-var responsesPassed = []string{"temperature", "top_p", "parallel_tool_calls", "user"}
+// CodeUnsupportedParameter refuses a parameter the relay cannot honour
+// over a chat-completions upstream, in any of the APIs it serves.
+const CodeUnsupportedParameter = responses.CodeUnsupportedParameter
 
 // parseResponsesRequest translates a Responses request into a chat
-// completion request and validates both: the Responses fields here, with
-// their own names in errors, the rest by parseChatRequest, as for any
-// chat completion. An unknown model is a 404, as OpenAI answers it.
+// completion request and validates both: the Responses fields by the
+// dialect, with their own names in errors, the rest by parseChatRequest,
+// as for any chat completion. An unknown model is a 404, as OpenAI
+// answers it.
 func parseResponsesRequest(body []byte, lim limits) (responsesRequest, *wire.Error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return responsesRequest{}, invalid("", CodeInvalidJSON, "request body must be a JSON object")
-	}
-	var req responsesRequest
-	var model string
-	if json.Unmarshal(fields["model"], &model) != nil || model == "" {
-		return responsesRequest{}, invalid("model", CodeInvalidValue, "'model' must be a non-empty string")
-	}
-	if !lim.served(model) || lim.allowed != nil && !lim.allowed(model) {
-		return responsesRequest{}, modelNotFound(model)
-	}
-	for _, flag := range []struct {
-		name string
-		v    *bool
-	}{{"stream", &req.stream}, {"background", &req.background}} {
-		if raw, ok := fields[flag.name]; ok && !isNull(raw) && json.Unmarshal(raw, flag.v) != nil {
-			return responsesRequest{}, invalid(flag.name, CodeInvalidValue, "'%s' must be a boolean", flag.name)
+	req, e := responses.ParseRequest(body, func(model string) *wire.Error {
+		if !lim.served(model) || lim.allowed != nil && !lim.allowed(model) {
+			return modelNotFound(model)
 		}
-	}
-	chat := map[string]json.RawMessage{"model": fields["model"]}
-	if e := translateFields(fields, chat); e != nil {
-		return responsesRequest{}, e
-	}
-	messages, e := translateInput(fields["input"], fields["instructions"])
+		return nil
+	})
 	if e != nil {
 		return responsesRequest{}, e
 	}
-	chat["messages"] = marshal(messages)
-	creq, e := parseChatRequest(marshal(chat), lim)
+	creq, e := parseChatRequest(req.Chat, lim)
 	if e != nil {
-		e.Param = responsesParam(e.Param)
+		e.Param = responses.ChatParam(e.Param)
 		return responsesRequest{}, e
 	}
-	req.chat = creq
-	return req, nil
-}
-
-// translateFields copies the parameters other than the input into chat,
-// translated, and refuses the ones the relay does not know or cannot
-// honour.
-func translateFields(fields, chat map[string]json.RawMessage) *wire.Error {
-	known := map[string]bool{"model": true, "input": true, "instructions": true, "stream": true, "background": true,
-		"max_output_tokens": true, "tools": true, "tool_choice": true, "text": true, "previous_response_id": true, "top_logprobs": true}
-	for _, name := range responsesIgnored {
-		known[name] = true
-	}
-	for _, name := range responsesPassed {
-		known[name] = true
-		if raw, ok := fields[name]; ok && !isNull(raw) {
-			chat[name] = raw
-		}
-	}
-	for name := range fields {
-		if !known[name] {
-			return invalid(name, CodeUnsupportedParameter, "unknown parameter: '%s'", name)
-		}
-	}
-	if raw, ok := fields["previous_response_id"]; ok && !isNull(raw) {
-		return invalid("previous_response_id", CodeUnsupportedParameter,
-			"previous_response_id is not supported: the relay does not keep conversations; send the whole conversation as input")
-	}
-	if raw, ok := fields["top_logprobs"]; ok && !isNull(raw) && string(raw) != "0" {
-		chat["logprobs"], chat["top_logprobs"] = json.RawMessage("true"), raw
-	}
-	var include []string
-	if json.Unmarshal(fields["include"], &include) == nil && slices.Contains(include, "message.output_text.logprobs") {
-		chat["logprobs"] = json.RawMessage("true")
-	}
-	if raw, ok := fields["max_output_tokens"]; ok && !isNull(raw) {
-		chat["max_tokens"] = raw
-	}
-	if raw, ok := fields["tools"]; ok && !isNull(raw) {
-		tools, e := translateTools(raw)
-		if e != nil {
-			return e
-		}
-		chat["tools"] = tools
-	}
-	if raw, ok := fields["tool_choice"]; ok && !isNull(raw) {
-		choice, e := translateToolChoice(raw)
-		if e != nil {
-			return e
-		}
-		chat["tool_choice"] = choice
-	}
-	if raw, ok := fields["text"]; ok && !isNull(raw) {
-		format, e := translateTextFormat(raw)
-		if e != nil {
-			return e
-		}
-		if format != nil {
-			chat["response_format"] = format
-		}
-	}
-	return nil
-}
-
-// responsesTool is a Responses function tool; chat nests the same fields
-// under "function".
-type responsesTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
-	Strict      *bool           `json:"strict,omitempty"`
-}
-
-// translateTools accepts function tools only: the built-in tools (web
-// search, file search, ...) run at OpenAI, which a chat-completions
-// upstream does not have.
-func translateTools(raw json.RawMessage) (json.RawMessage, *wire.Error) {
-	var tools []responsesTool
-	if json.Unmarshal(raw, &tools) != nil {
-		return nil, invalid("tools", CodeInvalidValue, "'tools' must be an array of tools")
-	}
-	out := make([]chat.Tool, len(tools))
-	for i, t := range tools {
-		if t.Type != "function" {
-			return nil, invalid(fmt.Sprintf("tools[%d].type", i), CodeUnsupportedParameter,
-				"tools[%d] is of type %q; the relay serves function tools only", i, t.Type)
-		}
-		if t.Name == "" {
-			return nil, invalid(fmt.Sprintf("tools[%d].name", i), CodeInvalidValue, "tools[%d].name is required", i)
-		}
-		out[i] = chat.Tool{Type: "function", Function: chat.ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}}
-	}
-	return marshal(out), nil
-}
-
-// translateToolChoice: "auto", "none" and "required" are the same in
-// both; a named function moves under "function".
-func translateToolChoice(raw json.RawMessage) (json.RawMessage, *wire.Error) {
-	if isString(raw) {
-		return raw, nil
-	}
-	var c struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
-	}
-	if json.Unmarshal(raw, &c) != nil || c.Type != "function" || c.Name == "" {
-		return nil, invalid("tool_choice", CodeUnsupportedParameter, "'tool_choice' must be auto, none, required or a function by name")
-	}
-	return marshal(map[string]any{"type": "function", "function": map[string]string{"name": c.Name}}), nil
-}
-
-// translateTextFormat turns text.format into chat's response_format; nil
-// for plain text.
-func translateTextFormat(raw json.RawMessage) (json.RawMessage, *wire.Error) {
-	var text struct {
-		Format map[string]json.RawMessage `json:"format"`
-	}
-	if json.Unmarshal(raw, &text) != nil {
-		return nil, invalid("text", CodeInvalidValue, "'text' must be an object")
-	}
-	var typ string
-	if text.Format != nil && json.Unmarshal(text.Format["type"], &typ) != nil {
-		return nil, invalid("text.format.type", CodeInvalidValue, "'text.format.type' must be a string")
-	}
-	switch typ {
-	case "", "text":
-		return nil, nil
-	case "json_object":
-		return marshal(map[string]string{"type": "json_object"}), nil
-	case "json_schema":
-		schema := map[string]json.RawMessage{}
-		for _, k := range []string{"name", "schema", "strict", "description"} {
-			if v, ok := text.Format[k]; ok {
-				schema[k] = v
-			}
-		}
-		return marshal(map[string]any{"type": "json_schema", "json_schema": schema}), nil
-	}
-	return nil, invalid("text.format.type", CodeUnsupportedParameter, "text format %q is not supported", typ)
-}
-
-// responsesParam names a parameter of the translated chat request as the
-// client sent it.
-func responsesParam(param string) string {
-	switch {
-	case strings.HasPrefix(param, "messages"):
-		return "input"
-	case param == "max_tokens":
-		return "max_output_tokens"
-	case param == "response_format":
-		return "text.format"
-	}
-	return param
+	return responsesRequest{chat: creq, stream: req.Stream, background: req.Background}, nil
 }

@@ -29,10 +29,10 @@ type respEvent struct {
 
 // responseResult is the part of a Response the tests check.
 type responseResult struct {
-	ID                string             `json:"id"`
-	Status            string             `json:"status"`
-	IncompleteDetails *incompleteDetails `json:"incomplete_details"`
-	Error             *responseError     `json:"error"`
+	ID                string                       `json:"id"`
+	Status            string                       `json:"status"`
+	IncompleteDetails *responses.IncompleteDetails `json:"incomplete_details"`
+	Error             *responses.ResponseError     `json:"error"`
 	Output            []struct {
 		ID        string `json:"id"`
 		Type      string `json:"type"`
@@ -114,7 +114,7 @@ func TestResponsesWireFormat(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{RetryHint: 1500 * time.Millisecond})
 	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000}, goldenFrames())
-	url := edge.url + "/v1/responses/" + responseID(fixedID) + "?stream=true"
+	url := edge.url + "/v1/responses/" + responses.ResponseID(fixedID) + "?stream=true"
 
 	whole := readAll(t, do(t, "GET", url, "", nil))
 	golden(t, "responses_done.sse", whole)
@@ -123,7 +123,7 @@ func TestResponsesWireFormat(t *testing.T) {
 		// openai-go's GetStreaming asks with "stream" in the GET's body.
 		for _, req := range []struct{ url, body string }{
 			{fmt.Sprintf("%s&starting_after=%d", url, after), ""},
-			{fmt.Sprintf("%s/v1/responses/%s?starting_after=%d", edge.url, responseID(fixedID), after), `{"stream":true}`},
+			{fmt.Sprintf("%s/v1/responses/%s?starting_after=%d", edge.url, responses.ResponseID(fixedID), after), `{"stream":true}`},
 		} {
 			body := readAll(t, do(t, "GET", req.url, req.body, nil))
 			// The retry event, then the events numbered after+1 on.
@@ -133,7 +133,7 @@ func TestResponsesWireFormat(t *testing.T) {
 		}
 	}
 
-	res := do(t, "GET", edge.url+"/v1/responses/"+responseID(fixedID), "", nil)
+	res := do(t, "GET", edge.url+"/v1/responses/"+responses.ResponseID(fixedID), "", nil)
 	r := decodeResponse(t, res)
 	if res.StatusCode != http.StatusOK || r.Status != "completed" || r.text() != "Hello" || len(r.Output) != 2 ||
 		r.Output[1].Type != "function_call" || r.Output[1].CallID != "call_1" || r.Output[1].Arguments != "{}" ||
@@ -405,7 +405,7 @@ func TestResponsesDrainedClientResumesOnAnotherEdge(t *testing.T) {
 		}
 	}()
 	res := do(t, "POST", a.url+"/v1/responses", responsesBody(`,"stream":true`), nil)
-	id := responseID(res.Header.Get("X-Relay-Stream-Id"))
+	id := responses.ResponseID(res.Header.Get("X-Relay-Stream-Id"))
 	<-released
 	r := bufio.NewReader(res.Body)
 	got := readEvents(t, r, func(ev sseEvent) bool { return strings.Contains(ev.Data, `"delta":"w3 "`) })

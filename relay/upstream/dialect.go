@@ -3,10 +3,12 @@ package upstream
 import (
 	"context"
 	"errors"
-	"github.com/relaydev/relay/relay/dialect/chat"
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/relaydev/relay/relay/dialect/chat"
+	"github.com/relaydev/relay/relay/dialect/responses"
 )
 
 // Dialect is the API a provider speaks. Whatever the dialect, Client.Stream
@@ -96,7 +98,7 @@ func (t Target) translate(body []byte) ([]byte, eventDecoder, error) {
 		}
 		return out, newAnthropicDecoder(trimmed), nil
 	case DialectResponses:
-		out, err := toResponses(body)
+		out, err := responses.FromChat(body)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -112,3 +114,11 @@ func (t Target) translate(body []byte) ([]byte, eventDecoder, error) {
 type eventDecoder interface {
 	decode(ev Event) (chat.Delta, error)
 }
+
+// responsesDecoder reads a Responses provider's events with the dialect's
+// Decoder.
+type responsesDecoder struct{ d *responses.Decoder }
+
+func newResponsesDecoder() responsesDecoder { return responsesDecoder{responses.NewDecoder()} }
+
+func (r responsesDecoder) decode(ev Event) (chat.Delta, error) { return r.d.Decode(ev.Event, ev.Data) }

@@ -1,6 +1,3 @@
-// Package responses is OpenAI's Responses API as both sides of the relay
-// speak it: the edge renders it for its clients, the worker's upstream
-// client reads it from providers, from the same declarations.
 package responses
 
 import "github.com/relaydev/relay/relay/wire"

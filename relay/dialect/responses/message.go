@@ -1,10 +1,11 @@
-package edge
+package responses
 
 import (
 	"encoding/json"
 	"fmt"
 	"slices"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -54,7 +55,7 @@ type annotationEvent struct {
 
 // messageChunk renders what a chunk says of the answer's message: text
 // with its logprobs entries, annotations of the text, a refusal.
-func (r *responseEvents) messageChunk(out *sseWriter, f wire.Frame) {
+func (r *Renderer) messageChunk(out chat.EventWriter, f wire.Frame) {
 	it := r.message(out)
 	if f.Content != "" || len(f.Annotations) > 0 {
 		ci := r.part(out, it, partText)
@@ -82,12 +83,12 @@ func (r *responseEvents) messageChunk(out *sseWriter, f wire.Frame) {
 }
 
 // message is the open message item, opened if there is none.
-func (r *responseEvents) message(out *sseWriter) *outputItem {
+func (r *Renderer) message(out chat.EventWriter) *outputItem {
 	if r.msg >= 0 {
 		return r.items[r.msg]
 	}
 	r.msg = len(r.items)
-	it := &outputItem{id: fmt.Sprintf("msg_%s_%d", r.v.id, r.msg), status: responseInProgress}
+	it := &outputItem{id: fmt.Sprintf("msg_%s_%d", r.s.ID, r.msg), status: StatusInProgress}
 	r.items = append(r.items, it)
 	r.emit(out, "response.output_item.added", &itemEvent{OutputIndex: r.msg, Item: it.object(false)})
 	return it
@@ -95,7 +96,7 @@ func (r *responseEvents) message(out *sseWriter) *outputItem {
 
 // part returns the content index of the open message's part of kind,
 // added if the message has none.
-func (r *responseEvents) part(out *sseWriter, it *outputItem, kind string) int {
+func (r *Renderer) part(out chat.EventWriter, it *outputItem, kind string) int {
 	if ci := slices.Index(it.parts, kind); ci >= 0 {
 		return ci
 	}
@@ -106,7 +107,7 @@ func (r *responseEvents) part(out *sseWriter, it *outputItem, kind string) int {
 }
 
 // closeParts renders the done events of message oi's parts.
-func (r *responseEvents) closeParts(out *sseWriter, oi int, it *outputItem) {
+func (r *Renderer) closeParts(out chat.EventWriter, oi int, it *outputItem) {
 	for ci, kind := range it.parts {
 		part := it.partObject(kind, true)
 		switch kind {

@@ -1,4 +1,4 @@
-package upstream
+package responses
 
 import (
 	"encoding/json"
@@ -8,32 +8,32 @@ import (
 	"github.com/relaydev/relay/relay/dialect/chat"
 )
 
-// responsesRequest is a streaming request to OpenAI's Responses API. The
+// providerRequest is a streaming request to OpenAI's Responses API. The
 // relay keeps the conversation itself, so the provider is asked not to
 // store the response.
-type responsesRequest struct {
-	Model             string           `json:"model"`
-	Input             []any            `json:"input"`
-	MaxOutputTokens   int              `json:"max_output_tokens,omitempty"`
-	Temperature       json.RawMessage  `json:"temperature,omitempty"`
-	TopP              json.RawMessage  `json:"top_p,omitempty"`
-	Tools             []responsesTool  `json:"tools,omitempty"`
-	ToolChoice        any              `json:"tool_choice,omitempty"`
-	ParallelToolCalls *bool            `json:"parallel_tool_calls,omitempty"`
-	Reasoning         *responsesEffort `json:"reasoning,omitempty"`
-	User              string           `json:"user,omitempty"`
-	Store             bool             `json:"store"`
-	Stream            bool             `json:"stream"`
+type providerRequest struct {
+	Model             string          `json:"model"`
+	Input             []any           `json:"input"`
+	MaxOutputTokens   int             `json:"max_output_tokens,omitempty"`
+	Temperature       json.RawMessage `json:"temperature,omitempty"`
+	TopP              json.RawMessage `json:"top_p,omitempty"`
+	Tools             []providerTool  `json:"tools,omitempty"`
+	ToolChoice        any             `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	Reasoning         *providerEffort `json:"reasoning,omitempty"`
+	User              string          `json:"user,omitempty"`
+	Store             bool            `json:"store"`
+	Stream            bool            `json:"stream"`
 }
 
-type responsesEffort struct {
+type providerEffort struct {
 	Effort string `json:"effort"`
 }
 
-// responsesTool is a function tool. Strict is sent false because chat
+// providerTool is a function tool. Strict is sent false because chat
 // completions' tools are not strict unless asked, and the Responses API's
 // are by default.
-type responsesTool struct {
+type providerTool struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
@@ -43,50 +43,50 @@ type responsesTool struct {
 
 // The input items of a Responses request.
 type (
-	responsesMessage struct {
-		Type    string             `json:"type"`
-		Role    string             `json:"role"`
-		Content []responsesContent `json:"content"`
+	providerMessage struct {
+		Type    string            `json:"type"`
+		Role    string            `json:"role"`
+		Content []providerContent `json:"content"`
 	}
-	responsesContent struct {
+	providerContent struct {
 		Type     string `json:"type"`
 		Text     string `json:"text,omitempty"`
 		ImageURL string `json:"image_url,omitempty"`
 	}
-	responsesCall struct {
+	providerCall struct {
 		Type      string `json:"type"`
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
 	}
-	responsesCallOutput struct {
+	providerCallOutput struct {
 		Type   string `json:"type"`
 		CallID string `json:"call_id"`
 		Output string `json:"output"`
 	}
 )
 
-// errNoStop refuses a request with stop sequences: the Responses API has
+// ErrNoStop refuses a request with stop sequences: the Responses API has
 // none, and an answer that runs past them is not the one asked for.
-var errNoStop = errors.New("stop has no equivalent in the Responses API")
+var ErrNoStop = errors.New("stop has no equivalent in the Responses API")
 
-// toResponses translates a chat completion request into a streaming
-// Responses request: each message becomes an input message (text and
-// images), a tool call a function_call item and a tool message its
-// function_call_output.
+// FromChat translates a chat completion request into a streaming
+// Responses request for a provider: each message becomes an input
+// message (text and images), a tool call a function_call item and a tool
+// message its function_call_output.
 //
 // The Responses API answers an assistant message last with a new message,
 // it does not extend it: a cut answer on such a provider is continued in
 // prompt mode (see provider.Config.Type).
-func toResponses(body []byte) ([]byte, error) {
+func FromChat(body []byte) ([]byte, error) {
 	req, err := chat.ParseRequest(body)
 	if err != nil {
 		return nil, err
 	}
 	if stops, err := req.StopSequences(); err != nil || len(stops) > 0 {
-		return nil, errors.Join(err, errNoStop)
+		return nil, errors.Join(err, ErrNoStop)
 	}
-	rr := responsesRequest{
+	rr := providerRequest{
 		Model:             req.Model,
 		MaxOutputTokens:   outputLimit(req.AnswerLimit()),
 		Temperature:       req.Temperature,
@@ -96,10 +96,10 @@ func toResponses(body []byte) ([]byte, error) {
 		Stream:            true,
 	}
 	if req.ReasoningEffort != "" {
-		rr.Reasoning = &responsesEffort{Effort: req.ReasoningEffort}
+		rr.Reasoning = &providerEffort{Effort: req.ReasoningEffort}
 	}
 	for i, m := range req.Messages {
-		items, err := responsesItems(m)
+		items, err := providerItems(m)
 		if err != nil {
 			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
@@ -109,7 +109,7 @@ func toResponses(body []byte) ([]byte, error) {
 		if t.Type != "function" {
 			return nil, fmt.Errorf("tools[%d]: type %q has no equivalent in the Responses API", i, t.Type)
 		}
-		rr.Tools = append(rr.Tools, responsesTool{Type: "function", Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+		rr.Tools = append(rr.Tools, providerTool{Type: "function", Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
 	mode, name, err := chat.ToolChoice(req.ToolChoice)
 	switch {
@@ -138,8 +138,8 @@ func outputLimit(n int) int {
 	return max(n, minOutputTokens)
 }
 
-// responsesItems translates one chat message into input items.
-func responsesItems(m chat.Message) ([]any, error) {
+// providerItems translates one chat message into input items.
+func providerItems(m chat.Message) ([]any, error) {
 	switch m.Role {
 	case "system", "developer", "user", "assistant":
 	case "tool":
@@ -147,7 +147,7 @@ func responsesItems(m chat.Message) ([]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []any{responsesCallOutput{Type: "function_call_output", CallID: m.ToolCallID, Output: s}}, nil
+		return []any{providerCallOutput{Type: "function_call_output", CallID: m.ToolCallID, Output: s}}, nil
 	default:
 		return nil, fmt.Errorf("role %q has no equivalent in the Responses API", m.Role)
 	}
@@ -159,13 +159,13 @@ func responsesItems(m chat.Message) ([]any, error) {
 	if m.Role == "assistant" {
 		textType = "output_text"
 	}
-	msg := responsesMessage{Type: "message", Role: m.Role}
+	msg := providerMessage{Type: "message", Role: m.Role}
 	for _, p := range ps {
 		switch {
 		case p.Type == "text":
-			msg.Content = append(msg.Content, responsesContent{Type: textType, Text: p.Text})
+			msg.Content = append(msg.Content, providerContent{Type: textType, Text: p.Text})
 		case p.Type == "image_url" && m.Role == "user":
-			msg.Content = append(msg.Content, responsesContent{Type: "input_image", ImageURL: p.URL()})
+			msg.Content = append(msg.Content, providerContent{Type: "input_image", ImageURL: p.URL()})
 		default:
 			return nil, fmt.Errorf("content part of type %q has no equivalent in the Responses API", p.Type)
 		}
@@ -175,7 +175,7 @@ func responsesItems(m chat.Message) ([]any, error) {
 		items = append(items, msg)
 	}
 	for _, tc := range m.ToolCalls {
-		items = append(items, responsesCall{Type: "function_call", CallID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		items = append(items, providerCall{Type: "function_call", CallID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
 	return items, nil
 }

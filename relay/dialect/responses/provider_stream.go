@@ -1,4 +1,4 @@
-package upstream
+package responses
 
 import (
 	"cmp"
@@ -7,21 +7,20 @@ import (
 	"strings"
 
 	"github.com/relaydev/relay/relay/dialect/chat"
-	"github.com/relaydev/relay/relay/dialect/responses"
 )
 
-// responsesEvent is the data of a Responses stream event, every type's
+// providerEvent is the data of a Responses stream event, every type's
 // fields in one struct: the type says which are set.
-type responsesEvent struct {
-	Type        string             `json:"type"`
-	Delta       string             `json:"delta"`
-	ItemID      string             `json:"item_id"`
-	OutputIndex int                `json:"output_index"`
-	Item        *responsesItem     `json:"item"`
-	Response    *responsesResponse `json:"response"`
+type providerEvent struct {
+	Type        string            `json:"type"`
+	Delta       string            `json:"delta"`
+	ItemID      string            `json:"item_id"`
+	OutputIndex int               `json:"output_index"`
+	Item        *providerItem     `json:"item"`
+	Response    *providerResponse `json:"response"`
 }
 
-type responsesItem struct {
+type providerItem struct {
 	Type      string `json:"type"`
 	ID        string `json:"id"`
 	CallID    string `json:"call_id"`
@@ -29,38 +28,51 @@ type responsesItem struct {
 	Arguments string `json:"arguments"`
 }
 
-type responsesResponse struct {
+type providerResponse struct {
 	Model             string      `json:"model"`
 	Status            string      `json:"status"`
 	Error             *chat.Error `json:"error"`
 	IncompleteDetails *struct {
 		Reason string `json:"reason"`
 	} `json:"incomplete_details"`
-	Usage *responses.Usage `json:"usage"`
+	Usage *Usage `json:"usage"`
 }
 
-// responsesDecoder turns Responses stream events into chat Deltas: output
-// text into content, reasoning text and summaries into Reasoning, function
-// calls into tool_calls fragments indexed in order of appearance, and the
-// final response's status and usage into a finish reason and usage.
-type responsesDecoder struct {
+// Decoder turns the events of a provider's Responses stream into chat
+// Deltas: output text into content, reasoning text and summaries into
+// Reasoning, function calls into tool_calls fragments indexed in order of
+// appearance, and the final response's status and usage into a finish
+// reason and usage. It holds one stream's state: a Decoder a stream.
+type Decoder struct {
 	// tools maps a function_call item's output_index to its tool call.
-	tools map[int]*toolBlock
+	tools map[int]*decodedCall
 }
 
-func newResponsesDecoder() *responsesDecoder {
-	return &responsesDecoder{tools: make(map[int]*toolBlock)}
+// decodedCall is a function call of the stream: its chat tool call index,
+// and whether any argument text was sent for it.
+type decodedCall struct {
+	index   int
+	hasArgs bool
 }
 
-func (d *responsesDecoder) decode(ev Event) (chat.Delta, error) {
-	var e responsesEvent
-	if err := json.Unmarshal(ev.Data, &e); err != nil {
-		return chat.Delta{}, fmt.Errorf("%w: %s event: %w", ErrMalformed, ev.Event, err)
+// NewDecoder returns the Decoder of a new stream.
+func NewDecoder() *Decoder {
+	return &Decoder{tools: make(map[int]*decodedCall)}
+}
+
+// Decode returns the chat.Delta that an event (its type, event, and its
+// data) carries, chat.ErrNoDelta for an event that carries nothing, or an
+// error of the stream: chat.ErrMalformed for data that is not the
+// dialect's, a *chat.Error for the provider's error.
+func (d *Decoder) Decode(event string, data []byte) (chat.Delta, error) {
+	var e providerEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		return chat.Delta{}, fmt.Errorf("%w: %s event: %w", chat.ErrMalformed, event, err)
 	}
 	switch e.Type {
 	case "response.created":
 		if e.Response == nil {
-			return chat.Delta{}, fmt.Errorf("%w: response.created without a response", ErrMalformed)
+			return chat.Delta{}, fmt.Errorf("%w: response.created without a response", chat.ErrMalformed)
 		}
 		return chat.Delta{Role: "assistant", Model: e.Response.Model}, nil
 	case "response.output_text.delta", "response.refusal.delta":
@@ -73,13 +85,13 @@ func (d *responsesDecoder) decode(ev Event) (chat.Delta, error) {
 		if e.Item == nil || e.Item.Type != "function_call" {
 			return chat.Delta{}, chat.ErrNoDelta
 		}
-		t := &toolBlock{index: len(d.tools)}
+		t := &decodedCall{index: len(d.tools)}
 		d.tools[e.OutputIndex] = t
 		return chat.Delta{ToolCalls: chat.ToolFragment(t.index, e.Item.CallID, e.Item.Name, "")}, nil
 	case "response.function_call_arguments.delta":
 		t := d.tools[e.OutputIndex]
 		if t == nil {
-			return chat.Delta{}, fmt.Errorf("%w: arguments for output %d, which is no function call", ErrMalformed, e.OutputIndex)
+			return chat.Delta{}, fmt.Errorf("%w: arguments for output %d, which is no function call", chat.ErrMalformed, e.OutputIndex)
 		}
 		if e.Delta == "" {
 			return chat.Delta{}, chat.ErrNoDelta
@@ -95,7 +107,7 @@ func (d *responsesDecoder) decode(ev Event) (chat.Delta, error) {
 		return chat.Delta{}, chat.ErrNoDelta
 	case "response.completed", "response.incomplete":
 		if e.Response == nil {
-			return chat.Delta{}, fmt.Errorf("%w: %s without a response", ErrMalformed, e.Type)
+			return chat.Delta{}, fmt.Errorf("%w: %s without a response", chat.ErrMalformed, e.Type)
 		}
 		return d.final(*e.Response), nil
 	case "response.failed":
@@ -107,8 +119,8 @@ func (d *responsesDecoder) decode(ev Event) (chat.Delta, error) {
 		// An error event's fields are an error object's, at the top
 		// level; its type is the event's, not the error's.
 		var oe chat.Error
-		if err := json.Unmarshal(ev.Data, &oe); err != nil {
-			return chat.Delta{}, fmt.Errorf("%w: error event: %w", ErrMalformed, err)
+		if err := json.Unmarshal(data, &oe); err != nil {
+			return chat.Delta{}, fmt.Errorf("%w: error event: %w", chat.ErrMalformed, err)
 		}
 		oe.Type = ""
 		return chat.Delta{}, fmt.Errorf("error in stream: %w", typed(oe))
@@ -128,7 +140,7 @@ func typed(e chat.Error) *chat.Error {
 }
 
 // final is the finish reason and usage of the response's last event.
-func (d *responsesDecoder) final(r responsesResponse) chat.Delta {
+func (d *Decoder) final(r providerResponse) chat.Delta {
 	out := chat.Delta{FinishReason: "stop", Model: r.Model}
 	switch {
 	case r.Status == "incomplete" && r.IncompleteDetails != nil && r.IncompleteDetails.Reason == "content_filter":

@@ -1,11 +1,14 @@
-package edge
+package responses
 
 import (
 	"testing"
+
+	"github.com/relaydev/relay/relay/dialect/chat"
+	"github.com/relaydev/relay/relay/wire"
 )
 
-// everyModel serves any model, without caps.
-var everyModel = limits{served: func(string) bool { return true }, maxMessages: -1, maxTokens: -1}
+// anyModel is a caller that serves every model.
+func anyModel(string) *wire.Error { return nil }
 
 // TestResponsesRequestTranslation: what each Responses input becomes in
 // the chat completion request the workers generate.
@@ -35,23 +38,59 @@ func TestResponsesRequestTranslation(t *testing.T) {
 		{"json schema output", `{"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"},"strict":true}}}`,
 			`{"messages":[{"role":"user","content":"hi"}],"model":"m","response_format":{"json_schema":{"name":"x","schema":{"type":"object"},"strict":true},"type":"json_schema"}}`},
 	} {
-		req, e := parseResponsesRequest([]byte(tc.in), everyModel)
+		req, e := ParseRequest([]byte(tc.in), anyModel)
 		if e != nil {
 			t.Errorf("%s: %+v", tc.name, e)
 			continue
 		}
-		if string(req.chat.Body) != tc.want {
-			t.Errorf("%s:\n got %s\nwant %s", tc.name, req.chat.Body, tc.want)
+		if string(req.Chat) != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, req.Chat, tc.want)
 		}
 	}
 }
 
 func TestResponsesRequestFlags(t *testing.T) {
-	req, e := parseResponsesRequest([]byte(`{"model":"m","input":"hi","stream":true,"background":true}`), everyModel)
-	if e != nil || !req.stream || !req.background || req.chat.Model != "m" {
+	req, e := ParseRequest([]byte(`{"model":"m","input":"hi","stream":true,"background":true}`), anyModel)
+	if e != nil || !req.Stream || !req.Background {
 		t.Fatalf("%+v %+v", req, e)
 	}
-	if _, e := parseResponsesRequest([]byte(`{"model":"m","input":"hi","background":"yes"}`), everyModel); e == nil || e.Param != "background" {
+	if c, err := chat.ParseRequest(req.Chat); err != nil || c.Model != "m" {
+		t.Fatalf("chat request %s: %+v %v", req.Chat, c, err)
+	}
+	if _, e := ParseRequest([]byte(`{"model":"m","input":"hi","background":"yes"}`), anyModel); e == nil || e.Param != "background" {
 		t.Fatalf("background \"yes\": %+v", e)
 	}
+}
+
+// FuzzParseRequest: Responses bodies come from clients. A body is refused
+// with a 400 that says what is wrong, or with the caller's error for its
+// model, or becomes a chat completion request that parses.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","input":"hi","stream":true}`,
+		`{"model":"m","instructions":"x","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}]}`,
+		`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"1"}]}`,
+		`{"model":"m","input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":"auto","text":{"format":{"type":"json_object"}}}`,
+		`{"model":"unknown","input":"hi"}`, `{"model":"m","input":[]}`, `[]`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	unknown := &wire.Error{Message: "no such model", Code: "model_not_found", Status: 404}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, e := ParseRequest(body, func(model string) *wire.Error {
+			if model == "unknown" {
+				return unknown
+			}
+			return nil
+		})
+		switch {
+		case e == unknown:
+		case e != nil && (e.Status != 400 || e.Message == "" || e.Code == "" || e.Type != wire.TypeInvalidRequest):
+			t.Fatalf("bad error %+v", e)
+		case e == nil:
+			if _, err := chat.ParseRequest(req.Chat); err != nil {
+				t.Fatalf("translated %s to %s: %v", body, req.Chat, err)
+			}
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package edge
+package responses
 
 import (
 	"encoding/json"
@@ -42,24 +42,24 @@ func translateInput(input, instructions json.RawMessage) ([]chat.Message, *wire.
 	var messages []chat.Message
 	if instructions != nil && !isNull(instructions) {
 		if !isString(instructions) {
-			return nil, invalid("instructions", CodeInvalidValue, "'instructions' must be a string")
+			return nil, invalid("instructions", codeInvalidValue, "'instructions' must be a string")
 		}
 		messages = append(messages, chat.Message{Role: "system", Content: instructions})
 	}
 	if input == nil || isNull(input) {
-		return nil, invalid("input", CodeInvalidValue, "missing required parameter: 'input'")
+		return nil, invalid("input", codeInvalidValue, "missing required parameter: 'input'")
 	}
 	if isString(input) {
 		return append(messages, chat.Message{Role: "user", Content: input}), nil
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(input, &items) != nil || len(items) == 0 {
-		return nil, invalid("input", CodeInvalidValue, "'input' must be a string or a non-empty array of items")
+		return nil, invalid("input", codeInvalidValue, "'input' must be a string or a non-empty array of items")
 	}
 	for i, raw := range items {
 		var it inputItem
 		if json.Unmarshal(raw, &it) != nil {
-			return nil, invalid(fmt.Sprintf("input[%d]", i), CodeInvalidValue, "input[%d] must be an object", i)
+			return nil, invalid(fmt.Sprintf("input[%d]", i), codeInvalidValue, "input[%d] must be an object", i)
 		}
 		var e *wire.Error
 		switch it.Type {
@@ -89,7 +89,7 @@ func translateInput(input, instructions json.RawMessage) ([]chat.Message, *wire.
 func translateMessage(it inputItem, i int) (chat.Message, *wire.Error) {
 	role, ok := inputRoles[it.Role]
 	if !ok {
-		return chat.Message{}, invalid(fmt.Sprintf("input[%d].role", i), CodeInvalidValue,
+		return chat.Message{}, invalid(fmt.Sprintf("input[%d].role", i), codeInvalidValue,
 			"input[%d].role %q is not user, assistant, system or developer", i, it.Role)
 	}
 	content, e := translateContent(it.Content, fmt.Sprintf("input[%d].content", i))
@@ -104,7 +104,7 @@ func translateContent(raw json.RawMessage, param string) (json.RawMessage, *wire
 	}
 	var parts []inputPart
 	if json.Unmarshal(raw, &parts) != nil || len(parts) == 0 {
-		return nil, invalid(param, CodeInvalidValue, "%s must be a string or a non-empty array of content parts", param)
+		return nil, invalid(param, codeInvalidValue, "%s must be a string or a non-empty array of content parts", param)
 	}
 	out := make([]chat.Part, len(parts))
 	for j, p := range parts {
@@ -142,7 +142,7 @@ func appendCall(messages []chat.Message, it inputItem) []chat.Message {
 // callOutput is a function call's output as a tool message's content.
 func callOutput(it inputItem, i int) (json.RawMessage, *wire.Error) {
 	if it.CallID == "" {
-		return nil, invalid(fmt.Sprintf("input[%d].call_id", i), CodeInvalidValue, "input[%d].call_id is required", i)
+		return nil, invalid(fmt.Sprintf("input[%d].call_id", i), codeInvalidValue, "input[%d].call_id is required", i)
 	}
 	return translateContent(it.Output, fmt.Sprintf("input[%d].output", i))
 }

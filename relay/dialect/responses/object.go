@@ -1,26 +1,24 @@
-package edge
+package responses
 
 import (
 	"encoding/json"
 	"strings"
 
 	"github.com/relaydev/relay/relay/dialect/chat"
-	"github.com/relaydev/relay/relay/dialect/responses"
-	"github.com/relaydev/relay/relay/wire"
 )
 
-// responseObject is OpenAI's Response, as POST /v1/responses answers it,
+// Response is OpenAI's Response, as POST /v1/responses answers it,
 // GET /v1/responses/{id} reads it and the lifecycle events carry it. It is
 // built from the stream's frames alone, so every edge renders it the same;
 // the request's sampling parameters and tools are not kept with the
 // stream, so they are not echoed (null, or the defaults).
-type responseObject struct {
+type Response struct {
 	ID                string             `json:"id"`
 	Object            string             `json:"object"`
 	CreatedAt         int64              `json:"created_at"`
 	Status            string             `json:"status"`
-	Error             *responseError     `json:"error"`
-	IncompleteDetails *incompleteDetails `json:"incomplete_details"`
+	Error             *ResponseError     `json:"error"`
+	IncompleteDetails *IncompleteDetails `json:"incomplete_details"`
 	Instructions      *string            `json:"instructions"`
 	Model             string             `json:"model"`
 	Output            []any              `json:"output"`
@@ -29,7 +27,7 @@ type responseObject struct {
 	TopP              *float64           `json:"top_p"`
 	ToolChoice        string             `json:"tool_choice"`
 	Tools             []any              `json:"tools"`
-	Usage             *responses.Usage   `json:"usage"`
+	Usage             *Usage             `json:"usage"`
 	Metadata          map[string]string  `json:"metadata"`
 	// Relay names the model the client asked for when another one
 	// answered (a fallback); not one of OpenAI's fields.
@@ -38,35 +36,26 @@ type responseObject struct {
 
 // Statuses of a Response and of its output items.
 const (
-	responseQueued     = "queued"
-	responseInProgress = "in_progress"
-	responseCompleted  = "completed"
-	responseIncomplete = "incomplete"
-	responseFailed     = "failed"
-	responseCancelled  = "cancelled"
+	StatusQueued     = "queued"
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+	StatusIncomplete = "incomplete"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
 )
 
-type responseError struct {
+// ResponseError is the error of a failed Response, or of one cut
+// incomplete.
+type ResponseError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
-// incompleteDetails says why a response is incomplete: OpenAI's
+// IncompleteDetails says why a response is incomplete: OpenAI's
 // max_output_tokens and content_filter, the relay's "cancelled", or the
 // code of the error that ended a cut answer (retries_exhausted, ...).
-type incompleteDetails struct {
+type IncompleteDetails struct {
 	Reason string `json:"reason"`
-}
-
-// responseID is the Response id of stream id: the id itself, so that any
-// edge finds the stream of a Response without a lookup.
-func responseID(streamID string) string { return "resp_" + streamID }
-
-// streamOfResponse is the stream id of a Response id; false when it is not
-// one the relay gave out.
-func streamOfResponse(id string) (string, bool) {
-	s, ok := strings.CutPrefix(id, "resp_")
-	return s, ok && wire.ValidStreamID(s)
 }
 
 // outputItem is an item of a Response's output as it is being built: an
@@ -81,7 +70,7 @@ type outputItem struct {
 	// arguments, so far.
 	text strings.Builder
 	// parts are the kinds of the message's content parts, in order
-	// (responses_message.go); refusal is its refusal text, annotations
+	// (message.go); refusal is its refusal text, annotations
 	// and logprobs those of its output_text so far.
 	parts        []string
 	refusal      strings.Builder
