@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"io"
 	"net/http"
@@ -24,10 +25,6 @@ const (
 	// DialectResponses is OpenAI's Responses API (POST /responses).
 	DialectResponses Dialect = "openai_responses"
 )
-
-// AnthropicVersion is the anthropic-version header of every call to an
-// Anthropic provider: the version whose events the decoder reads.
-const AnthropicVersion = "2023-06-01"
 
 // ErrUntranslatable means the chat request cannot be said in the provider's
 // dialect (a message of an unknown role, tool arguments that are not a JSON
@@ -74,7 +71,7 @@ func (t Target) setHeaders(h http.Header) {
 // no credential, for local servers that need none.
 func (t Target) Authorize(h http.Header) {
 	if t.Dialect == DialectAnthropic {
-		h.Set("anthropic-version", AnthropicVersion)
+		h.Set("anthropic-version", anthropic.Version)
 		if t.APIKey != "" {
 			h.Set("x-api-key", t.APIKey)
 		}
@@ -90,7 +87,7 @@ func (t Target) Authorize(h http.Header) {
 func (t Target) translate(body []byte) ([]byte, eventDecoder, error) {
 	switch t.Dialect {
 	case DialectAnthropic:
-		out, trimmed, err := toAnthropic(body)
+		out, trimmed, err := anthropic.FromChat(body)
 		if err != nil {
 			return nil, nil, err
 		}

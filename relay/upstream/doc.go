@@ -2,8 +2,9 @@
 // streaming endpoint and to turn its server-sent events into token deltas.
 // The worker always speaks chat completions; a provider of another Dialect
 // (Anthropic Messages, the Responses API) gets the request translated
-// (anthropic_request.go, responses_request.go) and its events decoded into
-// the same Deltas (anthropic_stream.go, responses_stream.go).
+// (anthropic.FromChat of relay/dialect/anthropic, responses_request.go) and
+// its events decoded into the same Deltas (anthropic.Decoder,
+// responses_stream.go).
 //
 // Flow:
 //
