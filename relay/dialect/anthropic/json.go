@@ -10,3 +10,10 @@ func marshal(v any) []byte {
 	}
 	return b
 }
+
+func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
+
+func isObject(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(raw, &m) == nil && m != nil
+}
