@@ -90,7 +90,7 @@ func joinText(prev, d map[string]any) bool {
 // with their citations, the tool call, the stop sequence and the cache
 // counts.
 func TestMessagesFromAnthropicProvider(t *testing.T) {
-	fixture, err := os.ReadFile("../relay/upstream/testdata/anthropic_messages_full.sse")
+	fixture, err := os.ReadFile("../relay/dialect/anthropic/testdata/messages_full.sse")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // reader knows (ErrNoDelta, io.EOF, ErrMalformed, the provider's
 // *chat.Error), never both, and its raw members are JSON arrays.
 func FuzzDecoder(f *testing.F) {
-	fixture, err := os.ReadFile("../../upstream/testdata/anthropic_messages_full.sse")
+	fixture, err := os.ReadFile("testdata/messages_full.sse")
 	if err != nil {
 		f.Fatal(err)
 	}
