@@ -267,7 +267,7 @@ func mustMarshal(t *testing.T, v any) string {
 // of its own, and checks that each member the relay does not rewrite
 // reaches a streaming client byte for byte.
 func TestPassthroughGoldenChunk(t *testing.T) {
-	golden, err := os.ReadFile("../relay/upstream/testdata/chunk_openai_full.json")
+	golden, err := os.ReadFile("../relay/dialect/chat/testdata/chunk_openai_full.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -69,7 +70,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveMessage(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
 	m := newMessageEvents(o.view, -1)
 	end, left, ok := s.followToEnd(w, r, o, func(f wire.Frame) error {
-		m.chunk(nil, f)
+		m.Chunk(nil, f)
 		return nil
 	})
 	if !ok {
@@ -79,9 +80,9 @@ func (s *Server) serveMessage(w http.ResponseWriter, r *http.Request, o origin) 
 		writeError(w, endError(end.Frame))
 		return false
 	}
-	m.finish(nil, end.Frame)
+	m.End(nil, end.Frame, endError(end.Frame))
 	markCached(w, []chunklog.Entry{end}) // cached.go
-	writeJSON(w, http.StatusOK, m.message())
+	writeJSON(w, http.StatusOK, m.Message())
 	return false
 }
 
@@ -93,7 +94,7 @@ func (s *Server) serveMessage(w http.ResponseWriter, r *http.Request, o origin) 
 // token's holder).
 func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	sid, ok := streamOfMessage(id)
+	sid, ok := anthropic.StreamOfMessage(id)
 	if !ok {
 		writeError(w, messageNotFound(id))
 		return
@@ -115,7 +116,7 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The events are rendered from the stream's first frame, whatever
-	// the client has (messages_events.go).
+	// the client has (anthropic.Events).
 	o, e := s.open(r.Context(), tenant, sid, "message_id", "", param)
 	s.obs.resume(cursor, e)
 	if e != nil {
@@ -151,24 +152,24 @@ func lastEventNumber(v, param string) (int, *wire.Error) {
 }
 
 // messageSnapshot is the Message of stream sid as far as it is stored.
-func (s *Server) messageSnapshot(ctx context.Context, tenant, sid string) (messageObject, *wire.Error) {
+func (s *Server) messageSnapshot(ctx context.Context, tenant, sid string) (anthropic.Message, *wire.Error) {
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	meta, _, err := s.meta.get(ctx, sid)
 	switch {
 	case errors.Is(err, errNoMeta), err == nil && meta.Tenant != tenant:
-		return messageObject{}, messageNotFound(messageID(sid))
+		return anthropic.Message{}, messageNotFound(anthropic.MessageID(sid))
 	case err != nil:
-		return messageObject{}, unavailable("reading stream metadata", err)
+		return anthropic.Message{}, unavailable("reading stream metadata", err)
 	}
 	m := newMessageEvents(view{id: sid, meta: meta}, -1)
 	if _, err := s.reader.Read(ctx, sid, 0, func(e chunklog.Entry) error {
-		m.frame(nil, e)
+		m.add(nil, e.Frame)
 		return nil
 	}); err != nil {
-		return messageObject{}, unavailable("reading the stream", err)
+		return anthropic.Message{}, unavailable("reading the stream", err)
 	}
-	return m.message(), nil
+	return m.Message(), nil
 }
 
 // messageNotFound is the 404 of an unknown Message id; another tenant's

@@ -90,14 +90,14 @@ func joinText(prev, d map[string]any) bool {
 // with their citations, the tool call, the stop sequence and the cache
 // counts.
 func TestMessagesFromAnthropicProvider(t *testing.T) {
-	fixture, err := os.ReadFile("../relay/upstream/testdata/anthropic_messages_full.sse")
+	fixture, err := os.ReadFile("../relay/dialect/anthropic/testdata/messages_full.sse")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
 	e.writeStream(fixedID, wire.Meta{Model: "claude-sonnet-4-5", Created: 1700000000}, anthropicFrames(t))
-	url := edge.url + "/v1/messages/" + messageID(fixedID)
+	url := edge.url + "/v1/messages/" + anthropic.MessageID(fixedID)
 
 	gotNames, got := comparableEvents(t, readAll(t, do(t, "GET", url, "", http.Header{"Accept": {"text/event-stream"}})))
 	wantNames, want := comparableEvents(t, string(fixture))
@@ -128,31 +128,6 @@ func TestMessagesFromAnthropicProvider(t *testing.T) {
 	if want := (anthropic.Usage{InputTokens: 25, CacheCreationInputTokens: 1200, CacheReadInputTokens: 800, OutputTokens: 89,
 		ServerToolUse: wire.TokenCounts{{Name: "web_search_requests", N: 1}}}); msg.StopReason != "stop_sequence" || msg.StopSequence != "\n\nHuman:" || !reflect.DeepEqual(msg.Usage, want) {
 		t.Errorf("stop %q %q, usage %+v, want stop_sequence and %+v", msg.StopReason, msg.StopSequence, msg.Usage, want)
-	}
-}
-
-// TestMessagesThinkingCutAtASeam: the thinking of an attempt cut before
-// its signature stays an unsigned block of its own; the next attempt's
-// thinking is another block, signed by its own signature.
-func TestMessagesThinkingCutAtASeam(t *testing.T) {
-	e := newEnv(t)
-	edge := e.startEdge(Config{})
-	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000}, []wire.Frame{
-		{Kind: wire.KindChunk, Role: "assistant", Reasoning: "Cut ", Provider: "claude", Model: testModel, Attempt: 1},
-		{Kind: wire.KindChunk, Reasoning: "Anew.", ReasoningSignature: "sig2", Provider: "claude", Model: testModel, Attempt: 2, Seam: wire.SeamContinuation},
-		{Kind: wire.KindChunk, Content: "Hi", Provider: "claude", Model: testModel, Attempt: 2},
-		{Kind: wire.KindEnd, Status: wire.StatusDone, FinishReason: "stop", Attempts: 2},
-	})
-	var msg struct {
-		Content []struct{ Type, Text, Thinking, Signature string } `json:"content"`
-	}
-	if err := jsonDecode(do(t, "GET", edge.url+"/v1/messages/"+messageID(fixedID), "", nil), &msg); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := json.Marshal(msg.Content)
-	want := `[{"Type":"thinking","Text":"","Thinking":"Cut ","Signature":""},{"Type":"thinking","Text":"","Thinking":"Anew.","Signature":"sig2"},{"Type":"text","Text":"Hi","Thinking":"","Signature":""}]`
-	if string(got) != want {
-		t.Errorf("content\n %s\nwant\n %s", got, want)
 	}
 }
 

@@ -4,13 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/relaydev/relay/relay/wire"
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 )
-
-// countTokensResponse is the answer of POST /v1/messages/count_tokens.
-type countTokensResponse struct {
-	InputTokens int `json:"input_tokens"`
-}
 
 // handleCountTokens serves POST /v1/messages/count_tokens with an
 // estimate: the relay has no tokenizer of the models behind it, so it
@@ -24,32 +19,17 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	fields, e := countTokensFields(body)
+	body, e = anthropic.CountTokensBody(body)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	req, e := parseMessagesRequest(marshal(fields), s.limits(principalOf(r)))
+	req, e := parseMessagesRequest(body, s.limits(principalOf(r)))
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, countTokensResponse{InputTokens: estimateTokens(req.chat.Body)})
-}
-
-// countTokensFields are the fields of a count_tokens body as a Messages
-// request's: max_tokens (which it lacks) set, stream (which it may not
-// have) left out.
-func countTokensFields(body []byte) (map[string]json.RawMessage, *wire.Error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return nil, invalid("", CodeInvalidJSON, "request body must be a JSON object")
-	}
-	if _, ok := fields["stream"]; ok {
-		return nil, invalid("stream", CodeUnsupportedParameter, "stream: extra inputs are not permitted")
-	}
-	fields["max_tokens"] = json.RawMessage("1")
-	return fields, nil
+	writeJSON(w, http.StatusOK, anthropic.TokenCount{InputTokens: estimateTokens(req.chat.Body)})
 }
 
 // bytesPerToken is the estimate's rule of thumb.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -11,7 +12,7 @@ import (
 //
 // Anthropic's SDKs read an error as {"type":"error","error":{"type",
 // "message"}} and pick the exception by the HTTP status; the error's type
-// is one of a closed set that follows the status (anthropicErrorType).
+// is one of a closed set that follows the status (anthropic.ErrorType).
 // Every path under /v1/messages answers in that shape: the edge's own
 // errors are written in many places (authentication, admission, the
 // draining edge, the handlers shared with chat completions), so rather
@@ -60,53 +61,7 @@ func speaksAnthropic(w http.ResponseWriter) bool {
 	}
 }
 
-// anthropicError is Anthropic's error body, and the data of its stream's
-// error event.
-type anthropicError struct {
-	Type  string              `json:"type"`
-	Error anthropicErrorInner `json:"error"`
-}
-
-type anthropicErrorInner struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-}
-
-// Anthropic's status for "overloaded": its SDKs retry it, as a 503.
-const statusOverloaded = 529
-
-func newAnthropicError(e *wire.Error) anthropicError {
-	return anthropicError{Type: "error", Error: anthropicErrorInner{Type: anthropicErrorType(statusOf(e, http.StatusInternalServerError)), Message: e.Message}}
-}
-
-// anthropicErrorType is the type Anthropic gives an error of an HTTP
-// status. The edge's and the providers' codes are not Anthropic's, so only
-// the status carries over; the message keeps what the code said.
-func anthropicErrorType(status int) string {
-	switch status {
-	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusConflict, http.StatusGone, http.StatusUnprocessableEntity:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusPaymentRequired:
-		return "billing_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-		return "timeout_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusServiceUnavailable, statusOverloaded:
-		return "overloaded_error"
-	}
-	return "api_error"
-}
-
 // writeAnthropicError answers with e in Anthropic's shape, with e's status.
 func writeAnthropicError(w http.ResponseWriter, e *wire.Error) {
-	writeJSON(w, statusOf(e, http.StatusInternalServerError), newAnthropicError(e))
+	writeJSON(w, statusOf(e, http.StatusInternalServerError), anthropic.ErrorOf(e).Body())
 }

@@ -5,122 +5,31 @@ import (
 	"testing"
 )
 
-// anyModel serves every model, without caps.
-var anyModel = limits{served: func(string) bool { return true }, maxMessages: -1, maxTokens: -1}
-
-// TestMessagesRequestTranslation pins the chat completion request each
-// kind of Messages request becomes.
-func TestMessagesRequestTranslation(t *testing.T) {
-	for _, tc := range []struct {
-		name, body, chat string
-		stream           bool
-	}{
-		{"a string, streamed",
-			`{"model":"m","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
-			`{"max_tokens":10,"messages":[{"role":"user","content":"hi"}],"model":"m"}`, true},
-		{"system blocks, text blocks, sampling and metadata",
-			`{"model":"m","max_tokens":5,"system":[{"type":"text","text":"be "},{"type":"text","text":"brief","cache_control":{"type":"ephemeral"}}],
-			  "messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
-			  "temperature":0.5,"top_p":0.9,"top_k":40,"stop_sequences":["END"],"metadata":{"user_id":"u1"},
-			  "thinking":{"type":"enabled","budget_tokens":1024},"service_tier":"auto"}`,
-			`{"max_tokens":5,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"ab"}],"model":"m",
-			  "stop":["END"],"temperature":0.5,"top_p":0.9,"user":"u1"}`, false},
-		{"images inline and by URL",
-			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"what?"},
-			  {"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},
-			  {"type":"image","source":{"type":"url","url":"https://example.com/a.jpg"}}]}]}`,
-			`{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"what?"},
-			  {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},{"type":"image_url","image_url":{"url":"https://example.com/a.jpg"}}]}],"model":"m"}`, false},
-		{"a tool round trip",
-			`{"model":"m","max_tokens":5,"tools":[{"name":"get_weather","description":"d","input_schema":{"type":"object"}}],
-			  "tool_choice":{"type":"any","disable_parallel_tool_use":true},"messages":[
-			  {"role":"user","content":"weather?"},
-			  {"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"text","text":"let me see"},
-			    {"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}}]},
-			  {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"sunny"}]},{"type":"text","text":"and?"}]}]}`,
-			`{"max_tokens":5,"messages":[{"role":"user","content":"weather?"},
-			  {"role":"assistant","content":"let me see","tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
-			  {"role":"tool","content":"sunny","tool_call_id":"toolu_1"},{"role":"user","content":"and?"}],"model":"m",
-			  "parallel_tool_calls":false,"tool_choice":"required",
-			  "tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object"}}}]}`, false},
-		{"a tool by name; a call without text",
-			`{"model":"m","max_tokens":5,"tool_choice":{"type":"tool","name":"f"},"messages":[{"role":"user","content":"x"},
-			  {"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},
-			  {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"done"}]}]}`,
-			`{"max_tokens":5,"messages":[{"role":"user","content":"x"},
-			  {"role":"assistant","content":null,"tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":"{}"}}]},
-			  {"role":"tool","content":"done","tool_call_id":"t"}],"model":"m","tool_choice":{"function":{"name":"f"},"type":"function"}}`, false},
-		{"a prefill stays the last message",
-			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"count"},{"role":"assistant","content":"1, 2,"}]}`,
-			`{"max_tokens":5,"messages":[{"role":"user","content":"count"},{"role":"assistant","content":"1, 2,"}],"model":"m"}`, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req, e := parseMessagesRequest([]byte(tc.body), anyModel)
-			if e != nil {
-				t.Fatalf("refused: %+v", e)
-			}
-			if got, want := compactJSON(t, string(req.chat.Body)), compactJSON(t, tc.chat); got != want {
-				t.Fatalf("chat body\n%s\nwant\n%s", got, want)
-			}
-			if req.stream != tc.stream || req.chat.Model != "m" {
-				t.Fatalf("stream %v, model %q", req.stream, req.chat.Model)
-			}
-		})
-	}
-}
-
-// compactJSON re-encodes a JSON value with sorted keys.
-func compactJSON(t *testing.T, s string) string {
-	t.Helper()
-	var v any
-	if err := decodeInto(s, &v); err != nil {
-		t.Fatalf("%s: %v", s, err)
-	}
-	return string(mustJSON(t, v))
-}
-
-// TestMessagesRequestErrors: what the Messages API refuses, with the
-// status and the parameter Anthropic's clients know.
+// TestMessagesRequestErrors: the edge's checks of a Messages request (the
+// model, and the chat checks of what it becomes) answer with the status,
+// the code and the parameter Anthropic's clients know; the dialect's own
+// checks keep the edge's codes.
 func TestMessagesRequestErrors(t *testing.T) {
 	served := limits{served: func(m string) bool { return m == "m" }, maxMessages: 2, maxTokens: 100}
 	user := `"messages":[{"role":"user","content":"hi"}]`
 	for _, tc := range []struct {
-		name, body, param string
-		status            int
+		name, body, param, code string
+		status                  int
 	}{
-		{"not JSON", `[1]`, "", http.StatusBadRequest},
-		{"no max_tokens", `{"model":"m",` + user + `}`, "max_tokens", http.StatusBadRequest},
-		{"unknown model", `{"model":"x","max_tokens":1,` + user + `}`, "model", http.StatusNotFound},
-		{"unknown parameter", `{"model":"m","max_tokens":1,"frequency_penalty":1,` + user + `}`, "frequency_penalty", http.StatusBadRequest},
-		{"temperature above 1", `{"model":"m","max_tokens":1,"temperature":1.5,` + user + `}`, "temperature", http.StatusBadRequest},
-		{"max_tokens over the cap", `{"model":"m","max_tokens":101,` + user + `}`, "max_tokens", http.StatusBadRequest},
+		{"not JSON", `[1]`, "", CodeInvalidJSON, http.StatusBadRequest},
+		{"unknown model", `{"model":"x","max_tokens":1,` + user + `}`, "model", CodeModelNotFound, http.StatusNotFound},
+		{"unknown parameter", `{"model":"m","max_tokens":1,"frequency_penalty":1,` + user + `}`, "frequency_penalty", CodeUnsupportedParameter, http.StatusBadRequest},
+		{"temperature above 1", `{"model":"m","max_tokens":1,"temperature":1.5,` + user + `}`, "temperature", CodeInvalidValue, http.StatusBadRequest},
+		{"max_tokens over the cap", `{"model":"m","max_tokens":101,` + user + `}`, "max_tokens", CodeLimitExceeded, http.StatusBadRequest},
 		{"too many messages", `{"model":"m","max_tokens":1,"system":"s","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`,
-			"messages", http.StatusBadRequest},
-		{"no messages", `{"model":"m","max_tokens":1,"messages":[]}`, "messages", http.StatusBadRequest},
-		{"a system role", `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"a"}]}`, "messages.0.role", http.StatusBadRequest},
-		{"a document", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"document"}]}]}`, "messages.0.content.0.type", http.StatusBadRequest},
-		{"an image without a source", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image"}]}]}`, "messages.0.content.0.source", http.StatusBadRequest},
-		{"a server tool", `{"model":"m","max_tokens":1,"tools":[{"type":"web_search_20250305","name":"web_search"}],` + user + `}`, "tools.0.type", http.StatusBadRequest},
-		{"a tool without schema", `{"model":"m","max_tokens":1,"tools":[{"name":"f"}],` + user + `}`, "tools.0.input_schema", http.StatusBadRequest},
-		{"a bad tool_choice", `{"model":"m","max_tokens":1,"tool_choice":{"type":"required"},` + user + `}`, "tool_choice.type", http.StatusBadRequest},
-		{"too many stop sequences", `{"model":"m","max_tokens":1,"stop_sequences":["a","b","c","d","e"],` + user + `}`, "stop_sequences", http.StatusBadRequest},
+			"messages", CodeLimitExceeded, http.StatusBadRequest},
+		{"too many stop sequences", `{"model":"m","max_tokens":1,"stop_sequences":["a","b","c","d","e"],` + user + `}`, "stop_sequences", CodeInvalidValue, http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, e := parseMessagesRequest([]byte(tc.body), served)
-			if e == nil || e.Status != tc.status || e.Param != tc.param {
-				t.Fatalf("error %+v, want status %d param %q", e, tc.status, tc.param)
+			if e == nil || e.Status != tc.status || e.Param != tc.param || e.Code != tc.code {
+				t.Fatalf("error %+v, want status %d code %s param %q", e, tc.status, tc.code, tc.param)
 			}
 		})
-	}
-}
-
-func TestAnthropicErrorType(t *testing.T) {
-	for status, want := range map[int]string{
-		400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-		413: "request_too_large", 429: "rate_limit_error", 500: "api_error", 502: "api_error", 503: "overloaded_error", 529: "overloaded_error",
-	} {
-		if got := anthropicErrorType(status); got != want {
-			t.Errorf("status %d: %s, want %s", status, got, want)
-		}
 	}
 }

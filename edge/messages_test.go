@@ -45,8 +45,8 @@ type msgEvent struct {
 		PartialJSON string `json:"partial_json"`
 		StopReason  string `json:"stop_reason"`
 	} `json:"delta"`
-	Usage *anthropic.Usage     `json:"usage"`
-	Error *anthropicErrorInner `json:"error"`
+	Usage *anthropic.Usage `json:"usage"`
+	Error *anthropic.Error `json:"error"`
 }
 
 // msgEvents decodes an Anthropic event stream, checking that every event
@@ -101,8 +101,8 @@ type messageResult struct {
 		Name     string         `json:"name"`
 		Input    map[string]any `json:"input"`
 	} `json:"content"`
-	Usage anthropic.Usage      `json:"usage"`
-	Error *anthropicErrorInner `json:"error"`
+	Usage anthropic.Usage  `json:"usage"`
+	Error *anthropic.Error `json:"error"`
 }
 
 func decodeMessage(t *testing.T, res *http.Response) messageResult {
@@ -115,9 +115,9 @@ func decodeMessage(t *testing.T, res *http.Response) messageResult {
 }
 
 // decodeAnthropicError decodes an error body in Anthropic's shape.
-func decodeAnthropicError(t *testing.T, res *http.Response) anthropicErrorInner {
+func decodeAnthropicError(t *testing.T, res *http.Response) anthropic.Error {
 	t.Helper()
-	var body anthropicError
+	var body anthropic.ErrorBody
 	if err := jsonDecode(res, &body); err != nil || body.Type != "error" || body.Error.Type == "" {
 		t.Fatalf("status %d: not an Anthropic error (%v) %+v", res.StatusCode, err, body)
 	}
@@ -145,7 +145,7 @@ func TestMessagesWireFormat(t *testing.T) {
 	e := newEnv(t)
 	edge1, edge2 := e.startEdge(Config{RetryHint: 1500 * time.Millisecond}), e.startEdge(Config{})
 	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000}, reasoningFrames())
-	url := "/v1/messages/" + messageID(fixedID)
+	url := "/v1/messages/" + anthropic.MessageID(fixedID)
 
 	whole := readAll(t, do(t, "GET", edge1.url+url, "", http.Header{"Accept": {"text/event-stream"}}))
 	golden(t, "messages_done.sse", whole)
@@ -367,7 +367,7 @@ func TestMessagesCountTokens(t *testing.T) {
 	edge := e.startEdge(Config{})
 	body := fmt.Sprintf(`{"model":%q,"system":"be brief","messages":[{"role":"user","content":%q}]}`, testModel, strings.Repeat("word ", 100))
 	res := do(t, "POST", edge.url+"/v1/messages/count_tokens", body, nil)
-	var got countTokensResponse
+	var got anthropic.TokenCount
 	if err := jsonDecode(res, &got); err != nil || res.StatusCode != http.StatusOK || got.InputTokens < 125 || got.InputTokens > 200 {
 		t.Fatalf("%d %+v %v", res.StatusCode, got, err)
 	}

@@ -30,8 +30,8 @@
 //	relay/apikeys          a provider's API keys: refusals, the api_keys_file and its rotation
 //	relay/upstream         the client of a streaming provider: its dialects, SSE reader, watchdog, classification
 //	relay/dialect/chat     OpenAI's chat completions, the dialect the others translate to and from: request, chunk (Delta) and error
-//	relay/dialect/anthropic  Anthropic's Messages API as the edge renders it and the upstream client reads it
-//	relay/dialect/responses  OpenAI's Responses API, both sides: requests checked and translated to chat, events and the Response rendered, a provider's request and events
+//	relay/dialect/anthropic  Anthropic's Messages API for both sides: request types and checks, events for clients and from providers, errors
+//	relay/dialect/responses  OpenAI's Responses API, likewise
 //	relay/jsonscan         JSON read by hand on the hot paths
 //	relay/backoff          full-jitter backoff, for every retry
 //	relay/runecut          cutting text into bounded pieces without splitting a rune

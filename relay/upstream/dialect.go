@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/responses"
 )
@@ -26,10 +27,6 @@ const (
 	// DialectResponses is OpenAI's Responses API (POST /responses).
 	DialectResponses Dialect = "openai_responses"
 )
-
-// AnthropicVersion is the anthropic-version header of every call to an
-// Anthropic provider: the version whose events the decoder reads.
-const AnthropicVersion = "2023-06-01"
 
 // ErrUntranslatable means the chat request cannot be said in the provider's
 // dialect (a message of an unknown role, tool arguments that are not a JSON
@@ -76,7 +73,7 @@ func (t Target) setHeaders(h http.Header) {
 // no credential, for local servers that need none.
 func (t Target) Authorize(h http.Header) {
 	if t.Dialect == DialectAnthropic {
-		h.Set("anthropic-version", AnthropicVersion)
+		h.Set("anthropic-version", anthropic.Version)
 		if t.APIKey != "" {
 			h.Set("x-api-key", t.APIKey)
 		}
@@ -92,33 +89,25 @@ func (t Target) Authorize(h http.Header) {
 func (t Target) translate(body []byte) ([]byte, eventDecoder, error) {
 	switch t.Dialect {
 	case DialectAnthropic:
-		out, trimmed, err := toAnthropic(body)
+		out, trimmed, err := anthropic.FromChat(body)
 		if err != nil {
 			return nil, nil, err
 		}
-		return out, newAnthropicDecoder(trimmed), nil
+		return out, anthropic.NewDecoder(trimmed), nil
 	case DialectResponses:
 		out, err := responses.FromChat(body)
 		if err != nil {
 			return nil, nil, err
 		}
-		return out, newResponsesDecoder(), nil
+		return out, responses.NewDecoder(), nil
 	}
 	return body, nil, nil
 }
 
-// eventDecoder reads the events of a dialect other than chat completions.
-// decode returns the chat.Delta an event carries, chat.ErrNoDelta for an event that
-// carries nothing, io.EOF for the dialect's explicit end of stream, or an
-// error of the stream.
+// eventDecoder reads the events of a dialect other than chat completions
+// (anthropic.Decoder, responses.Decoder). Decode returns the chat.Delta an
+// event carries, chat.ErrNoDelta for an event that carries nothing, io.EOF
+// for the dialect's explicit end of stream, or an error of the stream.
 type eventDecoder interface {
-	decode(ev Event) (chat.Delta, error)
+	Decode(event string, data []byte) (chat.Delta, error)
 }
-
-// responsesDecoder reads a Responses provider's events with the dialect's
-// Decoder.
-type responsesDecoder struct{ d *responses.Decoder }
-
-func newResponsesDecoder() responsesDecoder { return responsesDecoder{responses.NewDecoder()} }
-
-func (r responsesDecoder) decode(ev Event) (chat.Delta, error) { return r.d.Decode(ev.Event, ev.Data) }

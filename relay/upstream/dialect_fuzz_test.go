@@ -3,7 +3,9 @@ package upstream
 import (
 	"encoding/json"
 	"errors"
+	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/dialect/chat"
+	"github.com/relaydev/relay/relay/dialect/responses"
 	"io"
 	"testing"
 	"unicode/utf8"
@@ -32,10 +34,10 @@ func FuzzDialectDecoders(f *testing.F) {
 		if !utf8.ValidString(trimmed) {
 			return
 		}
-		for _, dec := range []eventDecoder{newAnthropicDecoder(trimmed), newResponsesDecoder()} {
+		for _, dec := range []eventDecoder{anthropic.NewDecoder(trimmed), responses.NewDecoder()} {
 			// Twice, so that state from the first event meets the second.
 			for range 2 {
-				d, err := dec.decode(Event{Data: data})
+				d, err := dec.Decode("", data)
 				if err != nil && (d.Content != "" || d.ToolCalls != nil || d.FinishReason != "") {
 					t.Fatalf("Delta %+v with error %v", d, err)
 				}

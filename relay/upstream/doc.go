@@ -2,8 +2,8 @@
 // streaming endpoint and to turn its server-sent events into token deltas.
 // The worker always speaks chat completions; a provider of another Dialect
 // (Anthropic Messages, the Responses API) gets the request translated
-// (anthropic_request.go, relay/dialect/responses) and its events decoded
-// into the same Deltas (anthropic_stream.go, relay/dialect/responses).
+// (anthropic.FromChat, responses.FromChat: relay/dialect) and its events
+// decoded into the same Deltas (anthropic.Decoder, responses.Decoder).
 //
 // Flow:
 //

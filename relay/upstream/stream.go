@@ -122,7 +122,7 @@ func (s *Stream) decodeInto(ev *Event, d *chat.Delta) error {
 // decode is Next for a dialect's events: an explicit end of stream counts
 // as [DONE] would, and only after a finish reason.
 func (s *Stream) decode(ev Event) (chat.Delta, error) {
-	d, err := s.dec.decode(ev)
+	d, err := s.dec.Decode(ev.Event, ev.Data)
 	switch {
 	case errors.Is(err, io.EOF) && s.finish == "":
 		return chat.Delta{}, s.end(fmt.Errorf("upstream: %s: %w", s.provider, ErrTruncated))

@@ -30,7 +30,7 @@ const anthropicFramesGolden = "testdata/anthropic_messages_full.frames.jsonl"
 // block they start, the stop sequence and the cache counts in the end
 // frame.
 func TestAnthropicStreamFrames(t *testing.T) {
-	fixture, err := os.ReadFile("../upstream/testdata/anthropic_messages_full.sse")
+	fixture, err := os.ReadFile("../dialect/anthropic/testdata/messages_full.sse")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,3 @@
-// Package anthropic is Anthropic's Messages API as both sides of the relay
-// speak it: the edge renders it for its clients, the worker's upstream
-// client reads it from providers. What one side writes, the other reads,
-// from the same declarations.
 package anthropic
 
 import "github.com/relaydev/relay/relay/wire"

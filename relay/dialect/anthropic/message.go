@@ -1,41 +1,40 @@
-package edge
+package anthropic
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 
-	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// messageID is the Message id of a stream: any edge finds the stream
-// from it (GET /v1/messages/{id}).
-func messageID(streamID string) string { return "msg_" + streamID }
+// MessageID is the Message id of a stream: any edge finds the stream from
+// it.
+func MessageID(streamID string) string { return "msg_" + streamID }
 
-// streamOfMessage is the stream id of a Message id; false when it is not
+// StreamOfMessage is the stream id of a Message id; false when it is not
 // one the relay gave out.
-func streamOfMessage(id string) (string, bool) {
+func StreamOfMessage(id string) (string, bool) {
 	s, ok := strings.CutPrefix(id, "msg_")
 	return s, ok && wire.ValidStreamID(s)
 }
 
-// messageObject is Anthropic's Message: the answer of a request without
-// "stream", the message of message_start, and what GET /v1/messages/{id}
-// answers.
-type messageObject struct {
-	ID           string          `json:"id"`
-	Type         string          `json:"type"`
-	Role         string          `json:"role"`
-	Model        string          `json:"model"`
-	Content      []any           `json:"content"`
-	StopReason   *string         `json:"stop_reason"`
-	StopSequence *string         `json:"stop_sequence"`
-	Usage        anthropic.Usage `json:"usage"`
+// Message is Anthropic's Message: the answer of a request without
+// "stream", the message of message_start, and a stream's snapshot.
+type Message struct {
+	ID           string  `json:"id"`
+	Type         string  `json:"type"`
+	Role         string  `json:"role"`
+	Model        string  `json:"model"`
+	Content      []any   `json:"content"`
+	StopReason   *string `json:"stop_reason"`
+	StopSequence *string `json:"stop_sequence"`
+	Usage        Usage   `json:"usage"`
 	// Error says what cut an answer that ended incomplete or cancelled;
 	// its stop_reason is null then. Not one of Anthropic's fields: SDKs
 	// keep it as an extra property.
-	Error *anthropicErrorInner `json:"error,omitempty"`
+	Error *Error `json:"error,omitempty"`
 	// Relay names the model the client asked for when another one
 	// answered (a fallback); not one of Anthropic's fields either.
 	Relay *chat.ModelRelay `json:"relay,omitempty"`
@@ -45,7 +44,7 @@ type messageObject struct {
 // none did or the provider did not say which (chat providers say "stop"
 // both for the end of a turn and for a stop sequence).
 func stopSequence(f wire.Frame) *string {
-	if f.StopSequence == "" || finishReason(f) != "stop" {
+	if f.StopSequence == "" || finished(f) != "stop" {
 		return nil
 	}
 	return &f.StopSequence
@@ -58,7 +57,7 @@ func stopReason(f wire.Frame) string {
 	if stopSequence(f) != nil {
 		return "stop_sequence"
 	}
-	switch finishReason(f) {
+	switch finished(f) {
 	case "length":
 		return "max_tokens"
 	case "tool_calls", "function_call":
@@ -68,6 +67,10 @@ func stopReason(f wire.Frame) string {
 	}
 	return "end_turn"
 }
+
+// finished is the finish reason of a done end frame: "stop" if the worker
+// left it empty, so a finished answer never looks unfinished.
+func finished(f wire.Frame) string { return cmp.Or(f.FinishReason, "stop") }
 
 // contentBlock is a content block of the answer as it is being built.
 type contentBlock struct {

@@ -1,4 +1,4 @@
-package upstream
+package anthropic
 
 import (
 	"encoding/json"
@@ -7,17 +7,16 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/dialect/chat"
 )
 
-// anthropicEvent is the data of a Messages stream event, every type's
-// fields in one struct: the type says which are set.
-type anthropicEvent struct {
+// streamEvent is the data of a Messages stream event, every type's fields
+// in one struct: the type says which are set.
+type streamEvent struct {
 	Type    string `json:"type"`
 	Message *struct {
-		Model string          `json:"model"`
-		Usage anthropic.Usage `json:"usage"`
+		Model string `json:"model"`
+		Usage Usage  `json:"usage"`
 	} `json:"message"`
 	Index        int `json:"index"`
 	ContentBlock *struct {
@@ -38,19 +37,19 @@ type anthropicEvent struct {
 		StopReason   string          `json:"stop_reason"`
 		StopSequence string          `json:"stop_sequence"`
 	} `json:"delta"`
-	Usage *anthropic.Usage `json:"usage"`
-	Error *chat.Error      `json:"error"`
+	Usage *Usage      `json:"usage"`
+	Error *chat.Error `json:"error"`
 }
 
-// anthropicDecoder turns Messages stream events into chat Deltas: text
-// deltas into content (a text block after a text block marked NewBlock),
-// citations into Citations (web ones also into url_citation Annotations
-// at the end of their block), thinking into Reasoning and its signature
-// into ReasoningSignature, redacted thinking into RedactedReasoning,
-// tool_use blocks into tool_calls fragments indexed in order of
-// appearance, the stop reason into a finish reason (and the stop
+// Decoder turns a provider's Messages stream events into chat Deltas:
+// text deltas into content (a text block after a text block marked
+// NewBlock), citations into Citations (web ones also into url_citation
+// Annotations at the end of their block), thinking into Reasoning and its
+// signature into ReasoningSignature, redacted thinking into
+// RedactedReasoning, tool_use blocks into tool_calls fragments indexed in
+// order of appearance, the stop reason into a finish reason (and the stop
 // sequence) and the usage, cache counts included, into chat usage.
-type anthropicDecoder struct {
+type Decoder struct {
 	// trimmed is the whitespace cut from the end of the prefill that the
 	// continuation has not yet restated.
 	trimmed string
@@ -58,7 +57,7 @@ type anthropicDecoder struct {
 	// index and whether any argument text was sent for it.
 	tools map[int]*toolBlock
 	// start is the usage message_start reported.
-	start anthropic.Usage
+	start Usage
 	// last is the type of the latest content block.
 	last string
 	// runes counts the characters of the call's answer text so far.
@@ -72,19 +71,26 @@ type toolBlock struct {
 	hasArgs bool
 }
 
-func newAnthropicDecoder(trimmed string) *anthropicDecoder {
-	return &anthropicDecoder{trimmed: trimmed, tools: make(map[int]*toolBlock)}
+// NewDecoder reads the answer of a request FromChat made; trimmed is the
+// whitespace it cut from the prefill.
+func NewDecoder(trimmed string) *Decoder {
+	return &Decoder{trimmed: trimmed, tools: make(map[int]*toolBlock)}
 }
 
-func (d *anthropicDecoder) decode(ev Event) (chat.Delta, error) {
-	var e anthropicEvent
-	if err := json.Unmarshal(ev.Data, &e); err != nil {
-		return chat.Delta{}, fmt.Errorf("%w: %s event: %w", ErrMalformed, ev.Event, err)
+// Decode reads the data of one event of type event: the chat.Delta it
+// carries, chat.ErrNoDelta for an event that carries nothing (a ping),
+// io.EOF for message_stop, an error wrapping chat.ErrMalformed for data
+// that is not an event, or one wrapping *chat.Error for the provider's
+// error event.
+func (d *Decoder) Decode(event string, data []byte) (chat.Delta, error) {
+	var e streamEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		return chat.Delta{}, fmt.Errorf("%w: %s event: %w", chat.ErrMalformed, event, err)
 	}
 	switch e.Type {
 	case "message_start":
 		if e.Message == nil {
-			return chat.Delta{}, fmt.Errorf("%w: message_start without a message", ErrMalformed)
+			return chat.Delta{}, fmt.Errorf("%w: message_start without a message", chat.ErrMalformed)
 		}
 		d.start = e.Message.Usage
 		return chat.Delta{Role: "assistant", Model: e.Message.Model}, nil
@@ -109,7 +115,7 @@ func (d *anthropicDecoder) decode(ev Event) (chat.Delta, error) {
 		return chat.Delta{}, io.EOF
 	case "error":
 		if e.Error == nil {
-			return chat.Delta{}, fmt.Errorf("%w: error event without an error", ErrMalformed)
+			return chat.Delta{}, fmt.Errorf("%w: error event without an error", chat.ErrMalformed)
 		}
 		return chat.Delta{}, fmt.Errorf("error in stream: %w", e.Error)
 	}
@@ -117,9 +123,9 @@ func (d *anthropicDecoder) decode(ev Event) (chat.Delta, error) {
 	return chat.Delta{}, chat.ErrNoDelta
 }
 
-func (d *anthropicDecoder) blockStart(e anthropicEvent) (chat.Delta, error) {
+func (d *Decoder) blockStart(e streamEvent) (chat.Delta, error) {
 	if e.ContentBlock == nil {
-		return chat.Delta{}, fmt.Errorf("%w: content_block_start without a block", ErrMalformed)
+		return chat.Delta{}, fmt.Errorf("%w: content_block_start without a block", chat.ErrMalformed)
 	}
 	newBlock := d.last == "text"
 	d.last = e.ContentBlock.Type
@@ -130,12 +136,12 @@ func (d *anthropicDecoder) blockStart(e anthropicEvent) (chat.Delta, error) {
 		var cites []json.RawMessage
 		if len(e.ContentBlock.Citations) > 0 {
 			if err := json.Unmarshal(e.ContentBlock.Citations, &cites); err != nil {
-				return chat.Delta{}, fmt.Errorf("%w: content block citations: %w", ErrMalformed, err)
+				return chat.Delta{}, fmt.Errorf("%w: content block citations: %w", chat.ErrMalformed, err)
 			}
 		}
 		for _, c := range cites {
 			if err := d.cited.add(c); err != nil {
-				return chat.Delta{}, fmt.Errorf("%w: content block citations: %w", ErrMalformed, err)
+				return chat.Delta{}, fmt.Errorf("%w: content block citations: %w", chat.ErrMalformed, err)
 			}
 		}
 		if len(cites) > 0 {
@@ -158,7 +164,7 @@ func (d *anthropicDecoder) blockStart(e anthropicEvent) (chat.Delta, error) {
 	return chat.Delta{}, chat.ErrNoDelta
 }
 
-func (d *anthropicDecoder) blockDelta(e anthropicEvent) (chat.Delta, error) {
+func (d *Decoder) blockDelta(e streamEvent) (chat.Delta, error) {
 	switch e.Delta.Type {
 	case "text_delta":
 		return d.textDelta(e.Delta.Text)
@@ -170,7 +176,7 @@ func (d *anthropicDecoder) blockDelta(e anthropicEvent) (chat.Delta, error) {
 	case "input_json_delta":
 		t := d.tools[e.Index]
 		if t == nil {
-			return chat.Delta{}, fmt.Errorf("%w: input_json_delta for block %d, which is no tool_use", ErrMalformed, e.Index)
+			return chat.Delta{}, fmt.Errorf("%w: input_json_delta for block %d, which is no tool_use", chat.ErrMalformed, e.Index)
 		}
 		if e.Delta.PartialJSON == "" {
 			return chat.Delta{}, chat.ErrNoDelta
@@ -187,14 +193,14 @@ func (d *anthropicDecoder) blockDelta(e anthropicEvent) (chat.Delta, error) {
 			return chat.Delta{}, chat.ErrNoDelta
 		}
 		if err := d.cited.add(e.Delta.Citation); err != nil {
-			return chat.Delta{}, fmt.Errorf("%w: citations_delta: %w", ErrMalformed, err)
+			return chat.Delta{}, fmt.Errorf("%w: citations_delta: %w", chat.ErrMalformed, err)
 		}
 		return chat.Delta{Citations: append(append(json.RawMessage{'['}, e.Delta.Citation...), ']')}, nil
 	}
 	return chat.Delta{}, chat.ErrNoDelta
 }
 
-func (d *anthropicDecoder) textDelta(s string) (chat.Delta, error) {
+func (d *Decoder) textDelta(s string) (chat.Delta, error) {
 	if s = d.text(s); s == "" {
 		return chat.Delta{}, chat.ErrNoDelta
 	}
@@ -207,7 +213,7 @@ func (d *anthropicDecoder) textDelta(s string) (chat.Delta, error) {
 // that starts " world" continues "Hello " with "world". Whitespace the
 // model does not restate is kept, so text is never lost, at worst a space
 // is doubled.
-func (d *anthropicDecoder) text(s string) string {
+func (d *Decoder) text(s string) string {
 	for s != "" && d.trimmed != "" {
 		_, n := utf8.DecodeRuneInString(s)
 		if !strings.HasPrefix(d.trimmed, s[:n]) {
@@ -225,10 +231,10 @@ func (d *anthropicDecoder) text(s string) string {
 // messageDelta carries the stop reason, the stop sequence and the final
 // usage, whose output_tokens is cumulative; the input and cache counts,
 // when the event repeats them, are the same as message_start's.
-func (d *anthropicDecoder) messageDelta(e anthropicEvent) chat.Delta {
-	out := chat.Delta{FinishReason: anthropicFinish(e.Delta.StopReason), StopSequence: e.Delta.StopSequence}
+func (d *Decoder) messageDelta(e streamEvent) chat.Delta {
+	out := chat.Delta{FinishReason: finishReason(e.Delta.StopReason), StopSequence: e.Delta.StopSequence}
 	if e.Usage != nil {
-		u := anthropic.Usage{
+		u := Usage{
 			InputTokens:              max(e.Usage.InputTokens, d.start.InputTokens),
 			CacheCreationInputTokens: max(e.Usage.CacheCreationInputTokens, d.start.CacheCreationInputTokens),
 			CacheReadInputTokens:     max(e.Usage.CacheReadInputTokens, d.start.CacheReadInputTokens),
@@ -244,10 +250,10 @@ func (d *anthropicDecoder) messageDelta(e anthropicEvent) chat.Delta {
 	return out
 }
 
-// anthropicFinish maps a stop reason to a finish reason. A reason this
+// finishReason maps a stop reason to a finish reason. A reason this
 // decoder does not know (pause_turn among them: the turn is not over) is
 // "length", so an answer that may be unfinished never looks whole.
-func anthropicFinish(reason string) string {
+func finishReason(reason string) string {
 	switch reason {
 	case "":
 		return ""

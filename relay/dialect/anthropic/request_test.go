@@ -1,8 +1,8 @@
-package upstream
+package anthropic
 
 import (
 	"encoding/json"
-	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -10,9 +10,9 @@ import (
 // JSON, for comparison with the expected request.
 func roundTrip(t *testing.T, chat string) (map[string]any, string) {
 	t.Helper()
-	out, trimmed, err := toAnthropic([]byte(chat))
+	out, trimmed, err := FromChat([]byte(chat))
 	if err != nil {
-		t.Fatalf("toAnthropic: %v", err)
+		t.Fatalf("FromChat: %v", err)
 	}
 	var got map[string]any
 	if err := json.Unmarshal(out, &got); err != nil {
@@ -21,21 +21,17 @@ func roundTrip(t *testing.T, chat string) (map[string]any, string) {
 	return got, trimmed
 }
 
-// jsonEqual fails the test unless got and want are the same JSON value.
+// jsonEqual fails the test unless got, decoded JSON, is the JSON value
+// want.
 func jsonEqual(t *testing.T, got any, want string) {
 	t.Helper()
-	g, _ := json.Marshal(got)
 	var w any
-	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		t.Fatalf("want is not JSON: %v", err)
-	}
-	wb, _ := json.Marshal(w)
-	if string(g) != string(wb) {
-		t.Fatalf("got  %s\nwant %s", g, wb)
+	if json.Unmarshal([]byte(want), &w) != nil || !reflect.DeepEqual(got, w) {
+		t.Fatalf("got  %v\nwant %s", got, want)
 	}
 }
 
-func TestToAnthropicConversation(t *testing.T) {
+func TestFromChatConversation(t *testing.T) {
 	got, trimmed := roundTrip(t, `{
 		"model": "claude-x", "stream": true, "stream_options": {"include_usage": true},
 		"max_completion_tokens": 300, "max_tokens": 200, "temperature": 0.5, "top_p": 0.9,
@@ -82,11 +78,11 @@ func TestToAnthropicConversation(t *testing.T) {
 	}`)
 }
 
-func TestToAnthropicDefaults(t *testing.T) {
+func TestFromChatDefaults(t *testing.T) {
 	got, _ := roundTrip(t, `{"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null}],
 		"tool_choice": {"type": "function", "function": {"name": "f"}}, "tools": [{"type": "function", "function": {"name": "f"}}]}`)
-	if got["max_tokens"] != float64(DefaultAnthropicMaxTokens) {
-		t.Errorf("max_tokens = %v, want the default %d", got["max_tokens"], DefaultAnthropicMaxTokens)
+	if got["max_tokens"] != float64(DefaultMaxTokens) {
+		t.Errorf("max_tokens = %v, want the default %d", got["max_tokens"], DefaultMaxTokens)
 	}
 	jsonEqual(t, got["tool_choice"], `{"type": "tool", "name": "f"}`)
 	jsonEqual(t, got["messages"], `[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]`)
@@ -95,9 +91,9 @@ func TestToAnthropicDefaults(t *testing.T) {
 	}
 }
 
-// TestToAnthropicThinking: extra's fields come after the defaults, so its
+// TestFromChatThinking: extra's fields come after the defaults, so its
 // messages replace the default conversation (the last key wins).
-func TestToAnthropicThinking(t *testing.T) {
+func TestFromChatThinking(t *testing.T) {
 	for _, tc := range []struct {
 		effort, extra string
 		want          string
@@ -118,7 +114,7 @@ func TestToAnthropicThinking(t *testing.T) {
 	}
 }
 
-func TestToAnthropicPrefillWhitespace(t *testing.T) {
+func TestFromChatPrefillWhitespace(t *testing.T) {
 	tests := []struct {
 		name, prefill string
 		wantMessages  string
@@ -152,7 +148,7 @@ func TestToAnthropicPrefillWhitespace(t *testing.T) {
 	}
 }
 
-func TestToAnthropicUntranslatable(t *testing.T) {
+func TestFromChatUntranslatable(t *testing.T) {
 	for name, chat := range map[string]string{
 		"unknown role":        `{"model":"m","messages":[{"role":"function","content":"x"}]}`,
 		"audio part":          `{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`,
@@ -162,18 +158,9 @@ func TestToAnthropicUntranslatable(t *testing.T) {
 		"unknown tool_choice": `{"model":"m","messages":[],"tool_choice":"sometimes"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, _, err := toAnthropic([]byte(chat)); err == nil {
-				t.Fatal("toAnthropic succeeded, want an error")
+			if _, _, err := FromChat([]byte(chat)); err == nil {
+				t.Fatal("FromChat succeeded, want an error")
 			}
 		})
-	}
-}
-
-func TestStreamUntranslatableIsRequestFault(t *testing.T) {
-	srv := sseServer(t)
-	_, err := NewClient(nil).Stream(t.Context(), Target{Provider: "p", BaseURL: srv.URL, Dialect: DialectAnthropic},
-		[]byte(`{"model":"m","messages":[{"role":"function","content":"x"}]}`))
-	if !errors.Is(err, ErrUntranslatable) || Classify(err) != RequestFault {
-		t.Fatalf("Stream error = %v (class %v), want ErrUntranslatable, a RequestFault", err, Classify(err))
 	}
 }

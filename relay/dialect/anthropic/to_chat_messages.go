@@ -1,4 +1,4 @@
-package edge
+package anthropic
 
 import (
 	"encoding/json"
@@ -26,36 +26,15 @@ import (
 // mode): a provider that extends a final assistant message answers with
 // the rest only. One that does not (OpenAI's own API) answers afresh.
 
-// messagesMessage is a message of a Messages request.
-type messagesMessage struct {
+// inputMessage is a message of a client's request, its content read
+// block by block (parseBlocks), so that an error names the message.
+type inputMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
 }
 
-// messagesBlock is a content block of a message, any type.
-type messagesBlock struct {
-	Type   string          `json:"type"`
-	Text   string          `json:"text"`
-	Source *imageSource    `json:"source"`
-	ID     string          `json:"id"`
-	Name   string          `json:"name"`
-	Input  json.RawMessage `json:"input"`
-	// ToolUseID and Content are a tool_result's.
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-}
-
-// imageSource is where an image block's image is: inline (base64) or at a
-// URL.
-type imageSource struct {
-	Type      string `json:"type"`
-	MediaType string `json:"media_type"`
-	Data      string `json:"data"`
-	URL       string `json:"url"`
-}
-
-// translateMessages turns system and messages into chat messages.
-func translateMessages(system, raw json.RawMessage) ([]chat.Message, *wire.Error) {
+// chatMessages turns system and messages into chat messages.
+func chatMessages(system, raw json.RawMessage) ([]chat.Message, *wire.Error) {
 	var out []chat.Message
 	if system != nil && !isNull(system) {
 		text, e := blocksText(system, "system")
@@ -65,16 +44,16 @@ func translateMessages(system, raw json.RawMessage) ([]chat.Message, *wire.Error
 		out = append(out, chat.Message{Role: "system", Content: marshal(text)})
 	}
 	if raw == nil || isNull(raw) {
-		return nil, invalid("messages", CodeInvalidValue, "messages: field required")
+		return nil, invalid("messages", codeInvalidValue, "messages: field required")
 	}
-	var messages []messagesMessage
+	var messages []inputMessage
 	if json.Unmarshal(raw, &messages) != nil || len(messages) == 0 {
-		return nil, invalid("messages", CodeInvalidValue, "messages: must be a non-empty array of messages")
+		return nil, invalid("messages", codeInvalidValue, "messages: must be a non-empty array of messages")
 	}
 	for i, m := range messages {
 		param := fmt.Sprintf("messages.%d.content", i)
 		if m.Content == nil || isNull(m.Content) {
-			return nil, invalid(param, CodeInvalidValue, "%s: field required", param)
+			return nil, invalid(param, codeInvalidValue, "%s: field required", param)
 		}
 		var e *wire.Error
 		switch m.Role {
@@ -83,7 +62,7 @@ func translateMessages(system, raw json.RawMessage) ([]chat.Message, *wire.Error
 		case "assistant":
 			out, e = appendAssistant(out, m.Content, param)
 		default:
-			e = invalid(fmt.Sprintf("messages.%d.role", i), CodeInvalidValue, "messages.%d.role: must be user or assistant, not %q", i, m.Role)
+			e = invalid(fmt.Sprintf("messages.%d.role", i), codeInvalidValue, "messages.%d.role: must be user or assistant, not %q", i, m.Role)
 		}
 		if e != nil {
 			return nil, e
@@ -92,29 +71,29 @@ func translateMessages(system, raw json.RawMessage) ([]chat.Message, *wire.Error
 	return out, nil
 }
 
-// blocks parses content: a string is one text block.
-func blocks(raw json.RawMessage, param string) ([]messagesBlock, *wire.Error) {
+// parseBlocks parses content: a string is one text block.
+func parseBlocks(raw json.RawMessage, param string) ([]Block, *wire.Error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return []messagesBlock{{Type: "text", Text: s}}, nil
+		return []Block{{Type: "text", Text: s}}, nil
 	}
-	var bs []messagesBlock
+	var bs []Block
 	if json.Unmarshal(raw, &bs) != nil {
-		return nil, invalid(param, CodeInvalidValue, "%s: must be a string or an array of content blocks", param)
+		return nil, invalid(param, codeInvalidValue, "%s: must be a string or an array of content blocks", param)
 	}
 	return bs, nil
 }
 
 // blocksText is the text of content that may hold text blocks only.
 func blocksText(raw json.RawMessage, param string) (string, *wire.Error) {
-	bs, e := blocks(raw, param)
+	bs, e := parseBlocks(raw, param)
 	if e != nil {
 		return "", e
 	}
 	var text strings.Builder
 	for j, b := range bs {
 		if b.Type != "text" {
-			return "", invalid(fmt.Sprintf("%s.%d.type", param, j), CodeUnsupportedParameter,
+			return "", invalid(fmt.Sprintf("%s.%d.type", param, j), codeUnsupportedParameter,
 				"%s.%d: only text blocks are supported here, not %q", param, j, b.Type)
 		}
 		text.WriteString(b.Text)
@@ -125,7 +104,7 @@ func blocksText(raw json.RawMessage, param string) (string, *wire.Error) {
 // appendUser appends a user message's tool results, then its text and
 // images.
 func appendUser(out []chat.Message, raw json.RawMessage, param string) ([]chat.Message, *wire.Error) {
-	bs, e := blocks(raw, param)
+	bs, e := parseBlocks(raw, param)
 	if e != nil {
 		return nil, e
 	}
@@ -145,7 +124,7 @@ func appendUser(out []chat.Message, raw json.RawMessage, param string) ([]chat.M
 			textOnly = false
 		case "tool_result":
 			if b.ToolUseID == "" {
-				return nil, invalid(at+".tool_use_id", CodeInvalidValue, "%s.tool_use_id: field required", at)
+				return nil, invalid(at+".tool_use_id", codeInvalidValue, "%s.tool_use_id: field required", at)
 			}
 			text := ""
 			if b.Content != nil && !isNull(b.Content) {
@@ -155,7 +134,7 @@ func appendUser(out []chat.Message, raw json.RawMessage, param string) ([]chat.M
 			}
 			out = append(out, chat.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: marshal(text)})
 		default:
-			return nil, invalid(at+".type", CodeUnsupportedParameter, "%s: content blocks of type %q are not supported in a user message", at, b.Type)
+			return nil, invalid(at+".type", codeUnsupportedParameter, "%s: content blocks of type %q are not supported in a user message", at, b.Type)
 		}
 	}
 	switch {
@@ -173,22 +152,22 @@ func appendUser(out []chat.Message, raw json.RawMessage, param string) ([]chat.M
 
 // imageURL is an image source as a chat image_url: base64 data becomes a
 // data: URL.
-func imageURL(src *imageSource, at string) (string, *wire.Error) {
+func imageURL(src *ImageSource, at string) (string, *wire.Error) {
 	switch {
 	case src == nil:
-		return "", invalid(at+".source", CodeInvalidValue, "%s.source: field required", at)
+		return "", invalid(at+".source", codeInvalidValue, "%s.source: field required", at)
 	case src.Type == "base64" && src.MediaType != "" && src.Data != "":
 		return "data:" + src.MediaType + ";base64," + src.Data, nil
 	case src.Type == "url" && src.URL != "":
 		return src.URL, nil
 	}
-	return "", invalid(at+".source", CodeInvalidValue, "%s.source: must be base64 (media_type, data) or url", at)
+	return "", invalid(at+".source", codeInvalidValue, "%s.source: must be base64 (media_type, data) or url", at)
 }
 
 // appendAssistant appends an assistant message: its text and its tool
 // calls; thinking blocks are left out.
 func appendAssistant(out []chat.Message, raw json.RawMessage, param string) ([]chat.Message, *wire.Error) {
-	bs, e := blocks(raw, param)
+	bs, e := parseBlocks(raw, param)
 	if e != nil {
 		return nil, e
 	}
@@ -201,19 +180,19 @@ func appendAssistant(out []chat.Message, raw json.RawMessage, param string) ([]c
 			text.WriteString(b.Text)
 		case "tool_use":
 			if b.ID == "" || b.Name == "" {
-				return nil, invalid(at, CodeInvalidValue, "%s: a tool_use block needs an id and a name", at)
+				return nil, invalid(at, codeInvalidValue, "%s: a tool_use block needs an id and a name", at)
 			}
 			args := "{}"
 			if b.Input != nil && !isNull(b.Input) {
 				if !isObject(b.Input) {
-					return nil, invalid(at+".input", CodeInvalidValue, "%s.input: must be an object", at)
+					return nil, invalid(at+".input", codeInvalidValue, "%s.input: must be an object", at)
 				}
 				args = string(b.Input)
 			}
 			calls = append(calls, chat.ToolCall{ID: b.ID, Type: "function", Function: chat.Function{Name: b.Name, Arguments: args}})
 		case "thinking", "redacted_thinking":
 		default:
-			return nil, invalid(at+".type", CodeUnsupportedParameter, "%s: content blocks of type %q are not supported in an assistant message", at, b.Type)
+			return nil, invalid(at+".type", codeUnsupportedParameter, "%s: content blocks of type %q are not supported in an assistant message", at, b.Type)
 		}
 	}
 	m := chat.Message{Role: "assistant", ToolCalls: calls, Content: json.RawMessage("null")}

@@ -1,4 +1,4 @@
-package upstream
+package anthropic
 
 import (
 	"cmp"
@@ -10,67 +10,92 @@ import (
 	"github.com/relaydev/relay/relay/dialect/chat"
 )
 
-// DefaultAnthropicMaxTokens is the max_tokens of an Anthropic call whose
-// chat request sets no limit: the Messages API requires one where chat
-// completions default to the model's maximum. 4096 is accepted by every
-// Claude model; a client that wants longer answers sets max_tokens.
-const DefaultAnthropicMaxTokens = 4096
+// Version is the anthropic-version header of every call to an Anthropic
+// provider: the version whose events Decoder reads.
+const Version = "2023-06-01"
 
-type anthropicRequest struct {
-	Model         string             `json:"model"`
-	System        string             `json:"system,omitempty"`
-	Messages      []anthropicMessage `json:"messages"`
-	MaxTokens     int                `json:"max_tokens"`
-	StopSequences []string           `json:"stop_sequences,omitempty"`
-	Temperature   json.RawMessage    `json:"temperature,omitempty"`
-	TopP          json.RawMessage    `json:"top_p,omitempty"`
-	Tools         []anthropicTool    `json:"tools,omitempty"`
-	ToolChoice    *anthropicChoice   `json:"tool_choice,omitempty"`
-	Thinking      *anthropicThinking `json:"thinking,omitempty"`
-	Metadata      *anthropicMetadata `json:"metadata,omitempty"`
-	Stream        bool               `json:"stream"`
+// DefaultMaxTokens is the max_tokens of a call whose chat request sets no
+// limit: the Messages API requires one where chat completions default to
+// the model's maximum. 4096 is accepted by every Claude model; a client
+// that wants longer answers sets max_tokens.
+const DefaultMaxTokens = 4096
+
+// Request is a Messages request as the relay sends it to a provider
+// (FromChat). Its blocks, tools and tool choice are also what ToChat reads
+// of a client's request.
+type Request struct {
+	Model         string          `json:"model"`
+	System        string          `json:"system,omitempty"`
+	Messages      []MessageParam  `json:"messages"`
+	MaxTokens     int             `json:"max_tokens"`
+	StopSequences []string        `json:"stop_sequences,omitempty"`
+	Temperature   json.RawMessage `json:"temperature,omitempty"`
+	TopP          json.RawMessage `json:"top_p,omitempty"`
+	Tools         []Tool          `json:"tools,omitempty"`
+	ToolChoice    *ToolChoice     `json:"tool_choice,omitempty"`
+	Thinking      *Thinking       `json:"thinking,omitempty"`
+	Metadata      *Metadata       `json:"metadata,omitempty"`
+	Stream        bool            `json:"stream"`
 }
 
-type anthropicMessage struct {
-	Role    string           `json:"role"`
-	Content []anthropicBlock `json:"content"`
+// MessageParam is a message of a Request, as Anthropic's SDKs name it (a
+// Message is the answer).
+type MessageParam struct {
+	Role    string  `json:"role"`
+	Content []Block `json:"content"`
 }
 
-// anthropicBlock is a content block of a request: text, image, tool_use or
+// Block is a content block of a request: text, image, tool_use or
 // tool_result, each with its own fields.
-type anthropicBlock struct {
-	Type      string           `json:"type"`
-	Text      string           `json:"text,omitempty"`
-	Source    *imageSource     `json:"source,omitempty"`
-	ID        string           `json:"id,omitempty"`
-	Name      string           `json:"name,omitempty"`
-	Input     json.RawMessage  `json:"input,omitempty"`
-	ToolUseID string           `json:"tool_use_id,omitempty"`
-	Content   []anthropicBlock `json:"content,omitempty"`
+type Block struct {
+	Type   string       `json:"type"`
+	Text   string       `json:"text,omitempty"`
+	Source *ImageSource `json:"source,omitempty"`
+	// ID, Name and Input are a tool_use's.
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// ToolUseID and Content are a tool_result's; Content is a string or
+	// an array of blocks.
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
 }
 
-type imageSource struct {
+// ImageSource is where an image block's image is: inline (base64) or at a
+// URL.
+type ImageSource struct {
 	Type      string `json:"type"`
 	MediaType string `json:"media_type,omitempty"`
 	Data      string `json:"data,omitempty"`
 	URL       string `json:"url,omitempty"`
 }
 
-type anthropicTool struct {
+// Tool is a client tool: its input schema is a chat function's
+// parameters. A client's may say type custom; the relay sends none.
+type Tool struct {
+	Type        string          `json:"type,omitempty"`
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-type anthropicChoice struct {
+// ToolChoice is auto, any, tool (by Name) or none;
+// DisableParallelToolUse is chat's parallel_tool_calls, negated.
+type ToolChoice struct {
 	Type                   string `json:"type"`
 	Name                   string `json:"name,omitempty"`
-	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
+	DisableParallelToolUse *bool  `json:"disable_parallel_tool_use,omitempty"`
 }
 
-type anthropicThinking struct {
+// Thinking is an extended-thinking budget.
+type Thinking struct {
 	Type         string `json:"type"`
 	BudgetTokens int    `json:"budget_tokens"`
+}
+
+// Metadata is a request's metadata: chat's user.
+type Metadata struct {
+	UserID string `json:"user_id"`
 }
 
 // thinkingBudgets are the thinking budgets of reasoning_effort values.
@@ -84,36 +109,33 @@ const minThinkingBudget = 1024
 // thinking is the thinking setting of reasoning_effort effort within
 // maxTokens, nil for none. Thinking allows no temperature or top_p of the
 // client's, which the caller drops.
-func thinking(effort string, maxTokens int) *anthropicThinking {
+func thinking(effort string, maxTokens int) *Thinking {
 	budget := min(thinkingBudgets[effort], maxTokens/2)
 	if budget < minThinkingBudget {
 		return nil
 	}
-	return &anthropicThinking{Type: "enabled", BudgetTokens: budget}
+	return &Thinking{Type: "enabled", BudgetTokens: budget}
 }
 
-type anthropicMetadata struct {
-	UserID string `json:"user_id"`
-}
-
-// toAnthropic translates a chat completion request into a streaming
-// Messages request. System and developer messages become the system
-// prompt; reasoning_effort becomes a thinking budget; tool calls become tool_use blocks and tool messages tool_result
-// blocks of a user message; consecutive messages of one role are merged,
-// as the API wants roles to alternate.
+// FromChat translates a chat completion request into a streaming
+// Messages request, for a provider. System and developer messages become
+// the system prompt; reasoning_effort becomes a thinking budget; tool
+// calls become tool_use blocks and tool messages tool_result blocks of a
+// user message; consecutive messages of one role are merged, as the API
+// wants roles to alternate.
 //
 // A final assistant message is a prefill, which Anthropic refuses when it
 // ends in whitespace: that whitespace is cut from the request and returned
 // as trimmed, so the decoder can drop it again from the start of the
-// continuation (see anthropicDecoder.text).
-func toAnthropic(body []byte) (out []byte, trimmed string, err error) {
+// continuation (NewDecoder).
+func FromChat(body []byte) (out []byte, trimmed string, err error) {
 	req, err := chat.ParseRequest(body)
 	if err != nil {
 		return nil, "", err
 	}
-	ar := anthropicRequest{
+	ar := Request{
 		Model:       req.Model,
-		MaxTokens:   cmp.Or(req.AnswerLimit(), DefaultAnthropicMaxTokens),
+		MaxTokens:   cmp.Or(req.AnswerLimit(), DefaultMaxTokens),
 		Temperature: req.Temperature,
 		TopP:        req.TopP,
 		Stream:      true,
@@ -132,7 +154,7 @@ func toAnthropic(body []byte) (out []byte, trimmed string, err error) {
 			system = append(system, s)
 			continue
 		}
-		role, blocks, err := anthropicBlocks(m)
+		role, blocks, err := blocksOf(m)
 		if err != nil {
 			return nil, "", fmt.Errorf("messages[%d]: %w", i, err)
 		}
@@ -144,11 +166,11 @@ func toAnthropic(body []byte) (out []byte, trimmed string, err error) {
 			ar.Messages[n-1].Content = append(ar.Messages[n-1].Content, blocks...)
 			continue
 		}
-		ar.Messages = append(ar.Messages, anthropicMessage{Role: role, Content: blocks})
+		ar.Messages = append(ar.Messages, MessageParam{Role: role, Content: blocks})
 	}
 	ar.System = strings.Join(system, "\n\n")
 	ar.Messages, trimmed = trimPrefill(ar.Messages)
-	if ar.Tools, ar.ToolChoice, err = anthropicTools(req); err != nil {
+	if ar.Tools, ar.ToolChoice, err = toolsOf(req); err != nil {
 		return nil, "", err
 	}
 	forced := ar.ToolChoice != nil && (ar.ToolChoice.Type == "any" || ar.ToolChoice.Type == "tool")
@@ -161,7 +183,7 @@ func toAnthropic(body []byte) (out []byte, trimmed string, err error) {
 		ar.Temperature, ar.TopP = nil, nil
 	}
 	if req.User != "" {
-		ar.Metadata = &anthropicMetadata{UserID: req.User}
+		ar.Metadata = &Metadata{UserID: req.User}
 	}
 	out, err = json.Marshal(ar)
 	return out, trimmed, err
@@ -176,18 +198,18 @@ func hasToolCalls(msgs []chat.Message) bool {
 	return false
 }
 
-// anthropicBlocks is the role and the content blocks of a user, assistant
-// or tool message.
-func anthropicBlocks(m chat.Message) (string, []anthropicBlock, error) {
+// blocksOf is the role and the content blocks of a user, assistant or
+// tool message.
+func blocksOf(m chat.Message) (string, []Block, error) {
 	switch m.Role {
 	case "user", "assistant":
 		ps, err := chat.Parts(m.Content)
 		if err != nil {
 			return "", nil, err
 		}
-		var blocks []anthropicBlock
+		var blocks []Block
 		for _, p := range ps {
-			b, ok, err := anthropicPart(p)
+			b, ok, err := blockOf(p)
 			if err != nil {
 				return "", nil, err
 			}
@@ -203,7 +225,7 @@ func anthropicBlocks(m chat.Message) (string, []anthropicBlock, error) {
 			if !json.Valid(input) || strings.TrimSpace(string(input))[0] != '{' {
 				return "", nil, fmt.Errorf("tool call %s: arguments are not a JSON object", tc.ID)
 			}
-			blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
+			blocks = append(blocks, Block{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
 		}
 		return m.Role, blocks, nil
 	case "tool":
@@ -211,47 +233,47 @@ func anthropicBlocks(m chat.Message) (string, []anthropicBlock, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		result := anthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID}
+		result := Block{Type: "tool_result", ToolUseID: m.ToolCallID}
 		if s != "" {
-			result.Content = []anthropicBlock{{Type: "text", Text: s}}
+			result.Content = marshal([]Block{{Type: "text", Text: s}})
 		}
-		return "user", []anthropicBlock{result}, nil
+		return "user", []Block{result}, nil
 	}
 	return "", nil, fmt.Errorf("role %q has no equivalent in the Messages API", m.Role)
 }
 
-// anthropicPart translates a text or image part; empty text, which the API
+// blockOf translates a text or image part; empty text, which the API
 // refuses as a block, yields none.
-func anthropicPart(p chat.Part) (anthropicBlock, bool, error) {
+func blockOf(p chat.Part) (Block, bool, error) {
 	switch p.Type {
 	case "text":
-		return anthropicBlock{Type: "text", Text: p.Text}, p.Text != "", nil
+		return Block{Type: "text", Text: p.Text}, p.Text != "", nil
 	case "image_url":
 		src, err := imageFrom(p.URL())
-		return anthropicBlock{Type: "image", Source: src}, err == nil, err
+		return Block{Type: "image", Source: src}, err == nil, err
 	}
-	return anthropicBlock{}, false, fmt.Errorf("content part of type %q has no equivalent in the Messages API", p.Type)
+	return Block{}, false, fmt.Errorf("content part of type %q has no equivalent in the Messages API", p.Type)
 }
 
 // imageFrom reads an image_url: a data URL is sent as base64 data, any
 // other URL by reference.
-func imageFrom(url string) (*imageSource, error) {
+func imageFrom(url string) (*ImageSource, error) {
 	rest, ok := strings.CutPrefix(url, "data:")
 	if !ok {
-		return &imageSource{Type: "url", URL: url}, nil
+		return &ImageSource{Type: "url", URL: url}, nil
 	}
 	meta, data, ok := strings.Cut(rest, ",")
 	mediaType, isBase64 := strings.CutSuffix(meta, ";base64")
 	if !ok || !isBase64 {
 		return nil, fmt.Errorf("image_url: a data URL must be base64")
 	}
-	return &imageSource{Type: "base64", MediaType: mediaType, Data: data}, nil
+	return &ImageSource{Type: "base64", MediaType: mediaType, Data: data}, nil
 }
 
 // trimPrefill cuts the trailing whitespace of a final assistant message
 // and returns it. A prefill of whitespace alone is dropped whole: the model
 // then answers after the conversation, as it did before the cut.
-func trimPrefill(msgs []anthropicMessage) ([]anthropicMessage, string) {
+func trimPrefill(msgs []MessageParam) ([]MessageParam, string) {
 	n := len(msgs)
 	if n == 0 || msgs[n-1].Role != "assistant" {
 		return msgs, ""
@@ -274,9 +296,9 @@ func trimPrefill(msgs []anthropicMessage) ([]anthropicMessage, string) {
 	return msgs, full
 }
 
-// anthropicTools translates function tools and the tool choice.
-func anthropicTools(req chat.Request) ([]anthropicTool, *anthropicChoice, error) {
-	var tools []anthropicTool
+// toolsOf translates function tools and the tool choice.
+func toolsOf(req chat.Request) ([]Tool, *ToolChoice, error) {
+	var tools []Tool
 	for i, t := range req.Tools {
 		if t.Type != "function" {
 			return nil, nil, fmt.Errorf("tools[%d]: type %q has no equivalent in the Messages API", i, t.Type)
@@ -285,31 +307,34 @@ func anthropicTools(req chat.Request) ([]anthropicTool, *anthropicChoice, error)
 		if len(schema) == 0 || string(schema) == "null" {
 			schema = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
-		tools = append(tools, anthropicTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema})
+		tools = append(tools, Tool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema})
 	}
 	mode, name, err := chat.ToolChoice(req.ToolChoice)
 	if err != nil {
 		return nil, nil, err
 	}
-	var choice *anthropicChoice
+	var choice *ToolChoice
 	switch mode {
 	case "":
 	case "auto":
-		choice = &anthropicChoice{Type: "auto"}
+		choice = &ToolChoice{Type: "auto"}
 	case "none":
-		choice = &anthropicChoice{Type: "none"}
+		choice = &ToolChoice{Type: "none"}
 	case "required":
-		choice = &anthropicChoice{Type: "any"}
+		choice = &ToolChoice{Type: "any"}
 	case "function":
-		choice = &anthropicChoice{Type: "tool", Name: name}
+		choice = &ToolChoice{Type: "tool", Name: name}
 	default:
 		return nil, nil, fmt.Errorf("tool_choice: %q is not auto, none or required", mode)
 	}
 	if req.ParallelToolCalls != nil && !*req.ParallelToolCalls && len(tools) > 0 {
 		if choice == nil {
-			choice = &anthropicChoice{Type: "auto"}
+			choice = &ToolChoice{Type: "auto"}
 		}
-		choice.DisableParallelToolUse = choice.Type != "none"
+		if choice.Type != "none" {
+			disable := true
+			choice.DisableParallelToolUse = &disable
+		}
 	}
 	return tools, choice, nil
 }

@@ -1,8 +1,6 @@
-package upstream
+package anthropic
 
-import (
-	"encoding/json"
-)
+import "encoding/json"
 
 // citedBlock gathers the web citations of an Anthropic text block, to
 // give OpenAI-shaped clients url_citation annotations: a citation covers
