@@ -41,7 +41,7 @@ func requestCursor(r *http.Request) (cursor, param string) {
 // serveSSE streams the frames after o.after as chat completion chunks
 // (serveEvents).
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left func()) {
-	s.serveEvents(w, r, o, left, &chatEvents{v: o.view})
+	s.serveEvents(w, r, o, left, &chatEvents{s: o.view.chat()})
 }
 
 // serveEvents streams the frames after o.after as server-sent events in

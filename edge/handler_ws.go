@@ -115,19 +115,19 @@ func decodeWSMessage(data []byte) (wsIn, *wsCloseError) {
 
 // wsOut is a server message.
 type wsOut struct {
-	Type         string       `json:"type"`
-	StreamID     string       `json:"stream_id,omitempty"`
-	Cursor       string       `json:"cursor,omitempty"`
-	Chunk        *chunkObject `json:"chunk,omitempty"`
-	Status       wire.Status  `json:"status,omitempty"`
-	FinishReason string       `json:"finish_reason,omitempty"`
-	Usage        *wire.Usage  `json:"usage,omitempty"`
-	Error        *chat.Error  `json:"error,omitempty"`
-	Attempts     int          `json:"attempts,omitempty"`
-	Cost         float64      `json:"cost,omitempty"`
-	RetryMS      int64        `json:"retry_ms,omitempty"`
-	ResumeToken  string       `json:"resume_token,omitempty"`
-	Replayed     bool         `json:"replayed,omitempty"`
+	Type         string      `json:"type"`
+	StreamID     string      `json:"stream_id,omitempty"`
+	Cursor       string      `json:"cursor,omitempty"`
+	Chunk        *chat.Chunk `json:"chunk,omitempty"`
+	Status       wire.Status `json:"status,omitempty"`
+	FinishReason string      `json:"finish_reason,omitempty"`
+	Usage        *wire.Usage `json:"usage,omitempty"`
+	Error        *chat.Error `json:"error,omitempty"`
+	Attempts     int         `json:"attempts,omitempty"`
+	Cost         float64     `json:"cost,omitempty"`
+	RetryMS      int64       `json:"retry_ms,omitempty"`
+	ResumeToken  string      `json:"resume_token,omitempty"`
+	Replayed     bool        `json:"replayed,omitempty"`
 }
 
 // handleWS serves GET /v1/ws.
@@ -473,8 +473,9 @@ func message(v view, e chunklog.Entry) wsOut {
 	if e.Frame.Kind == wire.KindEnd {
 		return endMessage(v, e)
 	}
-	chunk := v.chunk(e)
-	return wsOut{Type: "chunk", StreamID: v.id, Cursor: cursorOf(e).String(), Chunk: &chunk}
+	cursor := cursorOf(e)
+	chunk := v.chat().Chunk(cursor, &e.Frame)
+	return wsOut{Type: "chunk", StreamID: v.id, Cursor: cursor.String(), Chunk: &chunk}
 }
 
 func endMessage(v view, e chunklog.Entry) wsOut {
@@ -489,9 +490,9 @@ func endMessage(v view, e chunklog.Entry) wsOut {
 		Usage:    f.Usage,
 	}
 	if f.Status == wire.StatusDone {
-		m.FinishReason = finishReason(f)
+		m.FinishReason = chat.FinishReason(f)
 	} else {
-		obj := chat.ErrorOf(endError(f))
+		obj := chat.ErrorOf(chat.EndError(f))
 		m.Error = &obj
 	}
 	return m

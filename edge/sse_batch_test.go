@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -70,7 +71,7 @@ func TestSSEWritesFramesReadyMeanwhileInOneBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.close()
-	st, sink := batchStream(t, edge, f, &arrivingEvents{chatEvents: chatEvents{v: view{id: id}}, f: f, frames: frames})
+	st, sink := batchStream(t, edge, f, &arrivingEvents{chatEvents: chatEvents{s: chat.Stream{ID: id}}, f: f, frames: frames})
 
 	f.push(liveOf(frames, 0))
 	entries, ok, err := f.poll(t.Context())
@@ -105,7 +106,7 @@ func TestSSEWritesAReadyFrameWithoutWaitingForMore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.close()
-	st, sink := batchStream(t, edge, f, &chatEvents{v: view{id: id}})
+	st, sink := batchStream(t, edge, f, &chatEvents{s: chat.Stream{ID: id}})
 
 	for i := range frames {
 		f.push(liveOf(frames, i))
