@@ -1,24 +1,22 @@
 package edge
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"testing"
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/chat"
-	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/wire"
 )
 
 // The edge's processor time per chunk (e2e/BENCHMARKS.md, "What bounds each
-// figure"): rendering a chunk's event (relay/dialect/chat's
-// BenchmarkRenderChunk), and writing events to a client; and per request:
-// checking its body.
+// figure"): rendering a chunk's event and checking a request's body
+// (relay/dialect/chat's BenchmarkRenderChunk and BenchmarkCheckRequest),
+// and writing events to a client, here.
 //
-//	go test -run '^$' -bench 'RenderChunk' -benchmem ./relay/dialect/chat/
-//	go test -run '^$' -bench 'SSEWriteBatch|ParseChatRequest' -benchmem ./edge/
+//	go test -run '^$' -bench 'RenderChunk|CheckRequest' -benchmem ./relay/dialect/chat/
+//	go test -run '^$' -bench 'SSEWriteBatch' -benchmem ./edge/
 
 // BenchmarkSSEWriteBatch writes 8 chunk events to a client over loopback
 // TCP, as a taken-over SSE response does (chunked, a write deadline per
@@ -83,28 +81,4 @@ func loopback(b *testing.B) net.Conn {
 	}
 	b.Cleanup(func() { conn.Close() })
 	return conn
-}
-
-// BenchmarkParseChatRequest checks a request body with encoding/json, as
-// the edge did (decodeChatRequest), and in one pass (parseChatRequest): a
-// first turn and a conversation of 21 messages.
-func BenchmarkParseChatRequest(b *testing.B) {
-	lim := fuzzLimits
-	lim.maxMessages = -1
-	for _, turns := range []int{1, 21} {
-		body := relaytest.Conversation(testModel, turns)
-		for _, c := range []struct {
-			name  string
-			parse func([]byte, limits) (chatRequest, *wire.Error)
-		}{{"encoding-json", decodeChatRequest}, {"one-pass", parseChatRequest}} {
-			b.Run(fmt.Sprintf("%d-messages/%s", turns, c.name), func(b *testing.B) {
-				b.SetBytes(int64(len(body)))
-				for b.Loop() {
-					if _, e := c.parse(body, lim); e != nil {
-						b.Fatal(e)
-					}
-				}
-			})
-		}
-	}
 }

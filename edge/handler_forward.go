@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -80,7 +81,7 @@ func parseForwardRequest(body []byte, endpoint wire.ForwardEndpoint, lim limits)
 			return req, invalid("stream", CodeInvalidValue, "embeddings are not streamed")
 		}
 	}
-	if e := checkMaxTokens(fields, "max_tokens", lim.maxTokens); e != nil {
+	if e := chat.CheckMaxTokens(fields, "max_tokens", lim.maxTokens); e != nil {
 		return req, e
 	}
 	return req, nil
