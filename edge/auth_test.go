@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -330,10 +331,10 @@ func TestResumeTokens(t *testing.T) {
 	}
 }
 
-func decodeRelay(t *testing.T, data string) chunkRelay {
+func decodeRelay(t *testing.T, data string) chat.ChunkRelay {
 	t.Helper()
 	var c struct {
-		Relay chunkRelay `json:"relay"`
+		Relay chat.ChunkRelay `json:"relay"`
 	}
 	if err := decodeInto(data, &c); err != nil {
 		t.Fatal(err)

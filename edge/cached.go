@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/relaydev/relay/relay/chunklog"
-	"github.com/relaydev/relay/relay/wire"
 )
 
 // # Answers from the cache
@@ -20,19 +19,6 @@ import (
 
 // HeaderCache is "hit" on a response that serves an answer from the cache.
 const HeaderCache = "X-Relay-Cache"
-
-// statusCached is relay.status of every chunk and of the end of an answer
-// replayed from the cache.
-const statusCached wire.Status = "cached"
-
-// relayStatus is the status a client sees of frame f: "cached" for a
-// chunk or a done end of a kept answer, else the end's status.
-func relayStatus(f wire.Frame) wire.Status {
-	if f.Cached && (f.Kind == wire.KindChunk || f.Status == wire.StatusDone) {
-		return statusCached
-	}
-	return f.Status
-}
 
 // markCached sets HeaderCache on a response whose first frames, read
 // before its head goes, are a kept answer's.

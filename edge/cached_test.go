@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -29,12 +30,12 @@ func TestCachedAnswerIsMarked(t *testing.T) {
 	e.startWorker(&worker{script: cachedAnswer(3)})
 	edge := e.startEdge(Config{})
 
-	var whole completionObject
+	var whole chat.Completion
 	res := do(t, http.MethodPost, edge.url+"/v1/chat/completions", chatBody(false, "cached"), nil)
 	if err := jsonDecode(res, &whole); err != nil {
 		t.Fatal(err)
 	}
-	if res.StatusCode != http.StatusOK || res.Header.Get(HeaderCache) != "hit" || whole.Relay.Status != statusCached ||
+	if res.StatusCode != http.StatusOK || res.Header.Get(HeaderCache) != "hit" || whole.Relay.Status != chat.StatusCached ||
 		*whole.Choices[0].Message.Content != "w1 w2 w3 " || *whole.Choices[0].FinishReason != "stop" {
 		t.Fatalf("whole completion: %d, %s %q, %+v", res.StatusCode, HeaderCache, res.Header.Get(HeaderCache), whole)
 	}
@@ -49,7 +50,7 @@ func TestCachedAnswerIsMarked(t *testing.T) {
 		t.Fatalf("%d frame events, want 4: %s", len(events), body)
 	}
 	for _, ev := range events {
-		if c := decodeChunk(t, ev.Data); c.Relay.Status != statusCached {
+		if c := decodeChunk(t, ev.Data); c.Relay.Status != chat.StatusCached {
 			t.Errorf("event %s: relay.status %q, want cached", ev.ID, c.Relay.Status)
 		}
 	}
@@ -66,7 +67,7 @@ func TestCachedAnswerIsMarked(t *testing.T) {
 	}
 
 	res = do(t, http.MethodPost, edge.url+"/v1/chat/completions", chatBody(false, "hi"), nil)
-	whole = completionObject{}
+	whole = chat.Completion{}
 	if err := jsonDecode(res, &whole); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -44,8 +45,8 @@ func TestNonStreamingToolCalls(t *testing.T) {
 	edge := e.startEdge(Config{})
 	var got struct {
 		Choices []struct {
-			Message      completionMessage `json:"message"`
-			FinishReason string            `json:"finish_reason"`
+			Message      chat.CompletionMessage `json:"message"`
+			FinishReason string                 `json:"finish_reason"`
 		} `json:"choices"`
 	}
 	body := readAll(t, do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "call"), nil))
@@ -75,7 +76,7 @@ func TestNonStreamingCutAnswer(t *testing.T) {
 		{wire.StatusCancelled, cancelledEnd(1).Error, "cancelled"},
 	} {
 		t.Run(string(tc.status)+" "+tc.code, func(t *testing.T) {
-			var got completionObject
+			var got chat.Completion
 			res, body := askWhole(t, failing(tc.status, tc.err), &got)
 			c := got.Choices[0]
 			if res.StatusCode != http.StatusOK || res.Header.Get("Retry-After") != "" || c.Message.Content == nil || *c.Message.Content != "partial" ||
@@ -97,7 +98,7 @@ func TestNonStreamingErrorTerminal(t *testing.T) {
 		{"default 502", nil, 502},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got failureObject
+			var got chat.Failure
 			res, body := askWhole(t, failing(wire.StatusFailed, tc.err), &got)
 			if res.StatusCode != tc.status || got.Error.Type != wire.TypeUpstream || got.Relay.Status != wire.StatusFailed || got.Relay.StreamID != res.Header.Get("X-Relay-Stream-Id") ||
 				got.Usage == nil || got.Usage.TotalTokens != 7 {

@@ -11,10 +11,10 @@ import (
 // Error codes the edge puts in OpenAI error bodies. Clients branch on them,
 // so they are part of the API.
 const (
-	CodeInvalidJSON      = "invalid_json"
-	CodeInvalidValue     = "invalid_value"
+	CodeInvalidJSON      = chat.CodeInvalidJSON
+	CodeInvalidValue     = chat.CodeInvalidValue
 	CodeBodyTooLarge     = "body_too_large"
-	CodeModelNotFound    = "model_not_found"
+	CodeModelNotFound    = chat.CodeModelNotFound
 	CodeInvalidStreamID  = "invalid_stream_id"
 	CodeInvalidCursor    = "invalid_cursor"
 	CodeStreamNotFound   = "stream_not_found"
@@ -33,25 +33,13 @@ const (
 	CodeDraining = "edge_draining"
 )
 
-// invalid is a 400 naming the parameter at fault.
+// invalid is a 400 naming the parameter at fault (chat.Invalid).
 func invalid(param, code, format string, args ...any) *wire.Error {
-	return &wire.Error{
-		Message: fmt.Sprintf(format, args...),
-		Type:    wire.TypeInvalidRequest,
-		Param:   param,
-		Code:    code,
-		Status:  http.StatusBadRequest,
-	}
+	return chat.Invalid(param, code, format, args...)
 }
 
-// modelNotFound is OpenAI's 404 for a model: one the relay does not serve
-// and one the caller's key may not use get the same answer, so that an
-// error never reveals which models other keys have.
-func modelNotFound(model string) *wire.Error {
-	e := invalid("model", CodeModelNotFound, "the model %q does not exist or you do not have access to it", model)
-	e.Status = http.StatusNotFound
-	return e
-}
+// modelNotFound is the 404 for a model (chat.ModelNotFound).
+func modelNotFound(model string) *wire.Error { return chat.ModelNotFound(model) }
 
 // notFound is the 404 for a stream that does not exist or has expired. A
 // stream of another tenant gets it too, so that an error never reveals

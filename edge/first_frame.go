@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -95,7 +96,7 @@ func (s *Server) awaitFirstFrame(w http.ResponseWriter, r *http.Request, o origi
 			if first := entries[0].Frame; first.Kind == wire.KindEnd && first.Status == wire.StatusFailed &&
 				(!h.refusalsOnly || isRefusal(first.Error)) {
 				o.f.close()
-				writeError(w, endError(first))
+				writeError(w, chat.EndError(first))
 				return o, true, false
 			}
 			o.read = entries
@@ -108,7 +109,7 @@ func (s *Server) awaitFirstFrame(w http.ResponseWriter, r *http.Request, o origi
 		case errors.Is(err, errShuttingDown):
 			writeDraining(w, s.cfg.RetryHint, drainMessage)
 		default:
-			s.log.Warn("stream interrupted before its first frame", "stream_id", o.view.id, "err", err)
+			s.log.Warn("stream interrupted before its first frame", "stream_id", o.stream.ID, "err", err)
 			e := interruptedError()
 			e.Status = http.StatusBadGateway
 			writeError(w, e)

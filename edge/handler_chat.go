@@ -3,6 +3,7 @@ package edge
 import (
 	"net/http"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -38,7 +39,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	o.view.resumeToken = b.token
+	o.stream.ResumeToken = b.token
 	o, answered, gone := s.awaitFirstFrame(w, r, o, chatHold)
 	switch {
 	case gone:
@@ -78,7 +79,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, opts startOptions
 	if st.replay {
 		w.Header().Set(HeaderIdempotentReplayed, "true")
 	}
-	b.o = origin{view: view{id: st.id, meta: st.meta}, f: st.f}
+	b.o = origin{stream: chat.Stream{ID: st.id, Meta: st.meta}, f: st.f}
 	return b, true
 }
 

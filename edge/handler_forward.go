@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -80,8 +81,11 @@ func parseForwardRequest(body []byte, endpoint wire.ForwardEndpoint, lim limits)
 			return req, invalid("stream", CodeInvalidValue, "embeddings are not streamed")
 		}
 	}
-	if e := checkMaxTokens(fields, "max_tokens", lim.maxTokens); e != nil {
+	if e := chat.CheckMaxTokens(fields, "max_tokens", lim.maxTokens); e != nil {
 		return req, e
 	}
 	return req, nil
 }
+
+// isNull reports whether a member of a forwarded request is null.
+func isNull(raw json.RawMessage) bool { return string(raw) == "null" }

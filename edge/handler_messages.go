@@ -9,6 +9,7 @@ import (
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/anthropic"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -57,7 +58,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		left()
 	case !answered:
 		markCached(w, o.read) // cached.go
-		s.serveEvents(w, r, o, left, newMessageEvents(o.view, -1))
+		s.serveEvents(w, r, o, left, newMessageEvents(o.stream, -1))
 	}
 }
 
@@ -68,7 +69,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 // an SDK would retry it, paying for the answer again. It reports whether
 // the client left before the end.
 func (s *Server) serveMessage(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
-	m := newMessageEvents(o.view, -1)
+	m := newMessageEvents(o.stream, -1)
 	end, left, ok := s.followToEnd(w, r, o, func(f wire.Frame) error {
 		m.Chunk(nil, f)
 		return nil
@@ -77,10 +78,10 @@ func (s *Server) serveMessage(w http.ResponseWriter, r *http.Request, o origin) 
 		return left
 	}
 	if end.Frame.Status == wire.StatusFailed {
-		writeError(w, endError(end.Frame))
+		writeError(w, chat.EndError(end.Frame))
 		return false
 	}
-	m.End(nil, end.Frame, endError(end.Frame))
+	m.End(nil, end.Frame, chat.EndError(end.Frame))
 	markCached(w, []chunklog.Entry{end}) // cached.go
 	writeJSON(w, http.StatusOK, m.Message())
 	return false
@@ -126,7 +127,7 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	s.serveEvents(w, r, o, nil, newMessageEvents(o.view, after))
+	s.serveEvents(w, r, o, nil, newMessageEvents(o.stream, after))
 }
 
 // wantsEvents reports whether a GET of a Message asks for its events.
@@ -162,7 +163,7 @@ func (s *Server) messageSnapshot(ctx context.Context, tenant, sid string) (anthr
 	case err != nil:
 		return anthropic.Message{}, unavailable("reading stream metadata", err)
 	}
-	m := newMessageEvents(view{id: sid, meta: meta}, -1)
+	m := newMessageEvents(chat.Stream{ID: sid, Meta: meta}, -1)
 	if _, err := s.reader.Read(ctx, sid, 0, func(e chunklog.Entry) error {
 		m.add(nil, e.Frame)
 		return nil

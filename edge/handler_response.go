@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -56,7 +57,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
 		writeError(w, asResponseError(e, id))
 		return
 	}
-	s.serveEvents(w, r, o, nil, newResponseEvents(o.view, after))
+	s.serveEvents(w, r, o, nil, newResponseEvents(o.stream, after))
 }
 
 // handleResponseCancel serves POST /v1/responses/{id}/cancel, the way
@@ -103,7 +104,7 @@ func (s *Server) snapshot(ctx context.Context, tenant, sid string) (responses.Re
 	case err != nil:
 		return responses.Response{}, unavailable("reading stream metadata", err)
 	}
-	b := newResponseRenderer(view{id: sid, meta: meta}, -1)
+	b := newResponseRenderer(chat.Stream{ID: sid, Meta: meta}, -1)
 	if _, err := s.reader.Read(ctx, sid, 0, func(e chunklog.Entry) error {
 		renderResponseFrame(b, nil, e.Frame)
 		return nil

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -52,7 +53,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 			left()
 		case !answered:
 			markCached(w, o.read) // cached.go
-			s.serveEvents(w, r, o, left, newResponseEvents(o.view, -1))
+			s.serveEvents(w, r, o, left, newResponseEvents(o.stream, -1))
 		}
 	case req.background:
 		if b.f != nil {
@@ -78,7 +79,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 // it failed, the end frame's error with its HTTP status. It reports
 // whether the client left before the end.
 func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, o origin) (left bool) {
-	b := newResponseRenderer(o.view, -1)
+	b := newResponseRenderer(o.stream, -1)
 	end, left, ok := s.followToEnd(w, r, o, func(f wire.Frame) error {
 		b.Chunk(nil, f)
 		return nil
@@ -86,7 +87,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, o origin)
 	if !ok {
 		return left
 	}
-	failure := endError(end.Frame)
+	failure := chat.EndError(end.Frame)
 	b.End(nil, end.Frame, failure)
 	resp := b.Response()
 	if resp.Status == responses.StatusFailed {

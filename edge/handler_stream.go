@@ -41,7 +41,7 @@ func requestCursor(r *http.Request) (cursor, param string) {
 // serveSSE streams the frames after o.after as chat completion chunks
 // (serveEvents).
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left func()) {
-	s.serveEvents(w, r, o, left, &chatEvents{v: o.view})
+	s.serveEvents(w, r, o, left, &chatEvents{s: o.stream})
 }
 
 // serveEvents streams the frames after o.after as server-sent events in
@@ -74,7 +74,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, o origin, l
 		return
 	}
 	setSSEHeaders(w.Header())
-	st := &sseStream{s: s, id: o.view.id, d: d, f: f, sess: sess, left: left, read: o.read}
+	st := &sseStream{s: s, id: o.stream.ID, d: d, f: f, sess: sess, left: left, read: o.read}
 	if s.takeOver(w, r, st) {
 		return
 	}

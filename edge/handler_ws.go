@@ -115,19 +115,19 @@ func decodeWSMessage(data []byte) (wsIn, *wsCloseError) {
 
 // wsOut is a server message.
 type wsOut struct {
-	Type         string       `json:"type"`
-	StreamID     string       `json:"stream_id,omitempty"`
-	Cursor       string       `json:"cursor,omitempty"`
-	Chunk        *chunkObject `json:"chunk,omitempty"`
-	Status       wire.Status  `json:"status,omitempty"`
-	FinishReason string       `json:"finish_reason,omitempty"`
-	Usage        *wire.Usage  `json:"usage,omitempty"`
-	Error        *chat.Error  `json:"error,omitempty"`
-	Attempts     int          `json:"attempts,omitempty"`
-	Cost         float64      `json:"cost,omitempty"`
-	RetryMS      int64        `json:"retry_ms,omitempty"`
-	ResumeToken  string       `json:"resume_token,omitempty"`
-	Replayed     bool         `json:"replayed,omitempty"`
+	Type         string      `json:"type"`
+	StreamID     string      `json:"stream_id,omitempty"`
+	Cursor       string      `json:"cursor,omitempty"`
+	Chunk        *chat.Chunk `json:"chunk,omitempty"`
+	Status       wire.Status `json:"status,omitempty"`
+	FinishReason string      `json:"finish_reason,omitempty"`
+	Usage        *wire.Usage `json:"usage,omitempty"`
+	Error        *chat.Error `json:"error,omitempty"`
+	Attempts     int         `json:"attempts,omitempty"`
+	Cost         float64     `json:"cost,omitempty"`
+	RetryMS      int64       `json:"retry_ms,omitempty"`
+	ResumeToken  string      `json:"resume_token,omitempty"`
+	Replayed     bool        `json:"replayed,omitempty"`
 }
 
 // handleWS serves GET /v1/ws.
@@ -370,7 +370,7 @@ func (c *wsConn) handle(ctx context.Context, in wsIn) error {
 			return c.sendError(ctx, "", e)
 		}
 		token := c.s.tokens.issue(st.id, c.p.tenant)
-		o := origin{view: view{id: st.id, meta: st.meta}, f: st.f}
+		o := origin{stream: chat.Stream{ID: st.id, Meta: st.meta}, f: st.f}
 		if err := c.send(ctx, wsOut{Type: "started", StreamID: st.id, ResumeToken: token, Replayed: st.replay}); err != nil {
 			if o.f != nil {
 				o.f.close()
@@ -385,7 +385,7 @@ func (c *wsConn) handle(ctx context.Context, in wsIn) error {
 			return c.sendError(ctx, in.StreamID, e)
 		}
 		if o.end != nil {
-			return c.send(ctx, endMessage(o.view, *o.end))
+			return c.send(ctx, endMessage(o.stream, *o.end))
 		}
 		return c.follow(ctx, o, false)
 	default: // "cancel"
@@ -409,7 +409,7 @@ func (c *wsConn) cancel(ctx context.Context, id string) {
 // started says the stream was started on this connection, so the
 // disconnect policy applies to it.
 func (c *wsConn) follow(ctx context.Context, o origin, started bool) error {
-	id := o.view.id
+	id := o.stream.ID
 	c.mu.Lock()
 	if c.active[id] {
 		c.mu.Unlock()
@@ -429,9 +429,9 @@ func (c *wsConn) follow(ctx context.Context, o origin, started bool) error {
 	}
 	c.streams.Go(func() {
 		defer c.inactive(id)
-		sess := c.s.obs.session(o.view, o.after, metrics.TransportWebSocket, started, time.Now())
+		sess := c.s.obs.session(o.stream, o.after, metrics.TransportWebSocket, started, time.Now())
 		defer sess.close()
-		ended := c.pump(ctx, o.view, f, sess)
+		ended := c.pump(ctx, o.stream, f, sess)
 		f.close()
 		if started && !ended && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShuttingDown) {
 			c.s.orphans.watch(c.p.tenant, id, c.policy)
@@ -448,7 +448,7 @@ func (c *wsConn) inactive(id string) {
 
 // pump sends one stream's frames until its end frame or the connection
 // ends; it reports whether the end frame was queued.
-func (c *wsConn) pump(ctx context.Context, v view, f *follower, sess *session) bool {
+func (c *wsConn) pump(ctx context.Context, v chat.Stream, f *follower, sess *session) bool {
 	for !f.ended() {
 		entries, err := f.next(ctx, c.s.cfg.Keepalive)
 		sess.delivered(entries)
@@ -459,8 +459,8 @@ func (c *wsConn) pump(ctx context.Context, v view, f *follower, sess *session) b
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				c.s.log.Warn("stream interrupted", "stream_id", v.id, "err", err)
-				c.sendError(ctx, v.id, interruptedError())
+				c.s.log.Warn("stream interrupted", "stream_id", v.ID, "err", err)
+				c.sendError(ctx, v.ID, interruptedError())
 			}
 			return false
 		}
@@ -469,19 +469,20 @@ func (c *wsConn) pump(ctx context.Context, v view, f *follower, sess *session) b
 }
 
 // message renders a chunk or end frame.
-func message(v view, e chunklog.Entry) wsOut {
+func message(v chat.Stream, e chunklog.Entry) wsOut {
 	if e.Frame.Kind == wire.KindEnd {
 		return endMessage(v, e)
 	}
-	chunk := v.chunk(e)
-	return wsOut{Type: "chunk", StreamID: v.id, Cursor: cursorOf(e).String(), Chunk: &chunk}
+	cursor := cursorOf(e)
+	chunk := v.Chunk(cursor, &e.Frame)
+	return wsOut{Type: "chunk", StreamID: v.ID, Cursor: cursor.String(), Chunk: &chunk}
 }
 
-func endMessage(v view, e chunklog.Entry) wsOut {
+func endMessage(v chat.Stream, e chunklog.Entry) wsOut {
 	f := e.Frame
 	m := wsOut{
 		Type:     "end",
-		StreamID: v.id,
+		StreamID: v.ID,
 		Cursor:   cursorOf(e).String(),
 		Status:   f.Status,
 		Attempts: f.Attempts,
@@ -489,9 +490,9 @@ func endMessage(v view, e chunklog.Entry) wsOut {
 		Usage:    f.Usage,
 	}
 	if f.Status == wire.StatusDone {
-		m.FinishReason = finishReason(f)
+		m.FinishReason = chat.FinishReason(f)
 	} else {
-		obj := chat.ErrorOf(endError(f))
+		obj := chat.ErrorOf(chat.EndError(f))
 		m.Error = &obj
 	}
 	return m

@@ -15,8 +15,8 @@ type messageEvents struct{ *anthropic.Events }
 
 // newMessageEvents renders stream v, writing the events after number
 // after (-1: all).
-func newMessageEvents(v view, after int) messageEvents {
-	return messageEvents{anthropic.NewEvents(v.id, v.meta.Model, after)}
+func newMessageEvents(v chat.Stream, after int) messageEvents {
+	return messageEvents{anthropic.NewEvents(v.ID, v.Meta.Model, after)}
 }
 
 func (m messageEvents) begin(out *sseWriter) { m.Begin(out) }
@@ -29,7 +29,7 @@ func (m messageEvents) add(out chat.EventWriter, f wire.Frame) {
 	case wire.KindChunk:
 		m.Chunk(out, f)
 	case wire.KindEnd:
-		m.End(out, f, endError(f))
+		m.End(out, f, chat.EndError(f))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/wire"
@@ -251,19 +252,19 @@ type session struct {
 	span *requestSpan
 }
 
-// session starts observing a client of stream o.view from o.after. fresh
+// session starts observing a client of stream o.stream from o.after. fresh
 // says the client started the stream, at accepted.
-func (o *observer) session(v view, after wire.Cursor, t metrics.Transport, fresh bool, accepted time.Time) *session {
+func (o *observer) session(v chat.Stream, after wire.Cursor, t metrics.Transport, fresh bool, accepted time.Time) *session {
 	if fresh {
 		o.recent.streamStarted()
 	}
-	return &session{o: o, id: v.id, meta: v.meta, transport: t, fresh: fresh, accepted: accepted, after: after}
+	return &session{o: o, id: v.ID, meta: v.Meta, transport: t, fresh: fresh, accepted: accepted, after: after}
 }
 
 // sseSession observes an SSE or "stream": false client of r.
 func (s *Server) sseSession(r *http.Request, o origin, t metrics.Transport) *session {
-	ss := s.obs.session(o.view, o.after, t, r.Method == http.MethodPost, accepted(r))
-	ss.span = holdSpan(r, o.view.id)
+	ss := s.obs.session(o.stream, o.after, t, r.Method == http.MethodPost, accepted(r))
+	ss.span = holdSpan(r, o.stream.ID)
 	return ss
 }
 

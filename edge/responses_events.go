@@ -14,13 +14,13 @@ type responseEvents struct{ r *responses.Renderer }
 
 // newResponseEvents renders stream v, writing the events after sequence
 // number after (-1: all).
-func newResponseEvents(v view, after int) responseEvents {
+func newResponseEvents(v chat.Stream, after int) responseEvents {
 	return responseEvents{newResponseRenderer(v, after)}
 }
 
 // newResponseRenderer is the Renderer of stream v.
-func newResponseRenderer(v view, after int) *responses.Renderer {
-	return responses.NewRenderer(responses.Stream{ID: v.id, Model: v.meta.Model, Created: v.meta.Created}, after)
+func newResponseRenderer(v chat.Stream, after int) *responses.Renderer {
+	return responses.NewRenderer(responses.Stream{ID: v.ID, Model: v.Meta.Model, Created: v.Meta.Created}, after)
 }
 
 func (d responseEvents) begin(out *sseWriter) { d.r.Begin(responsesWriter{out}) }
@@ -38,7 +38,7 @@ func (d responseEvents) cut(out *sseWriter, e *wire.Error) { d.r.Cut(responsesWr
 // client of any dialect (endError); a nil out builds the Response only.
 func renderResponseFrame(r *responses.Renderer, out chat.EventWriter, f wire.Frame) {
 	if f.Kind == wire.KindEnd {
-		r.End(out, f, endError(f))
+		r.End(out, f, chat.EndError(f))
 		return
 	}
 	r.Frame(out, f)

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/responses"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -15,7 +16,7 @@ type responsesRequest struct {
 
 // CodeUnsupportedParameter refuses a parameter the relay cannot honour
 // over a chat-completions upstream, in any of the APIs it serves.
-const CodeUnsupportedParameter = responses.CodeUnsupportedParameter
+const CodeUnsupportedParameter = chat.CodeUnsupportedParameter
 
 // parseResponsesRequest translates a Responses request into a chat
 // completion request and validates both: the Responses fields by the

@@ -7,12 +7,13 @@ import (
 	"sync"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
 // origin is where a client's view of a stream begins.
 type origin struct {
-	view view
+	stream chat.Stream
 	// after is the last frame the client has; zero for the start.
 	after wire.Cursor
 	// end is set when that frame is the end frame: nothing follows.
@@ -31,7 +32,7 @@ func (s *Server) follow(o origin) (*follower, error) {
 	if o.f != nil {
 		return o.f, nil
 	}
-	return s.hub.follow(o.view.id, o.after.JSSeq, s.cfg.ClientBuffer)
+	return s.hub.follow(o.stream.ID, o.after.JSSeq, s.cfg.ClientBuffer)
 }
 
 // open checks that id names a known stream of tenant and that cursor (empty
@@ -87,7 +88,7 @@ func (s *Server) check(ctx context.Context, tenant, id, idParam string, after wi
 	if err != nil {
 		return origin{}, unavailable("reading stream metadata", err)
 	}
-	o := origin{view: view{id: id, meta: meta}, after: after}
+	o := origin{stream: chat.Stream{ID: id, Meta: meta}, after: after}
 	if after.IsZero() {
 		return o, nil
 	}

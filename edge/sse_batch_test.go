@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -53,7 +54,7 @@ func liveOf(frames []wire.Frame, i int) *liveFrame {
 // written to a recordingSink.
 func batchStream(t *testing.T, edge *testEdge, f *follower, d eventDialect) (*sseStream, *recordingSink) {
 	sink := &recordingSink{}
-	ss := edge.obs.session(view{id: f.id}, wire.Cursor{}, metrics.TransportSSE, false, time.Now())
+	ss := edge.obs.session(chat.Stream{ID: f.id}, wire.Cursor{}, metrics.TransportSSE, false, time.Now())
 	t.Cleanup(ss.close)
 	st := &sseStream{s: edge.Server, id: f.id, d: d, f: f, sess: ss, ctx: t.Context(), gone: func() bool { return false }}
 	st.out.dst = sink
@@ -70,7 +71,7 @@ func TestSSEWritesFramesReadyMeanwhileInOneBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.close()
-	st, sink := batchStream(t, edge, f, &arrivingEvents{chatEvents: chatEvents{v: view{id: id}}, f: f, frames: frames})
+	st, sink := batchStream(t, edge, f, &arrivingEvents{chatEvents: chatEvents{s: chat.Stream{ID: id}}, f: f, frames: frames})
 
 	f.push(liveOf(frames, 0))
 	entries, ok, err := f.poll(t.Context())
@@ -105,7 +106,7 @@ func TestSSEWritesAReadyFrameWithoutWaitingForMore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.close()
-	st, sink := batchStream(t, edge, f, &chatEvents{v: view{id: id}})
+	st, sink := batchStream(t, edge, f, &chatEvents{s: chat.Stream{ID: id}})
 
 	for i := range frames {
 		f.push(liveOf(frames, i))

@@ -29,7 +29,7 @@
 //	relay/provider         the provider catalog, a model's settings and route
 //	relay/apikeys          a provider's API keys: refusals, the api_keys_file and its rotation
 //	relay/upstream         the client of a streaming provider: its dialects, SSE reader, watchdog, classification
-//	relay/dialect/chat     OpenAI's chat completions, the dialect the others translate to and from: request, chunk (Delta) and error
+//	relay/dialect/chat     OpenAI's chat completions, the dialect the others translate to and from: request and its checks, chunks rendered and parsed, chat.completion, error
 //	relay/dialect/anthropic  Anthropic's Messages API for both sides: request types and checks, events for clients and from providers, errors
 //	relay/dialect/responses  OpenAI's Responses API, likewise
 //	relay/jsonscan         JSON read by hand on the hot paths

@@ -70,20 +70,6 @@ func openAnthropic(t *testing.T, srv string, body string) *Stream {
 
 const chatHi = `{"model":"claude-x","messages":[{"role":"user","content":"hi"}],"stream":true}`
 
-// jsonEqual fails the test unless got and want are the same JSON value.
-func jsonEqual(t *testing.T, got any, want string) {
-	t.Helper()
-	g, _ := json.Marshal(got)
-	var w any
-	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		t.Fatalf("want is not JSON: %v", err)
-	}
-	wb, _ := json.Marshal(w)
-	if string(g) != string(wb) {
-		t.Fatalf("got  %s\nwant %s", g, wb)
-	}
-}
-
 func TestAnthropicStreamRequest(t *testing.T) {
 	var got *http.Request
 	var body []byte

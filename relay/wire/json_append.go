@@ -8,8 +8,9 @@ import (
 
 // The appenders below write JSON values exactly as encoding/json's Marshal
 // does, HTML escaping included, so that what the relay renders by hand (a
-// frame here, a chat chunk at the edge) is byte for byte what encoding/json
-// renders; FuzzFrameEncode, and the edge's FuzzRenderChunk, hold them to it.
+// frame here, a chat chunk in relay/dialect/chat) is byte for byte what
+// encoding/json renders; FuzzFrameEncode, and the chat dialect's
+// FuzzRenderChunk, hold them to it.
 
 const hexDigits = "0123456789abcdef"
 

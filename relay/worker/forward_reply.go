@@ -63,13 +63,6 @@ func (r *forwardReply) end(e wire.ForwardEnd) {
 	_ = r.sendJSON(wire.ForwardEndKind, e)
 }
 
-// sent is how many messages were published.
-func (r *forwardReply) sent() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.seq
-}
-
 // watch calls gone once the edge stopped listening (its client left, or
 // it took this worker for lost): every later message is published with a
 // reply subject of the worker's, so NATS answers one that nobody receives

@@ -3,7 +3,6 @@ package anthropic
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/relaydev/relay/relay/dialect/chat"
@@ -19,19 +18,6 @@ type ChatRequest struct {
 	Body json.RawMessage
 	// Stream is the Messages request's stream.
 	Stream bool
-}
-
-// The codes of the errors ToChat returns, the edge's (CodeInvalidJSON,
-// CodeInvalidValue, CodeUnsupportedParameter): clients branch on them.
-const (
-	codeInvalidJSON          = "invalid_json"
-	codeInvalidValue         = "invalid_value"
-	codeUnsupportedParameter = "unsupported_parameter"
-)
-
-// invalid is a 400 naming the parameter at fault.
-func invalid(param, code, format string, args ...any) *wire.Error {
-	return &wire.Error{Message: fmt.Sprintf(format, args...), Type: wire.TypeInvalidRequest, Param: param, Code: code, Status: http.StatusBadRequest}
 }
 
 // ignored are parameters accepted and left unused, because a
@@ -50,21 +36,21 @@ var ignored = []string{"top_k", "thinking", "service_tier", "container"}
 func ToChat(body []byte, model func(string) *wire.Error) (ChatRequest, *wire.Error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return ChatRequest{}, invalid("", codeInvalidJSON, "request body must be a JSON object")
+		return ChatRequest{}, chat.Invalid("", chat.CodeInvalidJSON, "request body must be a JSON object")
 	}
 	var req ChatRequest
 	var name string
 	if json.Unmarshal(fields["model"], &name) != nil || name == "" {
-		return ChatRequest{}, invalid("model", codeInvalidValue, "model: must be a non-empty string")
+		return ChatRequest{}, chat.Invalid("model", chat.CodeInvalidValue, "model: must be a non-empty string")
 	}
 	if e := model(name); e != nil {
 		return ChatRequest{}, e
 	}
 	if raw, ok := fields["max_tokens"]; !ok || isNull(raw) {
-		return ChatRequest{}, invalid("max_tokens", codeInvalidValue, "max_tokens: field required")
+		return ChatRequest{}, chat.Invalid("max_tokens", chat.CodeInvalidValue, "max_tokens: field required")
 	}
 	if raw, ok := fields["stream"]; ok && !isNull(raw) && json.Unmarshal(raw, &req.Stream) != nil {
-		return ChatRequest{}, invalid("stream", codeInvalidValue, "stream: must be a boolean")
+		return ChatRequest{}, chat.Invalid("stream", chat.CodeInvalidValue, "stream: must be a boolean")
 	}
 	out := map[string]json.RawMessage{"model": fields["model"], "max_tokens": fields["max_tokens"]}
 	if e := chatFields(fields, out); e != nil {
@@ -89,7 +75,7 @@ func chatFields(fields, out map[string]json.RawMessage) *wire.Error {
 	}
 	for name := range fields {
 		if !known[name] {
-			return invalid(name, codeUnsupportedParameter, "%s: extra inputs are not permitted", name)
+			return chat.Invalid(name, chat.CodeUnsupportedParameter, "%s: extra inputs are not permitted", name)
 		}
 	}
 	present := func(name string) (json.RawMessage, bool) {
@@ -101,7 +87,7 @@ func chatFields(fields, out map[string]json.RawMessage) *wire.Error {
 	if raw, ok := present("temperature"); ok {
 		var t float64
 		if json.Unmarshal(raw, &t) != nil || t < 0 || t > 1 {
-			return invalid("temperature", codeInvalidValue, "temperature: must be a number between 0 and 1")
+			return chat.Invalid("temperature", chat.CodeInvalidValue, "temperature: must be a number between 0 and 1")
 		}
 		out["temperature"] = raw
 	}
@@ -116,7 +102,7 @@ func chatFields(fields, out map[string]json.RawMessage) *wire.Error {
 			UserID *string `json:"user_id"`
 		}
 		if json.Unmarshal(raw, &m) != nil {
-			return invalid("metadata", codeInvalidValue, "metadata: must be an object")
+			return chat.Invalid("metadata", chat.CodeInvalidValue, "metadata: must be an object")
 		}
 		if m.UserID != nil {
 			out["user"] = marshal(*m.UserID)
@@ -141,19 +127,19 @@ func chatFields(fields, out map[string]json.RawMessage) *wire.Error {
 func chatTools(raw json.RawMessage) (json.RawMessage, *wire.Error) {
 	var tools []Tool
 	if json.Unmarshal(raw, &tools) != nil {
-		return nil, invalid("tools", codeInvalidValue, "tools: must be an array of tools")
+		return nil, chat.Invalid("tools", chat.CodeInvalidValue, "tools: must be an array of tools")
 	}
 	out := make([]chat.Tool, len(tools))
 	for i, t := range tools {
 		if t.Type != "" && t.Type != "custom" {
-			return nil, invalid(fmt.Sprintf("tools.%d.type", i), codeUnsupportedParameter,
+			return nil, chat.Invalid(fmt.Sprintf("tools.%d.type", i), chat.CodeUnsupportedParameter,
 				"tools.%d: tools of type %q are not supported; the relay serves client tools (name, description, input_schema) only", i, t.Type)
 		}
 		if t.Name == "" {
-			return nil, invalid(fmt.Sprintf("tools.%d.name", i), codeInvalidValue, "tools.%d.name: field required", i)
+			return nil, chat.Invalid(fmt.Sprintf("tools.%d.name", i), chat.CodeInvalidValue, "tools.%d.name: field required", i)
 		}
 		if !isObject(t.InputSchema) {
-			return nil, invalid(fmt.Sprintf("tools.%d.input_schema", i), codeInvalidValue, "tools.%d.input_schema: must be a JSON schema object", i)
+			return nil, chat.Invalid(fmt.Sprintf("tools.%d.input_schema", i), chat.CodeInvalidValue, "tools.%d.input_schema: must be a JSON schema object", i)
 		}
 		out[i] = chat.Tool{Type: "function", Function: chat.ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}}
 	}
@@ -165,7 +151,7 @@ func chatTools(raw json.RawMessage) (json.RawMessage, *wire.Error) {
 func chatToolChoice(raw json.RawMessage, out map[string]json.RawMessage) *wire.Error {
 	var c ToolChoice
 	if json.Unmarshal(raw, &c) != nil {
-		return invalid("tool_choice", codeInvalidValue, "tool_choice: must be an object")
+		return chat.Invalid("tool_choice", chat.CodeInvalidValue, "tool_choice: must be an object")
 	}
 	switch c.Type {
 	case "auto", "none":
@@ -174,11 +160,11 @@ func chatToolChoice(raw json.RawMessage, out map[string]json.RawMessage) *wire.E
 		out["tool_choice"] = marshal("required")
 	case "tool":
 		if c.Name == "" {
-			return invalid("tool_choice.name", codeInvalidValue, "tool_choice.name: field required")
+			return chat.Invalid("tool_choice.name", chat.CodeInvalidValue, "tool_choice.name: field required")
 		}
 		out["tool_choice"] = marshal(map[string]any{"type": "function", "function": map[string]string{"name": c.Name}})
 	default:
-		return invalid("tool_choice.type", codeInvalidValue, "tool_choice.type: must be auto, any, tool or none")
+		return chat.Invalid("tool_choice.type", chat.CodeInvalidValue, "tool_choice.type: must be auto, any, tool or none")
 	}
 	if c.DisableParallelToolUse != nil && c.Type != "none" {
 		out["parallel_tool_calls"] = marshal(!*c.DisableParallelToolUse)
@@ -219,10 +205,10 @@ type TokenCount struct {
 func CountTokensBody(body []byte) ([]byte, *wire.Error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return nil, invalid("", codeInvalidJSON, "request body must be a JSON object")
+		return nil, chat.Invalid("", chat.CodeInvalidJSON, "request body must be a JSON object")
 	}
 	if _, ok := fields["stream"]; ok {
-		return nil, invalid("stream", codeUnsupportedParameter, "stream: extra inputs are not permitted")
+		return nil, chat.Invalid("stream", chat.CodeUnsupportedParameter, "stream: extra inputs are not permitted")
 	}
 	fields["max_tokens"] = json.RawMessage("1")
 	return marshal(fields), nil

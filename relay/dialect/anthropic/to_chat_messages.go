@@ -44,16 +44,16 @@ func chatMessages(system, raw json.RawMessage) ([]chat.Message, *wire.Error) {
 		out = append(out, chat.Message{Role: "system", Content: marshal(text)})
 	}
 	if raw == nil || isNull(raw) {
-		return nil, invalid("messages", codeInvalidValue, "messages: field required")
+		return nil, chat.Invalid("messages", chat.CodeInvalidValue, "messages: field required")
 	}
 	var messages []inputMessage
 	if json.Unmarshal(raw, &messages) != nil || len(messages) == 0 {
-		return nil, invalid("messages", codeInvalidValue, "messages: must be a non-empty array of messages")
+		return nil, chat.Invalid("messages", chat.CodeInvalidValue, "messages: must be a non-empty array of messages")
 	}
 	for i, m := range messages {
 		param := fmt.Sprintf("messages.%d.content", i)
 		if m.Content == nil || isNull(m.Content) {
-			return nil, invalid(param, codeInvalidValue, "%s: field required", param)
+			return nil, chat.Invalid(param, chat.CodeInvalidValue, "%s: field required", param)
 		}
 		var e *wire.Error
 		switch m.Role {
@@ -62,7 +62,7 @@ func chatMessages(system, raw json.RawMessage) ([]chat.Message, *wire.Error) {
 		case "assistant":
 			out, e = appendAssistant(out, m.Content, param)
 		default:
-			e = invalid(fmt.Sprintf("messages.%d.role", i), codeInvalidValue, "messages.%d.role: must be user or assistant, not %q", i, m.Role)
+			e = chat.Invalid(fmt.Sprintf("messages.%d.role", i), chat.CodeInvalidValue, "messages.%d.role: must be user or assistant, not %q", i, m.Role)
 		}
 		if e != nil {
 			return nil, e
@@ -79,7 +79,7 @@ func parseBlocks(raw json.RawMessage, param string) ([]Block, *wire.Error) {
 	}
 	var bs []Block
 	if json.Unmarshal(raw, &bs) != nil {
-		return nil, invalid(param, codeInvalidValue, "%s: must be a string or an array of content blocks", param)
+		return nil, chat.Invalid(param, chat.CodeInvalidValue, "%s: must be a string or an array of content blocks", param)
 	}
 	return bs, nil
 }
@@ -93,7 +93,7 @@ func blocksText(raw json.RawMessage, param string) (string, *wire.Error) {
 	var text strings.Builder
 	for j, b := range bs {
 		if b.Type != "text" {
-			return "", invalid(fmt.Sprintf("%s.%d.type", param, j), codeUnsupportedParameter,
+			return "", chat.Invalid(fmt.Sprintf("%s.%d.type", param, j), chat.CodeUnsupportedParameter,
 				"%s.%d: only text blocks are supported here, not %q", param, j, b.Type)
 		}
 		text.WriteString(b.Text)
@@ -124,7 +124,7 @@ func appendUser(out []chat.Message, raw json.RawMessage, param string) ([]chat.M
 			textOnly = false
 		case "tool_result":
 			if b.ToolUseID == "" {
-				return nil, invalid(at+".tool_use_id", codeInvalidValue, "%s.tool_use_id: field required", at)
+				return nil, chat.Invalid(at+".tool_use_id", chat.CodeInvalidValue, "%s.tool_use_id: field required", at)
 			}
 			text := ""
 			if b.Content != nil && !isNull(b.Content) {
@@ -134,7 +134,7 @@ func appendUser(out []chat.Message, raw json.RawMessage, param string) ([]chat.M
 			}
 			out = append(out, chat.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: marshal(text)})
 		default:
-			return nil, invalid(at+".type", codeUnsupportedParameter, "%s: content blocks of type %q are not supported in a user message", at, b.Type)
+			return nil, chat.Invalid(at+".type", chat.CodeUnsupportedParameter, "%s: content blocks of type %q are not supported in a user message", at, b.Type)
 		}
 	}
 	switch {
@@ -155,13 +155,13 @@ func appendUser(out []chat.Message, raw json.RawMessage, param string) ([]chat.M
 func imageURL(src *ImageSource, at string) (string, *wire.Error) {
 	switch {
 	case src == nil:
-		return "", invalid(at+".source", codeInvalidValue, "%s.source: field required", at)
+		return "", chat.Invalid(at+".source", chat.CodeInvalidValue, "%s.source: field required", at)
 	case src.Type == "base64" && src.MediaType != "" && src.Data != "":
 		return "data:" + src.MediaType + ";base64," + src.Data, nil
 	case src.Type == "url" && src.URL != "":
 		return src.URL, nil
 	}
-	return "", invalid(at+".source", codeInvalidValue, "%s.source: must be base64 (media_type, data) or url", at)
+	return "", chat.Invalid(at+".source", chat.CodeInvalidValue, "%s.source: must be base64 (media_type, data) or url", at)
 }
 
 // appendAssistant appends an assistant message: its text and its tool
@@ -180,19 +180,19 @@ func appendAssistant(out []chat.Message, raw json.RawMessage, param string) ([]c
 			text.WriteString(b.Text)
 		case "tool_use":
 			if b.ID == "" || b.Name == "" {
-				return nil, invalid(at, codeInvalidValue, "%s: a tool_use block needs an id and a name", at)
+				return nil, chat.Invalid(at, chat.CodeInvalidValue, "%s: a tool_use block needs an id and a name", at)
 			}
 			args := "{}"
 			if b.Input != nil && !isNull(b.Input) {
 				if !isObject(b.Input) {
-					return nil, invalid(at+".input", codeInvalidValue, "%s.input: must be an object", at)
+					return nil, chat.Invalid(at+".input", chat.CodeInvalidValue, "%s.input: must be an object", at)
 				}
 				args = string(b.Input)
 			}
 			calls = append(calls, chat.ToolCall{ID: b.ID, Type: "function", Function: chat.Function{Name: b.Name, Arguments: args}})
 		case "thinking", "redacted_thinking":
 		default:
-			return nil, invalid(at+".type", codeUnsupportedParameter, "%s: content blocks of type %q are not supported in an assistant message", at, b.Type)
+			return nil, chat.Invalid(at+".type", chat.CodeUnsupportedParameter, "%s: content blocks of type %q are not supported in an assistant message", at, b.Type)
 		}
 	}
 	m := chat.Message{Role: "assistant", ToolCalls: calls, Content: json.RawMessage("null")}

@@ -1,9 +1,10 @@
-// Package chat is OpenAI's chat completions API, the dialect the relay
-// thinks in: the edge turns the other client dialects into a chat
-// request, the worker's upstream client turns a chat request into the
-// provider's dialect and its answer back into chat Deltas, and the chunk
-// log stores what those Deltas say. A dialect package translates to and
-// from chat, so a new dialect is one new folder beside this one.
+// Package chat is OpenAI's chat completions API, both sides of it, and
+// the dialect the relay thinks in. For clients: the request's checks
+// (CheckRequest), a stream's frames rendered as chunks (Stream) and a
+// whole answer as one chat.completion (Answer). For providers: their
+// chunks read into Deltas (ParseChunk), which the chunk log stores. The
+// other dialects translate to and from the Request declared here, so a
+// new dialect is one new folder beside this one.
 package chat
 
 import "errors"

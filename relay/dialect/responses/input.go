@@ -42,24 +42,24 @@ func translateInput(input, instructions json.RawMessage) ([]chat.Message, *wire.
 	var messages []chat.Message
 	if instructions != nil && !isNull(instructions) {
 		if !isString(instructions) {
-			return nil, invalid("instructions", codeInvalidValue, "'instructions' must be a string")
+			return nil, chat.Invalid("instructions", chat.CodeInvalidValue, "'instructions' must be a string")
 		}
 		messages = append(messages, chat.Message{Role: "system", Content: instructions})
 	}
 	if input == nil || isNull(input) {
-		return nil, invalid("input", codeInvalidValue, "missing required parameter: 'input'")
+		return nil, chat.Invalid("input", chat.CodeInvalidValue, "missing required parameter: 'input'")
 	}
 	if isString(input) {
 		return append(messages, chat.Message{Role: "user", Content: input}), nil
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(input, &items) != nil || len(items) == 0 {
-		return nil, invalid("input", codeInvalidValue, "'input' must be a string or a non-empty array of items")
+		return nil, chat.Invalid("input", chat.CodeInvalidValue, "'input' must be a string or a non-empty array of items")
 	}
 	for i, raw := range items {
 		var it inputItem
 		if json.Unmarshal(raw, &it) != nil {
-			return nil, invalid(fmt.Sprintf("input[%d]", i), codeInvalidValue, "input[%d] must be an object", i)
+			return nil, chat.Invalid(fmt.Sprintf("input[%d]", i), chat.CodeInvalidValue, "input[%d] must be an object", i)
 		}
 		var e *wire.Error
 		switch it.Type {
@@ -77,7 +77,7 @@ func translateInput(input, instructions json.RawMessage) ([]chat.Message, *wire.
 			// The model's own reasoning from an earlier turn: a
 			// chat-completions provider takes none back.
 		default:
-			e = invalid(fmt.Sprintf("input[%d].type", i), CodeUnsupportedParameter, "input items of type %q are not supported", it.Type)
+			e = chat.Invalid(fmt.Sprintf("input[%d].type", i), chat.CodeUnsupportedParameter, "input items of type %q are not supported", it.Type)
 		}
 		if e != nil {
 			return nil, e
@@ -89,7 +89,7 @@ func translateInput(input, instructions json.RawMessage) ([]chat.Message, *wire.
 func translateMessage(it inputItem, i int) (chat.Message, *wire.Error) {
 	role, ok := inputRoles[it.Role]
 	if !ok {
-		return chat.Message{}, invalid(fmt.Sprintf("input[%d].role", i), codeInvalidValue,
+		return chat.Message{}, chat.Invalid(fmt.Sprintf("input[%d].role", i), chat.CodeInvalidValue,
 			"input[%d].role %q is not user, assistant, system or developer", i, it.Role)
 	}
 	content, e := translateContent(it.Content, fmt.Sprintf("input[%d].content", i))
@@ -104,7 +104,7 @@ func translateContent(raw json.RawMessage, param string) (json.RawMessage, *wire
 	}
 	var parts []inputPart
 	if json.Unmarshal(raw, &parts) != nil || len(parts) == 0 {
-		return nil, invalid(param, codeInvalidValue, "%s must be a string or a non-empty array of content parts", param)
+		return nil, chat.Invalid(param, chat.CodeInvalidValue, "%s must be a string or a non-empty array of content parts", param)
 	}
 	out := make([]chat.Part, len(parts))
 	for j, p := range parts {
@@ -115,11 +115,11 @@ func translateContent(raw json.RawMessage, param string) (json.RawMessage, *wire
 			out[j] = chat.Part{Type: "text", Text: p.Refusal}
 		case "input_image":
 			if p.ImageURL == "" {
-				return nil, invalid(fmt.Sprintf("%s[%d].image_url", param, j), CodeUnsupportedParameter, "images are accepted by URL only")
+				return nil, chat.Invalid(fmt.Sprintf("%s[%d].image_url", param, j), chat.CodeUnsupportedParameter, "images are accepted by URL only")
 			}
 			out[j] = chat.Part{Type: "image_url", ImageURL: &chat.Image{URL: p.ImageURL, Detail: p.Detail}}
 		default:
-			return nil, invalid(fmt.Sprintf("%s[%d].type", param, j), CodeUnsupportedParameter, "content parts of type %q are not supported", p.Type)
+			return nil, chat.Invalid(fmt.Sprintf("%s[%d].type", param, j), chat.CodeUnsupportedParameter, "content parts of type %q are not supported", p.Type)
 		}
 	}
 	if len(out) == 1 && out[0].Type == "text" {
@@ -142,7 +142,7 @@ func appendCall(messages []chat.Message, it inputItem) []chat.Message {
 // callOutput is a function call's output as a tool message's content.
 func callOutput(it inputItem, i int) (json.RawMessage, *wire.Error) {
 	if it.CallID == "" {
-		return nil, invalid(fmt.Sprintf("input[%d].call_id", i), codeInvalidValue, "input[%d].call_id is required", i)
+		return nil, chat.Invalid(fmt.Sprintf("input[%d].call_id", i), chat.CodeInvalidValue, "input[%d].call_id is required", i)
 	}
 	return translateContent(it.Output, fmt.Sprintf("input[%d].output", i))
 }

@@ -3,7 +3,6 @@ package responses
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -23,16 +22,6 @@ type Request struct {
 	// Stream and Background are the request's own.
 	Stream, Background bool
 }
-
-// CodeUnsupportedParameter refuses a parameter the relay cannot honour
-// over a chat-completions upstream.
-const CodeUnsupportedParameter = "unsupported_parameter"
-
-// The codes of the other refusals, the same in every API the edge serves.
-const (
-	codeInvalidJSON  = "invalid_json"
-	codeInvalidValue = "invalid_value"
-)
 
 // ignored are parameters accepted and left unused: they tune
 // OpenAI's own storage, caching, tracing and tiers, which a
@@ -56,12 +45,12 @@ var passed = []string{"temperature", "top_p", "parallel_tool_calls", "user"}
 func ParseRequest(body []byte, checkModel func(model string) *wire.Error) (Request, *wire.Error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return Request{}, invalid("", codeInvalidJSON, "request body must be a JSON object")
+		return Request{}, chat.Invalid("", chat.CodeInvalidJSON, "request body must be a JSON object")
 	}
 	var req Request
 	var model string
 	if json.Unmarshal(fields["model"], &model) != nil || model == "" {
-		return Request{}, invalid("model", codeInvalidValue, "'model' must be a non-empty string")
+		return Request{}, chat.Invalid("model", chat.CodeInvalidValue, "'model' must be a non-empty string")
 	}
 	if e := checkModel(model); e != nil {
 		return Request{}, e
@@ -71,7 +60,7 @@ func ParseRequest(body []byte, checkModel func(model string) *wire.Error) (Reque
 		v    *bool
 	}{{"stream", &req.Stream}, {"background", &req.Background}} {
 		if raw, ok := fields[flag.name]; ok && !isNull(raw) && json.Unmarshal(raw, flag.v) != nil {
-			return Request{}, invalid(flag.name, codeInvalidValue, "'%s' must be a boolean", flag.name)
+			return Request{}, chat.Invalid(flag.name, chat.CodeInvalidValue, "'%s' must be a boolean", flag.name)
 		}
 	}
 	chat := map[string]json.RawMessage{"model": fields["model"]}
@@ -85,11 +74,6 @@ func ParseRequest(body []byte, checkModel func(model string) *wire.Error) (Reque
 	chat["messages"] = marshal(messages)
 	req.Chat = marshal(chat)
 	return req, nil
-}
-
-// invalid is a 400 naming the parameter at fault.
-func invalid(param, code, format string, args ...any) *wire.Error {
-	return &wire.Error{Message: fmt.Sprintf(format, args...), Type: wire.TypeInvalidRequest, Param: param, Code: code, Status: http.StatusBadRequest}
 }
 
 // marshal encodes what the package builds, which always encodes: its raw
@@ -109,7 +93,7 @@ func isString(raw json.RawMessage) bool {
 // translateFields copies the parameters other than the input into chat,
 // translated, and refuses the ones the relay does not know or cannot
 // honour.
-func translateFields(fields, chat map[string]json.RawMessage) *wire.Error {
+func translateFields(fields, to map[string]json.RawMessage) *wire.Error {
 	known := map[string]bool{"model": true, "input": true, "instructions": true, "stream": true, "background": true,
 		"max_output_tokens": true, "tools": true, "tool_choice": true, "text": true, "previous_response_id": true, "top_logprobs": true}
 	for _, name := range ignored {
@@ -118,41 +102,41 @@ func translateFields(fields, chat map[string]json.RawMessage) *wire.Error {
 	for _, name := range passed {
 		known[name] = true
 		if raw, ok := fields[name]; ok && !isNull(raw) {
-			chat[name] = raw
+			to[name] = raw
 		}
 	}
 	for name := range fields {
 		if !known[name] {
-			return invalid(name, CodeUnsupportedParameter, "unknown parameter: '%s'", name)
+			return chat.Invalid(name, chat.CodeUnsupportedParameter, "unknown parameter: '%s'", name)
 		}
 	}
 	if raw, ok := fields["previous_response_id"]; ok && !isNull(raw) {
-		return invalid("previous_response_id", CodeUnsupportedParameter,
+		return chat.Invalid("previous_response_id", chat.CodeUnsupportedParameter,
 			"previous_response_id is not supported: the relay does not keep conversations; send the whole conversation as input")
 	}
 	if raw, ok := fields["top_logprobs"]; ok && !isNull(raw) && string(raw) != "0" {
-		chat["logprobs"], chat["top_logprobs"] = json.RawMessage("true"), raw
+		to["logprobs"], to["top_logprobs"] = json.RawMessage("true"), raw
 	}
 	var include []string
 	if json.Unmarshal(fields["include"], &include) == nil && slices.Contains(include, "message.output_text.logprobs") {
-		chat["logprobs"] = json.RawMessage("true")
+		to["logprobs"] = json.RawMessage("true")
 	}
 	if raw, ok := fields["max_output_tokens"]; ok && !isNull(raw) {
-		chat["max_tokens"] = raw
+		to["max_tokens"] = raw
 	}
 	if raw, ok := fields["tools"]; ok && !isNull(raw) {
 		tools, e := translateTools(raw)
 		if e != nil {
 			return e
 		}
-		chat["tools"] = tools
+		to["tools"] = tools
 	}
 	if raw, ok := fields["tool_choice"]; ok && !isNull(raw) {
 		choice, e := translateToolChoice(raw)
 		if e != nil {
 			return e
 		}
-		chat["tool_choice"] = choice
+		to["tool_choice"] = choice
 	}
 	if raw, ok := fields["text"]; ok && !isNull(raw) {
 		format, e := translateTextFormat(raw)
@@ -160,7 +144,7 @@ func translateFields(fields, chat map[string]json.RawMessage) *wire.Error {
 			return e
 		}
 		if format != nil {
-			chat["response_format"] = format
+			to["response_format"] = format
 		}
 	}
 	return nil
@@ -182,16 +166,16 @@ type clientTool struct {
 func translateTools(raw json.RawMessage) (json.RawMessage, *wire.Error) {
 	var tools []clientTool
 	if json.Unmarshal(raw, &tools) != nil {
-		return nil, invalid("tools", codeInvalidValue, "'tools' must be an array of tools")
+		return nil, chat.Invalid("tools", chat.CodeInvalidValue, "'tools' must be an array of tools")
 	}
 	out := make([]chat.Tool, len(tools))
 	for i, t := range tools {
 		if t.Type != "function" {
-			return nil, invalid(fmt.Sprintf("tools[%d].type", i), CodeUnsupportedParameter,
+			return nil, chat.Invalid(fmt.Sprintf("tools[%d].type", i), chat.CodeUnsupportedParameter,
 				"tools[%d] is of type %q; the relay serves function tools only", i, t.Type)
 		}
 		if t.Name == "" {
-			return nil, invalid(fmt.Sprintf("tools[%d].name", i), codeInvalidValue, "tools[%d].name is required", i)
+			return nil, chat.Invalid(fmt.Sprintf("tools[%d].name", i), chat.CodeInvalidValue, "tools[%d].name is required", i)
 		}
 		out[i] = chat.Tool{Type: "function", Function: chat.ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}}
 	}
@@ -209,7 +193,7 @@ func translateToolChoice(raw json.RawMessage) (json.RawMessage, *wire.Error) {
 		Name string `json:"name"`
 	}
 	if json.Unmarshal(raw, &c) != nil || c.Type != "function" || c.Name == "" {
-		return nil, invalid("tool_choice", CodeUnsupportedParameter, "'tool_choice' must be auto, none, required or a function by name")
+		return nil, chat.Invalid("tool_choice", chat.CodeUnsupportedParameter, "'tool_choice' must be auto, none, required or a function by name")
 	}
 	return marshal(map[string]any{"type": "function", "function": map[string]string{"name": c.Name}}), nil
 }
@@ -221,11 +205,11 @@ func translateTextFormat(raw json.RawMessage) (json.RawMessage, *wire.Error) {
 		Format map[string]json.RawMessage `json:"format"`
 	}
 	if json.Unmarshal(raw, &text) != nil {
-		return nil, invalid("text", codeInvalidValue, "'text' must be an object")
+		return nil, chat.Invalid("text", chat.CodeInvalidValue, "'text' must be an object")
 	}
 	var typ string
 	if text.Format != nil && json.Unmarshal(text.Format["type"], &typ) != nil {
-		return nil, invalid("text.format.type", codeInvalidValue, "'text.format.type' must be a string")
+		return nil, chat.Invalid("text.format.type", chat.CodeInvalidValue, "'text.format.type' must be a string")
 	}
 	switch typ {
 	case "", "text":
@@ -241,7 +225,7 @@ func translateTextFormat(raw json.RawMessage) (json.RawMessage, *wire.Error) {
 		}
 		return marshal(map[string]any{"type": "json_schema", "json_schema": schema}), nil
 	}
-	return nil, invalid("text.format.type", CodeUnsupportedParameter, "text format %q is not supported", typ)
+	return nil, chat.Invalid("text.format.type", chat.CodeUnsupportedParameter, "text format %q is not supported", typ)
 }
 
 // ChatParam names a parameter of the translated chat request as the

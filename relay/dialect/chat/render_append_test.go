@@ -1,4 +1,4 @@
-package edge
+package chat
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -33,7 +32,7 @@ const (
 	fuzzResumeToken             // the first event of a POST's stream
 )
 
-// FuzzRenderChunk checks that a chunk rendered by hand (appendObject) is
+// FuzzRenderChunk checks that a chunk rendered by hand (AppendObject) is
 // byte for byte what encoding/json renders from the same frame, and that
 // the common shapes take the hand-written path.
 func FuzzRenderChunk(f *testing.F) {
@@ -62,13 +61,14 @@ func FuzzRenderChunk(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, shape, flags uint8, content, reasoning, model, provider, seam, name string,
 		seq, jsseq uint64, created int64, cost float64) {
-		v := view{id: "01JD" + provider, meta: wire.Meta{Model: model, Created: created}}
-		e := chunklog.Entry{JSSeq: jsseq, Frame: fuzzFrame(shape%fuzzShapes, flags, content, reasoning, provider, seam, name, seq, cost)}
-		e.Frame.Model = model + reasoning
+		s := Stream{ID: "01JD" + provider, Meta: wire.Meta{Model: model, Created: created}}
+		f := fuzzFrame(shape%fuzzShapes, flags, content, reasoning, provider, seam, name, seq, cost)
+		f.Model = model + reasoning
+		c := wire.Cursor{Seq: f.Seq, JSSeq: jsseq}
 		if flags&fuzzResumeToken != 0 {
-			v.resumeToken = "tok." + content
+			s.ResumeToken = "tok." + content
 		}
-		_, common := v.appendCommon(nil, e)
+		_, common := s.appendCommon(nil, c, &f)
 		raw := flags&(fuzzToolCalls|fuzzChunkExtra|fuzzLogprobs) != 0
 		finite := !math.IsNaN(cost) && !math.IsInf(cost, 0)
 		wantCommon := shape%fuzzShapes == fuzzChunk && !raw || shape%fuzzShapes == fuzzDone && finite
@@ -78,8 +78,8 @@ func FuzzRenderChunk(f *testing.F) {
 		if !finite && shape%fuzzShapes != fuzzChunk {
 			return // encoding/json refuses it too (marshal panics), and the edge never stores one
 		}
-		want := marshal(v.object(e))
-		if got := v.appendObject([]byte("prefix"), e); !bytes.Equal(got[len("prefix"):], want) || string(got[:len("prefix")]) != "prefix" {
+		want := marshal(s.object(c, &f))
+		if got := s.AppendObject([]byte("prefix"), c, &f); !bytes.Equal(got[len("prefix"):], want) || string(got[:len("prefix")]) != "prefix" {
 			t.Fatalf("rendered by hand:\n%s\nencoding/json:\n%s", got, want)
 		}
 	})
@@ -134,11 +134,11 @@ func TestRenderAppendKnowsEveryField(t *testing.T) {
 		v    any
 		want []string
 	}{
-		{chunkObject{}, []string{"id", "object", "created", "model", "system_fingerprint", "choices", "usage", "relay"}},
-		{chunkChoice{}, []string{"index", "delta", "logprobs", "finish_reason"}},
-		{chunkDelta{}, []string{"role", "content", "reasoning_content", "refusal", "tool_calls", "annotations"}},
-		{chunkRelay{}, []string{"stream_id", "seq", "cursor", "provider", "model", "requested_model", "attempt", "seam", "status", "logprobs_gap", "resume_token"}},
-		{endRelay{}, []string{"stream_id", "seq", "cursor", "status", "attempts", "cost", "requested_model", "resume_token"}},
+		{Chunk{}, []string{"id", "object", "created", "model", "system_fingerprint", "choices", "usage", "relay"}},
+		{ChunkChoice{}, []string{"index", "delta", "logprobs", "finish_reason"}},
+		{ChunkDelta{}, []string{"role", "content", "reasoning_content", "refusal", "tool_calls", "annotations"}},
+		{ChunkRelay{}, []string{"stream_id", "seq", "cursor", "provider", "model", "requested_model", "attempt", "seam", "status", "logprobs_gap", "resume_token"}},
+		{EndRelay{}, []string{"stream_id", "seq", "cursor", "status", "attempts", "cost", "requested_model", "resume_token"}},
 		{wire.Usage{}, []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details", "server_tool_use"}},
 	} {
 		typ := reflect.TypeOf(c.v)

@@ -1,4 +1,4 @@
-package edge
+package chat
 
 import (
 	"bytes"
@@ -10,25 +10,25 @@ import (
 
 // # A request's one pass
 //
-// decodeChatRequest checks a body with encoding/json, which scans the text
+// decodeRequest checks a body with encoding/json, which scans the text
 // of every message eight times over: validating and decoding the body,
 // the messages array, each message, and each content string again. A
 // chat client sends its whole conversation with every turn, so for a
 // conversation of 22 KB that was 0.7 ms of the edge's processor on the way
-// to the first token. scanChatRequest accepts a valid request by hand
+// to the first token. scanRequest accepts a valid request by hand
 // (jsonscan) in one walk over the body, which reads only the members the
 // checks need and scans a message's text three times (validating the
 // messages array, each message, then its content), not eight.
 //
 // It decides only acceptance: anything it is not sure of (an error to
 // name, an escaped key or model, a member given twice, nesting deeper
-// than jsonscan follows) makes it give up, and decodeChatRequest answers,
-// so that what is accepted and every error's words stay encoding/json's.
-// FuzzScanChatRequest holds the two to the same answers.
+// than jsonscan follows) makes it give up, and decodeRequest answers, so
+// that what is accepted and every error's words stay encoding/json's.
+// FuzzScanRequest holds the two to the same answers.
 
-// scanChatRequest returns the request body holds if it is valid and within
-// lim; ok is false when decodeChatRequest must decide.
-func scanChatRequest(body []byte, lim limits) (req chatRequest, ok bool) {
+// scanRequest returns the request body holds if it is valid and within
+// lim; ok is false when decodeRequest must decide.
+func scanRequest(body []byte, lim Limits) (req Checked, ok bool) {
 	var seen uint32 // the checked members met so far, one bit each
 	var sawModel, sawMessages bool
 	ok = jsonscan.Members(body, jsonscan.SkipSpace(body, 0), func(key, val []byte) bool {
@@ -43,14 +43,14 @@ func scanChatRequest(body []byte, lim limits) (req chatRequest, ok bool) {
 		switch string(key) {
 		case "model":
 			m, plain := plainString(val)
-			if !plain || m == "" || !utf8.ValidString(m) || !lim.served(m) || lim.allowed != nil && !lim.allowed(m) {
+			if !plain || m == "" || !utf8.ValidString(m) || !lim.serves(m) {
 				return false
 			}
 			req.Model, sawModel = m, true
 			return true
 		case "messages":
 			sawMessages = true
-			return scanMessages(val, lim.maxMessages)
+			return scanMessages(val, lim.MaxMessages)
 		case "stream":
 			switch string(val) {
 			case "true":
@@ -63,7 +63,7 @@ func scanChatRequest(body []byte, lim limits) (req chatRequest, ok bool) {
 		case "n":
 			return string(val) == "1" || string(val) == "null"
 		case "max_tokens", "max_completion_tokens":
-			return isNull(val) || maxTokensWithin(val, lim.maxTokens)
+			return isNull(val) || maxTokensWithin(val, lim.MaxTokens)
 		case "stream_options", "response_format":
 			return isNull(val) || val[0] == '{'
 		case "tools":
@@ -85,13 +85,13 @@ func scanChatRequest(body []byte, lim limits) (req chatRequest, ok bool) {
 		return false
 	})
 	if !ok || !sawModel || !sawMessages {
-		return chatRequest{}, false
+		return Checked{}, false
 	}
 	req.Body = bytes.TrimSpace(body)
 	return req, true
 }
 
-// memberBits are the members scanChatRequest checks, each with its bit in
+// memberBits are the members scanRequest checks, each with its bit in
 // seen.
 var memberBits = func() map[string]uint32 {
 	m := map[string]uint32{}
@@ -182,7 +182,7 @@ func isPlainInteger(val []byte) bool {
 	return err == nil
 }
 
-// maxTokensWithin accepts a max_tokens that checkMaxTokens accepts.
+// maxTokensWithin accepts a max_tokens that CheckMaxTokens accepts.
 func maxTokensWithin(val []byte, limit int) bool {
 	v, err := strconv.ParseInt(string(val), 10, 64)
 	return err == nil && v >= 1 && (limit < 0 || v <= int64(limit))

@@ -1,9 +1,8 @@
-package edge
+package chat
 
 import (
 	"strconv"
 
-	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -21,49 +20,49 @@ import (
 // FuzzRenderChunk compares the two, and TestRenderAppendKnowsEveryField
 // fails when a field is added to a rendered type, until it is added here.
 
-// appendObject appends v.object(e) as JSON: by hand when it has a common
-// shape (appendCommon), else with encoding/json.
-func (v view) appendObject(b []byte, e chunklog.Entry) []byte {
-	if out, ok := v.appendCommon(b, e); ok {
+// AppendObject appends frame f, stored at cursor c, as the JSON of a Chunk
+// (or of a Failure for an end that is not done): by hand when it has a
+// common shape (appendCommon), else with encoding/json.
+func (s Stream) AppendObject(b []byte, c wire.Cursor, f *wire.Frame) []byte {
+	if out, ok := s.appendCommon(b, c, f); ok {
 		return out
 	}
-	return append(b, marshal(v.object(e))...)
+	return append(b, marshal(s.object(c, f))...)
 }
 
-// appendCommon appends v.object(e) as JSON and reports true if e is a chunk
-// with none of the raw members (tool calls, logprobs, annotations, unknown
-// members) or a done end frame; otherwise it returns b as it was, and false.
-func (v view) appendCommon(b []byte, e chunklog.Entry) ([]byte, bool) {
-	f := &e.Frame
+// appendCommon appends s.object(c, f) as JSON and reports true if f is a
+// chunk with none of the raw members (tool calls, logprobs, annotations,
+// unknown members) or a done end frame; otherwise it returns b as it was,
+// and false.
+func (s Stream) appendCommon(b []byte, c wire.Cursor, f *wire.Frame) ([]byte, bool) {
 	switch {
 	case f.Kind == wire.KindChunk:
 		if len(f.ToolCalls) > 0 || len(f.Logprobs) > 0 || len(f.Annotations) > 0 ||
 			len(f.ChunkExtra) > 0 || len(f.ChoiceExtra) > 0 || len(f.DeltaExtra) > 0 {
 			return b, false
 		}
-		return v.appendChunk(b, e), true
+		return s.appendChunk(b, c, f), true
 	case f.Status == wire.StatusDone:
-		return v.appendFinal(b, e)
+		return s.appendFinal(b, c, f)
 	}
 	return b, false
 }
 
 // appendHead appends the members every chunk begins with, after its '{':
 // model is the model the chunk names.
-func (v view) appendHead(b []byte, model string) []byte {
+func (s Stream) appendHead(b []byte, model string) []byte {
 	b = append(b, `{"id":"chatcmpl-`...)
-	b = wire.AppendJSONChars(b, v.id)
+	b = wire.AppendJSONChars(b, s.ID)
 	b = append(b, `","object":"chat.completion.chunk","created":`...)
-	b = strconv.AppendInt(b, v.meta.Created, 10)
+	b = strconv.AppendInt(b, s.Meta.Created, 10)
 	b = append(b, `,"model":`...)
 	return wire.AppendJSONString(b, model)
 }
 
-// appendChunk appends what view.chunk renders for a chunk frame without
+// appendChunk appends what Stream.Chunk renders for a chunk frame without
 // raw members.
-func (v view) appendChunk(b []byte, e chunklog.Entry) []byte {
-	f := &e.Frame
-	b = v.appendHead(b, v.answering(*f))
+func (s Stream) appendChunk(b []byte, c wire.Cursor, f *wire.Frame) []byte {
+	b = s.appendHead(b, s.answering(f))
 	if f.SystemFingerprint != "" {
 		b = append(b, `,"system_fingerprint":`...)
 		b = wire.AppendJSONString(b, f.SystemFingerprint)
@@ -79,48 +78,47 @@ func (v view) appendChunk(b []byte, e chunklog.Entry) []byte {
 	b = appendOptString(b, "reasoning_content", f.Reasoning)
 	b = appendOptString(b, "refusal", f.Refusal)
 	b = append(b, `},"finish_reason":null}],"relay":{"stream_id":`...)
-	b = wire.AppendJSONString(b, v.id)
+	b = wire.AppendJSONString(b, s.ID)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, f.Seq, 10)
 	b = append(b, `,"cursor":"`...)
-	b = cursorOf(e).Append(b)
+	b = c.Append(b)
 	b = append(b, `","provider":`...)
 	b = wire.AppendJSONString(b, f.Provider)
 	b = append(b, `,"model":`...)
 	b = wire.AppendJSONString(b, f.Model)
-	b = appendOptString(b, "requested_model", v.requested(*f))
+	b = appendOptString(b, "requested_model", s.requested(f))
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(f.Attempt), 10)
 	b = appendOptString(b, "seam", string(f.Seam))
-	b = appendOptString(b, "status", string(relayStatus(*f)))
+	b = appendOptString(b, "status", string(relayStatus(f)))
 	if f.LogprobsGap {
 		b = append(b, `,"logprobs_gap":true`...)
 	}
-	b = appendOptString(b, "resume_token", v.resumeToken)
+	b = appendOptString(b, "resume_token", s.ResumeToken)
 	return append(b, "}}"...)
 }
 
-// appendFinal appends what view.final renders for a done end frame; it
+// appendFinal appends what Stream.final renders for a done end frame; it
 // reports false, with b as it was, for a cost JSON cannot hold.
-func (v view) appendFinal(b []byte, e chunklog.Entry) ([]byte, bool) {
-	f := &e.Frame
+func (s Stream) appendFinal(b []byte, c wire.Cursor, f *wire.Frame) ([]byte, bool) {
 	start := len(b)
-	b = v.appendHead(b, v.answering(*f))
+	b = s.appendHead(b, s.answering(f))
 	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
-	b = wire.AppendJSONString(b, finishReason(*f))
+	b = wire.AppendJSONString(b, FinishReason(*f))
 	b = append(b, "}]"...)
 	if f.Usage != nil {
 		b = append(b, `,"usage":`...)
 		b = appendUsage(b, f.Usage)
 	}
 	b = append(b, `,"relay":{"stream_id":`...)
-	b = wire.AppendJSONString(b, v.id)
+	b = wire.AppendJSONString(b, s.ID)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, f.Seq, 10)
 	b = append(b, `,"cursor":"`...)
-	b = cursorOf(e).Append(b)
+	b = c.Append(b)
 	b = append(b, `","status":`...)
-	b = wire.AppendJSONString(b, string(relayStatus(*f)))
+	b = wire.AppendJSONString(b, string(relayStatus(f)))
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(f.Attempts), 10)
 	b = append(b, `,"cost":`...)
@@ -128,8 +126,8 @@ func (v view) appendFinal(b []byte, e chunklog.Entry) ([]byte, bool) {
 	if !ok {
 		return b[:start], false
 	}
-	b = appendOptString(b, "requested_model", v.requested(*f))
-	b = appendOptString(b, "resume_token", v.resumeToken)
+	b = appendOptString(b, "requested_model", s.requested(f))
+	b = appendOptString(b, "resume_token", s.ResumeToken)
 	return append(b, "}}"...), true
 }
 
