@@ -10,7 +10,8 @@ package worker
 //
 //   - the chain the job waits in (slot, handle, run, serve, call,
 //     attempt, read, the leg's next, upstream's NextInto, down to the
-//     HTTP/2 body's read) takes under 3.2 KiB: it takes 3,200 bytes; and
+//     HTTP/2 body's read) takes under 3.2 KiB: it takes 3,200 bytes, 32
+//     short of what the test below allows; and
 //   - nothing the job does on its own goroutine goes past 7.2 KiB.
 //
 // So the functions of that chain keep little in their frames: deltas and
@@ -21,7 +22,7 @@ package worker
 // does.
 //
 // Jobs on 16 KiB stacks would hold 6 to 7 KiB more of stacks a waiting
-// stream, 58 to 67 MiB at 10,000 streams (BenchmarkWaitingJobStacks;
+// stream, 59 to 67 MiB at 10,000 streams (BenchmarkWaitingJobStacks;
 // e2e/BENCHMARKS.md, "A job's stack").
 //
 // TestProcessAJobWaitsOnAnEightKiBStack (e2e) holds the first condition
