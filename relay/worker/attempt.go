@@ -17,12 +17,6 @@ import (
 // in out how it ended. If the stream holds text, the call asks the
 // provider to continue it, and a repeat of that text at the start of the
 // answer is stripped. seam marks the attempt's first chunk.
-//
-// Its frame is on the job's stack while the answer streams: the call is
-// opened (openAttempt) and its end worked out (endAttempt) in functions of
-// their own, whose frames are not, and the outcome is written to out
-// rather than returned, which would hold room for it in each frame
-// (stack.go).
 func (j *job) attempt(ctx context.Context, c *provider.Candidate, key string, seam wire.Seam, out *outcome) {
 	a := j.openAttempt(ctx, c, key, seam, out)
 	if a == nil {
@@ -135,9 +129,7 @@ func (j *job) continuation(c *provider.Candidate) continuation {
 
 // read hands the stream's deltas to pub until the stream ends, through the
 // overlap filter. It returns nil only when the provider finished the
-// answer with a finish reason. It waits for the provider for as long as
-// the answer streams, so what it does with a delta and with the end is
-// done by functions of their own (stack.go).
+// answer with a finish reason.
 func (j *job) read(stream answer, pub *publisher, price provider.Price, overlap *overlapFilter) error {
 	d := new(chat.Delta)
 	for {

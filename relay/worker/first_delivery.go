@@ -29,8 +29,8 @@ func (j *job) runFirst() bool {
 }
 
 // startClaim starts storing the claim frame of a first delivery and
-// checking that its stream was not cancelled, on the worker's runners
-// (stack.go); a failure stops the call with stop. It returns the go-ahead the
+// checking that its stream was not cancelled, on the worker's runners; a
+// failure stops the call with stop. It returns the go-ahead the
 // publishers wait for.
 func (j *job) startClaim(stop context.CancelCauseFunc) *firstClaim {
 	j.takeOver(&history{})

@@ -58,7 +58,6 @@ type leg struct {
 func (j *job) open(ctx context.Context, first *leg) (*leg, error) {
 	plan, ok := hedgePlanOf(ctx)
 	if !ok {
-		// Opening a call goes deep into net/http (stack.go).
 		j.w.aside(func() { first.dial(ctx, j) })
 		return first, first.err
 	}
@@ -254,8 +253,7 @@ func (l *leg) close() {
 }
 
 // next reads the next delta into d: what the race read ahead, then the
-// rest of the stream. It is on the job's stack while the answer streams,
-// with no more in its frame than the stream's delta (stack.go).
+// rest of the stream.
 func (l *leg) next(d *chat.Delta) error {
 	if len(l.early) > 0 {
 		l.takeEarly(d)
@@ -267,9 +265,7 @@ func (l *leg) next(d *chat.Delta) error {
 	return l.stream.NextInto(d)
 }
 
-// takeEarly moves the first delta read ahead into d. It is next's, in a
-// frame of its own: a delta copied in next's would be on the job's stack
-// while it waits for the provider (stack.go).
+// takeEarly moves the first delta read ahead into d.
 func (l *leg) takeEarly(d *chat.Delta) {
 	*d = l.early[0]
 	l.early = l.early[1:]

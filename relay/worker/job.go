@@ -150,9 +150,6 @@ func (j *job) retry() retrier { return retrier{bound: j.w.appendRetry, log: j.lo
 // and then calls. So does a first delivery that waited in the queue for
 // freshFor or longer (a backlog, where clients give up): its stream is
 // checked for a cancellation before any provider is called and paid.
-//
-// run's frame is on the job's stack while the answer streams, so the
-// order after a claim is runClaimed's (stack.go).
 func (j *job) run() {
 	defer j.stopCall(nil)
 	if j.offered {
@@ -190,8 +187,7 @@ func (j *job) runClaimed() {
 // claimStream reads and claims the stream for run, and reports whether
 // the job goes on to answer; takeover says that earlier owners published
 // in it. It ends a stream found cancelled, and abandons one it could not
-// claim. Its frame (the stream's history) is not on the job's stack while
-// the answer streams (stack.go).
+// claim.
 func (j *job) claimStream() (takeover, ok bool) {
 	cancelled := j.checkCancelled()
 	h, err := j.claim()
@@ -269,9 +265,7 @@ func (j *job) takeOver(h *history) {
 // answered from the cache first, and a finished answer is kept there
 // (answer_cache.go).
 //
-// It runs on one of the worker's runners: what ends a stream (a publish,
-// a KV write, the job's log line) goes deep into nats.go, encoding/json
-// and log/slog (stack.go).
+// It runs on one of the worker's runners (Worker.aside).
 func (j *job) end(out outcome) {
 	j.w.aside(func() { j.endAside(out) })
 }

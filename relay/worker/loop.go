@@ -31,16 +31,9 @@ const maxRetryAfter = time.Minute
 // budgets are spent. Every attempt after the first continues the text already
 // published, so the client sees one answer. takeover says that the text
 // was published by an earlier worker.
-//
-// serve's frame is on the job's stack for as long as the answer streams,
-// so the loop's state is a serving, and what an attempt needs before and
-// after its call is worked out in functions of their own (startServing,
-// callContext, again): see stack.go.
 func (j *job) serve(ctx context.Context, takeover bool) outcome {
 	var s *serving
 	var settled *outcome
-	// Reading the request's limits and its route goes deep into
-	// encoding/json (stack.go).
 	j.w.aside(func() { s, settled = j.startServing(takeover) })
 	if settled != nil {
 		return *settled

@@ -51,9 +51,8 @@ type routeState struct {
 	streak int
 }
 
-// newRouteState is kept out of line so that the state is on the heap: the
-// attempt loop's frame, where it would be otherwise, is on the job's stack
-// while an answer streams (stack.go).
+// newRouteState returns a route state on the heap: kept out of line, it
+// takes no room in its caller's frame (stack.go).
 //
 //go:noinline
 func newRouteState(route []provider.Candidate) *routeState {

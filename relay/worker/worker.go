@@ -92,7 +92,7 @@ type Worker struct {
 	hedges *hedgeBudgets
 	// runners run what jobs do in bursts off their own goroutines: the
 	// appends of chunks, claims, decoding requests, opening calls, ending
-	// streams (relay/runners, and stack.go for why).
+	// streams (relay/runners, Worker.aside).
 	runners *runners.Pool
 	// keysPoll is how often key files are checked; 0: never.
 	keysPoll time.Duration
@@ -431,9 +431,7 @@ func (w *Worker) slot(ctx, pulling context.Context, cons jetstream.Consumer) {
 }
 
 // pullFailed logs the failures-th pull failure in a row, err, and waits
-// the backoff before the next pull, or until pulling ends. Like handBack,
-// it is apart from slot, whose frame is on the job's stack while an
-// answer streams (stack.go).
+// the backoff before the next pull, or until pulling ends.
 func (w *Worker) pullFailed(ctx, pulling context.Context, err error, failures int) {
 	level := slog.LevelWarn
 	if !w.nc.IsConnected() {
@@ -512,7 +510,6 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	stop := w.progress.keep(msg)
 	defer stop()
 	var j *job
-	// Decoding the request goes deep into encoding/json (stack.go).
 	w.aside(func() { j = w.startJob(ctx, msg, stop) })
 	if j == nil {
 		return
@@ -523,8 +520,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 
 // startJob decodes msg and adds its job to the worker's, nil if msg is
 // malformed (it is then terminated) or was passed on to the worker that
-// took its request from an offer (passOn). It is apart from handle, whose
-// frame is on the job's stack while an answer streams (stack.go).
+// took its request from an offer (passOn).
 func (w *Worker) startJob(ctx context.Context, msg jetstream.Msg, stopProgress func()) *job {
 	if w.passOn(msg) {
 		return nil
@@ -553,20 +549,6 @@ func (w *Worker) handleOffered(ctx context.Context, o offer) {
 	})
 	defer w.jobs.remove(j)
 	j.run()
-}
-
-// aside runs f on one of the worker's runners and waits for it. A job's
-// goroutine hands over what goes deep (encoding/json, net/http, nats.go,
-// log/slog): done on its own stack, it would grow the stack the job keeps
-// while its answer streams, and copy it as it grows, for every request
-// (stack.go).
-func (w *Worker) aside(f func()) {
-	done := make(chan struct{})
-	w.runners.Run(func() {
-		defer close(done)
-		f()
-	})
-	<-done
 }
 
 // decodeRequest parses a work-queue message and checks that its stream id
