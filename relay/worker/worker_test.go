@@ -8,11 +8,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"bytes"
 	"github.com/relaydev/relay/relay/mockupstream"
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/runecut"
 	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
+	"sync"
 )
 
 func TestStreamsAnswer(t *testing.T) {
@@ -285,10 +287,14 @@ func TestMaxInflightBoundsConcurrency(t *testing.T) {
 		wrap: func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				n := active.Add(1)
-				defer active.Add(-1)
 				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 				}
-				next.ServeHTTP(w, r)
+				// A call ends for the worker when it reads [DONE]: the
+				// handler may still be returning when the freed slot
+				// starts the next call.
+				end := sync.OnceFunc(func() { active.Add(-1) })
+				defer end()
+				next.ServeHTTP(endingWriter{w, end}, r)
 			})
 		},
 	})
@@ -342,3 +348,19 @@ func TestFirstDeliveryClaimsWithoutReadingUnlessFenced(t *testing.T) {
 		t.Fatalf("frame after the earlier claim = %+v, want our claim", f)
 	}
 }
+
+// endingWriter calls end before it writes the [DONE] event of a chat
+// stream.
+type endingWriter struct {
+	http.ResponseWriter
+	end func()
+}
+
+func (w endingWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("data: [DONE]")) {
+		w.end()
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w endingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
