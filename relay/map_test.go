@@ -1,11 +1,14 @@
 package relay
 
 import (
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -53,5 +56,33 @@ func TestTheMapListsEveryPackage(t *testing.T) {
 	}
 	for _, p := range slices.Sorted(maps.Keys(found)) {
 		t.Errorf("package %s is missing from the map in doc.go", p)
+	}
+}
+
+// A dialect package is the API's shapes alone (dialect/README.md): it
+// imports the standard library, the chat dialect, wire and jsonscan, and
+// nothing that serves, calls or stores.
+func TestDialectsImportNoRole(t *testing.T) {
+	const module = "github.com/relaydev/relay/relay/"
+	allowed := map[string]bool{module + "dialect/chat": true, module + "wire": true, module + "jsonscan": true}
+	files, err := filepath.Glob("dialect/*/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dialect sources: %v", err)
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			std := !strings.Contains(strings.Split(p, "/")[0], ".")
+			if !std && !allowed[p] {
+				t.Errorf("%s imports %s", path, p)
+			}
+		}
 	}
 }
