@@ -66,14 +66,14 @@ func (s *Server) cancelAndWait(ctx context.Context, tenant, id, idParam string) 
 	ctx, stop := context.WithTimeout(ctx, s.cancelWait)
 	defer stop()
 	// From the last frame the cancel saw: nothing earlier can be the end.
-	f, err := s.hub.follow(id, tail.JSSeq, s.cfg.ClientBuffer)
+	f, err := s.hub.Follow(id, tail.JSSeq, s.cfg.ClientBuffer)
 	if err != nil {
 		s.log.Warn("cancel: cannot watch for the end", "stream_id", id, "err", err)
 		return statusCancelling, nil
 	}
-	defer f.close()
-	for !f.ended() {
-		entries, err := f.next(ctx, s.cfg.Keepalive)
+	defer f.Close()
+	for !f.Ended() {
+		entries, err := f.Next(ctx, s.cfg.Keepalive)
 		for _, e := range entries {
 			if e.Frame.Kind == wire.KindEnd {
 				return e.Frame.Status, nil

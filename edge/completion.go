@@ -50,9 +50,9 @@ func (s *Server) followToEnd(w http.ResponseWriter, r *http.Request, o origin, a
 		writeError(w, unavailable("following the stream", err))
 		return end, false, false
 	}
-	defer f.close()
-	for !f.ended() {
-		entries, err := f.next(ctx, s.cfg.Keepalive)
+	defer f.Close()
+	for !f.Ended() {
+		entries, err := f.Next(ctx, s.cfg.Keepalive)
 		sess.delivered(entries)
 		for _, e := range entries {
 			if e.Frame.Kind == wire.KindEnd {

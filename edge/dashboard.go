@@ -138,7 +138,7 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	d := dashboard{
 		NowMS:         now.UnixMilli(),
-		ActiveStreams: s.hub.subscriptions(),
+		ActiveStreams: s.hub.Streams(),
 		Clients: map[string]int{
 			"sse":        s.clients.count(clientSSE),
 			"ws":         s.clients.count(clientWS),

@@ -66,7 +66,7 @@ func (s *Server) handleDetach(w http.ResponseWriter, r *http.Request) {
 	// Nobody reads this follower (a start without an idempotency key
 	// always has one): kept, it would hold the stream's two subscriptions,
 	// and count as a follower, for good.
-	st.f.close()
+	st.f.Close()
 	token := s.tokens.issue(st.id, p.tenant)
 	w.Header().Set("X-Relay-Stream-Id", st.id)
 	w.Header().Set(HeaderResumeToken, token)

@@ -43,5 +43,5 @@ func TestDemoDetachReleasesFollowers(t *testing.T) {
 	}
 	// No client follows any of them: the edge holds no subscription, and
 	// the dashboard's active streams are back to zero.
-	waitFor(t, func() bool { return edge.hub.subscriptions() == 0 })
+	waitFor(t, func() bool { return edge.hub.Streams() == 0 })
 }

@@ -217,12 +217,12 @@ func TestPresence(t *testing.T) {
 	if d := time.Since(start); d >= presenceTimeout {
 		t.Fatalf("no-responders took %v", d)
 	}
-	f, err := a.hub.follow(id, 0, 8)
+	f, err := a.hub.Follow(id, 0, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, answers(true))
-	f.close()
+	f.Close()
 	// Once the server has the unsubscription, the answer is definite.
 	if err := a.nc.Flush(); err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ func (s *Server) awaitFirstFrame(w http.ResponseWriter, r *http.Request, o origi
 		idle = min(idle, headHoldMax)
 	}
 	for {
-		entries, err := o.f.next(ctx, idle)
+		entries, err := o.f.Next(ctx, idle)
 		if err == nil && len(entries) == 0 {
 			if h.untilKeepalive {
 				return o, false, false // the head goes, keepalives follow
@@ -95,14 +95,14 @@ func (s *Server) awaitFirstFrame(w http.ResponseWriter, r *http.Request, o origi
 		if err == nil {
 			if first := entries[0].Frame; first.Kind == wire.KindEnd && first.Status == wire.StatusFailed &&
 				(!h.refusalsOnly || isRefusal(first.Error)) {
-				o.f.close()
+				o.f.Close()
 				writeError(w, chat.EndError(first))
 				return o, true, false
 			}
 			o.read = entries
 			return o, false, false
 		}
-		o.f.close()
+		o.f.Close()
 		switch {
 		case r.Context().Err() != nil:
 			return o, true, true

@@ -57,7 +57,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		}
 	case req.background:
 		if b.f != nil {
-			b.f.close()
+			b.f.Close()
 		}
 		// A replay finds the response as far as it got.
 		resp, e := s.snapshot(r.Context(), opts.p.tenant, b.id)

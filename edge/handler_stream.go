@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/relaydev/relay/edge/follow"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/metrics"
 	"github.com/relaydev/relay/relay/wire"
@@ -84,10 +85,10 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, o origin, l
 	st.out.dst = newResponseSink(w)
 	over, gone := st.begin()
 	for !over {
-		entries, err := f.next(ctx, s.cfg.Keepalive)
+		entries, err := f.Next(ctx, s.cfg.Keepalive)
 		over, gone = st.step(entries, err)
 	}
-	f.close()
+	f.Close()
 	done()
 	st.finish(gone)
 }
@@ -116,7 +117,7 @@ type sseStream struct {
 	s    *Server
 	id   string
 	d    eventDialect
-	f    *follower
+	f    *follow.Follower
 	sess *session
 	out  sseWriter
 	// ctx ends when the edge drains (errShuttingDown); gone reports
@@ -137,7 +138,7 @@ type sseStream struct {
 // The frames that became ready while it rendered go in the same batch:
 // one write for all (a write and its deadline cost more than rendering a
 // chunk), and none waits for more, as it takes only what the follower has
-// at once (follower.ready), up to batchBytes.
+// at once (Follower.Ready), up to batchBytes.
 func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool) {
 	// idle: the follower had nothing, a keepalive is due.
 	var idle bool
@@ -147,18 +148,18 @@ func (st *sseStream) step(entries []chunklog.Entry, err error) (over, left bool)
 			st.d.frame(&st.out, e)
 		}
 		idle = len(entries) == 0
-		release(entries)
-		if err != nil || idle || st.f.ended() || st.out.len() >= batchBytes || !st.f.ready() {
+		follow.Release(entries)
+		if err != nil || idle || st.f.Ended() || st.out.len() >= batchBytes || !st.f.Ready() {
 			break
 		}
-		more, ok, perr := st.f.poll(st.ctx)
+		more, ok, perr := st.f.Poll(st.ctx)
 		if !ok || len(more) == 0 && perr == nil {
 			return st.flush(nil)
 		}
 		entries, err = more, perr
 	}
 	switch {
-	case st.f.ended():
+	case st.f.Ended():
 		st.d.end(&st.out)
 	case err != nil:
 		if st.gone() {
@@ -191,7 +192,7 @@ const batchBytes = 32 << 10
 // gone, or too slow to take a batch within writeTimeout: either way it
 // left, unless the edge is ending the response.
 func (st *sseStream) flush(err error) (over, left bool) {
-	if st.f.ended() || err != nil {
+	if st.f.Ended() || err != nil {
 		st.out.flushLast()
 		return true, false
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
+	"github.com/relaydev/relay/edge/follow"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/metrics"
@@ -373,7 +374,7 @@ func (c *wsConn) handle(ctx context.Context, in wsIn) error {
 		o := origin{stream: chat.Stream{ID: st.id, Meta: st.meta}, f: st.f}
 		if err := c.send(ctx, wsOut{Type: "started", StreamID: st.id, ResumeToken: token, Replayed: st.replay}); err != nil {
 			if o.f != nil {
-				o.f.close()
+				o.f.Close()
 			}
 			return err
 		}
@@ -414,7 +415,7 @@ func (c *wsConn) follow(ctx context.Context, o origin, started bool) error {
 	if c.active[id] {
 		c.mu.Unlock()
 		if o.f != nil {
-			o.f.close()
+			o.f.Close()
 		}
 		e := invalid("stream_id", CodeStreamActive, "stream %s is already followed on this connection", id)
 		e.Status = http.StatusConflict
@@ -432,7 +433,7 @@ func (c *wsConn) follow(ctx context.Context, o origin, started bool) error {
 		sess := c.s.obs.session(o.stream, o.after, metrics.TransportWebSocket, started, time.Now())
 		defer sess.close()
 		ended := c.pump(ctx, o.stream, f, sess)
-		f.close()
+		f.Close()
 		if started && !ended && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShuttingDown) {
 			c.s.orphans.watch(c.p.tenant, id, c.policy)
 		}
@@ -448,9 +449,9 @@ func (c *wsConn) inactive(id string) {
 
 // pump sends one stream's frames until its end frame or the connection
 // ends; it reports whether the end frame was queued.
-func (c *wsConn) pump(ctx context.Context, v chat.Stream, f *follower, sess *session) bool {
-	for !f.ended() {
-		entries, err := f.next(ctx, c.s.cfg.Keepalive)
+func (c *wsConn) pump(ctx context.Context, v chat.Stream, f *follow.Follower, sess *session) bool {
+	for !f.Ended() {
+		entries, err := f.Next(ctx, c.s.cfg.Keepalive)
 		sess.delivered(entries)
 		for _, e := range entries {
 			if c.send(ctx, message(v, e)) != nil {

@@ -71,7 +71,7 @@ func newObserver(s *Server, deps Deps) (*observer, error) {
 // edgeState reads the numbers the edge keeps anyway at scrape time.
 type edgeState struct{ s *Server }
 
-func (e edgeState) ActiveStreams() int { return e.s.hub.subscriptions() }
+func (e edgeState) ActiveStreams() int { return e.s.hub.Streams() }
 
 func (e edgeState) ActiveClients(t metrics.Transport) int {
 	switch t {
@@ -85,19 +85,19 @@ func (e edgeState) ActiveClients(t metrics.Transport) int {
 	return 0
 }
 
-func (e edgeState) SequenceGaps() uint64 { return e.s.hub.stats.catchUps[catchUpGap].Load() }
+func (e edgeState) SequenceGaps() uint64 { return e.s.hub.Stats().Gaps }
 
 func (e edgeState) CatchUps(why metrics.CatchUp) uint64 {
 	switch why {
 	case metrics.CatchUpWoken:
-		return e.s.hub.stats.catchUps[catchUpWoken].Load()
+		return e.s.hub.Stats().Woken
 	case metrics.CatchUpIdle:
-		return e.s.hub.stats.catchUps[catchUpIdle].Load()
+		return e.s.hub.Stats().Idle
 	}
 	return 0
 }
 
-func (e edgeState) LiveDropped() uint64 { return e.s.hub.stats.dropped.Load() }
+func (e edgeState) LiveDropped() uint64 { return e.s.hub.Stats().Dropped }
 
 // acceptedKey holds the time the edge received a request in its context.
 type acceptedKey struct{}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/relaydev/relay/edge/follow"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
@@ -20,7 +21,7 @@ type origin struct {
 	end *chunklog.Entry
 	// f, when set, already follows the stream from after: a stream this
 	// edge just started (started.f).
-	f *follower
+	f *follow.Follower
 	// read are frames already taken from f, which the client gets first
 	// (a POST /v1/responses that waited for its first frame).
 	read []chunklog.Entry
@@ -28,11 +29,11 @@ type origin struct {
 
 // follow returns o's follower: o.f, or a new one after o.after. The caller
 // closes it.
-func (s *Server) follow(o origin) (*follower, error) {
+func (s *Server) follow(o origin) (*follow.Follower, error) {
 	if o.f != nil {
 		return o.f, nil
 	}
-	return s.hub.follow(o.stream.ID, o.after.JSSeq, s.cfg.ClientBuffer)
+	return s.hub.Follow(o.stream.ID, o.after.JSSeq, s.cfg.ClientBuffer)
 }
 
 // open checks that id names a known stream of tenant and that cursor (empty
@@ -52,14 +53,14 @@ func (s *Server) open(ctx context.Context, tenant, id, idParam, cursor, cursorPa
 	if e != nil {
 		return origin{}, e
 	}
-	f, err := s.hub.follow(id, after.JSSeq, s.cfg.ClientBuffer)
+	f, err := s.hub.Follow(id, after.JSSeq, s.cfg.ClientBuffer)
 	if err != nil {
 		return origin{}, unavailable("following the stream", err)
 	}
-	f.prefetch(ctx)
+	f.Prefetch(ctx)
 	o, e := s.check(ctx, tenant, id, idParam, after, cursorParam)
 	if e != nil || o.end != nil {
-		f.close()
+		f.Close()
 		return o, e
 	}
 	o.f = f

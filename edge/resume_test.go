@@ -81,7 +81,7 @@ func TestResumeLiveStream(t *testing.T) {
 	}
 	// Both followers left the hub, and the stream's subscription with them.
 	relaytest.Eventually(t, 5*time.Second, 5*time.Millisecond, func() bool {
-		return edge.hub.subscriptions() == 0 && edge.clients.count(clientSSE) == 0
+		return edge.hub.Streams() == 0 && edge.clients.count(clientSSE) == 0
 	})
 }
 
@@ -152,7 +152,7 @@ func TestResumeErrors(t *testing.T) {
 				t.Fatalf("body\n%s\nwant\n%s", body, want)
 			}
 			// What open subscribed (and read) before its checks is gone.
-			if n := edge.hub.subscriptions(); n != 0 {
+			if n := edge.hub.Streams(); n != 0 {
 				t.Fatalf("%d streams still followed", n)
 			}
 		})

@@ -47,10 +47,9 @@ func TestManyConcurrentStreams(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	waitFor(t, func() bool { return edge.hub.subscriptions() == 0 && edge.clients.count(clientSSE) == 0 })
-	s := &edge.hub.stats
-	t.Logf("dropped %d, catch-ups: gap %d, woken %d, idle %d", s.dropped.Load(),
-		s.catchUps[catchUpGap].Load(), s.catchUps[catchUpWoken].Load(), s.catchUps[catchUpIdle].Load())
+	waitFor(t, func() bool { return edge.hub.Streams() == 0 && edge.clients.count(clientSSE) == 0 })
+	s := edge.hub.Stats()
+	t.Logf("dropped %d, catch-ups: gap %d, woken %d, idle %d", s.Dropped, s.Gaps, s.Woken, s.Idle)
 }
 
 func TestTwoEdgesServeOneStream(t *testing.T) {

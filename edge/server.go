@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/relaydev/relay/edge/follow"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/provider"
 	"github.com/relaydev/relay/relay/runners"
@@ -50,7 +51,7 @@ type Server struct {
 	reader   *chunklog.Reader
 	parts    *partitions
 	meta     *metaStore
-	hub      *hub
+	hub      *follow.Hub
 	clients  *clients
 	runners  *runners.Pool // serve requests and taken-over SSE streams (runner_handler.go, sse_conn.go)
 	orphans  *orphans
@@ -131,7 +132,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		reader:  reader,
 		parts:   newPartitions(deps.JS),
 		meta:    newMetaStore(deps.JS, reader),
-		hub:     newHub(deps.NC, reader, deps.JS.Conn() == deps.NC, log),
+		hub:     follow.New(deps.NC, reader, deps.JS.Conn() == deps.NC, log),
 		clients: newClients(),
 		runners: runners.New(runners.Idle),
 		auth:    newAuthenticator(cfg.APIKeys, cfg.AllowAnonymous),

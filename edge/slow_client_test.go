@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/relaydev/relay/edge/follow"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -239,17 +240,17 @@ func TestSlowClientsDoNotSlowOthers(t *testing.T) {
 			fastDone = append(fastDone, took)
 		}
 	}
-	stats := &edge.hub.stats
-	held := stats.maxHeld.Load()
+	stats := edge.hub.Stats()
+	held := stats.MaxHeld
 	t.Logf("dropped %d live frames, %d woken catch-ups, at most %d frames held for one client",
-		stats.dropped.Load(), stats.catchUps[catchUpWoken].Load(), held)
+		stats.Dropped, stats.Woken, held)
 	if len(fastDone) != 3 || len(slowDone) != 2 {
 		t.Fatalf("fast %v, slow %v", fastDone, slowDone)
 	}
-	if stats.dropped.Load() == 0 {
+	if stats.Dropped == 0 {
 		t.Error("no live frame was dropped: the slow clients never fell behind")
 	}
-	if bound := uint64(max(buffer, minBatch) + buffer); held > bound {
+	if bound := uint64(max(buffer, follow.MinBatch) + buffer); held > bound {
 		t.Errorf("the edge held %d frames for one client, more than %d", held, bound)
 	}
 }

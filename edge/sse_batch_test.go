@@ -2,10 +2,14 @@ package edge
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/relaydev/relay/edge/follow"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/metrics"
@@ -24,14 +28,16 @@ func (r *recordingSink) write(p []byte) error {
 // live frame of frames arrive, as one would while a batch is rendered.
 type arrivingEvents struct {
 	chatEvents
-	f      *follower
+	t      *testing.T
+	nc     *nats.Conn
+	f      *follow.Follower
 	frames []wire.Frame
 }
 
 func (a *arrivingEvents) frame(out *sseWriter, e chunklog.Entry) {
 	a.chatEvents.frame(out, e)
 	if next := int(e.Frame.Seq); next < len(a.frames) {
-		a.f.push(liveOf(a.frames, next))
+		arrive(a.t, a.nc, a.f, a.s.ID, a.frames, next)
 	}
 }
 
@@ -44,19 +50,33 @@ func numbered(s script) []wire.Frame {
 	return frames
 }
 
-// liveOf is frames[i] as the hub hands it over, frame i+1 stored at
-// JetStream sequence i+1 right after the one before.
-func liveOf(frames []wire.Frame, i int) *liveFrame {
-	return &liveFrame{entry: chunklog.Entry{JSSeq: uint64(i + 1), Frame: frames[i]}, prev: uint64(i)}
+// arrive publishes frames[i] of stream id live as RELAY_CHUNKS republishes
+// it, stored at JetStream sequence i+1 right after the one before, and
+// waits until f, in the live phase, has it ready.
+func arrive(t *testing.T, nc *nats.Conn, f *follow.Follower, id string, frames []wire.Frame, i int) {
+	t.Helper()
+	err := nc.PublishMsg(&nats.Msg{
+		Subject: wire.LiveSubject(id),
+		Header:  nats.Header{wire.HeaderSequence: {strconv.Itoa(i + 1)}, wire.HeaderLastSequence: {strconv.Itoa(i)}},
+		Data:    frames[i].Encode(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, f.Ready)
 }
 
 // batchStream is an SSE response of stream id in dialect d, read from f,
-// written to a recordingSink.
-func batchStream(t *testing.T, edge *testEdge, f *follower, d eventDialect) (*sseStream, *recordingSink) {
+// written to a recordingSink. f's live subscription is on the server
+// before it returns, so that frames published after it reach f.
+func batchStream(t *testing.T, edge *testEdge, id string, f *follow.Follower, d eventDialect) (*sseStream, *recordingSink) {
+	if err := edge.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	sink := &recordingSink{}
-	ss := edge.obs.session(chat.Stream{ID: f.id}, wire.Cursor{}, metrics.TransportSSE, false, time.Now())
+	ss := edge.obs.session(chat.Stream{ID: id}, wire.Cursor{}, metrics.TransportSSE, false, time.Now())
 	t.Cleanup(ss.close)
-	st := &sseStream{s: edge.Server, id: f.id, d: d, f: f, sess: ss, ctx: t.Context(), gone: func() bool { return false }}
+	st := &sseStream{s: edge.Server, id: id, d: d, f: f, sess: ss, ctx: t.Context(), gone: func() bool { return false }}
 	st.out.dst = sink
 	return st, sink
 }
@@ -66,15 +86,15 @@ func TestSSEWritesFramesReadyMeanwhileInOneBatch(t *testing.T) {
 	edge := e.startEdge(Config{})
 	frames := numbered(answer(3))
 	id := wire.NewStreamID()
-	f, err := edge.hub.followNew(context.Background(), id, 8)
+	f, err := edge.hub.FollowNew(context.Background(), id, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.close()
-	st, sink := batchStream(t, edge, f, &arrivingEvents{chatEvents: chatEvents{s: chat.Stream{ID: id}}, f: f, frames: frames})
+	defer f.Close()
+	st, sink := batchStream(t, edge, id, f, &arrivingEvents{chatEvents: chatEvents{s: chat.Stream{ID: id}}, t: t, nc: e.nc, f: f, frames: frames})
 
-	f.push(liveOf(frames, 0))
-	entries, ok, err := f.poll(t.Context())
+	arrive(t, e.nc, f, id, frames, 0)
+	entries, ok, err := f.Poll(t.Context())
 	if !ok || err != nil || len(entries) != 1 {
 		t.Fatalf("poll: %d frames, %v, %v", len(entries), ok, err)
 	}
@@ -101,16 +121,16 @@ func TestSSEWritesAReadyFrameWithoutWaitingForMore(t *testing.T) {
 	edge := e.startEdge(Config{})
 	frames := numbered(answer(2))
 	id := wire.NewStreamID()
-	f, err := edge.hub.followNew(context.Background(), id, 8)
+	f, err := edge.hub.FollowNew(context.Background(), id, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.close()
-	st, sink := batchStream(t, edge, f, &chatEvents{s: chat.Stream{ID: id}})
+	defer f.Close()
+	st, sink := batchStream(t, edge, id, f, &chatEvents{s: chat.Stream{ID: id}})
 
 	for i := range frames {
-		f.push(liveOf(frames, i))
-		entries, ok, err := f.poll(t.Context())
+		arrive(t, e.nc, f, id, frames, i)
+		entries, ok, err := f.Poll(t.Context())
 		if !ok || err != nil || len(entries) != 1 {
 			t.Fatalf("poll %d: %d frames, %v, %v", i, len(entries), ok, err)
 		}

@@ -119,8 +119,7 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 		c.end(left)
 		return true
 	}
-	st.f.idleFor = s.cfg.Keepalive
-	st.f.setNotify(c.schedule)
+	st.f.SetNotify(c.schedule, s.cfg.Keepalive)
 	c.stopDone = context.AfterFunc(st.ctx, c.schedule)
 	var watched bool
 	if c.unwatch, watched = watchHangup(conn, c.hangUp); !watched {
@@ -132,7 +131,7 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	// A resume's first read was started with the request's context, which
 	// ends with this handler: this goroutine waits for it, then serves the
 	// stream until it first waits.
-	_ = st.f.awaitFirst(st.ctx)
+	_ = st.f.AwaitFirst(st.ctx)
 	c.run()
 	return true
 }
@@ -176,7 +175,7 @@ func (c *sseConn) work() (over, left bool) {
 			err = context.Cause(c.ctx)
 		} else {
 			var ok bool
-			if entries, ok, err = c.f.poll(c.ctx); !ok {
+			if entries, ok, err = c.f.Poll(c.ctx); !ok {
 				return false, false
 			}
 		}
@@ -204,7 +203,7 @@ func (c *sseConn) end(left bool) {
 	if c.stopDone != nil {
 		c.stopDone()
 	}
-	c.f.close()
+	c.f.Close()
 	c.done()
 	c.leave(nil)
 	c.finish(left)

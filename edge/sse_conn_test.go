@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaydev/relay/edge/follow"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -165,13 +166,13 @@ func TestSSEClientThatLeavesIsNoticedAtOnce(t *testing.T) {
 		t.Fatalf("%d SSE clients", n)
 	}
 	conn.Close()
-	waitFor(t, func() bool { return edge.clients.count(clientSSE) == 0 && edge.hub.subscriptions() == 0 })
+	waitFor(t, func() bool { return edge.clients.count(clientSSE) == 0 && edge.hub.Streams() == 0 })
 }
 
 // heldReads is the edge's real log reader, except that every read after
 // the first waits until its context ends, and reports its cause.
 type heldReads struct {
-	history
+	follow.History
 	reads atomic.Int32
 	// held is closed when the second read starts; ended gets its cause.
 	held  chan struct{}
@@ -180,7 +181,7 @@ type heldReads struct {
 
 func (h *heldReads) ReadUpTo(ctx context.Context, id string, after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error) {
 	if h.reads.Add(1) == 1 {
-		return h.history.ReadUpTo(ctx, id, after, limit, fn)
+		return h.History.ReadUpTo(ctx, id, after, limit, fn)
 	}
 	close(h.held)
 	<-ctx.Done()
@@ -194,8 +195,9 @@ func (h *heldReads) ReadUpTo(ctx context.Context, id string, after uint64, limit
 func TestSSEClientThatLeavesStopsTheRead(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{Keepalive: time.Hour})
-	held := &heldReads{history: edge.hub.hist, held: make(chan struct{}), ended: make(chan error, 1)}
-	edge.hub.hist = held
+	held := &heldReads{History: edge.reader, held: make(chan struct{}), ended: make(chan error, 1)}
+	// Nothing is followed yet: a hub that reads through held takes over.
+	edge.hub = follow.New(edge.nc, held, edge.js.Conn() == edge.nc, edge.log)
 	id := wire.NewStreamID()
 	cursors := e.writeStream(id, wire.Meta{Model: testModel}, answer(5)(wire.Request{}))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(edge.url, "http://"))

@@ -143,7 +143,7 @@ func TestKeepaliveWhileQueued(t *testing.T) {
 	if n := len(frameEvents(events)); n != 3 {
 		t.Fatalf("%d frame events after keepalive: %+v", n, events)
 	}
-	if edge.hub.stats.catchUps[catchUpIdle].Load() == 0 {
+	if edge.hub.Stats().Idle == 0 {
 		t.Fatal("an idle follower never re-read the log")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
+	"github.com/relaydev/relay/edge/follow"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -20,9 +21,9 @@ type started struct {
 	meta   wire.Meta
 	replay bool
 	// f follows a stream the request started, subscribed before the
-	// request was queued (hub.followNew); nil for a replay. Whoever serves
+	// request was queued (Hub.FollowNew); nil for a replay. Whoever serves
 	// the stream closes it.
-	f *follower
+	f *follow.Follower
 }
 
 // startFor starts req as opts say: with the client's idempotency key, as
@@ -56,15 +57,15 @@ func (s *Server) startFor(ctx context.Context, opts startOptions, req chatReques
 }
 
 // startNew follows the new stream id and then submits it, so that its
-// follower needs no history read (hub.followNew).
+// follower needs no history read (Hub.FollowNew).
 func (s *Server) startNew(ctx context.Context, id, tenant string, req chatRequest) (started, *wire.Error) {
-	f, err := s.hub.followNew(ctx, id, s.cfg.ClientBuffer)
+	f, err := s.hub.FollowNew(ctx, id, s.cfg.ClientBuffer)
 	if err != nil {
 		return started{}, unavailable("following the stream", err)
 	}
 	id, meta, e := s.submit(ctx, id, tenant, req)
 	if e != nil {
-		f.close()
+		f.Close()
 		return started{}, e
 	}
 	return started{id: id, meta: meta, f: f}, nil

@@ -10,6 +10,7 @@
 // # The three roles
 //
 //	edge                   the client APIs over HTTP and WebSocket, queueing, resume from the durable log
+//	edge/follow            the edge's reader of the durable log: live frames, one subscription per stream, gaps re-read; in order, none twice, none missed
 //	relay/worker           takes requests off the work queue, calls providers (retries, continuation, fallback), appends frames
 //	coordinator            lease, provider health, probes of idle breakers, quota shares, canary ramps, liveness watch
 //

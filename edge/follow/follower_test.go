@@ -1,12 +1,10 @@
-package edge
+package follow
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,13 +17,13 @@ import (
 
 // collect calls next until the end frame and returns the frames' per-stream
 // sequences.
-func collect(t *testing.T, f *follower, idle time.Duration) []uint64 {
+func collect(t *testing.T, f *Follower, idle time.Duration) []uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var seqs []uint64
-	for !f.ended() {
-		entries, err := f.next(ctx, idle)
+	for !f.Ended() {
+		entries, err := f.Next(ctx, idle)
 		if err != nil {
 			t.Fatalf("next after %v: %v", seqs, err)
 		}
@@ -49,44 +47,42 @@ func checkSeqs(t *testing.T, seqs []uint64, n int) {
 }
 
 func TestFollowerOverflowCatchesUp(t *testing.T) {
-	e := newEnv(t)
-	edge := e.startEdge(Config{})
-	h := edge.hub
+	e := newLogEnv(t)
+	h := e.hub
 	id := wire.NewStreamID()
-	f, err := h.follow(id, 0, 2)
+	f, err := h.Follow(id, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.close()
+	defer f.Close()
 	// The first call reads the (empty) history and idles.
-	if got, err := f.next(context.Background(), time.Millisecond); len(got) != 0 || err != nil {
+	if got, err := f.Next(context.Background(), time.Millisecond); len(got) != 0 || err != nil {
 		t.Fatalf("empty stream: %v, %v", got, err)
 	}
 
 	// A claim, 99 chunks and the end arrive while the client does not
 	// read: two are queued, the other 99 dropped, and the follower is woken
-	// to re-read them, in two batches of at most minBatch frames.
+	// to re-read them, in two batches of at most MinBatch frames.
 	const n = 100
-	e.writeStream(id, wire.Meta{Model: testModel}, answer(n-1)(wire.Request{}))
+	e.write(id, answer(n-1))
 	waitFor(t, func() bool { return h.stats.dropped.Load() == 99 })
 	checkSeqs(t, collect(t, f, time.Minute), n)
 	if got := h.stats.catchUps[catchUpWoken].Load(); got != 2 {
 		t.Fatalf("%d woken catch-ups, want 2", got)
 	}
-	if held := h.stats.maxHeld.Load(); held > minBatch+2 {
-		t.Fatalf("%d frames held at once, more than %d", held, minBatch+2)
+	if held := h.stats.maxHeld.Load(); held > MinBatch+2 {
+		t.Fatalf("%d frames held at once, more than %d", held, MinBatch+2)
 	}
 }
 
 func TestFollowerRepairsGap(t *testing.T) {
-	e := newEnv(t)
-	edge := e.startEdge(Config{})
+	e := newLogEnv(t)
 	id := wire.NewStreamID()
-	frames := answer(4)(wire.Request{})
-	cursors := e.writeStream(id, wire.Meta{Model: testModel}, frames)
+	frames := answer(4)
+	cursors := e.write(id, frames)
 	// A follower that has frame 1, and then sees frame 3 live: frame 2 was
 	// lost on the way.
-	f := newFollower(edge.hub, id, cursors[0].JSSeq, 8)
+	f := newFollower(e.hub, id, cursors[0].JSSeq, 8)
 	f.phase = live
 	third := &liveFrame{entry: chunklog.Entry{JSSeq: cursors[2].JSSeq, Frame: frames[2]}, prev: cursors[1].JSSeq}
 	third.entry.Frame.Seq = 3
@@ -96,39 +92,38 @@ func TestFollowerRepairsGap(t *testing.T) {
 	if len(seqs) != 4 || seqs[0] != 2 || seqs[3] != 5 {
 		t.Fatalf("seqs %v", seqs)
 	}
-	if got := edge.hub.stats.catchUps[catchUpGap].Load(); got != 1 {
+	if got := e.hub.stats.catchUps[catchUpGap].Load(); got != 1 {
 		t.Fatalf("%d gap catch-ups, want 1", got)
 	}
 }
 
 func TestFollowerFindsLostFramesWhenIdle(t *testing.T) {
-	e := newEnv(t)
-	edge := e.startEdge(Config{})
+	e := newLogEnv(t)
 	id := wire.NewStreamID()
 	// Not joined to the hub: no live frame ever arrives, as if every
 	// republished message were lost.
-	f := newFollower(edge.hub, id, 0, 8)
-	if got, err := f.next(context.Background(), time.Millisecond); len(got) != 0 || err != nil {
+	f := newFollower(e.hub, id, 0, 8)
+	if got, err := f.Next(context.Background(), time.Millisecond); len(got) != 0 || err != nil {
 		t.Fatalf("empty stream: %v, %v", got, err)
 	}
-	e.writeStream(id, wire.Meta{Model: testModel}, answer(5)(wire.Request{}))
+	e.write(id, answer(5))
 	checkSeqs(t, collect(t, f, 5*time.Millisecond), 6)
 }
 
 func TestFollowerStopsWithTheClient(t *testing.T) {
-	e := newEnv(t)
-	edge := e.startEdge(Config{})
-	f, err := edge.hub.follow(wire.NewStreamID(), 0, 8)
+	e := newLogEnv(t)
+	f, err := e.hub.Follow(wire.NewStreamID(), 0, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
+	errGone := errors.New("the client went away")
 	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(errShuttingDown)
-	if _, err := f.next(ctx, time.Minute); err != errShuttingDown {
+	cancel(errGone)
+	if _, err := f.Next(ctx, time.Minute); err != errGone {
 		t.Fatalf("next with a cancelled context: %v", err)
 	}
-	f.close()
-	if n := edge.hub.subscriptions(); n != 0 {
+	f.Close()
+	if n := e.hub.Streams(); n != 0 {
 		t.Fatalf("%d subscriptions after the last follower left", n)
 	}
 }
@@ -214,8 +209,8 @@ func TestFollowerReadsOnALongCatchUpInBatches(t *testing.T) {
 		}
 		frames = append(frames, chunklog.Entry{JSSeq: 2*chunks + 2, Frame: wire.Frame{Kind: wire.KindEnd, Seq: chunks + 1}})
 		hist := &flakyHistory{frames: frames}
-		f := newFollower(&hub{hist: hist}, wire.NewStreamID(), 0, 8)
-		defer f.close()
+		f := newFollower(&Hub{hist: hist}, wire.NewStreamID(), 0, 8)
+		defer f.Close()
 		checkSeqs(t, collect(t, f, time.Minute), chunks+1)
 		// 1 + 64 + 64 + 64 frames, then the 8 left.
 		want := []string{"ReadUpTo 1", "ReadUpTo 64", "ReadOn 64", "ReadOn 64", "ReadOn 64"}
@@ -228,9 +223,9 @@ func TestFollowerReadsOnALongCatchUpInBatches(t *testing.T) {
 func TestFollowerRetriesFailedReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hist := &flakyHistory{fails: 3, frames: flakyFrames()}
-		h := &hub{hist: hist}
+		h := &Hub{hist: hist}
 		f := newFollower(h, wire.NewStreamID(), 0, 8)
-		defer f.close()
+		defer f.Close()
 		// The longest delays the backoff can draw: just under its ceilings.
 		f.readRetry.Rand = func(n int64) int64 { return n - 1 }
 		start := time.Now()
@@ -248,12 +243,12 @@ func TestFollowerRetriesFailedReads(t *testing.T) {
 func TestFollowerKeepsTheClientWhileReadsFail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hist := &flakyHistory{fails: 1 << 30, frames: flakyFrames()}
-		f := newFollower(&hub{hist: hist}, wire.NewStreamID(), 0, 8)
-		defer f.close()
+		f := newFollower(&Hub{hist: hist}, wire.NewStreamID(), 0, 8)
+		defer f.Close()
 		start := time.Now()
 		keepalives := 0
 		for {
-			got, err := f.next(context.Background(), 15*time.Second)
+			got, err := f.Next(context.Background(), 15*time.Second)
 			if err != nil {
 				if !errors.Is(err, errFlaky) {
 					t.Fatalf("next: %v", err)
@@ -302,12 +297,12 @@ func TestFollowerRereadsAReplicaBehindTheLiveFeed(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				frames := flakyFrames()
 				hist := &flakyHistory{frames: frames, stale: tc.stale, visible: tc.visible}
-				h := &hub{hist: hist}
+				h := &Hub{hist: hist}
 				// The follower has the claim (3); the end frame (9) arrives
 				// live, but the chunk (7) before it did not.
 				f := newFollower(h, wire.NewStreamID(), 3, 8)
 				f.phase = live
-				defer f.close()
+				defer f.Close()
 				f.readRetry.Rand = func(n int64) int64 { return n - 1 }
 				f.push(&liveFrame{entry: frames[2], prev: 7})
 				start := time.Now()
@@ -324,41 +319,14 @@ func TestFollowerRereadsAReplicaBehindTheLiveFeed(t *testing.T) {
 	}
 }
 
-func TestNewStreamIsServedWithoutReadingTheLog(t *testing.T) {
-	e := newEnv(t)
-	e.startWorker(&worker{script: answer(20)})
-	edge := e.startEdge(Config{})
-	for _, stream := range []bool{true, false} {
-		res := do(t, "POST", edge.url+"/v1/chat/completions", chatBody(stream, "hi"), nil)
-		body := readAll(t, res)
-		if stream {
-			checkAnswer(t, body, 20)
-		} else if res.StatusCode != http.StatusOK || !strings.Contains(body, `w19 w20 "`) {
-			t.Fatalf("completion: %d %s", res.StatusCode, body)
-		}
-	}
-	// Followed before their requests were queued, both streams came live.
-	if n := edge.hub.stats.reads.Load(); n != 0 {
-		t.Fatalf("%d reads of the log for new streams", n)
-	}
-}
-
 // TestReleasedBatchKeepsNothing: a batch handed back is cleared, so the
-// pool holds no frame's text alive, and the end frame a session recorded
-// from it is the session's own copy, which outlives the batch's reuse.
+// pool holds no frame's text alive.
 func TestReleasedBatchKeepsNothing(t *testing.T) {
-	ended := 0
-	o := &observer{recent: newRecent(time.Now), models: func(string) bool { return true }, ended: func(string, *wire.Frame) { ended++ }}
-	ss := &session{o: o, id: "s1"}
-	f := &follower{}
+	f := &Follower{}
 	batch := f.emit(chunklog.Entry{JSSeq: 7, Frame: wire.Frame{Kind: wire.KindEnd, Seq: 3, Status: wire.StatusDone}}, nil)
-	ss.delivered(batch)
-	release(batch)
+	Release(batch)
 	if left := batch[:1][0]; left.JSSeq != 0 || left.Frame.Kind != "" {
 		t.Fatalf("released batch still holds %+v", left)
-	}
-	if ss.end == nil || ss.end.Status != wire.StatusDone || ss.end.Seq != 3 || ended != 1 {
-		t.Fatalf("the session's end frame %+v (told %d times), want the done frame", ss.end, ended)
 	}
 }
 
@@ -367,18 +335,18 @@ func TestReleasedBatchKeepsNothing(t *testing.T) {
 // (frames go back to a pool once the last follower took them).
 func TestLiveFrameOutlivesItsFirstTaker(t *testing.T) {
 	id := wire.NewStreamID()
-	h := &hub{streams: map[string]*hubStream{}}
+	h := &Hub{streams: map[string]*hubStream{}}
 	a, b := newFollower(h, id, 0, 8), newFollower(h, id, 0, 8)
 	a.phase, b.phase = live, live
-	h.streams[id] = &hubStream{followers: map[*follower]struct{}{a: {}, b: {}}}
+	h.streams[id] = &hubStream{followers: map[*Follower]struct{}{a: {}, b: {}}}
 	chunk := wire.Frame{Kind: wire.KindChunk, Seq: 1, Content: "hi"}
 	h.dispatch(&nats.Msg{
 		Subject: wire.LiveSubject(id),
 		Header:  nats.Header{wire.HeaderSequence: {"5"}, wire.HeaderLastSequence: {"0"}},
 		Data:    chunk.Encode(),
 	})
-	for _, f := range []*follower{a, b} {
-		out, ok, err := f.poll(t.Context())
+	for _, f := range []*Follower{a, b} {
+		out, ok, err := f.Poll(t.Context())
 		if !ok || err != nil || len(out) != 1 || out[0].JSSeq != 5 || out[0].Frame.Content != "hi" {
 			t.Fatalf("took %+v (ok %v, err %v), want the chunk at sequence 5", out, ok, err)
 		}

@@ -1,4 +1,4 @@
-package edge
+package follow
 
 import (
 	"context"
@@ -21,18 +21,18 @@ import (
 // when it was ever full.
 const hubQueue = 1 << 16
 
-// hub fans live frames out to the followers on this edge: one core
+// Hub fans live frames out to the followers on this edge: one core
 // subscription per stream served here, however many clients follow it, all
 // delivering into one channel that one dispatcher goroutine routes. No
 // goroutine and no JetStream consumer is created per stream or per client.
 // With it goes a subscription to the stream's presence subject, so that
-// any edge can ask whether the stream is followed (presence.go).
+// any edge can ask whether the stream is followed (answer).
 //
 // The dispatcher lives as long as the NATS connection: it stops when the
 // connection is closed.
-type hub struct {
+type Hub struct {
 	nc   *nats.Conn
-	hist history
+	hist History
 	// ordered is set when requests are published on nc: the server then
 	// processes a subscription made before a request before the request.
 	ordered bool
@@ -51,10 +51,10 @@ type hub struct {
 type hubStream struct {
 	sub       *nats.Subscription // live frames
 	ask       *nats.Subscription // presence questions
-	followers map[*follower]struct{}
+	followers map[*Follower]struct{}
 }
 
-// readStats counts how the read path coped; metrics will export them.
+// readStats counts how the read path coped (Stats).
 type readStats struct {
 	// dropped counts live frames not queued because a follower's queue was
 	// full; the follower re-reads them from the log.
@@ -73,10 +73,48 @@ type readStats struct {
 	// feed proved stored (a replica behind the leader) and were made again.
 	staleReads atomic.Uint64
 	// maxHeld is the most frames the edge held for one client at once: a
-	// batch returned by follower.next and what stayed queued behind it. It
-	// is bounded by twice ClientBuffer (at least minBatch + ClientBuffer),
+	// batch returned by Follower.Next and what stayed queued behind it. It
+	// is bounded by twice the buffer (at least MinBatch + buffer),
 	// however far behind a client is.
 	maxHeld atomic.Uint64
+}
+
+// Stats is a snapshot of how the read path coped; the edge exports it as
+// metrics.
+type Stats struct {
+	// Dropped counts live frames not queued because a follower's queue was
+	// full; the follower re-reads them from the log.
+	Dropped uint64
+	// Resyncs counts the times every follower was told to re-read the log:
+	// after a reconnect, or after the hub channel filled up.
+	Resyncs uint64
+	// Gaps, Woken and Idle count catch-ups with the log by what triggered
+	// them: a live frame that did not follow the last one; a follower the
+	// hub dropped frames for, or a resync; nothing arriving for the idle
+	// interval.
+	Gaps, Woken, Idle uint64
+	// Reads counts reads of the log, ReadRetries those that failed and
+	// were retried, StaleReads those made again because a replica was
+	// behind the live feed.
+	Reads, ReadRetries, StaleReads uint64
+	// MaxHeld is the most frames held for one client at once.
+	MaxHeld uint64
+}
+
+// Stats returns the read stats so far.
+func (h *Hub) Stats() Stats {
+	s := &h.stats
+	return Stats{
+		Dropped:     s.dropped.Load(),
+		Resyncs:     s.resyncs.Load(),
+		Gaps:        s.catchUps[catchUpGap].Load(),
+		Woken:       s.catchUps[catchUpWoken].Load(),
+		Idle:        s.catchUps[catchUpIdle].Load(),
+		Reads:       s.reads.Load(),
+		ReadRetries: s.readRetries.Load(),
+		StaleReads:  s.staleReads.Load(),
+		MaxHeld:     s.maxHeld.Load(),
+	}
 }
 
 // held records that n frames were held for one client.
@@ -107,8 +145,11 @@ const (
 	numCatchUpReasons
 )
 
-func newHub(nc *nats.Conn, hist history, ordered bool, log *slog.Logger) *hub {
-	h := &hub{
+// New returns the hub of the edge's connection nc, reading the log with
+// hist. ordered is set when the edge publishes its requests on nc. The
+// hub's dispatcher runs until nc is closed.
+func New(nc *nats.Conn, hist History, ordered bool, log *slog.Logger) *Hub {
+	h := &Hub{
 		nc:      nc,
 		hist:    hist,
 		ordered: ordered,
@@ -122,10 +163,10 @@ func newHub(nc *nats.Conn, hist history, ordered bool, log *slog.Logger) *hub {
 	return h
 }
 
-// follow returns a follower of stream id that starts after JetStream
+// Follow returns a follower of stream id that starts after JetStream
 // sequence after. It is subscribed before it reads any history, so nothing
 // stored meanwhile is missed. The caller must close it.
-func (h *hub) follow(id string, after uint64, buffer int) (*follower, error) {
+func (h *Hub) Follow(id string, after uint64, buffer int) (*Follower, error) {
 	f := newFollower(h, id, after, buffer)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -133,27 +174,27 @@ func (h *hub) follow(id string, after uint64, buffer int) (*follower, error) {
 	if hs == nil {
 		sub, err := h.nc.ChanSubscribe(wire.LiveSubject(id), h.msgs)
 		if err != nil {
-			return nil, fmt.Errorf("edge: subscribe %s: %w", wire.LiveSubject(id), err)
+			return nil, fmt.Errorf("follow: subscribe %s: %w", wire.LiveSubject(id), err)
 		}
 		ask, err := h.nc.ChanSubscribe(wire.PresenceSubject(id), h.asks)
 		if err != nil {
 			sub.Unsubscribe()
-			return nil, fmt.Errorf("edge: subscribe %s: %w", wire.PresenceSubject(id), err)
+			return nil, fmt.Errorf("follow: subscribe %s: %w", wire.PresenceSubject(id), err)
 		}
-		hs = &hubStream{sub: sub, ask: ask, followers: map[*follower]struct{}{}}
+		hs = &hubStream{sub: sub, ask: ask, followers: map[*Follower]struct{}{}}
 		h.streams[id] = hs
 	}
 	hs.followers[f] = struct{}{}
 	return f, nil
 }
 
-// followNew returns a follower of stream id, which has no frames yet: the
+// FollowNew returns a follower of stream id, which has no frames yet: the
 // caller queues the request that starts the stream only after this
 // returns. The live subscription then sees every frame stored (and a lost
 // one as a gap), so the follower reads no history first: a new stream
-// costs the log no read. Like follow, the caller must close it.
-func (h *hub) followNew(ctx context.Context, id string, buffer int) (*follower, error) {
-	f, err := h.follow(id, 0, buffer)
+// costs the log no read. Like Follow, the caller must close it.
+func (h *Hub) FollowNew(ctx context.Context, id string, buffer int) (*Follower, error) {
+	f, err := h.Follow(id, 0, buffer)
 	if err != nil {
 		return nil, err
 	}
@@ -162,15 +203,15 @@ func (h *hub) followNew(ctx context.Context, id string, buffer int) (*follower, 
 		// The request goes out on another connection: only a round trip
 		// on this one makes sure the server has the subscription first.
 		if err := h.nc.FlushWithContext(ctx); err != nil {
-			f.close()
-			return nil, fmt.Errorf("edge: subscribe %s: %w", wire.LiveSubject(id), err)
+			f.Close()
+			return nil, fmt.Errorf("follow: subscribe %s: %w", wire.LiveSubject(id), err)
 		}
 	}
 	return f, nil
 }
 
 // leave removes f, and the stream's subscriptions with its last follower.
-func (h *hub) leave(f *follower) {
+func (h *Hub) leave(f *Follower) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hs := h.streams[f.id]
@@ -188,14 +229,14 @@ func (h *hub) leave(f *follower) {
 	}
 }
 
-// subscriptions is how many streams the hub is subscribed to.
-func (h *hub) subscriptions() int {
+// Streams is how many streams the hub is subscribed to.
+func (h *Hub) Streams() int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return len(h.streams)
 }
 
-func (h *hub) run() {
+func (h *Hub) run() {
 	defer h.nc.RemoveStatusListener(h.status)
 	saturated := false
 	for {
@@ -226,7 +267,7 @@ func (h *hub) run() {
 	}
 }
 
-func (h *hub) dispatch(m *nats.Msg) {
+func (h *Hub) dispatch(m *nats.Msg) {
 	id, _ := wire.StreamIDFromLive(m.Subject)
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -252,7 +293,7 @@ func (h *hub) dispatch(m *nats.Msg) {
 }
 
 // resync tells every follower to re-read the log after its last frame.
-func (h *hub) resync() {
+func (h *Hub) resync() {
 	h.stats.resyncs.Add(1)
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -292,11 +333,11 @@ func (lf *liveFrame) release() {
 func decodeLive(m *nats.Msg) (*liveFrame, error) {
 	seq, err := strconv.ParseUint(m.Header.Get(wire.HeaderSequence), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("edge: %s header: %w", wire.HeaderSequence, err)
+		return nil, fmt.Errorf("follow: %s header: %w", wire.HeaderSequence, err)
 	}
 	prev, err := strconv.ParseUint(m.Header.Get(wire.HeaderLastSequence), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("edge: %s header: %w", wire.HeaderLastSequence, err)
+		return nil, fmt.Errorf("follow: %s header: %w", wire.HeaderLastSequence, err)
 	}
 	frame, err := wire.DecodeFrame(m.Data)
 	if err != nil {

@@ -1,4 +1,4 @@
-package edge
+package follow
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// history reads a stream's stored frames after a JetStream sequence.
+// History reads a stream's stored frames after a JetStream sequence.
 // *chunklog.Reader is the real one.
-type history interface {
+type History interface {
 	ReadUpTo(ctx context.Context, streamID string, after uint64, limit int, fn func(chunklog.Entry) error) (uint64, error)
 	// ReadOn is ReadUpTo for a read that goes on in a long catch-up: it
 	// reads in batches from the first frame.
@@ -24,12 +24,17 @@ type history interface {
 	Last(ctx context.Context, streamID string) (uint64, error)
 }
 
-// errEnded stops a history read at the end frame.
-var errEnded = errors.New("edge: end frame reached")
+// readTimeout bounds one read of the log, or one look-up of its last
+// frame: a NATS round trip, or a few.
+const readTimeout = 5 * time.Second
 
-// minBatch is the smallest batch limit, so that a tiny ClientBuffer does
-// not turn a catch-up into one log read per frame.
-const minBatch = 64
+// errEnded stops a history read at the end frame.
+var errEnded = errors.New("follow: end frame reached")
+
+// MinBatch is the smallest batch limit, so that a tiny buffer does not
+// turn a catch-up into one log read per frame: a follower returns up to
+// max(buffer, MinBatch) frames at once.
+const MinBatch = 64
 
 // firstBatch bounds the first read of a follower that resumes a stream:
 // the client's first event waits for that read only, one plain direct get
@@ -40,14 +45,14 @@ const firstBatch = 1
 
 // A read that stopped at a limit of longRead frames or more is part of a
 // long catch-up: the next read goes on with batched gets only
-// (history.ReadOn), since the stream likely holds many more frames and
+// (History.ReadOn), since the stream likely holds many more frames and
 // plain gets first would cost a round trip each on every read of the
-// catch-up. A catch-up's reads ask for limit frames, at least minBatch;
+// catch-up. A catch-up's reads ask for limit frames, at least MinBatch;
 // only the first read of a resume (firstBatch) and reads that fill up a
 // batch of live frames ask for fewer. After those, the next read starts
 // with plain gets: a client back from a blip misses a few frames, which
 // plain gets read without a batch's scan of the message block.
-const longRead = minBatch
+const longRead = MinBatch
 
 // A failed read of the log (NATS slow or away) is retried with a backoff
 // whose ceiling doubles from readRetryMin to readRetryMax while the
@@ -65,19 +70,18 @@ const (
 // retrying together.
 var readRetry = backoff.Backoff{Config: backoff.Config{Base: readRetryMin, Cap: readRetryMax}}
 
-// follower delivers one client's view of one stream: the history after its
+// Follower delivers one client's view of one stream: the history after its
 // cursor, then live frames from the hub, each exactly once and in order.
 //
-// One goroutine at a time drives it, in one of two ways: next blocks until
-// there is something to send; poll never waits (it reads the log in the
-// caller's goroutine, though) and notify, set with setNotify, says when it
-// may have something again, so that an idle client needs no goroutine
-// (sse_conn.go). The hub, the timers and the first read only queue work
-// and call notify.
-type follower struct {
-	hub *hub
+// One goroutine at a time drives it, in one of two ways: Next blocks until
+// there is something to send; Poll never waits (it reads the log in the
+// caller's goroutine, though) and notify, set with SetNotify, says when it
+// may have something again, so that an idle client needs no goroutine.
+// The hub, the timers and the first read only queue work and call notify.
+type Follower struct {
+	hub *Hub
 	id  string
-	// limit bounds the frames one call of next returns, so that a client
+	// limit bounds the frames one call of Next returns, so that a client
 	// far behind catches up from the log in bounded batches: what the edge
 	// holds for one client is at most limit frames and the live queue.
 	limit int
@@ -96,13 +100,13 @@ type follower struct {
 	pending wakes
 	notify  func()
 
-	// idleFor is how long the follower may find nothing before next
-	// returns empty (the caller sends a keepalive); idleAt is when the
+	// idleFor is how long the follower may find nothing before Next or
+	// Poll returns empty (the caller sends a keepalive); idleAt is when the
 	// armed idle timer fires, zero while it is not armed.
 	idleFor time.Duration
 	idleAt  time.Time
 	idle    *time.Timer
-	// signal is what notify wakes a blocked next with.
+	// signal is what notify wakes a blocked Next with.
 	signal chan struct{}
 
 	// phase is where the follower is in the log.
@@ -129,7 +133,7 @@ type follower struct {
 	retry     *time.Timer
 	readRetry backoff.Backoff
 
-	// first is closed when the first read, started early by prefetch, is
+	// first is closed when the first read, started early by Prefetch, is
 	// done; its frames and error are firstOut and firstErr. stopFirst
 	// cancels it.
 	first     chan struct{}
@@ -139,7 +143,7 @@ type follower struct {
 }
 
 // readPhase is where a follower is in the log. It leaves unread with the
-// first read (hub.followNew starts a follower of a stream with no frames
+// first read (Hub.FollowNew starts a follower of a stream with no frames
 // yet at live), each read then leaves it live, behind or farBehind (read),
 // and the end frame makes it atEnd for good (emit). While a prefetched
 // first read runs, its goroutine owns the phase: the caller looks at first.
@@ -155,7 +159,7 @@ const (
 	// on first.
 	behind
 	// farBehind is behind after a read of longRead frames or more: a long
-	// catch-up, whose next read pages at once (history.ReadOn).
+	// catch-up, whose next read pages at once (History.ReadOn).
 	farBehind
 	// atEnd: the end frame was taken.
 	atEnd
@@ -178,11 +182,11 @@ const (
 // released rather than kept for the next frames.
 const shrinkQueue = 8
 
-func newFollower(h *hub, id string, after uint64, buffer int) *follower {
-	f := &follower{
+func newFollower(h *Hub, id string, after uint64, buffer int) *Follower {
+	f := &Follower{
 		hub:    h,
 		id:     id,
-		limit:  max(buffer, minBatch),
+		limit:  max(buffer, MinBatch),
 		buffer: max(buffer, 1),
 		last:   after,
 
@@ -193,16 +197,23 @@ func newFollower(h *hub, id string, after uint64, buffer int) *follower {
 	return f
 }
 
-// setNotify sets what is called, without locks held, whenever the follower
-// may have something new.
-func (f *follower) setNotify(fn func()) {
+// SetNotify sets what is called, without locks held, whenever the follower
+// may have something new, for a caller that drives it with Poll; idle is
+// how long Poll may find nothing before it returns an empty batch (the
+// caller sends a keepalive).
+func (f *Follower) SetNotify(fn func(), idle time.Duration) {
+	f.idleFor = idle
+	f.setNotify(fn)
+}
+
+func (f *Follower) setNotify(fn func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.notify = fn
 }
 
 // wake adds w to the pending reasons and notifies.
-func (f *follower) wake(w wakes) {
+func (f *Follower) wake(w wakes) {
 	f.mu.Lock()
 	f.pending |= w
 	f.mu.Unlock()
@@ -210,7 +221,7 @@ func (f *follower) wake(w wakes) {
 }
 
 // poke calls notify.
-func (f *follower) poke() {
+func (f *Follower) poke() {
 	f.mu.Lock()
 	fn := f.notify
 	f.mu.Unlock()
@@ -221,7 +232,7 @@ func (f *follower) poke() {
 
 // push queues a live frame, unless the queue is full: then it reports
 // false, and the follower is to re-read the log instead. It never blocks.
-func (f *follower) push(lf *liveFrame) bool {
+func (f *Follower) push(lf *liveFrame) bool {
 	f.mu.Lock()
 	if len(f.queue)-f.head >= f.buffer {
 		f.mu.Unlock()
@@ -239,17 +250,17 @@ func (f *follower) push(lf *liveFrame) bool {
 }
 
 // queued is how many live frames wait.
-func (f *follower) queued() int {
+func (f *Follower) queued() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.queue) - f.head
 }
 
-// ready reports whether poll would return a live frame at once: one is
+// Ready reports whether Poll would return a live frame at once: one is
 // queued that follows the last frame taken, and no read of the log is due
 // before it. The writer asks before it writes a batch, to add what came
 // while it rendered.
-func (f *follower) ready() bool {
+func (f *Follower) Ready() bool {
 	if f.first != nil || f.phase != live {
 		return false
 	}
@@ -258,9 +269,9 @@ func (f *follower) ready() bool {
 	return f.pending&wakeReread == 0 && f.head < len(f.queue) && f.queue[f.head].prev == f.last
 }
 
-// close stops the follower's live feed and its timers. It may be called
+// Close stops the follower's live feed and its timers. It may be called
 // more than once.
-func (f *follower) close() {
+func (f *Follower) Close() {
 	f.hub.leave(f)
 	if f.first != nil {
 		f.stopFirst()
@@ -272,12 +283,12 @@ func (f *follower) close() {
 	f.idle.Stop()
 }
 
-// prefetch starts the first read of the history now, in a goroutine of its
+// Prefetch starts the first read of the history now, in a goroutine of its
 // own, so that it overlaps with what the caller does before the first call
-// of next (checking the stream and the cursor, sending headers): the
+// of Next or Poll (checking the stream and the cursor, sending headers): the
 // client's first event then waits for one round trip to NATS, not three.
 // The read stops when ctx ends or the follower is closed.
-func (f *follower) prefetch(ctx context.Context) {
+func (f *Follower) Prefetch(ctx context.Context) {
 	if f.first != nil || f.phase != unread {
 		return
 	}
@@ -290,8 +301,8 @@ func (f *follower) prefetch(ctx context.Context) {
 	}()
 }
 
-// awaitFirst waits until a prefetched first read is done, or ctx ends.
-func (f *follower) awaitFirst(ctx context.Context) error {
+// AwaitFirst waits until a prefetched first read is done, or ctx ends.
+func (f *Follower) AwaitFirst(ctx context.Context) error {
 	if f.first == nil {
 		return nil
 	}
@@ -303,23 +314,23 @@ func (f *follower) awaitFirst(ctx context.Context) error {
 	}
 }
 
-// ended reports whether the end frame was returned; not before a
+// Ended reports whether the end frame was returned; not before a
 // prefetched read's frames were.
-func (f *follower) ended() bool { return f.first == nil && f.phase == atEnd }
+func (f *Follower) Ended() bool { return f.first == nil && f.phase == atEnd }
 
 // wakeUp asks the follower to re-read the log. It never blocks: one pending
 // request covers any number.
-func (f *follower) wakeUp() { f.wake(wakeReread) }
+func (f *Follower) wakeUp() { f.wake(wakeReread) }
 
-// next blocks until frames after the last one it returned are available
+// Next blocks until frames after the last one it returned are available
 // and returns them in order, chunks and the end frame but never claims,
 // together with everything else already queued, so the caller writes them
 // in one batch. It returns no frames and no error when idle passed with
-// nothing new (the caller sends a keepalive). The caller stops once ended()
+// nothing new (the caller sends a keepalive). The caller stops once Ended
 // reports the end frame was returned. On an error it still returns the
 // frames taken before it: they count as delivered. It returns at most
 // limit frames; the rest follow on the next call.
-func (f *follower) next(ctx context.Context, idle time.Duration) ([]chunklog.Entry, error) {
+func (f *Follower) Next(ctx context.Context, idle time.Duration) ([]chunklog.Entry, error) {
 	if f.signal == nil {
 		f.signal = make(chan struct{}, 1)
 		f.setNotify(func() {
@@ -331,7 +342,7 @@ func (f *follower) next(ctx context.Context, idle time.Duration) ([]chunklog.Ent
 	}
 	f.idleFor = idle
 	for {
-		if out, ok, err := f.poll(ctx); ok {
+		if out, ok, err := f.Poll(ctx); ok {
 			return out, err
 		}
 		select {
@@ -343,10 +354,10 @@ func (f *follower) next(ctx context.Context, idle time.Duration) ([]chunklog.Ent
 	}
 }
 
-// poll is next without the wait: ok is false where next would wait, and
+// Poll is Next without the wait: ok is false where Next would wait, and
 // the follower calls notify once it may have something. The idle timer
-// (idleFor) runs from the first poll that found nothing after a batch.
-func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err error) {
+// (SetNotify) runs from the first poll that found nothing after a batch.
+func (f *Follower) Poll(ctx context.Context) (out []chunklog.Entry, ok bool, err error) {
 	switch {
 	case f.first != nil: // before the phase, which the prefetch's goroutine writes
 		select {
@@ -404,9 +415,9 @@ func (f *follower) poll(ctx context.Context) (out []chunklog.Entry, ok bool, err
 	return f.batch(out, err)
 }
 
-// batch is what poll returns with a batch, or with nothing after idle:
+// batch is what Poll returns with a batch, or with nothing after idle:
 // the idle timer starts over.
-func (f *follower) batch(out []chunklog.Entry, err error) ([]chunklog.Entry, bool, error) {
+func (f *Follower) batch(out []chunklog.Entry, err error) ([]chunklog.Entry, bool, error) {
 	f.disarmIdle()
 	f.hub.stats.held(len(out) + f.queued())
 	return out, true, err
@@ -415,7 +426,7 @@ func (f *follower) batch(out []chunklog.Entry, err error) ([]chunklog.Entry, boo
 // pop takes one piece of work: a live frame, else one pending reason: a
 // re-read, else (with timers) a fired retry or idle timer. An idle timer
 // that fired before it was last disarmed is ignored.
-func (f *follower) pop(timers bool) (lf *liveFrame, w wakes) {
+func (f *Follower) pop(timers bool) (lf *liveFrame, w wakes) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -444,14 +455,14 @@ func (f *follower) pop(timers bool) (lf *liveFrame, w wakes) {
 }
 
 // armIdle starts the idle timer unless it runs.
-func (f *follower) armIdle() {
+func (f *Follower) armIdle() {
 	if f.idleAt.IsZero() {
 		f.idleAt = time.Now().Add(f.idleFor)
 		f.idle.Reset(f.idleFor)
 	}
 }
 
-func (f *follower) disarmIdle() {
+func (f *Follower) disarmIdle() {
 	if !f.idleAt.IsZero() {
 		f.idleAt = time.Time{}
 		f.idle.Stop()
@@ -460,7 +471,7 @@ func (f *follower) disarmIdle() {
 
 // take applies one live frame: skip what was delivered already, repair a
 // gap from the log, otherwise emit it.
-func (f *follower) take(ctx context.Context, lf *liveFrame, out []chunklog.Entry) ([]chunklog.Entry, error) {
+func (f *Follower) take(ctx context.Context, lf *liveFrame, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	switch {
 	case f.phase == atEnd || lf.entry.JSSeq <= f.last:
 		return out, nil
@@ -482,7 +493,7 @@ const staleRetries = 5
 // by any replica of a replicated stream). If it stopped right before lf,
 // lf itself is taken from the live feed; if before that, the read is made
 // again shortly (staleRead), instead of at the next live frame or idle.
-func (f *follower) repair(ctx context.Context, lf *liveFrame, out []chunklog.Entry) ([]chunklog.Entry, error) {
+func (f *Follower) repair(ctx context.Context, lf *liveFrame, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	f.known = max(f.known, lf.entry.JSSeq)
 	out, err := f.catchUp(ctx, catchUpGap, out)
 	if err == nil && f.phase == live && !f.retrying && f.last == lf.prev {
@@ -496,7 +507,7 @@ func (f *follower) repair(ctx context.Context, lf *liveFrame, out []chunklog.Ent
 
 // staleRead arms a re-read if the last read stopped short of a frame the
 // live feed proved stored (known).
-func (f *follower) staleRead() {
+func (f *Follower) staleRead() {
 	switch {
 	case f.last >= f.known || f.phase != live || f.retrying:
 		f.stale = 0
@@ -516,13 +527,13 @@ func (f *follower) staleRead() {
 // most followers woken by a resync, or idle because the stream is slow,
 // missed nothing, and a read costs round trips (one a frame where the
 // frames lie far apart: chunklog.Reader.ReadUpTo).
-func (f *follower) catchUp(ctx context.Context, why catchUpReason, out []chunklog.Entry) ([]chunklog.Entry, error) {
+func (f *Follower) catchUp(ctx context.Context, why catchUpReason, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	if f.retrying || f.phase == atEnd {
 		return out, nil
 	}
 	f.hub.stats.catchUps[why].Add(1)
 	if why != catchUpGap {
-		lctx, cancel := context.WithTimeout(ctx, natsTimeout)
+		lctx, cancel := context.WithTimeout(ctx, readTimeout)
 		last, err := f.hub.hist.Last(lctx, f.id)
 		cancel()
 		switch {
@@ -542,11 +553,11 @@ func (f *follower) catchUp(ctx context.Context, why catchUpReason, out []chunklo
 // is behind, far behind when it wanted longRead frames or more. A failed
 // read is retried later (see readGiveUp); only the caller's context
 // ending, or reads failing for readGiveUp, is an error.
-func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]chunklog.Entry, error) {
+func (f *Follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]chunklog.Entry, error) {
 	if f.phase == atEnd {
 		return out, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, natsTimeout)
+	rctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	start := len(out)
 	readLog := f.hub.hist.ReadUpTo
@@ -590,13 +601,13 @@ func (f *follower) read(ctx context.Context, want int, out []chunklog.Entry) ([]
 
 // failed arms a retry of a read that failed with err, or returns the
 // terminal error once reads failed for readGiveUp.
-func (f *follower) failed(err error) error {
+func (f *Follower) failed(err error) error {
 	now := time.Now()
 	if f.failing.IsZero() {
 		f.failing = now
 	}
 	if failed := now.Sub(f.failing); failed >= readGiveUp {
-		return fmt.Errorf("edge: reading the log failed for %v: %w", failed.Round(time.Second), err)
+		return fmt.Errorf("follow: reading the log failed for %v: %w", failed.Round(time.Second), err)
 	}
 	f.hub.stats.readRetries.Add(1)
 	f.armRetry(f.readRetry.Delay(f.failures, 0))
@@ -606,7 +617,7 @@ func (f *follower) failed(err error) error {
 
 // armRetry has the retry timer make the next read after d; until it
 // fires, no other read is made.
-func (f *follower) armRetry(d time.Duration) {
+func (f *Follower) armRetry(d time.Duration) {
 	if f.retry == nil {
 		f.retry = time.AfterFunc(d, func() { f.wake(wakeRetry) })
 	} else {
@@ -615,7 +626,7 @@ func (f *follower) armRetry(d time.Duration) {
 	f.retrying = true
 }
 
-func (f *follower) emit(e chunklog.Entry, out []chunklog.Entry) []chunklog.Entry {
+func (f *Follower) emit(e chunklog.Entry, out []chunklog.Entry) []chunklog.Entry {
 	f.last = e.JSSeq
 	switch e.Frame.Kind {
 	case wire.KindClaim:
@@ -629,11 +640,11 @@ func (f *follower) emit(e chunklog.Entry, out []chunklog.Entry) []chunklog.Entry
 	return append(out, e)
 }
 
-// batches holds the slices of frames next and poll return, between the
+// batches holds the slices of frames Next and Poll return, between the
 // batches of the edge's streams: a frame is about 500 bytes, and a stream
 // that is sent its tokens one at a time would otherwise allocate a slice
 // for each. A slice comes back only when its caller is done with it
-// (release); one that grew past maxPooledBatch, in a catch-up, is let go.
+// (Release); one that grew past maxPooledBatch, in a catch-up, is let go.
 var batches = sync.Pool{New: func() any {
 	b := make([]chunklog.Entry, 0, pooledBatch)
 	return &b
@@ -644,9 +655,9 @@ const (
 	maxPooledBatch = 16
 )
 
-// release hands back a batch returned by next or poll once the caller is
+// Release hands back a batch returned by Next or Poll once the caller is
 // done with it and holds nothing of it.
-func release(batch []chunklog.Entry) {
+func Release(batch []chunklog.Entry) {
 	if cap(batch) == 0 || cap(batch) > maxPooledBatch {
 		return
 	}
