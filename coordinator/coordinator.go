@@ -87,7 +87,7 @@ type Config struct {
 	// whole fleet, unless TenantConcurrency names it; a request over the
 	// cap waits at its edge for one of the tenant's own to end. Zero: no
 	// cap (the edges still share the workers' slots fairly between
-	// tenants: edge/tenant_gate.go).
+	// tenants: edge/admit_tenant_gate.go).
 	TenantMaxConcurrent int            `koanf:"tenant_max_concurrent"`
 	TenantConcurrency   map[string]int `koanf:"tenant_concurrency"`
 }

@@ -20,7 +20,7 @@ import (
 
 // streamAll starts n streams, alternating over edges, and reads a few
 // events of each. None may be refused: an edge waits for NATS, and for a
-// stream's leader, rather than answer 503 (edge/submit_wait.go).
+// stream's leader, rather than answer 503 (edge/start_submit_wait.go).
 func streamAll(t *testing.T, ctx context.Context, s *system, n, tokens int, topic string) []*pclient {
 	t.Helper()
 	var clients []*pclient

@@ -31,7 +31,7 @@ func TestStorageFullRequestQueueRefusesClearly(t *testing.T) {
 			c.Streams.Storage.Idempotency = 1
 			c.Worker.MaxInflight = 1
 			// Without heartbeats the edges do not share the slots between
-			// tenants (edge/tenant_gate.go), which would keep the second
+			// tenants (edge/admit_tenant_gate.go), which would keep the second
 			// request waiting at the edge for the slot instead of queueing
 			// it behind the held one.
 			c.Worker.HeartbeatInterval = -1

@@ -15,7 +15,7 @@ import (
 // the end (the answer is finished: finish_reason says how), and in every
 // dialect the response carries X-Relay-Cache: hit when its head goes
 // after the first frame (every whole answer; a streamed one whose first
-// frame came within the head's hold, first_frame.go).
+// frame came within the head's hold, follow_first_frame.go).
 
 // HeaderCache is "hit" on a response that serves an answer from the cache.
 const HeaderCache = "X-Relay-Cache"

@@ -28,12 +28,12 @@ type Config struct {
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
 	// BodyTimeout is how long a request body may take to arrive, from the
 	// end of its headers (zero: 30s; negative: no bound); a slower client
-	// gets a 408 and its connection is closed (body.go).
+	// gets a 408 and its connection is closed (admit_body.go).
 	BodyTimeout time.Duration `koanf:"body_timeout"`
 	// MaxConnections caps the edge's open client connections, streams and
 	// WebSockets included; at the cap an idle one makes room for a new
 	// one, and without an idle one a new one is answered with a 503 and
-	// closed (conn_limit.go). Zero: 10,000; negative: no cap.
+	// closed (admit_conn_limit.go). Zero: 10,000; negative: no cap.
 	MaxConnections int `koanf:"max_connections"`
 	// ClientBuffer is how many live frames are queued for one client before
 	// further ones are dropped and the client catches up from JetStream
@@ -48,7 +48,7 @@ type Config struct {
 	OnClientDisconnect DisconnectPolicy `koanf:"on_client_disconnect"`
 
 	// APIKeys are the client keys the edge accepts as "Authorization:
-	// Bearer <key>", each naming its tenant (auth.go). Only their SHA-256
+	// Bearer <key>", each naming its tenant (admit_auth.go). Only their SHA-256
 	// is configured. With none, every request is served as the anonymous
 	// tenant: relay/config allows that only for `relay dev`, or with
 	// AllowAnonymous.
@@ -58,7 +58,7 @@ type Config struct {
 	// Off by default; outside `relay dev`, it must be set to run without
 	// APIKeys.
 	AllowAnonymous bool `koanf:"allow_anonymous"`
-	// ResumeTokenSecret signs resume tokens (resume_token.go), which let a
+	// ResumeTokenSecret signs resume tokens (start_resume_token.go), which let a
 	// client that cannot send headers (EventSource) resume its stream. All
 	// edges of a cluster must share it. Zero: a random secret per process,
 	// so only the edge that issued a token accepts it (fine for `relay
@@ -70,7 +70,7 @@ type Config struct {
 	// outside `relay dev`: for a local demo (the compose cluster) only,
 	// never on an edge others can reach. The edge itself ignores it.
 	AllowExampleCredentials bool `koanf:"allow_example_credentials"`
-	// Spend sets tenants' budgets per UTC day and month (spend_config.go);
+	// Spend sets tenants' budgets per UTC day and month (admit_spend_config.go);
 	// zero: none, nothing is refused.
 	Spend SpendConfig `koanf:"spend"`
 	// ResumeTokenTTL is how long a resume token is valid (zero: 1h).
@@ -99,7 +99,7 @@ type Config struct {
 	// AllowAnonymous) answers to, besides IP addresses, localhost and its
 	// subdomains, and the host of Listen; "*": any. Another Host gets a 403,
 	// which stops a page from reaching the edge by DNS rebinding
-	// (hosts.go). Ignored with APIKeys alone.
+	// (admit_hosts.go). Ignored with APIKeys alone.
 	AllowedHosts []string `koanf:"allowed_hosts"`
 	// Demo serves the demo chat at / and its helpers POST /v1/streams and
 	// POST /v1/streams/{id}/drop (demo.go). Off by default, on by default
@@ -129,7 +129,7 @@ type APIKey struct {
 	// tenant and node (operator.go). A tenant's key may not.
 	Operator bool `koanf:"operator"`
 	// Budget caps what the key alone may spend per UTC day and month
-	// (spend.go); zero: no budget of its own, only its tenant's.
+	// (admit_spend.go); zero: no budget of its own, only its tenant's.
 	Budget spend.Limits `koanf:"budget"`
 }
 
@@ -229,7 +229,7 @@ func (c Config) Validate(prefix string) error {
 	if err := validateAPIKeys(c.APIKeys, prefix+".api_keys"); err != nil {
 		return err
 	}
-	if err := c.Spend.validate(prefix, c.APIKeys); err != nil { // spend_config.go
+	if err := c.Spend.validate(prefix, c.APIKeys); err != nil { // admit_spend_config.go
 		return err
 	}
 	for i, h := range c.AllowedHosts {

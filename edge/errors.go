@@ -78,7 +78,7 @@ func statusOf(e *wire.Error, fallback int) int {
 // writeError answers with e as an OpenAI error body, or in Anthropic's
 // shape on the Messages API's paths (messages_errors.go).
 func writeError(w http.ResponseWriter, e *wire.Error) {
-	setRetryAfter(w, e) // admission.go
+	setRetryAfter(w, e) // admit_cluster.go
 	noteError(w, e)     // observe.go: a 4xx is logged with its reason
 	if speaksAnthropic(w) {
 		writeAnthropicError(w, e)

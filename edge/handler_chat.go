@@ -9,12 +9,12 @@ import (
 
 // handleChat serves POST /v1/chat/completions: it validates the request,
 // queues it (or, with an idempotency key, attaches to the stream the key
-// started: idempotency.go), and then serves the stream like any resumed
+// started: start_idempotency.go), and then serves the stream like any resumed
 // one, from the start, once its first frame is stored, so that a provider's
-// refusal is an HTTP error (first_frame.go). The X-Relay-Stream-Id header
+// refusal is an HTTP error (follow_first_frame.go). The X-Relay-Stream-Id header
 // names the stream, so a client that loses the response resumes it with
 // GET /v1/streams/{id};
-// X-Relay-Resume-Token lets it do so without its key (resume_token.go).
+// X-Relay-Resume-Token lets it do so without its key (start_resume_token.go).
 // If the client that started the generation goes away before the end, the
 // disconnect policy (Config.OnClientDisconnect, or the request's
 // X-Relay-On-Disconnect header) decides the generation's fate.
@@ -97,7 +97,7 @@ func (s *Server) leaving(b begun, opts startOptions) func() {
 // startOptions are what a request that starts a generation says besides
 // its body, in any dialect: who asks, what becomes of the generation if
 // its client leaves, its idempotency key, whether it fails fast, and which
-// attempt of an SDK it is (sdk_retry.go; -1: none).
+// attempt of an SDK it is (start_sdk_retry.go; -1: none).
 type startOptions struct {
 	p          principal
 	policy     DisconnectPolicy

@@ -41,7 +41,7 @@ func (s *Server) handleForward(w http.ResponseWriter, r *http.Request, endpoint 
 		return
 	}
 	req.ID, req.Tenant, req.FailFast = wire.NewStreamID(), opts.p.tenant, opts.failFast
-	if e := s.admitGeneration(r.Context(), opts.p.tenant, chatRequest{Model: req.Model, FailFast: req.FailFast}); e != nil { // admission.go
+	if e := s.admitGeneration(r.Context(), opts.p.tenant, chatRequest{Model: req.Model, FailFast: req.FailFast}); e != nil { // admit_cluster.go
 		writeError(w, e)
 		return
 	}

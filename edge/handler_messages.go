@@ -18,7 +18,7 @@ import (
 const CodeMessageNotFound = "message_not_found"
 
 // messagesHold is how a streamed Messages response holds its head
-// (first_frame.go): any failed end within headHoldMax is the response's
+// (follow_first_frame.go): any failed end within headHoldMax is the response's
 // HTTP status, as Anthropic answers an overloaded or refused request;
 // past it the head goes, with pings.
 var messagesHold = headHold{untilKeepalive: true}
@@ -26,7 +26,7 @@ var messagesHold = headHold{untilKeepalive: true}
 // handleMessages serves POST /v1/messages, Anthropic's Messages API: the
 // request is translated into a chat completion (messages_request.go) and
 // queued like one, with an idempotency key or an SDK's retry count too
-// (sdk_retry.go: Anthropic's SDKs send X-Stainless-Retry-Count). The
+// (start_sdk_retry.go: Anthropic's SDKs send X-Stainless-Retry-Count). The
 // stream it starts is rendered as Anthropic's events ("stream": true;
 // messages_events.go), each with an id that GET /v1/messages/{id} resumes
 // after, or as one Message once it ended (serveMessage). X-Relay-Stream-Id

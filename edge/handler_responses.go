@@ -15,7 +15,7 @@ import (
 // idempotency key too. The stream it starts is rendered as the
 // Responses API's events ("stream": true), answered once its first frame
 // is stored so that a provider's refusal is an HTTP error
-// (first_frame.go), or as one Response once it ended. With "background":
+// (follow_first_frame.go), or as one Response once it ended. With "background":
 // true and no stream, it answers at once with the queued Response; the
 // client reads it with GET /v1/responses/{id}. A background response is
 // never cancelled because its client went away; any other follows the

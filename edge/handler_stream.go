@@ -52,7 +52,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, o origin, left
 // disconnect policy acts on it.
 //
 // Over HTTP/1.1 the stream takes the connection over from net/http and is
-// served by events (sse_conn.go): a waiting stream holds no goroutine and
+// served by events (serve_sse_conn.go): a waiting stream holds no goroutine and
 // no buffer, and left may be called after serveEvents returned. Otherwise
 // (HTTP/2, HTTP/1.0, the demo's droppable streams) this goroutine serves it
 // to the end.

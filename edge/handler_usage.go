@@ -13,7 +13,7 @@ import (
 // GET /v1/relay/usage answers the calling tenant's own usage, never
 // another's: tokens and cost in the current UTC day and month, its
 // budgets and when they reset, and the same for each of its keys. It is
-// read from the edge's copy of the usage ledger (spend.go), so it lags the
+// read from the edge's copy of the usage ledger (admit_spend.go), so it lags the
 // streams' ends by the watch's delay. The keys are named by spend.KeyID,
 // the first 12 hex digits of the key's SHA-256.
 //

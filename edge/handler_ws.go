@@ -49,7 +49,7 @@ import (
 //	                                                          follows; reconnect after retry_ms, to another edge, and
 //	                                                          resume each stream after its last cursor
 //
-// The upgrade request is authenticated like any request (auth.go), or, for
+// The upgrade request is authenticated like any request (admit_auth.go), or, for
 // browsers, which cannot set its headers, by the subprotocols "relay" and
 // "relay.bearer.<base64url(key)>": the connection acts for that tenant, and
 // may resume and cancel only the tenant's streams (others are not found).

@@ -396,7 +396,7 @@ func TestResponsesDrainedClientResumesOnAnotherEdge(t *testing.T) {
 	w := e.startWorker(&worker{script: answer(10), gate: make(chan struct{})})
 	a, b := e.startEdge(Config{}), e.startEdge(Config{})
 
-	// The response begins with its first frame (first_frame.go).
+	// The response begins with its first frame (follow_first_frame.go).
 	released := make(chan struct{})
 	go func() {
 		defer close(released)

@@ -7,7 +7,7 @@ import (
 
 // # Requests served on runners
 //
-// Over HTTP/1.1 a streamed answer takes its connection over (sse_conn.go),
+// Over HTTP/1.1 a streamed answer takes its connection over (serve_sse_conn.go),
 // so each request comes on a new connection, and net/http serves each
 // connection on a new goroutine, which starts on the smallest stack. The
 // request's work is deep: the middleware, encoding/json's recursive

@@ -53,21 +53,21 @@ type Server struct {
 	meta     *metaStore
 	hub      *follow.Hub
 	clients  *clients
-	runners  *runners.Pool // serve requests and taken-over SSE streams (runner_handler.go, sse_conn.go)
+	runners  *runners.Pool // serve requests and taken-over SSE streams (runner_handler.go, serve_sse_conn.go)
 	orphans  *orphans
 	upgrader websocket.Upgrader
 	handler  http.Handler
 	auth     *authenticator
 	tokens   *resumeTokens
 	cors     corsPolicy
-	hosts    hostPolicy // hosts.go
+	hosts    hostPolicy // admit_hosts.go
 	idem     *idempotencyStore
 	wsStats  wsStats
 	obs      *observer // metrics, dashboard, session log lines (observe.go)
 	// cluster is the shared provider state the edge checks before it
-	// queues a generation (admission.go), started on first use.
+	// queues a generation (admit_cluster.go), started on first use.
 	cluster lazyCluster
-	// spend holds the tenants' budgets and the usage ledger (spend.go).
+	// spend holds the tenants' budgets and the usage ledger (admit_spend.go).
 	spend *spendGuard
 	// denials ends the reads of /v1/relay/status the NATS server denies
 	// (denials.go).
@@ -105,7 +105,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := cfg.Spend.checkModels(deps.Catalog); err != nil { // spend_config.go
+	if err := cfg.Spend.checkModels(deps.Catalog); err != nil { // admit_spend_config.go
 		return nil, err
 	}
 	for i, k := range cfg.APIKeys {
@@ -157,7 +157,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: readHeaderTimeout,
 		// Chosen when the client offers it, as a browser sending its key
-		// as a subprotocol must (auth.go); the key's own is never echoed.
+		// as a subprotocol must (admit_auth.go); the key's own is never echoed.
 		Subprotocols: []string{wsProtocol},
 		CheckOrigin:  s.checkOrigin,
 		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
@@ -180,17 +180,17 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // Handler serves the edge's HTTP API.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Serve serves HTTP on ln until ctx is done, then drains (drain.go): it
+// Serve serves HTTP on ln until ctx is done, then drains (serve_drain.go): it
 // stops accepting, tells every live client to reconnect elsewhere and
 // resume from its last cursor, and waits up to shutdownTimeout for requests
 // and WebSockets to finish. It returns nil after a clean shutdown,
 // context.DeadlineExceeded when time ran out.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	defer s.stopCluster() // admission.go
-	defer s.stopSpend()   // spend.go
+	defer s.stopCluster() // admit_cluster.go
+	defer s.stopSpend()   // admit_spend.go
 	// The cluster state starts now rather than with the first request, so
 	// that the tenants' sharing knows the workers' slots when a burst of
-	// requests comes (tenant_gate.go).
+	// requests comes (admit_tenant_gate.go).
 	s.clusterState()
 	// The buckets a new request writes to are looked up now, from their
 	// leaders: a first request that came during an election would wait
@@ -213,8 +213,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// reconnect cannot land on this edge again.
 	srv.RegisterOnShutdown(s.clients.close)
 	served := make(chan error, 1)
-	// The cap (conn_limit.go) is under the listener that gives taken-over
-	// connections back (keepalive.go), which tells it the idle ones.
+	// The cap (admit_conn_limit.go) is under the listener that gives taken-over
+	// connections back (serve_keepalive.go), which tells it the idle ones.
 	reuse := newReuseListener(ln)
 	if capped := limitConnections(ln, s.cfg.MaxConnections, reuse.reclaimIdle); capped != nil {
 		reuse.Listener = capped
@@ -239,7 +239,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	// Hijacked WebSockets and SSE streams (sse_conn.go) are not
+	// Hijacked WebSockets and SSE streams (serve_sse_conn.go) are not
 	// Shutdown's to wait for.
 	return s.clients.wait(sctx)
 }

@@ -11,9 +11,9 @@ import (
 
 // Starting a generation: after the handler admitted a request
 // (handler_chat.go), startFor starts it as a new stream or attaches it to
-// the one it repeats, by the client's idempotency key (idempotency.go) or
-// an SDK's retry (sdk_retry.go); startNew follows the new stream and
-// submits it to the workers (submit.go).
+// the one it repeats, by the client's idempotency key (start_idempotency.go) or
+// an SDK's retry (start_sdk_retry.go); startNew follows the new stream and
+// submits it to the workers (start_submit.go).
 
 // started is the stream a request started, or attached to (replay).
 type started struct {
@@ -27,7 +27,7 @@ type started struct {
 }
 
 // startFor starts req as opts say: with the client's idempotency key, as
-// an SDK's attempt (sdk_retry.go), or as a new generation.
+// an SDK's attempt (start_sdk_retry.go), or as a new generation.
 func (s *Server) startFor(ctx context.Context, opts startOptions, req chatRequest) (started, *wire.Error) {
 	if opts.key != "" || opts.sdkAttempt < 0 || s.cfg.IdempotencyWindow < 0 {
 		return s.start(ctx, opts.p.tenant, opts.key, req)

@@ -23,7 +23,7 @@ import (
 //
 // The span ends when the handler has returned and the stream's session
 // (if any) has closed: an SSE stream taken over from net/http
-// (sse_conn.go) outlives its handler.
+// (serve_sse_conn.go) outlives its handler.
 func (s *Server) traced(next http.Handler) http.Handler {
 	traceParentKey := http.CanonicalHeaderKey(tracing.HeaderTraceParent)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -48,7 +48,7 @@ func (s *Server) traced(next http.Handler) http.Handler {
 			span.SetAttributes(attribute.String("http.route", *p))
 		}
 		// A hijacked connection records 101: a WebSocket, or an SSE
-		// stream taken over (sse_conn.go), whose status is not known here.
+		// stream taken over (serve_sse_conn.go), whose status is not known here.
 		if rec, ok := w.(*statusRecorder); ok && rec.status != 0 && rec.status != http.StatusSwitchingProtocols {
 			span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
 			if rec.status >= 500 {

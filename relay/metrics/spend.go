@@ -3,7 +3,7 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // spendFamilies count what an edge did about tenants' spend budgets
-// (edge/spend.go). Labels: budget is one of spend.Budgets, scope "tenant"
+// (edge/admit_spend.go). Labels: budget is one of spend.Budgets, scope "tenant"
 // or "key"; no tenant or key names, which only operators configure but
 // which would still grow with every key.
 type spendFamilies struct {

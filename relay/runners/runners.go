@@ -1,7 +1,7 @@
 // Package runners serves bursts of work on long-lived goroutines, so that
 // a goroutine's stack grows once and not for every burst.
 //
-// An edge's taken-over SSE stream (edge/sse_conn.go) is served in bursts: a token
+// An edge's taken-over SSE stream (edge/serve_sse_conn.go) is served in bursts: a token
 // arrives, a goroutine renders it and writes it, and the stream waits
 // again. A goroutine started for each burst starts on the smallest stack
 // and grows it, by copying, while it renders JSON and writes to the

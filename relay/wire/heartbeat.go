@@ -84,7 +84,7 @@ type Heartbeat struct {
 	// Capacity is how many requests the worker runs at once
 	// (worker.max_inflight): with Held and each delivery's Tenant, an
 	// edge sees how the fleet's slots are shared between tenants
-	// (edge/tenant_gate.go).
+	// (edge/admit_tenant_gate.go).
 	Capacity int `json:"capacity,omitempty"`
 }
 

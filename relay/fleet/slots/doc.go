@@ -1,5 +1,5 @@
 // Package slots is the pure part of the edges' fair sharing of the
-// workers' slots between tenants (edge/tenant_gate.go): the fleet's load
+// workers' slots between tenants (edge/admit_tenant_gate.go): the fleet's load
 // as the workers' heartbeats tell it (Load), and whether a tenant may
 // start one more generation now (Admit). It has no clock and no lock.
 //

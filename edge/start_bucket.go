@@ -9,7 +9,7 @@ import (
 )
 
 // bucketHandle is a KV bucket bound on first use (streams.Bucket), whose
-// lookup waits out an election as the writes do (submit_wait.go).
+// lookup waits out an election as the writes do (start_submit_wait.go).
 type bucketHandle struct {
 	b *streams.Bucket
 }

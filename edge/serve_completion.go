@@ -27,7 +27,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, o origi
 		return left
 	case end.Frame.Status == wire.StatusFailed:
 		e := chat.EndError(end.Frame)
-		setRetryAfter(w, e) // admission.go
+		setRetryAfter(w, e) // admit_cluster.go
 		writeJSON(w, e.Status, o.stream.Failure(cursorOf(end), &end.Frame))
 	default:
 		markCached(w, []chunklog.Entry{end}) // cached.go

@@ -31,9 +31,9 @@ const natsTimeout = 5 * time.Second
 // and the id is never shown to anyone: an orphan record only expires, and
 // a queued request without one is generated for no reader (rare: NATS
 // failed between two concurrent writes). A write that finds no leader is
-// tried again (submit_wait.go).
+// tried again (start_submit_wait.go).
 func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest) (string, wire.Meta, *wire.Error) {
-	req = s.downgradeForSpend(ctx, tenant, req) // spend.go
+	req = s.downgradeForSpend(ctx, tenant, req) // admit_spend.go
 	meta := wire.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
 	// Body is JSON the edge parsed, which Encode copies as it is.
 	data := (&wire.Request{
@@ -49,14 +49,14 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	if e := s.checkQueueable(len(data)); e != nil {
 		return "", wire.Meta{}, e
 	}
-	if e := s.admitGeneration(ctx, tenant, req); e != nil { // admission.go
+	if e := s.admitGeneration(ctx, tenant, req); e != nil { // admit_cluster.go
 		return "", wire.Meta{}, e
 	}
-	undo, e := s.admitStart(ctx, tenant, id) // admission.go
+	undo, e := s.admitStart(ctx, tenant, id) // admit_cluster.go
 	if e != nil {
 		return "", wire.Meta{}, e
 	}
-	// Both writes wait out an election (submit_wait.go).
+	// Both writes wait out an election (start_submit_wait.go).
 	ctx, cancel := context.WithTimeout(ctx, submitWait)
 	defer cancel()
 	msg := &nats.Msg{Subject: wire.RequestSubject, Data: data, Header: traceHeader(ctx, id)}

@@ -140,7 +140,7 @@ func (s *Server) stopSpend() {
 }
 
 // admitSpend refuses a new generation of the request's tenant or key
-// once one of their budgets is used up (admission.go asks).
+// once one of their budgets is used up (admit_cluster.go asks).
 func (s *Server) admitSpend(ctx context.Context, tenant string) *wire.Error {
 	g := s.spend
 	if !g.enabled() {

@@ -7,7 +7,7 @@ import (
 )
 
 // errShuttingDown is the cause of every live client's context when the edge
-// stops: each is told to reconnect (drain.go) and resumes on another edge.
+// stops: each is told to reconnect (serve_drain.go) and resumes on another edge.
 var errShuttingDown = errors.New("edge: shutting down; resume from the last cursor")
 
 // clientKind says how a client is connected.

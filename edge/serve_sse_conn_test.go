@@ -137,7 +137,7 @@ func TestSSEOverTLS(t *testing.T) {
 }
 
 // TestSSEClientThatLeavesIsNoticedAtOnce: what a client sends after its
-// request is dropped (the response says Connection: close, keepalive.go),
+// request is dropped (the response says Connection: close, serve_keepalive.go),
 // and once it closes its connection the edge lets go of its stream
 // without waiting for a keepalive.
 func TestSSEClientThatLeavesIsNoticedAtOnce(t *testing.T) {

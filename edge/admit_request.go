@@ -59,7 +59,7 @@ const CodeUnsupportedMediaType = "unsupported_media_type"
 // text/plain, a form type, or none at all, cross-site and without a CORS
 // preflight: accepted, any page a user of an anonymous edge visits could
 // start generations on it. A page must declare JSON, which takes a
-// preflight (cors.go); the OpenAI and Anthropic SDKs always do. A request
+// preflight (admit_cors.go); the OpenAI and Anthropic SDKs always do. A request
 // that carries a credential header took a preflight already (neither
 // Authorization nor x-api-key is a header a page may send without one), so
 // its body is read as JSON whatever it is labelled, as clients that call

@@ -115,7 +115,7 @@ func (m *idempotencyStore) replace(ctx context.Context, kv jetstream.KeyValue, r
 
 // write stores value, a record naming a fresh stream id, with put (a
 // create, or an update of a known revision), trying again while the
-// bucket has no leader (submit_wait.go). A try that timed out may have
+// bucket has no leader (start_submit_wait.go). A try that timed out may have
 // stored it all the same: the next try is then refused, and finds the
 // key holding value byte for byte (no other request's record names the
 // same stream), which it takes as its own.

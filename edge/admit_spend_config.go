@@ -7,7 +7,7 @@ import (
 	"github.com/relaydev/relay/relay/spend"
 )
 
-// SpendConfig sets tenants' spend budgets (spend.go); a key's own are
+// SpendConfig sets tenants' spend budgets (admit_spend.go); a key's own are
 // APIKey.Budget. The zero value sets none: nothing is checked and nothing
 // refused. Every edge must be given the same.
 type SpendConfig struct {

@@ -72,7 +72,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 }
 
 // readBody reads a JSON request body of at most max bytes, or names why it
-// could not: not declared JSON (415, request.go), too large (413), too
+// could not: not declared JSON (415, admit_request.go), too large (413), too
 // slow (408), or cut (400).
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *wire.Error) {
 	if e := checkJSONBody(r); e != nil {

@@ -17,7 +17,7 @@ import (
 // The edge's part of the cluster-wide provider state: the per-tenant
 // requests- and tokens-per-minute limits (shared by every edge,
 // fleet.TenantLimiter), the tenants' fair share of the workers' slots
-// (tenant_gate.go)
+// (admit_tenant_gate.go)
 // and, for a request that asked to fail fast, a 503 at once for a model
 // whose every provider's breaker is open (the others are queued, and wait
 // at the worker for the breakers' probes). Both
@@ -46,7 +46,7 @@ func (s *Server) admitGeneration(ctx context.Context, tenant string, req chatReq
 			RetryAfterMS: wait.Milliseconds(),
 		}
 	}
-	if e := s.admitSpend(ctx, tenant); e != nil { // spend.go
+	if e := s.admitSpend(ctx, tenant); e != nil { // admit_spend.go
 		return e
 	}
 	if !req.FailFast {
@@ -90,7 +90,7 @@ const unavailableRetry = time.Second
 
 // admitStart is asked once generation id of tenant passed
 // admitGeneration, just before it is queued: its tenant's tokens per
-// minute, then its turn among the tenants (tenant_gate.go), which it may
+// minute, then its turn among the tenants (admit_tenant_gate.go), which it may
 // wait for. Once it returned nil, call undo if the generation is not
 // queued after all.
 func (s *Server) admitStart(ctx context.Context, tenant, id string) (undo func(), e *wire.Error) {
@@ -112,8 +112,8 @@ func (s *Server) admitStart(ctx context.Context, tenant, id string) (undo func()
 }
 
 // generationEnded is told when a client here is sent the end frame of
-// stream id: the generation no longer holds a slot (tenant_gate.go), and
-// its usage pays its tokens (tenant_tokens.go).
+// stream id: the generation no longer holds a slot (admit_tenant_gate.go), and
+// its usage pays its tokens (admit_tenant_tokens.go).
 func (s *Server) generationEnded(id string, end *wire.Frame) {
 	s.cluster.mu.Lock()
 	cs := s.cluster.st

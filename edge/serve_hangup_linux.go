@@ -64,7 +64,7 @@ func startHangups() *hangups {
 
 // canWatchHangup says that watchHangup can watch a connection without
 // reading it, so that what its client sends next stays in the socket
-// (keepalive.go).
+// (serve_keepalive.go).
 const canWatchHangup = true
 
 // watchHangup calls fn once conn's client hangs up, until stop is called;

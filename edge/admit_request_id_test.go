@@ -8,7 +8,7 @@ import (
 
 // TestRequestIDReachesTheQueue: the client's X-Request-Id travels with its
 // request to the worker, which passes it to the provider. One that is not
-// a valid key is refused as the request's key (idempotency.go), or, when
+// a valid key is refused as the request's key (start_idempotency.go), or, when
 // an Idempotency-Key is the key, left out while the request runs.
 func TestRequestIDReachesTheQueue(t *testing.T) {
 	e := newEnv(t)

@@ -34,7 +34,7 @@ import (
 //     gives up for good on an error status); /readyz answers 503.
 //  4. Pending cancel_after timers are dropped. Serve returns once every
 //     handler, WebSocket and SSE stream (those that took their connection
-//     over from net/http too, sse_conn.go) is gone, or when
+//     over from net/http too, serve_sse_conn.go) is gone, or when
 //     shutdownTimeout ran out.
 //
 // Draining never touches a generation: its worker goes on, and a client
@@ -52,7 +52,7 @@ func drainError(message string) *wire.Error {
 // edge through the load balancer. For a refused POST nothing was queued;
 // a waiting "stream": false request's generation runs on, and a retried
 // POST starts a second one unless it carries an Idempotency-Key, which
-// attaches it to the first (idempotency.go).
+// attaches it to the first (start_idempotency.go).
 func writeDraining(w http.ResponseWriter, retry time.Duration, message string) {
 	w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(retry), 10))
 	w.Header().Set("Connection", "close")

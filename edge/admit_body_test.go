@@ -17,7 +17,7 @@ import (
 // more, as a slow-body attacker does.
 func slowBody(t *testing.T, te *testEdge) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	c := dialEdge(t, te) // conn_limit_test.go
+	c := dialEdge(t, te) // admit_conn_limit_test.go
 	if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"+
 		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ func TestIdempotencyKeyAttaches(t *testing.T) {
 	e := newEnv(t)
 	w := e.startWorker(&worker{script: answer(3), gate: make(chan struct{})})
 	// The gated worker holds the first frame: each streamed POST gets its
-	// head after one keepalive (first_frame.go), well within the ack wait.
+	// head after one keepalive (follow_first_frame.go), well within the ack wait.
 	cfg := tenantConfig()
 	cfg.Keepalive = 20 * time.Millisecond
 	edge := e.startEdge(cfg)

@@ -67,7 +67,7 @@ func TestHangupWatchEndsWithTheLastConnection(t *testing.T) {
 
 // What a client sends while its connection is watched is not a hang-up,
 // and stop(false) leaves it in the socket: the next request on a
-// connection kept alive (keepalive.go). (On loopback a write returns once
+// connection kept alive (serve_keepalive.go). (On loopback a write returns once
 // its bytes are in the peer's socket.)
 func TestHangupWatchLeavesTheNextRequestInTheSocket(t *testing.T) {
 	a, aClient := tcpPair(t)

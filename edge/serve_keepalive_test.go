@@ -49,7 +49,7 @@ func (c *reuseClient) do(method, url, body string, close bool) (res *http.Respon
 
 // TestSSEConnectionServesTheNextRequest: a taken-over stream's connection
 // goes back to the server once the stream ended, and carries the
-// client's next requests, streamed or not (keepalive.go).
+// client's next requests, streamed or not (serve_keepalive.go).
 func TestSSEConnectionServesTheNextRequest(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker(&worker{script: answer(5), pace: time.Millisecond})

@@ -103,6 +103,6 @@ func (c *slotConn) Close() error {
 }
 
 // NetConn is the connection wrapped, as tls.Conn's is: the hang-up watch
-// (hangup_linux.go) reaches the socket through it, where a waiting SSE
+// (serve_hangup_linux.go) reaches the socket through it, where a waiting SSE
 // stream would otherwise need a goroutine reading its connection.
 func (c *slotConn) NetConn() net.Conn { return c.Conn }

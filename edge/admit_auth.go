@@ -36,7 +36,7 @@ import (
 //	                                          "relay" and never echoes the credential
 //	GET /v1/streams/{id}?token=<resume token> the token's tenant, for that stream only;
 //	                                          403 invalid_resume_token if forged, expired or
-//	                                          for another stream (resume_token.go); the same
+//	                                          for another stream (start_resume_token.go); the same
 //	                                          for GET /v1/responses/resp_{id}
 //	neither                                   the anonymous tenant if no keys are configured
 //	                                          or AllowAnonymous; 401 invalid_api_key otherwise
@@ -45,7 +45,7 @@ import (
 // OpenAI SDKs always send one). Only the API, the paths under /v1/, is
 // authenticated here: /healthz and /readyz are open, /metrics asks for an
 // operator's key (operator.go), and a CORS preflight is answered before
-// authentication (cors.go).
+// authentication (admit_cors.go).
 
 // CodeInvalidAPIKey answers a missing or unknown API key (401).
 const CodeInvalidAPIKey = "invalid_api_key"

@@ -67,9 +67,9 @@ func TestReplayWireFormat(t *testing.T) {
 			t.Errorf("%s = %q, want %q", header, got, want)
 		}
 	}
-	// The stream took the connection over (sse_conn.go): the body is
+	// The stream took the connection over (serve_sse_conn.go): the body is
 	// chunked, and the connection is kept for the next request
-	// (keepalive.go).
+	// (serve_keepalive.go).
 	if res.Close || len(res.TransferEncoding) != 1 || res.TransferEncoding[0] != "chunked" {
 		t.Errorf("Connection: close %v, Transfer-Encoding %q", res.Close, res.TransferEncoding)
 	}

@@ -32,14 +32,14 @@ import (
 // The body is chunked, as net/http would write it, so that a client tells
 // a complete response from a cut connection. Once the response ended, the
 // connection goes back to net/http for the client's next request
-// (keepalive.go), unless the response said "Connection: close".
+// (serve_keepalive.go), unless the response said "Connection: close".
 //
 // What is left per waiting stream is the connection, the follower and its
 // subscription. The edge still learns at once that a client closed its
 // connection, as net/http's background read told it (the disconnect
 // policy acts on it, and the stream stops being followed): on Linux from
 // one epoll instance that watches every such connection for its hang-up
-// (hangup_linux.go), elsewhere from a goroutine per connection blocked
+// (serve_hangup_linux.go), elsewhere from a goroutine per connection blocked
 // reading it (2 KiB of stack each).
 //
 // HTTP/2 connections cannot be taken over; neither are the demo's
@@ -72,7 +72,7 @@ type sseConn struct {
 	// unwatch stops watching the connection for the client's hang-up.
 	unwatch func(drop bool)
 	// keep is the connection to give back for the client's next request
-	// once the response ended, nil if it is closed (keepalive.go).
+	// once the response ended, nil if it is closed (serve_keepalive.go).
 	keep     *keptConn
 	done     func()
 	stopDone func() bool
@@ -93,7 +93,7 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, st *sseStream)
 	}
 	keep := reusable(conn, r, buf.Reader.Buffered())
 	// A body the handler never read (a GET carrying one) left its read
-	// deadline on the connection (body.go); the hang-up watch reads on.
+	// deadline on the connection (admit_body.go); the hang-up watch reads on.
 	conn.SetReadDeadline(time.Time{})
 	h := w.Header()
 	if keep == nil {

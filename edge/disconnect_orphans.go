@@ -14,7 +14,7 @@ import (
 
 // orphans carries out the cancel_after disconnect policy: for each stream
 // whose starting client went away, a timer asks every edge whether a client
-// follows the stream (presence.go) and cancels it when nobody does. A timer
+// follows the stream (disconnect_presence.go) and cancels it when nobody does. A timer
 // that finds a follower, or cannot tell, asks again after the same
 // duration; one that cancelled, or found the stream ended or gone, stops.
 //

@@ -11,7 +11,7 @@ import (
 
 // # Keep-alive after a taken-over stream
 //
-// A taken-over SSE response (sse_conn.go) is no longer net/http's, and
+// A taken-over SSE response (serve_sse_conn.go) is no longer net/http's, and
 // net/http cannot be handed a hijacked connection back. Answering
 // "Connection: close" would make every streamed request open a connection
 // of its own: a TCP handshake, and through a TLS terminator a TLS one too,
@@ -28,7 +28,7 @@ import (
 // body was read to its end and net/http had buffered nothing after it, so
 // that the client's next bytes are its next request, still in the socket;
 // the client did not ask for the connection to close; and the hang-up is
-// watched without reading the connection (hangup_linux.go). Otherwise the
+// watched without reading the connection (serve_hangup_linux.go). Otherwise the
 // response says "Connection: close" as before.
 
 // reuseListener is the edge's listener in Serve: it accepts new
@@ -133,7 +133,7 @@ func (l *reuseListener) connState(c net.Conn, st http.ConnState) {
 }
 
 // reclaimIdle closes the connection idle longest, if any, and reports
-// whether it did (conn_limit.go). A client that sends its next request
+// whether it did (admit_conn_limit.go). A client that sends its next request
 // at that very moment sees the connection close, as it would at the end
 // of an idle timeout; HTTP clients retry that on a new one.
 func (l *reuseListener) reclaimIdle() bool {
@@ -162,7 +162,7 @@ type keptConn struct {
 }
 
 // NetConn is the connection wrapped: the hang-up watch reaches the socket
-// through it (hangup_linux.go).
+// through it (serve_hangup_linux.go).
 func (c *keptConn) NetConn() net.Conn { return c.Conn }
 
 // giveBack hands c to the server for the client's next request, with no
