@@ -94,7 +94,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, o origin, l
 }
 
 // eventDialect renders a stream's frames as one client dialect's events:
-// chat completion chunks (chatEvents, render.go) or the Responses API's
+// chat completion chunks (chatEvents, chat_events.go) or the Responses API's
 // events (responseEvents, responses_events.go).
 type eventDialect interface {
 	// begin queues what precedes the first frame.
