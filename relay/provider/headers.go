@@ -14,7 +14,9 @@ import (
 // client's own X-Request-Id, or the stream id when it sent none). A
 // provider's request_headers replaces the defaults; its values may name
 // {stream_id}, {request_id} and {tenant}, and a header whose value comes
-// out empty is not sent, so "" turns a default off.
+// out empty is not sent, so "" turns a default off. The client's request
+// id is percent-encoded where it holds anything but letters, digits and
+// "-._~" (escapeClientValue): it is the only value a client chooses.
 //
 // The client's Idempotency-Key is not among them: the calls of one answer
 // differ (a continuation asks for the rest), and a provider that
@@ -49,6 +51,7 @@ func (c Config) RequestHeadersFor(ids CallIDs) http.Header {
 	if ids.RequestID == "" {
 		ids.RequestID = ids.StreamID
 	}
+	ids.RequestID = escapeClientValue(ids.RequestID)
 	r := strings.NewReplacer("{stream_id}", ids.StreamID, "{request_id}", ids.RequestID, "{tenant}", ids.Tenant)
 	h := make(http.Header, len(tmpl))
 	for name, value := range tmpl {
@@ -57,6 +60,27 @@ func (c Config) RequestHeadersFor(ids CallIDs) http.Header {
 		}
 	}
 	return h
+}
+
+// escapeClientValue percent-encodes every byte of a value a client chose
+// that is not unreserved in a URI (letters, digits, "-._~"), so that it
+// cannot add separators or parameters to a templated header
+// ("s={stream_id};r={request_id}" with a request id of ";s=other"). The
+// ids clients send (UUIDs, "req_..." names) pass unchanged.
+func escapeClientValue(v string) string {
+	unreserved := func(c byte) bool {
+		return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case unreserved(c):
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }
 
 // validateRequestHeaders names the first invalid request_headers entry.

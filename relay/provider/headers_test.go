@@ -20,6 +20,11 @@ func TestRequestHeadersFor(t *testing.T) {
 		{"configured", map[string]string{"x-correlation-id": "relay-{request_id}", "X-Tenant": "{tenant}", "X-Request-Id": ""}, ids,
 			http.Header{"X-Correlation-Id": {"relay-req-7"}, "X-Tenant": {"acme"}}},
 		{"empty after substitution", map[string]string{"X-Tenant": "{tenant}"}, CallIDs{StreamID: "s1"}, http.Header{}},
+		{"a client's id cannot add parameters", map[string]string{"X-Combo": "s={stream_id};t={tenant};r={request_id}"},
+			CallIDs{StreamID: "s1", RequestID: "x;s=forged-stream;t=alpha", Tenant: "beta"},
+			http.Header{"X-Combo": {"s=s1;t=beta;r=x%3Bs%3Dforged-stream%3Bt%3Dalpha"}}},
+		{"nor a byte outside ASCII", nil, CallIDs{StreamID: "s1", RequestID: "é 1"},
+			http.Header{"X-Relay-Stream-Id": {"s1"}, "X-Request-Id": {"%C3%A9%201"}}},
 	} {
 		c := Config{RequestHeaders: tc.headers}
 		if got := c.RequestHeadersFor(tc.ids); !reflect.DeepEqual(got, tc.want) {
