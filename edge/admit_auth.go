@@ -14,6 +14,7 @@ import (
 
 	"github.com/relaydev/relay/relay/spend"
 	"github.com/relaydev/relay/relay/wire"
+	"time"
 )
 
 // # Authentication
@@ -190,6 +191,15 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 			if e.Status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
 			}
+			// The refusal is decided on the headers, and its connection
+			// closes at once after it: net/http would otherwise read the
+			// unread body, before the answer and again at the end of the
+			// request, so a client that sends one byte of a long body
+			// would hold its connection, and a slot of the connection
+			// cap, until edge.body_timeout. A read deadline in the past
+			// ends that read (ErrNotSupported: a writer without one).
+			w.Header().Set("Connection", "close")
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 			writeError(w, e)
 			return
 		}

@@ -20,9 +20,10 @@ import (
 // lifted once the body has been read to its end: after that the server
 // reads only to notice a client that hangs up, which must not time out. A
 // client that sends its headers and a byte of body, then nothing, is cut
-// when the deadline passes, authenticated or not: a handler that answers
-// without reading the body leaves the deadline on for the server's own
-// drain of the unread body.
+// when the deadline passes: a handler that answers without reading the
+// body leaves the deadline on for the server's own drain of the unread
+// body. A request without a valid key does not wait for it: its refusal
+// closes the connection (admit_auth.go).
 
 // CodeRequestTimeout answers a request whose body did not arrive within
 // edge.body_timeout (408).
