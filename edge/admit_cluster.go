@@ -186,7 +186,7 @@ func (s *Server) startCluster() (*edgeCluster, func(), error) {
 	rand.Read(b[:])
 	node := &fleet.QuotaNode{KV: view.Quotas, ID: "edge-" + hex.EncodeToString(b[:]), Logger: s.log}
 	limiter := fleet.NewTenantLimiter(node)
-	st := &edgeCluster{limiter: limiter, tokens: newTokenDebts(limiter), gate: newTenantGate(node.TenantLimits), view: view}
+	st := &edgeCluster{limiter: limiter, tokens: newTokenDebts(limiter), gate: newTenantGate(node.TenantLimits, s.cfg.TurnWait), view: view}
 	run, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -12,6 +12,7 @@ import (
 	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/fleet/slots"
 	"github.com/relaydev/relay/relay/wire"
+	"net/http"
 )
 
 // tenantGate shares the workers' slots fairly between tenants (the policy
@@ -31,11 +32,16 @@ import (
 // waiting requests: between edges, a tenant's share follows what it runs.
 //
 // Until a heartbeat was heard (no worker yet, or liveness turned off)
-// every request starts at once, as it would without the gate.
+// every request starts at once, as it would without the gate. A request
+// waits for its turn at most edge.turn_wait, then is refused with a 429
+// and Retry-After: a tenant's backlog cannot hold its clients' connections
+// without end.
 type tenantGate struct {
 	// caps are the tenants' concurrency caps (coordinator.
 	// tenant_max_concurrent); nil: none.
 	caps func() quota.Limits
+	// maxWait bounds a request's wait for its turn; negative: no bound.
+	maxWait time.Duration
 
 	mu   sync.Mutex
 	load slots.Load
@@ -65,9 +71,17 @@ type gateWaiter struct {
 // hold a tenant back for long.
 const takenWithin = 30 * time.Second
 
-func newTenantGate(caps func() quota.Limits) *tenantGate {
-	return &tenantGate{caps: caps, started: map[string]startedGen{}, lines: map[string][]*gateWaiter{}}
+func newTenantGate(caps func() quota.Limits, maxWait time.Duration) *tenantGate {
+	return &tenantGate{caps: caps, maxWait: maxWait, started: map[string]startedGen{}, lines: map[string][]*gateWaiter{}}
 }
+
+// CodeTurnWaitExceeded refuses a request that waited edge.turn_wait for
+// its tenant's turn among the workers' slots (429).
+const CodeTurnWaitExceeded = "turn_wait_exceeded"
+
+// turnRetry is the Retry-After of a request refused its turn: the tenant's
+// generations end and free slots all the time.
+const turnRetry = time.Second
 
 // follow feeds the gate with the workers' heartbeats until ctx ends.
 func (g *tenantGate) follow(ctx context.Context, nc *nats.Conn) error {
@@ -141,10 +155,17 @@ func (g *tenantGate) enter(ctx context.Context, tenant, id string) *wire.Error {
 	w := &gateWaiter{id: id, admitted: make(chan struct{})}
 	g.lines[tenant] = append(g.lines[tenant], w)
 	g.mu.Unlock()
+	var expired <-chan time.Time
+	if g.maxWait >= 0 {
+		t := time.NewTimer(g.maxWait)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case <-w.admitted:
 		return nil
 	case <-ctx.Done():
+	case <-expired:
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -164,6 +185,16 @@ func (g *tenantGate) enter(ctx context.Context, tenant, id string) *wire.Error {
 		}
 	}
 	g.dispatch()
+	if ctx.Err() == nil {
+		return &wire.Error{
+			Message: fmt.Sprintf("This API key's tenant has as many generations running as its share of the workers allows, "+
+				"and this request waited %v for its turn; retry shortly.", g.maxWait),
+			Type:         "requests",
+			Code:         CodeTurnWaitExceeded,
+			Status:       http.StatusTooManyRequests,
+			RetryAfterMS: turnRetry.Milliseconds(),
+		}
+	}
 	return &wire.Error{
 		Message: "The request was given up while it waited for its turn: " + context.Cause(ctx).Error(),
 		Type:    wire.TypeCancelled,

@@ -8,6 +8,8 @@ import (
 
 	"github.com/relaydev/relay/relay/fleet/quota"
 	"github.com/relaydev/relay/relay/wire"
+	"net/http"
+	"testing/synctest"
 )
 
 // beat is a full heartbeat of one worker of capacity 4 holding streams
@@ -25,7 +27,7 @@ func beat(n uint64, streams map[string]string) wire.Heartbeat {
 // A request over its tenant's share waits in its line and is let in when
 // a heartbeat shows a slot freed; the newcomer is let in at once.
 func TestTenantGateLine(t *testing.T) {
-	g := newTenantGate(nil)
+	g := newTenantGate(nil, -1)
 	ctx := context.Background()
 	if e := g.enter(ctx, "a", "before-any-beat"); e != nil {
 		t.Fatalf("with no heartbeat heard: %v", e)
@@ -64,7 +66,7 @@ func TestTenantGateLine(t *testing.T) {
 
 // A client that gives up leaves its line, and is counted nowhere.
 func TestTenantGateGivenUp(t *testing.T) {
-	g := newTenantGate(func() quota.Limits { return quota.Limits{MaxConcurrent: 1} })
+	g := newTenantGate(func() quota.Limits { return quota.Limits{MaxConcurrent: 1} }, -1)
 	g.heard(beat(1, map[string]string{"s1": "a"}), time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	waited := make(chan *wire.Error, 1)
@@ -84,4 +86,26 @@ func TestTenantGateGivenUp(t *testing.T) {
 	if len(g.lines) != 0 || len(g.started) != 0 {
 		t.Fatalf("left behind: lines %v, started %v", g.lines, g.started)
 	}
+}
+
+// A request that waited edge.turn_wait for its turn is refused with a 429
+// and a Retry-After, and leaves its line.
+func TestTenantGateWaitIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newTenantGate(func() quota.Limits { return quota.Limits{MaxConcurrent: 1} }, time.Minute)
+		g.heard(beat(1, map[string]string{"s1": "a"}), time.Now())
+		start := time.Now()
+		e := g.enter(context.Background(), "a", "s2")
+		if e == nil || e.Status != http.StatusTooManyRequests || e.Code != CodeTurnWaitExceeded || e.RetryAfterMS <= 0 {
+			t.Fatalf("after its wait: %+v", e)
+		}
+		if waited := time.Since(start); waited != time.Minute {
+			t.Errorf("refused after %v; want edge.turn_wait, 1m", waited)
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if len(g.lines) != 0 || len(g.started) != 0 {
+			t.Errorf("left behind: lines %v, started %v", g.lines, g.started)
+		}
+	})
 }

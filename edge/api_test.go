@@ -131,7 +131,7 @@ func TestConfig(t *testing.T) {
 	d := Config{}.WithDefaults()
 	if !reflect.DeepEqual(d, Config{
 		Listen: DefaultListen, Keepalive: DefaultKeepalive, RetryHint: DefaultRetryHint, MaxBodyBytes: DefaultMaxBodyBytes, ClientBuffer: DefaultClientBuffer,
-		BodyTimeout: DefaultBodyTimeout, MaxConnections: DefaultMaxConnections,
+		BodyTimeout: DefaultBodyTimeout, TurnWait: DefaultTurnWait, MaxConnections: DefaultMaxConnections,
 		ResumeTokenTTL: DefaultResumeTokenTTL, IdempotencyWindow: DefaultIdempotencyWindow, MaxMessages: DefaultMaxMessages,
 		MaxTokensCap: DefaultMaxTokensCap, WSMaxMessagesPerSecond: DefaultWSMaxMessagesPerSecond,
 	}) {

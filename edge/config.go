@@ -26,6 +26,10 @@ type Config struct {
 	// MaxBodyBytes caps a chat completion request, and a WebSocket message
 	// (zero: 1 MiB).
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// TurnWait is how long a generation waits for its tenant's turn among
+	// the workers' slots (admit_tenant_gate.go) before it is refused with
+	// 429 and Retry-After; zero: DefaultTurnWait; negative: no bound.
+	TurnWait time.Duration `koanf:"turn_wait"`
 	// BodyTimeout is how long a request body may take to arrive, from the
 	// end of its headers (zero: 30s; negative: no bound); a slower client
 	// gets a 408 and its connection is closed (admit_body.go).
@@ -141,6 +145,9 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultClientBuffer = 256
 	DefaultBodyTimeout  = 30 * time.Second
+	// DefaultTurnWait is the same bound as a call's wait for an open
+	// breaker (breaker.max_wait).
+	DefaultTurnWait = time.Minute
 
 	DefaultMaxConnections = 10000
 
@@ -175,6 +182,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BodyTimeout == 0 {
 		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.TurnWait == 0 {
+		c.TurnWait = DefaultTurnWait
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
