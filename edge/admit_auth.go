@@ -14,6 +14,8 @@ import (
 
 	"github.com/relaydev/relay/relay/spend"
 	"github.com/relaydev/relay/relay/wire"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -69,6 +71,14 @@ type principal struct {
 
 // allows reports whether the principal may ask for model.
 func (p principal) allows(model string) bool { return p.models == nil || p.models[model] }
+
+// modelList is p's models, sorted; nil: all (wire.Request.Models).
+func (p principal) modelList() []string {
+	if p.models == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(p.models))
+}
 
 // keyEntry is one configured key.
 type keyEntry struct {

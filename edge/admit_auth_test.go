@@ -13,8 +13,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/nats-io/nats.go"
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
+	"slices"
 )
 
 // Keys of the tenants the tests authenticate as.
@@ -423,3 +425,33 @@ type testClock struct{ skew atomic.Int64 }
 func (c *testClock) now() time.Time { return time.Now().Add(time.Duration(c.skew.Load())) }
 
 func (c *testClock) advance(d time.Duration) { c.skew.Add(int64(d)) }
+
+// A key's model list travels with its requests, so that the worker keeps
+// their fallbacks within it; a key of every model sends none.
+func TestQueuedRequestNamesTheKeysModels(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(&worker{script: answer(2)})
+	edge := e.startEdge(tenantConfig())
+	queued := make(chan *nats.Msg, 2)
+	sub, err := e.nc.ChanSubscribe(wire.RequestSubject, queued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	body := strings.Replace(chatBody(false, "hi"), testModel, otherModel, 1)
+	for key, want := range map[string][]string{keyBeta: {otherModel}, keyAcme: nil} {
+		if res := do(t, "POST", edge.url+"/v1/chat/completions", body, bearerHeader(key)); res.StatusCode != http.StatusOK {
+			t.Fatalf("POST: %d %s", res.StatusCode, readAll(t, res))
+		}
+		var msg *nats.Msg
+		select {
+		case msg = <-queued:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no request message heard")
+		}
+		req, err := wire.DecodeRequest(msg.Data)
+		if err != nil || !slices.Equal(req.Models, want) {
+			t.Errorf("queued request names models %q, %v; want %q", req.Models, err, want)
+		}
+	}
+}

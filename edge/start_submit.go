@@ -36,10 +36,12 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	req = s.downgradeForSpend(ctx, tenant, req) // admit_spend.go
 	meta := wire.Meta{Tenant: tenant, Model: req.Model, Created: time.Now().Unix()}
 	// Body is JSON the edge parsed, which Encode copies as it is.
+	key := principalIn(ctx)
 	data := (&wire.Request{
 		StreamID:  id,
 		Tenant:    tenant,
-		Key:       principalIn(ctx).key,
+		Key:       key.key,
+		Models:    key.modelList(),
 		Model:     req.Model,
 		Body:      req.Body,
 		Created:   meta.Created,

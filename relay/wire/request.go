@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // Request is the work-queue message for one generation.
 type Request struct {
@@ -27,6 +30,15 @@ type Request struct {
 	// RequestID is the client's X-Request-Id, which calls to the
 	// provider carry (provider request_headers); empty if it sent none.
 	RequestID string `json:"request_id,omitempty"`
+	// Models are the models the request's key may use (its api_keys
+	// models): the worker leaves every step of the route on another model
+	// out, fallbacks included. Empty: any.
+	Models []string `json:"models,omitempty"`
+}
+
+// Allows reports whether the request's key may be answered by model.
+func (r *Request) Allows(model string) bool {
+	return len(r.Models) == 0 || slices.Contains(r.Models, model)
 }
 
 // Meta is what an edge needs to serve a stream it did not accept: whose it

@@ -23,7 +23,7 @@ import (
 // except that Body is written as it is rather than compacted: it must be
 // valid JSON (the edge checked it), or nil, written as null.
 func (r *Request) Encode() []byte {
-	b := make([]byte, 0, len(r.Body)+len(r.StreamID)+len(r.Tenant)+len(r.Key)+len(r.Model)+len(r.RequestID)+128)
+	b := make([]byte, 0, len(r.Body)+len(r.StreamID)+len(r.Tenant)+len(r.Key)+len(r.Model)+len(r.RequestID)+16*len(r.Models)+128)
 	b = append(b, `{"stream_id":`...)
 	b = AppendJSONString(b, r.StreamID)
 	if r.Tenant != "" {
@@ -45,6 +45,16 @@ func (r *Request) Encode() []byte {
 	}
 	if r.RequestID != "" {
 		b = AppendJSONString(append(b, `,"request_id":`...), r.RequestID)
+	}
+	if len(r.Models) > 0 {
+		b = append(b, `,"models":[`...)
+		for i, m := range r.Models {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendJSONString(b, m)
+		}
+		b = append(b, ']')
 	}
 	return append(b, '}')
 }
@@ -91,6 +101,33 @@ func (p *jsonScanner) requestMember(r *Request, key string) bool {
 		return p.bool(&r.FailFast)
 	case "request_id":
 		return p.str(&r.RequestID)
+	case "models":
+		return p.strs(&r.Models)
 	}
 	return false
+}
+
+// strs reads a non-empty array of strings, as Encode writes one; anything
+// else is encoding/json's.
+func (p *jsonScanner) strs(dst *[]string) bool {
+	if !p.next('[') {
+		return false
+	}
+	var out []string
+	for {
+		p.space()
+		var s string
+		if !p.str(&s) {
+			return false
+		}
+		out = append(out, s)
+		p.space()
+		switch {
+		case p.next(']'):
+			*dst = out
+			return true
+		case !p.next(','):
+			return false
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -13,6 +14,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"stream_id":"s1","tenant":"t","key":"k","model":"m","body":{"model":"m","messages":[]},"created":1700000000,"fail_fast":true,"request_id":"r"}`,
 		`{"stream_id":"s1","model":"m","body":null,"created":1}`,
+		`{"stream_id":"s1","model":"m","body":{},"created":1,"models":["m","m-mini"]}`,
+		`{"models":[ "a" , "b\u0041" ]}`, `{"models":[]}`, `{"models":null}`, `{"models":["a",1]}`, `{"models":["a",]}`,
 		`{"stream_id":"s1","model":"m","body":{},"created":1,"created":2}`,
 		`{"Stream_ID":"s1"}`, `{"stream_id":null}`, `{"stream_id":"a\u0041"}`, `{"created":1.5}`, `{"fail_fast":1}`, `[]`, `null`, `{"body":[1,}`,
 	} {
@@ -36,14 +39,17 @@ func FuzzDecodeRequest(f *testing.F) {
 // FuzzRequestEncode: what Encode writes is the request json.Marshal
 // writes, its body the same JSON value, and DecodeRequest reads it back.
 func FuzzRequestEncode(f *testing.F) {
-	f.Add("s1", "tenant", "key", "gpt-4o", []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"<hi> & \u2028"}]}`), int64(1700000000), true, "req")
-	f.Add("", "", "", "", []byte(nil), int64(-1), false, "")
-	f.Add("a\"b\\", "\x7f\xff", "<&>", "\u2029", []byte(` [ 1 , 2 ] `), int64(0), false, "\n")
-	f.Fuzz(func(t *testing.T, id, tenant, key, model string, body []byte, created int64, failFast bool, requestID string) {
+	f.Add("s1", "tenant", "key", "gpt-4o", []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"<hi> & \u2028"}]}`), int64(1700000000), true, "req", "gpt-4o,gpt-4o-mini")
+	f.Add("", "", "", "", []byte(nil), int64(-1), false, "", "")
+	f.Add("a\"b\\", "\x7f\xff", "<&>", "\u2029", []byte(` [ 1 , 2 ] `), int64(0), false, "\n", "<&>,\x7f")
+	f.Fuzz(func(t *testing.T, id, tenant, key, model string, body []byte, created int64, failFast bool, requestID, models string) {
 		if body != nil && !json.Valid(body) {
 			return
 		}
 		r := Request{StreamID: id, Tenant: tenant, Key: key, Model: model, Body: body, Created: created, FailFast: failFast, RequestID: requestID}
+		if models != "" {
+			r.Models = strings.Split(models, ",")
+		}
 		enc := r.Encode()
 		std, err := json.Marshal(r)
 		if err != nil {

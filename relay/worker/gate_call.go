@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/provider"
@@ -11,9 +12,13 @@ import (
 )
 
 // route is the route of req: the catalog's, reordered by the gate if it
-// routes.
+// routes, without the steps on models req's key may not use.
 func (w *Worker) route(req wire.Request) []provider.Candidate {
 	route := w.catalog.Route(req.Model)
+	if len(req.Models) > 0 {
+		// A copy: the catalog's route is shared by every request.
+		route = slices.DeleteFunc(slices.Clone(route), func(c provider.Candidate) bool { return !req.Allows(c.Model) })
+	}
 	if r, ok := routerOf(w.gate); ok && len(route) > 0 {
 		route = r.Route(req.StreamID, req.Model, route)
 	}

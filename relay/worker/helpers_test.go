@@ -235,10 +235,15 @@ func (h *harness) submitModel(id, model, content string) {
 func (h *harness) submitBody(id, model string, req map[string]any) {
 	h.t.Helper()
 	body, _ := json.Marshal(req)
-	data, _ := json.Marshal(wire.Request{StreamID: id, Model: model, Body: body, Created: time.Now().Unix()})
+	h.submitRequest(wire.Request{StreamID: id, Model: model, Body: body, Created: time.Now().Unix()})
+}
+
+// submitRequest queues req as an edge does.
+func (h *harness) submitRequest(req wire.Request) {
+	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := h.js.Publish(ctx, wire.RequestSubject, data, jetstream.WithMsgID(id)); err != nil {
+	if _, err := h.js.Publish(ctx, wire.RequestSubject, req.Encode(), jetstream.WithMsgID(req.StreamID)); err != nil {
 		h.t.Fatalf("submit: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"encoding/json"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/mockupstream"
@@ -99,6 +100,33 @@ func TestModelFailingWithoutTextFallsBack(t *testing.T) {
 	want := []string{"mock/mock-1:failure", "mock/mock-1:failure", "mock/mock-1:failure", "mock/mock-1:failure", "mock/mock-2:success"}
 	if got := gate.verdicts(); !slices.Equal(got, want) {
 		t.Fatalf("gate reports %v, want %v", got, want)
+	}
+}
+
+// A request whose key may use mock-1 only is never answered by its
+// fallback mock-2: the route leaves out the models the key may not use.
+func TestKeysModelsBoundTheFallbacks(t *testing.T) {
+	gate := &recordingGate{}
+	h := start(t, setup{
+		mock:      mockupstream.Config{Tokens: 20, TokenInterval: -1},
+		providers: twoModels,
+		models:    []provider.Model{{Name: "mock-1", Fallbacks: []provider.Fallback{{Model: "mock-2"}}}},
+		gate:      gate,
+	})
+	id := wire.NewStreamID()
+	// mock-1 fails more often than its retries; mock-2 would answer.
+	body, _ := json.Marshal(map[string]any{"model": "mock-1", "messages": userMessages("[[mock: status=503, times=50]] hello")})
+	h.submitRequest(wire.Request{StreamID: id, Model: "mock-1", Body: body, Created: time.Now().Unix(), Models: []string{"mock-1"}})
+
+	end := endOf(h.waitEnd(id))
+	if end.Status != wire.StatusFailed {
+		t.Fatalf("end = %+v; want failed, with mock-2 out of the key's reach", end)
+	}
+	h.waitJob(id)
+	for _, v := range gate.verdicts() {
+		if strings.HasPrefix(v, "mock/mock-2") {
+			t.Fatalf("mock-2 was called: %v", gate.verdicts())
+		}
 	}
 }
 
