@@ -85,8 +85,23 @@ func podEnv(t *testing.T, r rendered, d *appsv1.Deployment) []string {
 
 // loadPodConfig loads the configuration a container of d would run with,
 // through the relay's own loader: its args (<role> --config f1 --config
-// f2...), the files mounted at those paths, and its environment.
+// f2...), the files mounted at those paths, and its environment. The CI
+// values publish their edge's credentials, which the relay refuses
+// (TestHelmCIValuesRefused): the load says it is a test.
 func loadPodConfig(t *testing.T, r rendered, d *appsv1.Deployment) (config.Role, config.Config, map[string]string) {
+	t.Helper()
+	role, src, files := podSources(t, r, d)
+	src.Set = []string{"edge.allow_example_credentials=true"}
+	cfg, err := config.Load(src, role)
+	if err != nil {
+		t.Fatalf("%s: the rendered configuration does not load for role %s: %v", d.Name, role, err)
+	}
+	return role, cfg, files
+}
+
+// podSources are the role and configuration sources of a container of d,
+// and the files mounted in it.
+func podSources(t *testing.T, r rendered, d *appsv1.Deployment) (config.Role, config.Sources, map[string]string) {
 	t.Helper()
 	args := d.Spec.Template.Spec.Containers[0].Args
 	files := podFiles(t, r, d)
@@ -110,10 +125,5 @@ func loadPodConfig(t *testing.T, r rendered, d *appsv1.Deployment) (config.Role,
 			src.Overlays = append(src.Overlays, local)
 		}
 	}
-	role := config.Role(args[0])
-	cfg, err := config.Load(src, role)
-	if err != nil {
-		t.Fatalf("%s: the rendered configuration does not load for role %s: %v", d.Name, role, err)
-	}
-	return role, cfg, files
+	return config.Role(args[0]), src, files
 }

@@ -138,6 +138,23 @@ func checkSecrets(t *testing.T, r rendered, role string, cfg config.Config, file
 	}
 }
 
+// TestHelmCIValuesRefused: the edge of a chart installed with the CI
+// values, which anyone can read, does not start, and names the published
+// credential: the resume token secret first, then the operator key.
+func TestHelmCIValuesRefused(t *testing.T) {
+	r := renderChart(t, ciValues, nil)
+	_, src, _ := podSources(t, r, r.deployments["relay-edge"])
+	_, err := config.Load(src, config.RoleEdge)
+	if err == nil || !strings.Contains(err.Error(), "edge.resume_token_secret: a secret the Helm chart's CI values publish") {
+		t.Errorf("the CI values' secret: %v", err)
+	}
+	src.Set = []string{"edge.resume_token_secret=" + strings.Repeat("f1", 32)}
+	_, err = config.Load(src, config.RoleEdge)
+	if err == nil || !strings.Contains(err.Error(), "edge.api_keys[0].key_sha256: the hash of sk-relay-ci-acme, an operator key the Helm chart's CI values publish") {
+		t.Errorf("the CI values' operator key: %v", err)
+	}
+}
+
 // TestHelmChartToggles renders the parts the values switch: without the
 // ServiceMonitor and the HPA (the workers then have a fixed count), with
 // anonymous edges and no Secret mounted, and refused without edge keys.

@@ -1,6 +1,9 @@
 package configs_test
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,7 +101,7 @@ func TestSystemdUnits(t *testing.T) {
 		if role == config.RoleEdge {
 			// What edge.env or a second file must set: the example
 			// keys and secret are refused.
-			src.Overlays = []string{filepath.Join("testdata", "credentials.yaml")}
+			src.Overlays = []string{ownCredentials(t)}
 		}
 		cfg, err := config.Load(src, role)
 		if err != nil {
@@ -127,4 +130,18 @@ func TestSystemdUnits(t *testing.T) {
 			t.Errorf("%s: not wanted by multi-user.target", path)
 		}
 	}
+}
+
+// ownCredentials is an overlay of fresh client keys and resume token
+// secret, what an operator adds over configs/edge.yaml: its published
+// examples are refused.
+func ownCredentials(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "credentials.yaml")
+	own := fmt.Sprintf("edge:\n  api_keys:\n    - {tenant: acme, key_sha256: %x}\n    - {tenant: beta, key_sha256: %x, models: [mock-1]}\n  resume_token_secret: %s\n",
+		sha256.Sum256([]byte(rand.Text())), sha256.Sum256([]byte(rand.Text())), rand.Text()+rand.Text())
+	if err := os.WriteFile(path, []byte(own), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

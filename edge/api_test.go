@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/natsconn"
@@ -152,6 +153,7 @@ func TestConfig(t *testing.T) {
 		{Config{ClientBuffer: -1}, "edge.client_buffer: "},
 		{Config{ResumeTokenSecret: "short"}, "edge.resume_token_secret: "},
 		{Config{ResumeTokenTTL: -1}, "edge.resume_token_ttl: "},
+		{Config{ResumeTokenTTL: MaxResumeTokenTTL + time.Second}, "edge.resume_token_ttl: 24h0m1s is longer than the maximum, 24h0m0s"},
 		{Config{APIKeys: []APIKey{{Tenant: "a", KeySHA256: "nothex"}}}, "edge.api_keys[0].key_sha256: "},
 		{Config{APIKeys: []APIKey{{Tenant: "a b", KeySHA256: keyHash("k")}}}, "edge.api_keys[0].tenant: "},
 		{Config{APIKeys: []APIKey{{Tenant: "a", KeySHA256: keyHash("k")}, {Tenant: "b", KeySHA256: keyHash("k")}}}, "edge.api_keys[1].key_sha256: "},

@@ -69,15 +69,19 @@ type Config struct {
 	// dev`; relay/config requires the secret elsewhere when APIKeys are
 	// set). At least 32 bytes.
 	ResumeTokenSecret string `koanf:"resume_token_secret"`
-	// AllowExampleCredentials accepts the example API keys and resume
-	// token secrets that configs/ publishes, which relay/config refuses
-	// outside `relay dev`: for a local demo (the compose cluster) only,
-	// never on an edge others can reach. The edge itself ignores it.
+	// AllowExampleCredentials accepts the client keys and resume token
+	// secrets the repository publishes (its examples, tests and CI
+	// values), which relay/config refuses outside `relay dev`: for a local
+	// demo (the compose cluster) or a test only, never on an edge others
+	// can reach. The edge itself ignores it.
 	AllowExampleCredentials bool `koanf:"allow_example_credentials"`
 	// Spend sets tenants' budgets per UTC day and month (admit_spend_config.go);
 	// zero: none, nothing is refused.
 	Spend SpendConfig `koanf:"spend"`
-	// ResumeTokenTTL is how long a resume token is valid (zero: 1h).
+	// ResumeTokenTTL is how long a resume token is valid (zero: 1h; at most
+	// MaxResumeTokenTTL). A token lets anyone who holds it read the
+	// stream, so a leaked one must die soon; verification refuses one that
+	// expires later than this from now.
 	ResumeTokenTTL time.Duration `koanf:"resume_token_ttl"`
 	// IdempotencyWindow is how long an Idempotency-Key (or X-Request-Id)
 	// attaches a repeated POST to the stream the first one started (zero:
@@ -158,6 +162,11 @@ const (
 	DefaultWSMaxMessagesPerSecond = 20
 )
 
+// MaxResumeTokenTTL caps Config.ResumeTokenTTL: whoever holds a token
+// reads the stream, so a leaked one must not outlive the reconnects it is
+// for; a day, the default streams.retention.
+const MaxResumeTokenTTL = 24 * time.Hour
+
 // minResumeTokenSecret is the shortest accepted resume token secret, in
 // bytes: HMAC-SHA256 keys shorter than its output weaken it.
 const minResumeTokenSecret = 32
@@ -235,6 +244,8 @@ func (c Config) Validate(prefix string) error {
 		return fmt.Errorf("%s.resume_token_secret: shorter than %d bytes (generate one with `openssl rand -hex 32`)", prefix, minResumeTokenSecret)
 	case c.ResumeTokenTTL < 0:
 		return fmt.Errorf("%s.resume_token_ttl: must not be negative", prefix)
+	case c.ResumeTokenTTL > MaxResumeTokenTTL:
+		return fmt.Errorf("%s.resume_token_ttl: %v is longer than the maximum, %v", prefix, c.ResumeTokenTTL, MaxResumeTokenTTL)
 	}
 	if err := validateAPIKeys(c.APIKeys, prefix+".api_keys"); err != nil {
 		return err

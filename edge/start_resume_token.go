@@ -28,8 +28,11 @@ import (
 //
 // The MAC binds the token to the stream id and the tenant; the expiry is
 // issue time + Config.ResumeTokenTTL. Every edge of a cluster verifies every
-// other's tokens, so they share Config.ResumeTokenSecret. A forged, expired
-// or foreign token (another stream's) gets the same 403, checked before
+// other's tokens, so they share Config.ResumeTokenSecret. A token that
+// expires later than the edge's own TTL from now (beyond maxClockSkew) is
+// refused, so that one forged with a leaked secret, or issued before the
+// TTL was lowered, lives no longer than the TTL. A forged, expired,
+// overlong or foreign token (another stream's) gets the same 403, checked before
 // the stream is looked up, so the answer says nothing about whether the
 // stream exists. Tokens are never logged.
 
@@ -43,6 +46,10 @@ const CodeInvalidResumeToken = "invalid_resume_token"
 const maxTokenLen = 512
 
 const tokenVersion = "v1"
+
+// maxClockSkew is how far ahead of this edge's clock another edge's may
+// run: a token it issued expires up to that much later than the TTL allows.
+const maxClockSkew = time.Minute
 
 type resumeTokens struct {
 	secret []byte
@@ -123,7 +130,8 @@ func (t *resumeTokens) verify(token, id string) (string, bool) {
 		return "", false
 	}
 	expiry, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil || t.now().UnixMilli() >= expiry {
+	now := t.now()
+	if err != nil || now.UnixMilli() >= expiry || expiry > now.Add(t.ttl+maxClockSkew).UnixMilli() {
 		return "", false
 	}
 	return string(tenant), true

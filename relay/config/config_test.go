@@ -1,6 +1,9 @@
 package config
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +20,13 @@ var exampleRoles = map[string]Role{
 	"mock-upstream.yaml": RoleMockUpstream,
 }
 
-// ownCredentials replaces the example keys and secret of configs/edge.yaml.
-var ownCredentials = filepath.Join("..", "..", "configs", "testdata", "credentials.yaml")
+// ownCredentials is an overlay that replaces the example keys and secret
+// of configs/edge.yaml with fresh ones, as a deployment's must.
+func ownCredentials(t *testing.T) string {
+	t.Helper()
+	return writeFile(t, fmt.Sprintf("edge:\n  api_keys:\n    - {tenant: acme, key_sha256: %x}\n    - {tenant: beta, key_sha256: %x, models: [mock-1]}\n  resume_token_secret: %s\n",
+		sha256.Sum256([]byte(rand.Text())), sha256.Sum256([]byte(rand.Text())), rand.Text()+rand.Text()))
+}
 
 // Every YAML file in configs/ loads for its role, and none is left out.
 func TestExampleConfigsLoad(t *testing.T) {
@@ -36,7 +44,7 @@ func TestExampleConfigsLoad(t *testing.T) {
 		if role == RoleEdge {
 			// Its published example credentials are refused
 			// (TestExampleCredentialsRefused): replaced, as a deployment must.
-			src.Overlays = []string{ownCredentials}
+			src.Overlays = []string{ownCredentials(t)}
 		}
 		if _, err := Load(src, role); err != nil {
 			t.Errorf("%s: %v", file, err)

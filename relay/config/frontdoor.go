@@ -11,7 +11,8 @@ import (
 // resume tokens the others issue, so they share edge.resume_token_secret.
 // An idempotency window longer than streams.retention would name streams
 // that are gone (an unset window is capped by the retention, as its
-// records expire with it).
+// records expire with it), and a resume token that outlives them is only
+// a longer-lived credential.
 func (c Config) validateFrontDoor(role Role) error {
 	e := c.Edge
 	if role != RoleDev {
@@ -23,12 +24,16 @@ func (c Config) validateFrontDoor(role Role) error {
 			return errors.New("edge.resume_token_secret: required with edge.api_keys outside `relay dev`, " +
 				"the same on every edge (generate one with `openssl rand -hex 32`)")
 		}
-		if err := c.refuseExampleCredentials(); err != nil { // examples.go
+		if err := c.refusePublishedCredentials(); err != nil { // examples.go
 			return err
 		}
 	}
-	if retention := c.Streams.WithDefaults().Retention; e.IdempotencyWindow > retention {
+	retention := c.Streams.WithDefaults().Retention
+	if e.IdempotencyWindow > retention {
 		return fmt.Errorf("edge.idempotency_window: %v is longer than streams.retention (%v)", e.IdempotencyWindow, retention)
+	}
+	if e.ResumeTokenTTL > retention {
+		return fmt.Errorf("edge.resume_token_ttl: %v is longer than streams.retention (%v), past which there is nothing to resume", e.ResumeTokenTTL, retention)
 	}
 	return nil
 }

@@ -36,6 +36,11 @@ edge:
 		{"a worker needs no keys", providersYAML, RoleWorker, ""},
 		{"window beyond retention", providersYAML + "streams:\n  retention: 1h\nedge:\n  allow_anonymous: true\n  idempotency_window: 2h\n", RoleEdge, "edge.idempotency_window"},
 		{"default window, short retention", providersYAML + "streams:\n  retention: 1h\nedge:\n  allow_anonymous: true\n", RoleEdge, ""},
+		{"token TTL beyond retention", providersYAML + "streams:\n  retention: 1h\nedge:\n  allow_anonymous: true\n  resume_token_ttl: 2h\n", RoleEdge,
+			"edge.resume_token_ttl: 2h0m0s is longer than streams.retention (1h0m0s)"},
+		{"token TTL beyond a day", providersYAML + "streams:\n  retention: 72h\nedge:\n  allow_anonymous: true\n  resume_token_ttl: 87600h\n", RoleEdge,
+			"edge.resume_token_ttl: 87600h0m0s is longer than the maximum, 24h0m0s"},
+		{"token TTL of a day", providersYAML + "edge:\n  allow_anonymous: true\n  resume_token_ttl: 24h\n", RoleEdge, ""},
 		{"bad key hash", providersYAML + "edge:\n  api_keys: [{tenant: a, key_sha256: sk-live-oops}]\n", RoleDev, "edge.api_keys[0].key_sha256"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
