@@ -111,7 +111,9 @@ func TestPublishedCredentialsAreListed(t *testing.T) {
 			return err
 		}
 		if d.IsDir() {
-			if d.Name() == ".git" {
+			// Hidden folders (.git) and the npm packages the e2e tests
+			// install are not the repository's.
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil
