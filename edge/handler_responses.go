@@ -26,12 +26,13 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	lim := s.limits(opts.p)
 	if e == nil {
-		body, e = s.expandReferences(r.Context(), opts.p.tenant, body)
+		body, e = s.expandReferences(r.Context(), opts.p.tenant, body, lim.maxMessages, s.cfg.MaxBodyBytes)
 	}
 	var req responsesRequest
 	if e == nil {
-		req, e = parseResponsesRequest(body, s.limits(opts.p))
+		req, e = parseResponsesRequest(body, lim)
 	}
 	if e != nil {
 		writeError(w, e)
