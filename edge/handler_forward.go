@@ -55,9 +55,10 @@ var inputField = map[wire.ForwardEndpoint]string{
 }
 
 // parseForwardRequest checks what the relay relies on (the model, served
-// and allowed; stream a boolean, and only for completions) and what it
-// caps (max_tokens); the provider checks the rest, and its 400 reaches the
-// client as it sent it.
+// and allowed; stream a boolean, and only for completions), what it caps
+// (max_tokens), and text that is not UTF-8 (chat.CheckText: the body goes
+// to the provider as it came); the provider checks the rest, and its 400
+// reaches the client as it sent it.
 func parseForwardRequest(body []byte, endpoint wire.ForwardEndpoint, lim limits) (wire.ForwardRequest, *wire.Error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
@@ -69,6 +70,9 @@ func parseForwardRequest(body []byte, endpoint wire.ForwardEndpoint, lim limits)
 	}
 	if !lim.served(req.Model) || lim.allowed != nil && !lim.allowed(req.Model) {
 		return req, modelNotFound(req.Model)
+	}
+	if e := chat.CheckText(body, chat.Indexed); e != nil {
+		return req, e
 	}
 	if field := inputField[endpoint]; fields[field] == nil || isNull(fields[field]) {
 		return req, invalid(field, CodeInvalidValue, "missing required parameter: '%s'", field)

@@ -12,7 +12,8 @@ import (
 func FuzzParseMessagesRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"gpt-test","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stream":true}`,
-		`{"model":"gpt-test","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"url","url":"u"}}]}]}`,
+		`{"model":"gpt-test","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"url","url":"https://x/i.png"}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`,
+		`{"model":"gpt-test","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"file:///etc/passwd"}}]},{"role":"user","content":"\ud800"}]}`,
 		`{"model":"gpt-test","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"1"}]}]}`,
 		`{"model":"gpt-test","max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"tool","name":"f"},"messages":[{"role":"user","content":"x"}]}`,
 		`{"model":"gpt-other","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`,

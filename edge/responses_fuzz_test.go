@@ -17,6 +17,7 @@ func FuzzParseResponsesRequest(f *testing.F) {
 		`{"model":"gpt-test","input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":"auto","text":{"format":{"type":"json_object"}}}`,
 		`{"model":"gpt-other","input":"hi"}`,
 		`{"model":"gpt-test","input":[{"role":"user","content":[{"type":"input_image"}]}]}`,
+		`{"model":"gpt-test","input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/i.png"},{"type":"input_image","image_url":"data:text/html,x"}]},"\udc00"]}`,
 		`{"model":"gpt-test","input":[]}`, `[]`, `null`, `{"model":1}`,
 	} {
 		f.Add([]byte(s))

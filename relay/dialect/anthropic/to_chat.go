@@ -46,6 +46,9 @@ func ToChat(body []byte, model func(string) *wire.Error) (ChatRequest, *wire.Err
 	if e := model(name); e != nil {
 		return ChatRequest{}, e
 	}
+	if e := chat.CheckText(body, chat.Dotted); e != nil {
+		return ChatRequest{}, e
+	}
 	if raw, ok := fields["max_tokens"]; !ok || isNull(raw) {
 		return ChatRequest{}, chat.Invalid("max_tokens", chat.CodeInvalidValue, "max_tokens: field required")
 	}

@@ -13,7 +13,8 @@ import (
 //
 //	system (string or text blocks)   a system message, first
 //	user: text, image blocks         a user message (a string when it is text only;
-//	                                 images as image_url parts, base64 as data: URLs)
+//	                                 images as image_url parts, base64 as data: URLs;
+//	                                 https: and image data only)
 //	user: tool_result blocks         a tool message each, before the user's other
 //	                                 content (chat wants them right after the calls)
 //	assistant: text, tool_use        an assistant message with its text and tool_calls;
@@ -150,15 +151,22 @@ func appendUser(out []chat.Message, raw json.RawMessage, param string) ([]chat.M
 	return append(out, chat.Message{Role: "user", Content: marshal(parts)}), nil
 }
 
-// imageURL is an image source as a chat image_url: base64 data becomes a
-// data: URL.
+// imageURL is an image source as a chat image_url: base64 data of one of
+// chat.ImageTypesText becomes a data: URL; a url must be one
+// chat.AllowedImageURL accepts.
 func imageURL(src *ImageSource, at string) (string, *wire.Error) {
 	switch {
 	case src == nil:
 		return "", chat.Invalid(at+".source", chat.CodeInvalidValue, "%s.source: field required", at)
 	case src.Type == "base64" && src.MediaType != "" && src.Data != "":
+		if !chat.IsImageType(src.MediaType) {
+			return "", chat.Invalid(at+".source.media_type", chat.CodeInvalidValue, "%s.source.media_type: must be %s", at, chat.ImageTypesText)
+		}
 		return "data:" + src.MediaType + ";base64," + src.Data, nil
 	case src.Type == "url" && src.URL != "":
+		if !chat.AllowedImageURL(src.URL) {
+			return "", chat.Invalid(at+".source.url", chat.CodeInvalidValue, "%s.source.url: must be an https: URL or a data: URL of %s", at, chat.ImageTypesText)
+		}
 		return src.URL, nil
 	}
 	return "", chat.Invalid(at+".source", chat.CodeInvalidValue, "%s.source: must be base64 (media_type, data) or url", at)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -124,5 +125,49 @@ func TestErrorType(t *testing.T) {
 		if got := ErrorType(status); got != want {
 			t.Errorf("status %d: %s, want %s", status, got, want)
 		}
+	}
+}
+
+// TestToChatRefusesBadTextAndImages: text that is not UTF-8 and images
+// from anywhere but https: and image data are refused with a 400 naming
+// the field as the Messages API names it.
+func TestToChatRefusesBadTextAndImages(t *testing.T) {
+	image := func(source string) string {
+		return `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"what?"},{"type":"image","source":` + source + `}]}]}`
+	}
+	url := func(u string) string { return image(`{"type":"url","url":"` + u + `"}`) }
+	for _, tc := range []struct {
+		name, body, param string
+		refused           bool
+	}{
+		{"invalid UTF-8 in a message", "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"caf\xe9\"}]}", "messages.1.content", true},
+		{"a lone high surrogate", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"\ud800"}]}]}`, "messages.0.content.0.text", true},
+		{"a lone low surrogate", `{"model":"m","max_tokens":1,"system":"\udc00","messages":[{"role":"user","content":"hi"}]}`, "system", true},
+		{"a valid pair", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"\ud83d\ude00"}]}`, "", false},
+		{"a file: image", url("file:///etc/passwd"), "messages.0.content.1.source.url", true},
+		{"a javascript: image", url("javascript:alert(1)"), "messages.0.content.1.source.url", true},
+		{"an http: image", url("http://10.0.0.1/a.png"), "messages.0.content.1.source.url", true},
+		{"a data:text/html image", url("data:text/html,<script>x</script>"), "messages.0.content.1.source.url", true},
+		{"base64 of text/html", image(`{"type":"base64","media_type":"text/html","data":"PHNjcmlwdD4="}`), "messages.0.content.1.source.media_type", true},
+		{"base64 with a media type that ends a data: URL", image(`{"type":"base64","media_type":"image/png,x","data":"AAAA"}`), "messages.0.content.1.source.media_type", true},
+		{"an https image", url("https://example.com/a.png"), "", false},
+		{"a data:image/png image", url("data:image/png;base64,iVBORw0KGgo="), "", false},
+		{"base64 of image/webp", image(`{"type":"base64","media_type":"image/webp","data":"UklGRg=="}`), "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, e := ToChat([]byte(tc.body), anyModel)
+			if !tc.refused {
+				if e != nil {
+					t.Fatalf("refused: %+v", e)
+				}
+				if _, e := chat.CheckRequest(req.Body, chat.Limits{Served: func(string) bool { return true }, MaxMessages: -1, MaxTokens: -1}); e != nil {
+					t.Fatalf("the chat request %s is refused: %+v", req.Body, e)
+				}
+				return
+			}
+			if e == nil || e.Status != http.StatusBadRequest || e.Code != chat.CodeInvalidValue || e.Type != "invalid_request_error" || e.Param != tc.param || e.Message == "" {
+				t.Fatalf("error %+v, want a 400 invalid_value naming %q", e, tc.param)
+			}
+		})
 	}
 }

@@ -71,9 +71,11 @@ func ModelNotFound(model string) *wire.Error {
 
 // CheckRequest validates what the relay relies on of a chat completion
 // request and what would only fail at the provider (types and ranges of
-// the common parameters, lim), and names the first field at fault the
-// way OpenAI does (param "messages[2].role"). A valid request is accepted
-// in one pass (check_scan.go); the rest is decodeRequest's.
+// the common parameters, lim) or must not be handed (text that is not
+// UTF-8, images from anywhere but https: and data:), and names the first
+// field at fault the way OpenAI does (param "messages[2].role"). A valid
+// request is accepted in one pass (check_scan.go); the rest is
+// decodeRequest's.
 func CheckRequest(body []byte, lim Limits) (Checked, *wire.Error) {
 	if req, ok := scanRequest(body, lim); ok {
 		return req, nil
@@ -101,6 +103,9 @@ func decodeRequest(body []byte, lim Limits) (Checked, *wire.Error) {
 	// OpenAI's 404, which SDKs raise as NotFoundError.
 	if !lim.serves(req.Model) {
 		return Checked{}, ModelNotFound(req.Model)
+	}
+	if e := CheckText(body, Indexed); e != nil {
+		return Checked{}, e
 	}
 
 	if e := checkMessages(fields["messages"], lim.MaxMessages); e != nil {
@@ -239,7 +244,10 @@ func checkMessages(raw json.RawMessage, max int) *wire.Error {
 }
 
 // checkContent: a string, or an array of parts that are objects with a
-// type; only an assistant message (with tool calls) may have none.
+// type; only an assistant message (with tool calls) may have none. A part
+// of type image_url, and one of any type with an image_url, must have an
+// image the provider may fetch (checkImage): a provider may read a type
+// given twice otherwise than encoding/json does.
 func checkContent(raw json.RawMessage, role string, i int) *wire.Error {
 	param := fmt.Sprintf("messages[%d].content", i)
 	if isNull(raw) {
@@ -259,6 +267,11 @@ func checkContent(raw json.RawMessage, role string, i int) *wire.Error {
 		var typ string
 		if part == nil || json.Unmarshal(part["type"], &typ) != nil || typ == "" {
 			return Invalid(fmt.Sprintf("%s[%d].type", param, j), CodeInvalidValue, "%s[%d] must be an object with a type", param, j)
+		}
+		if image, ok := part["image_url"]; ok || typ == "image_url" {
+			if e := checkImage(image, fmt.Sprintf("%s[%d].image_url", param, j)); e != nil {
+				return e
+			}
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaydev/relay/relay/jsonscan"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -28,7 +29,7 @@ var fuzzLimits = Limits{
 // FuzzCheckRequest: request bodies come from clients. A body is
 // refused with a 400 naming what is wrong, or accepted within the limits:
 // an allowed model, at most maxMessages messages, max_tokens within the
-// cap, and a body forwarded as valid JSON.
+// cap, and a body forwarded as valid JSON of valid text.
 func FuzzCheckRequest(f *testing.F) {
 	for _, s := range chatSeeds {
 		f.Add([]byte(s))
@@ -41,7 +42,7 @@ func FuzzCheckRequest(f *testing.F) {
 			}
 			return
 		}
-		if req.Model != testModel || !json.Valid(req.Body) {
+		if req.Model != testModel || !json.Valid(req.Body) || !jsonscan.ValidText(req.Body) {
 			t.Fatalf("accepted %q as %+v", body, req)
 		}
 		// Keys are matched exactly, as providers match them.
@@ -80,6 +81,10 @@ var chatSeeds = []string{
 	`{"model":"gpt-test","messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true},"response_format":{"type":"json_object"},"stop":[null,"a","b","c","d"]}`,
 	`{"model":"gpt-test","messages":[{"role":"user","content":[null]}]}`,
 	`{"model":"gpt-test","messages":[{"role":"user","content":[{"type":""}]}]} x`,
+	`{"model":"gpt-test","messages":[{"role":"user","content":[{"type":"text","text":"?"},{"type":"image_url","image_url":{"url":"https://x/i.png","detail":"low"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}}]}]}`,
+	`{"model":"gpt-test","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"file:///etc/passwd"}},{"type":"image_url","image_url":{"url":"data:text/html,x"}}]}]}`,
+	`{"model":"gpt-test","messages":[{"role":"user","content":"\ud800 \ud83d\ude00 \\udc00"}]}`,
+	"{\"model\":\"gpt-test\",\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9\"}]}",
 }
 
 // FuzzScanRequest holds the one pass (check_scan.go) to encoding/json's
@@ -113,7 +118,7 @@ func FuzzScanRequest(f *testing.F) {
 // turn are accepted by the one pass, not left to encoding/json.
 func TestScanRequestTakesTheCommonRequests(t *testing.T) {
 	common := []string{
-		chatSeeds[0], chatSeeds[2], chatSeeds[3], chatSeeds[12],
+		chatSeeds[0], chatSeeds[2], chatSeeds[3], chatSeeds[12], chatSeeds[21],
 		`{"model":"gpt-test","messages":[{"role":"developer","content":"x"},{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true},` +
 			`"response_format":{"type":"json_object"},"stop":[null,"a","b","c"],"user":"u","seed":7,"logprobs":true,"max_completion_tokens":50,` +
 			`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"auto"}`,

@@ -3,7 +3,6 @@ package chat
 import (
 	"bytes"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/relaydev/relay/relay/jsonscan"
 )
@@ -18,17 +17,22 @@ import (
 // to the first token. scanRequest accepts a valid request by hand
 // (jsonscan) in one walk over the body, which reads only the members the
 // checks need and scans a message's text three times (validating the
-// messages array, each message, then its content), not eight.
+// messages array, each message, then its content), not eight, besides a
+// quick look at the whole for text that is not UTF-8 (jsonscan.ValidText).
 //
 // It decides only acceptance: anything it is not sure of (an error to
 // name, an escaped key or model, a member given twice, nesting deeper
 // than jsonscan follows) makes it give up, and decodeRequest answers, so
 // that what is accepted and every error's words stay encoding/json's.
-// FuzzScanRequest holds the two to the same answers.
+// Text that is not UTF-8 is such a thing too: decodeRequest names the
+// field that holds it. FuzzScanRequest holds the two to the same answers.
 
 // scanRequest returns the request body holds if it is valid and within
 // lim; ok is false when decodeRequest must decide.
 func scanRequest(body []byte, lim Limits) (req Checked, ok bool) {
+	if !jsonscan.ValidText(body) {
+		return Checked{}, false
+	}
 	var seen uint32 // the checked members met so far, one bit each
 	var sawModel, sawMessages bool
 	ok = jsonscan.Members(body, jsonscan.SkipSpace(body, 0), func(key, val []byte) bool {
@@ -43,7 +47,7 @@ func scanRequest(body []byte, lim Limits) (req Checked, ok bool) {
 		switch string(key) {
 		case "model":
 			m, plain := plainString(val)
-			if !plain || m == "" || !utf8.ValidString(m) || !lim.serves(m) {
+			if !plain || m == "" || !lim.serves(m) {
 				return false
 			}
 			req.Model, sawModel = m, true
@@ -141,38 +145,75 @@ func scanMessages(val []byte, max int) bool {
 		case content[0] == '"':
 			return true
 		case content[0] == '[':
-			return jsonscan.Elements(content, partHasType)
+			return jsonscan.Elements(content, partWithin)
 		}
 		return false
 	})
 	return ok && n > 0 && (max < 0 || n <= max)
 }
 
-// partHasType accepts a content part: an object with a non-empty type.
-func partHasType(part []byte) bool {
-	var typ []byte
+// partWithin accepts a content part: an object with a non-empty type, and
+// an image_url (which a part of that type must have) that imageWithin
+// accepts (checkContent).
+func partWithin(part []byte) bool {
+	var typ, image []byte
 	var twice bool
 	valid := jsonscan.Members(part, 0, func(key, v []byte) bool {
-		if string(key) == "type" {
+		switch string(key) {
+		case "type":
 			twice = twice || typ != nil
 			typ = v
+		case "image_url":
+			twice = twice || image != nil
+			image = v
 		}
 		return true
 	})
-	t, ok := plainString(typ)
-	return valid && !twice && ok && t != ""
+	t, ok := plainBytes(typ)
+	if !valid || twice || !ok || len(t) == 0 {
+		return false
+	}
+	if image == nil {
+		return string(t) != "image_url"
+	}
+	return imageWithin(image)
+}
+
+// imageWithin accepts an image_url checkImage accepts: an object whose
+// url, without escapes, AllowedImageURL accepts.
+func imageWithin(val []byte) bool {
+	if val[0] != '{' {
+		return false
+	}
+	var url []byte
+	var twice bool
+	valid := jsonscan.Members(val, 0, func(key, v []byte) bool {
+		if string(key) == "url" {
+			twice = twice || url != nil
+			url = v
+		}
+		return true
+	})
+	u, ok := plainBytes(url)
+	return valid && !twice && ok && AllowedImageURL(u)
 }
 
 // plainString is the JSON string val without its quotes, if it has no
 // escapes.
 func plainString(val []byte) (string, bool) {
+	b, ok := plainBytes(val)
+	return string(b), ok
+}
+
+// plainBytes is plainString without the copy.
+func plainBytes(val []byte) ([]byte, bool) {
 	if len(val) < 2 || val[0] != '"' {
-		return "", false
+		return nil, false
 	}
 	if end, escaped := jsonscan.String(val, 0); end != len(val) || escaped {
-		return "", false
+		return nil, false
 	}
-	return string(val[1 : len(val)-1]), true
+	return val[1 : len(val)-1], true
 }
 
 // isPlainInteger reports that the JSON number val is an integer

@@ -114,8 +114,12 @@ func translateContent(raw json.RawMessage, param string) (json.RawMessage, *wire
 		case "refusal":
 			out[j] = chat.Part{Type: "text", Text: p.Refusal}
 		case "input_image":
+			at := fmt.Sprintf("%s[%d].image_url", param, j)
 			if p.ImageURL == "" {
-				return nil, chat.Invalid(fmt.Sprintf("%s[%d].image_url", param, j), chat.CodeUnsupportedParameter, "images are accepted by URL only")
+				return nil, chat.Invalid(at, chat.CodeUnsupportedParameter, "images are accepted by URL only")
+			}
+			if !chat.AllowedImageURL(p.ImageURL) {
+				return nil, chat.Invalid(at, chat.CodeInvalidValue, "%s must be an https: URL or a data: URL of %s", at, chat.ImageTypesText)
 			}
 			out[j] = chat.Part{Type: "image_url", ImageURL: &chat.Image{URL: p.ImageURL, Detail: p.Detail}}
 		default:

@@ -55,6 +55,9 @@ func ParseRequest(body []byte, checkModel func(model string) *wire.Error) (Reque
 	if e := checkModel(model); e != nil {
 		return Request{}, e
 	}
+	if e := chat.CheckText(body, chat.Indexed); e != nil {
+		return Request{}, e
+	}
 	for _, flag := range []struct {
 		name string
 		v    *bool

@@ -71,6 +71,7 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"m","instructions":"x","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}]}`,
 		`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"1"}]}`,
 		`{"model":"m","input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":"auto","text":{"format":{"type":"json_object"}}}`,
+		`{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/i.png"},{"type":"input_image","image_url":"file:///x"}]},"\ud800"]}`,
 		`{"model":"unknown","input":"hi"}`, `{"model":"m","input":[]}`, `[]`, `null`,
 	} {
 		f.Add([]byte(s))
