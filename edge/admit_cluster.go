@@ -182,9 +182,13 @@ func (s *Server) startCluster() (*edgeCluster, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("edge: %w", err)
 	}
-	var b [4]byte
-	rand.Read(b[:])
-	node := &fleet.QuotaNode{KV: view.Quotas, ID: "edge-" + hex.EncodeToString(b[:]), Logger: s.log}
+	id := s.node
+	if id == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		id = "edge-" + hex.EncodeToString(b[:])
+	}
+	node := &fleet.QuotaNode{KV: view.Quotas, ID: id, Logger: s.log}
 	limiter := fleet.NewTenantLimiter(node)
 	st := &edgeCluster{limiter: limiter, tokens: newTokenDebts(limiter), gate: newTenantGate(node.TenantLimits, s.cfg.TurnWait), view: view}
 	run, stop := context.WithCancel(context.Background())

@@ -38,6 +38,10 @@ type Deps struct {
 	Gatherer   prometheus.Gatherer
 	// Tracer records a span per API request (tracing.go); nil: none.
 	Tracer trace.TracerProvider
+	// Node names the edge in the fleet's quota state (its demand key);
+	// zero: "edge-<random>". An edge with a NATS identity of its own
+	// (nats.node) may write the demand key of that name only.
+	Node string
 }
 
 // Server is one edge: the HTTP API over the relay's streams.
@@ -48,6 +52,7 @@ type Server struct {
 	catalog  *provider.Catalog
 	log      *slog.Logger
 	tracer   trace.Tracer
+	node     string // Deps.Node
 	reader   *chunklog.Reader
 	parts    *partitions
 	meta     *metaStore
@@ -129,6 +134,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		catalog: deps.Catalog,
 		log:     log,
 		tracer:  tracing.Tracer(deps.Tracer),
+		node:    deps.Node,
 		reader:  reader,
 		parts:   newPartitions(deps.JS),
 		meta:    newMetaStore(deps.JS, reader),

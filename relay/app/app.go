@@ -91,6 +91,8 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 		return runMock(ctx, cfg, logger, ready)
 	case config.RoleDev:
 		return runDev(ctx, cfg, logger, ready)
+	case config.RoleSetup:
+		return runSetup(ctx, cfg, logger, ready)
 	case config.RoleEdge, config.RoleWorker, config.RoleCoordinator:
 	default:
 		return fmt.Errorf("app: unknown role %q", role)
@@ -104,6 +106,11 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 		return err
 	}
 	defer stopTracing()
+	if cfg.Worker.ID == "" {
+		// A node with its own NATS identity reports its quota demand under
+		// its name, the one key of its role its user may write.
+		cfg.Worker.ID = cfg.NATS.Node
+	}
 	nc, js, err := dial(cfg, string(role), logger)
 	if err != nil {
 		return err
@@ -137,6 +144,11 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 	}
 	if err != nil {
 		return stop(err)
+	}
+	if role == config.RoleCoordinator && cfg.SetupNATS.HasCredentials() {
+		if err := setUpAs(ctx, cfg, logger); err != nil {
+			return stop(err)
+		}
 	}
 	if err := setUp(ctx, cfg, js, logger); err != nil {
 		return stop(err)
@@ -255,7 +267,12 @@ func startMock(ctx context.Context, g *errgroup.Group, cfg config.MockUpstream, 
 // JetStream it returns is the region's (configs/README.md "Regions"): outside the
 // home region, shared state is the home's mirror; its Run reconciles.
 func dial(cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, *region.Regional, error) {
-	nc, plain, err := natsconn.Connect(cfg.NATS.ForRole(name), "relay-"+name, logger)
+	return dialAs(cfg, cfg.NATS, name, logger)
+}
+
+// dialAs is dial with the connection config conn.
+func dialAs(cfg config.Config, conn natsconn.Config, name string, logger *slog.Logger) (*nats.Conn, *region.Regional, error) {
+	nc, plain, err := natsconn.Connect(conn.ForRole(name), "relay-"+name, logger)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -284,6 +301,40 @@ func setUp(ctx context.Context, cfg config.Config, js *region.Regional, logger *
 		}
 		return nil
 	})
+}
+
+// setupWithin bounds `relay setup`: a refused JetStream request reads as a
+// timeout, so it would otherwise wait forever for rights it lacks.
+var setupWithin = 30 * time.Second
+
+// runSetup is `relay setup`: it creates or updates the streams, the worker
+// consumer and the buckets with the setup identity (config.SetupConn),
+// then returns. The roles' own users may only look them up.
+func runSetup(ctx context.Context, cfg config.Config, logger *slog.Logger, ready Ready) error {
+	ctx, cancel := context.WithTimeout(ctx, setupWithin)
+	defer cancel()
+	nc, js, err := dialAs(cfg, cfg.SetupConn(), string(config.RoleSetup), logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := setUp(ctx, cfg, js, logger); err != nil {
+		return fmt.Errorf("app: setup: %w", err)
+	}
+	ready(Addrs{})
+	return nil
+}
+
+// setUpAs sets up with the setup identity (setup_nats) on a connection of
+// its own, closed before the coordinator runs on its restricted one.
+func setUpAs(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	logger = logger.With("conn", "setup")
+	nc, js, err := dialAs(cfg, cfg.SetupConn(), string(config.RoleSetup), logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return setUp(ctx, cfg, js, logger)
 }
 
 // connect dials NATS and sets up the streams, for dev, whose embedded
@@ -317,7 +368,7 @@ func awaitSetup(ctx context.Context, b backoff.Backoff, logger *slog.Logger, set
 			return nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
 		}
 		if attempt%10 == 0 {
 			logger.Warn("waiting for JetStream", "err", err)
@@ -354,7 +405,7 @@ type roles struct {
 }
 
 func (r roles) edge(ctx context.Context, g *errgroup.Group) (string, error) {
-	s, err := edge.New(r.cfg.Edge, edge.Deps{NC: r.nc, JS: r.js, Catalog: r.catalog, Logger: r.logger.With("role", "edge"), Registerer: r.reg, Gatherer: r.reg, Tracer: r.tracer})
+	s, err := edge.New(r.cfg.Edge, edge.Deps{NC: r.nc, JS: r.js, Node: r.cfg.NATS.Node, Catalog: r.catalog, Logger: r.logger.With("role", "edge"), Registerer: r.reg, Gatherer: r.reg, Tracer: r.tracer})
 	if err != nil {
 		return "", err
 	}
