@@ -74,11 +74,11 @@ type Options struct {
 func For(role Role, node string, o Options) Permissions {
 	switch role {
 	case Edge:
-		return edge(node, o)
+		return withRegion(edge(node), o)
 	case Worker:
-		return worker(node, o)
+		return withRegion(worker(node), o)
 	case Coordinator:
-		return coordinator(node, o)
+		return withRegion(coordinator(node), o)
 	case Setup:
 		return setup(o)
 	}
@@ -150,30 +150,33 @@ func inbox(role, node string) Group {
 	return Group{"Its own replies (JetStream API answers, pulls, watches, chunk reads).", []string{InboxPrefix(role, node) + ".>"}}
 }
 
-// regionGrants are, outside the home region, the grants a role needs on
-// the shared buckets it uses: they are the home's mirrors, written through
-// the home's API or, while it is unreachable, to the region's overlay.
-func regionGrants(o Options, buckets ...string) []Group {
+// withRegion adds to p, outside the home region, the grants of the shared
+// buckets kept as the home's mirrors: each key p may write, also through
+// the home's API (a mirror's writes go to its origin) and into the
+// region's overlay (while the home is unreachable), and each shared bucket
+// p reads, its overlay read and watched and the home's bucket read, to
+// reconcile the overlay after a partition.
+func withRegion(p Permissions, o Options) Permissions {
 	if o.HomeDomain == "" {
-		return nil
+		return p
 	}
 	home := "$JS." + o.HomeDomain + ".API."
-	var subs []string
-	for _, b := range buckets {
-		ov := "KV_" + b + "_overlay"
-		subs = append(subs,
-			home+"$KV."+b+".>",
-			"$KV."+b+"_overlay.>",
-			"$JS.API.STREAM.INFO."+ov,
-			"$JS.API.DIRECT.GET."+ov+".>",
-			"$JS.API.CONSUMER.CREATE."+ov+".>",
-			"$JS.API.CONSUMER.DELETE."+ov+".>",
-			"$JS.FC."+ov+".>",
-			home+"STREAM.INFO.KV_"+b,
-			home+"DIRECT.GET.KV_"+b+".>",
-		)
+	var writes, reads []string
+	for _, subj := range Subjects(p.PublishAllow) {
+		for _, b := range wire.SharedStateBuckets {
+			if key, ok := strings.CutPrefix(subj, "$KV."+b+"."); ok {
+				writes = append(writes, home+"$KV."+b+"."+key, "$KV."+b+"_overlay."+key)
+			}
+			if subj == "$JS.API.DIRECT.GET.KV_"+b+".>" {
+				reads = append(reads, watch(b+"_overlay")...)
+				reads = append(reads, home+"STREAM.INFO.KV_"+b, home+"DIRECT.GET.KV_"+b+".>")
+			}
+		}
 	}
-	return []Group{{"Outside the home region: shared state written to the home (" + o.HomeDomain + ") or, while it is unreachable, to the region's overlay; the overlay read and watched; the home read to reconcile.", subs}}
+	p.PublishAllow = append(p.PublishAllow,
+		Group{"Outside the home region, the same keys written through the home's API (" + o.HomeDomain + ") or, while it is unreachable, into the region's overlay.", writes},
+		Group{"Outside the home region, the overlays read and watched, the home's buckets read to reconcile them.", reads})
+	return p
 }
 
 // Deny lists back the most important refusals, so they hold even if an
@@ -183,10 +186,10 @@ var (
 	noRequests = "relay.requests"
 )
 
-func edge(node string, o Options) Permissions {
+func edge(node string) Permissions {
 	const r = "edge"
 	return Permissions{
-		PublishAllow: append([]Group{
+		PublishAllow: []Group{
 			{"Queue a generation, cancel one, say which edge serves a stream.", []string{"relay.requests", "relay.cancel.>", "relay.presence.>"}},
 			{"/v1/embeddings and /v1/completions forwarded to a worker, and generations offered to a worker with a free slot before they are queued.", []string{"relay.forward", "relay.offers"}},
 			{"Stream metadata and Idempotency-Key records: create, update, read.", []string{"$KV.relay_streams.>", "$KV.relay_idempotency.>", "$JS.API.DIRECT.GET.KV_relay_streams.>", "$JS.API.DIRECT.GET.KV_relay_idempotency.>"}},
@@ -201,7 +204,7 @@ func edge(node string, o Options) Permissions {
 				watch("relay_quotas"), watch("relay_breakers"), watch("relay_pauses"), watch("relay_canaries"), watch("relay_health"), watch("relay_usage"),
 				[]string{"$JS.API.DIRECT.GET.KV_relay_leases.>"},
 			)},
-		}, regionGrants(o, "relay_breakers", "relay_quotas")...),
+		},
 		PublishDeny: []Group{{"Frames, and shared state only workers and the coordinator write.", []string{
 			noChunks, "$KV.relay_answers.>", "$KV.relay_usage.>", "$KV.relay_breakers.>", "$KV.relay_pauses.>",
 			"$KV.relay_canaries.>", "$KV.relay_leases.>", "$KV.relay_health.>",
@@ -214,10 +217,10 @@ func edge(node string, o Options) Permissions {
 	}
 }
 
-func worker(node string, o Options) Permissions {
+func worker(node string) Permissions {
 	const r = "worker"
 	return Permissions{
-		PublishAllow: append([]Group{
+		PublishAllow: []Group{
 			{"Frames, the answers of forwarded requests, heartbeats, and deliveries of offered requests passed on to the worker that took them.", []string{"relay.chunks.>", "relay.forward.reply.>", "relay.liveness", "relay.adopt.>"}},
 			{"The shared pull consumer: fetch, then ack, nak, term or in-progress.", []string{"$JS.API.CONSUMER.MSG.NEXT.RELAY_REQUESTS.workers", "$JS.ACK.RELAY_REQUESTS.workers.>", "$JS.API.CONSUMER.INFO.RELAY_REQUESTS.workers"}},
 			{"Look up the assets (read only).", join(
@@ -234,7 +237,7 @@ func worker(node string, o Options) Permissions {
 			{"History of a stream it takes over, where a refused batch left its streams; metadata read only.", join(chunkReads(), []string{"$JS.API.DIRECT.GET.KV_relay_streams.>"})},
 			{"Breaker transitions, pauses, and its own quota demand.", []string{"$KV.relay_breakers.>", "$KV.relay_pauses.>", demandKey(r, node)}},
 			{"Shared state, read and watched.", join(watch("relay_breakers"), watch("relay_pauses"), watch("relay_quotas"), watch("relay_canaries"), watch("relay_health"))},
-		}, regionGrants(o, "relay_breakers", "relay_pauses", "relay_canaries", "relay_quotas")...),
+		},
 		PublishDeny: []Group{{"Requests, stream metadata, and shared state the coordinator writes.", []string{
 			noRequests, "$KV.relay_streams.>", "$KV.relay_idempotency.>", "$KV.relay_canaries.>", "$KV.relay_leases.>",
 			"$KV.relay_health.>", "$KV.relay_quotas.share.>", "$KV.relay_quotas.limits", "$KV.relay_quotas.ttft",
@@ -248,10 +251,10 @@ func worker(node string, o Options) Permissions {
 	}
 }
 
-func coordinator(node string, o Options) Permissions {
+func coordinator(node string) Permissions {
 	const r = "coordinator"
 	return Permissions{
-		PublishAllow: append([]Group{
+		PublishAllow: []Group{
 			{"Look up the assets (read only): relay setup creates and updates them.", join(
 				[]string{"$JS.API.INFO", "$JS.API.STREAM.INFO.RELAY_REQUESTS", "$JS.API.CONSUMER.INFO.RELAY_REQUESTS.workers"},
 				each("$JS.API.STREAM.INFO.", chunkStreams(), ""),
@@ -268,7 +271,7 @@ func coordinator(node string, o Options) Permissions {
 				[]string{"$JS.API.DIRECT.GET.KV_relay_leases.>"},
 				watch("relay_health"), watch("relay_quotas"), watch("relay_canaries"), watch("relay_breakers"), watch("relay_pauses"),
 			)},
-		}, regionGrants(o, wire.SharedStateBuckets...)...),
+		},
 		PublishDeny: []Group{{"Requests, frames, stream metadata, pauses, demand; and any change of a stream's or consumer's configuration.", []string{
 			noRequests, noChunks, "$KV.relay_streams.>", "$KV.relay_idempotency.>", "$KV.relay_answers.>",
 			"$KV.relay_pauses.>", "$KV.relay_quotas.demand.>", "$KV.relay_usage.>",
