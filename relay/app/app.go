@@ -305,7 +305,7 @@ func setUp(ctx context.Context, cfg config.Config, js *region.Regional, logger *
 
 // setupWithin bounds `relay setup`: a refused JetStream request reads as a
 // timeout, so it would otherwise wait forever for rights it lacks.
-var setupWithin = 30 * time.Second
+const setupWithin = 30 * time.Second
 
 // runSetup is `relay setup`: it creates or updates the streams, the worker
 // consumer and the buckets with the setup identity (config.SetupConn),
