@@ -12,6 +12,8 @@
 //	                     it in place until Ctrl-C
 //	relay keys check     check the providers' API keys (--provider NAME):
 //	                     one line per key, fails if one is not verified
+//	relay probe URL      GET URL, succeed on a 2xx answer: the container
+//	                     probe of an ops listener on loopback
 //	relay version        print the version
 //
 // Every role takes --config FILE (YAML; repeated, later files override
@@ -73,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return runStatus(args, stdout, stderr)
 		case "keys":
 			return runKeys(args, stdout, stderr) // keys.go
+		case "probe":
+			return runProbe(args, stdout) // probe.go
 		}
 		usage(stderr)
 		return fmt.Errorf("unknown subcommand %q", sub)
@@ -182,6 +186,8 @@ subcommands:
                  redraws it in place until Ctrl-C
   keys check     check the providers' API keys from the configuration
                  (--provider NAME); fails if one is not verified
+  probe URL      GET URL and succeed on a 2xx answer (container probes
+                 of an ops listener bound to loopback)
   version        print the version
 `)
 }
