@@ -43,7 +43,7 @@ import (
 //     OpenAI's shape with Retry-After, so a load balancer or SDK retries
 //     elsewhere, and is closed.
 //
-// The ops listener (edge.ops_listen, server.go) is not capped: its
+// The ops listener (edge.ops_listen, health.go) is not capped: its
 // /healthz answers however full the API's listener is.
 
 // CodeTooManyConnections answers a connection over edge.max_connections,

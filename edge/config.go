@@ -52,7 +52,7 @@ type Config struct {
 	MaxConnectionsPerTenant int `koanf:"max_connections_per_tenant"`
 	// OpsListen is the host:port of the edge's ops listener, which serves
 	// /healthz, /readyz and /metrics outside the API's connection cap and
-	// its authentication (server.go), for probes and scrapes. Zero: a free
+	// its authentication (health.go), for probes and scrapes. Zero: a free
 	// loopback port, logged at start. Used by main.
 	OpsListen string `koanf:"ops_listen"`
 	// ClientBuffer is how many live frames are queued for one client before
