@@ -72,6 +72,8 @@ type Server struct {
 	// cluster is the shared provider state the edge checks before it
 	// queues a generation (admit_cluster.go), started on first use.
 	cluster lazyCluster
+	// conns are the shares of the connection cap (admit_conn_limit.go).
+	conns connShares
 	// spend holds the tenants' budgets and the usage ledger (admit_spend.go).
 	spend *spendGuard
 	// denials ends the reads of /v1/relay/status the NATS server denies
@@ -148,6 +150,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		idem:    newIdempotencyStore(deps.JS),
 		denials: watchDenials(deps.JS.Conn()),
 		spend:   newSpendGuard(cfg),
+		conns:   sharesOf(cfg),
 		now:     time.Now,
 
 		cancelWait:     cancelWait,
@@ -222,10 +225,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// The cap (admit_conn_limit.go) is under the listener that gives taken-over
 	// connections back (serve_keepalive.go), which tells it the idle ones.
 	reuse := newReuseListener(ln)
-	if capped := limitConnections(ln, s.cfg.MaxConnections, reuse.reclaimIdle); capped != nil {
+	if capped := limitConnections(ln, s.conns, reuse.reclaimIdle); capped != nil {
 		reuse.Listener = capped
 	}
 	srv.ConnState = reuse.connState
+	srv.ConnContext = withConn
 	ln = reuse
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -46,6 +46,7 @@ type Ready func(Addrs)
 type Addrs struct {
 	NATS         string // client URL of the embedded server
 	Edge         string // host:port
+	EdgeOps      string // host:port of the edge's /healthz, /readyz, /metrics (edge.ops_listen)
 	MockUpstream string // host:port
 	Coordinator  string // host:port of /healthz, /readyz, /metrics
 	Worker       string // host:port of /healthz, /readyz, /metrics
@@ -136,7 +137,7 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 		// The edge serves at once, as it serves through a NATS outage:
 		// its /readyz checks NATS and the streams, and a request that
 		// needs them gets a 503 until they are there.
-		addrs.Edge, err = roles.edge(ctx, g)
+		addrs.Edge, addrs.EdgeOps, err = roles.edge(ctx, g)
 	case config.RoleWorker:
 		addrs.Worker, err = roles.ops(ctx, g, "worker", cfg.Worker.Listen, "127.0.0.1:0", &started)
 	case config.RoleCoordinator:
@@ -220,7 +221,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready R
 	}
 	defer livenessNC.Close()
 	roles := roles{cfg: cfg, nc: nc, livenessNC: livenessNC, js: js, catalog: catalog, logger: logger, reg: newRegistry(), tracer: tracer}
-	if addrs.Edge, err = roles.edge(ctx, g); err != nil {
+	if addrs.Edge, addrs.EdgeOps, err = roles.edge(ctx, g); err != nil {
 		return err
 	}
 	if err := roles.worker(ctx, g); err != nil {
@@ -404,17 +405,26 @@ type roles struct {
 	tracer trace.TracerProvider
 }
 
-func (r roles) edge(ctx context.Context, g *errgroup.Group) (string, error) {
+// edge serves the edge's API and its ops listener, and returns their
+// addresses.
+func (r roles) edge(ctx context.Context, g *errgroup.Group) (api, ops string, err error) {
 	s, err := edge.New(r.cfg.Edge, edge.Deps{NC: r.nc, JS: r.js, Node: r.cfg.NATS.Node, Catalog: r.catalog, Logger: r.logger.With("role", "edge"), Registerer: r.reg, Gatherer: r.reg, Tracer: r.tracer})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	ln, err := listen(r.cfg.Edge.Listen, "127.0.0.1:8080")
 	if err != nil {
-		return "", fmt.Errorf("app: edge: %w", err)
+		return "", "", fmt.Errorf("app: edge: %w", err)
+	}
+	opsLn, err := listen(r.cfg.Edge.OpsListen, "127.0.0.1:0")
+	if err != nil {
+		ln.Close()
+		return "", "", fmt.Errorf("app: edge ops: %w", err)
 	}
 	g.Go(func() error { return s.Serve(ctx, ln) })
-	return ln.Addr().String(), nil
+	g.Go(func() error { return s.ServeOps(ctx, opsLn) })
+	r.logger.Info("edge ops listening", "role", "edge", "addr", opsLn.Addr().String(), "paths", "/healthz /readyz /metrics")
+	return ln.Addr().String(), opsLn.Addr().String(), nil
 }
 
 func (r roles) worker(ctx context.Context, g *errgroup.Group) error {

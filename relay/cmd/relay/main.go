@@ -12,6 +12,8 @@
 //	                     it in place until Ctrl-C
 //	relay keys check     check the providers' API keys (--provider NAME):
 //	                     one line per key, fails if one is not verified
+//	relay probe URL      GET URL, succeed on a 2xx answer: the container
+//	                     probe of an ops listener on loopback
 //	relay version        print the version
 //
 // Every role takes --config FILE (YAML; repeated, later files override
@@ -75,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return runKeys(args, stdout, stderr) // keys.go
 		case "nats":
 			return runNATS(args, stdout, stderr) // nats.go
+		case "probe":
+			return runProbe(args, stdout) // probe.go
 		}
 		usage(stderr)
 		return fmt.Errorf("unknown subcommand %q", sub)
@@ -191,6 +195,8 @@ subcommands:
   nats users     write the NATS users of the relay's account, an nkey per
                  node (--edges, --workers, --coordinators) or a password
                  per role (--passwords), into --out DIR
+  probe URL      GET URL and succeed on a 2xx answer (container probes
+                 of an ops listener bound to loopback)
   version        print the version
 `)
 }
