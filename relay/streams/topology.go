@@ -150,6 +150,16 @@ func setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		return fmt.Errorf("streams: bucket %s: %w", wire.HealthBucket, err)
 	}
 	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:   wire.KeyBucket,
+		History:  1,
+		MaxBytes: mibBytes(t.Storage.State),
+		Storage:  storage,
+		Replicas: t.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("streams: bucket %s: %w", wire.KeyBucket, err)
+	}
+	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:   wire.IdempotencyBucket,
 		History:  1,
 		TTL:      t.Retention,
@@ -183,7 +193,7 @@ func Check(ctx context.Context, js jetstream.JetStream) error {
 	if err := checkChunks(ctx, js); err != nil {
 		return err
 	}
-	for _, name := range append([]string{wire.MetaBucket, wire.IdempotencyBucket}, wire.SharedStateBuckets...) {
+	for _, name := range append([]string{wire.MetaBucket, wire.KeyBucket, wire.IdempotencyBucket}, wire.SharedStateBuckets...) {
 		if _, err := js.KeyValue(ctx, name); err != nil {
 			return fmt.Errorf("%w: bucket %s: %v", ErrNotSetUp, name, err)
 		}
