@@ -152,7 +152,7 @@ func setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:   wire.KeyBucket,
 		History:  1,
-		MaxBytes: mibBytes(t.Storage.State),
+		MaxBytes: keysBytes,
 		Storage:  storage,
 		Replicas: t.Replicas,
 	})
@@ -181,6 +181,9 @@ func setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	}
 	return setupState(ctx, js, t, storage)
 }
+
+// keysBytes bounds wire.KeyBucket, which holds one key of a few bytes.
+const keysBytes = 1 << 20
 
 // ErrNotSetUp is returned by Check when an asset is missing.
 var ErrNotSetUp = errors.New("streams: JetStream assets missing")
