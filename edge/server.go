@@ -56,6 +56,7 @@ type Server struct {
 	reader   *chunklog.Reader
 	parts    *partitions
 	meta     *metaStore
+	cursors  *cursorKeys
 	hub      *follow.Hub
 	clients  *clients
 	runners  *runners.Pool // serve requests and taken-over SSE streams (runner_handler.go, serve_sse_conn.go)
@@ -140,6 +141,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		reader:  reader,
 		parts:   newPartitions(deps.JS),
 		meta:    newMetaStore(deps.JS, reader),
+		cursors: newCursorKeys(deps.JS),
 		hub:     follow.New(deps.NC, reader, deps.JS.Conn() == deps.NC, log),
 		clients: newClients(),
 		runners: runners.New(runners.Idle),
@@ -203,11 +205,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.clusterState()
 	// The buckets a new request writes to are looked up now, from their
 	// leaders: a first request that came during an election would wait
-	// for one.
+	// for one. So is the cursor key, which every stream served needs.
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, submitWait)
 		defer cancel()
 		_, _ = s.meta.bucket(wctx)
+		_, _ = s.cursors.get(wctx)
 		if s.cfg.IdempotencyWindow >= 0 {
 			_, _ = s.idem.bucket(wctx)
 		}

@@ -196,8 +196,9 @@ func edge(node string) Permissions {
 			{"Look up the assets (read only).", join(
 				[]string{"$JS.API.INFO", "$JS.API.STREAM.INFO.RELAY_REQUESTS", "$JS.API.CONSUMER.INFO.RELAY_REQUESTS.workers"},
 				each("$JS.API.STREAM.INFO.", chunkStreams(), ""),
-				info("relay_streams", "relay_handovers", "relay_idempotency", "relay_answers", "relay_leases"),
+				info("relay_streams", "relay_handovers", "relay_idempotency", "relay_answers", "relay_leases", "relay_keys"),
 			)},
+			{"The key cursors are sealed with: created by the first edge that needs it, read from the bucket's leader.", []string{"$KV.relay_keys.cursor", "$JS.API.STREAM.MSG.GET.KV_relay_keys"}},
 			{"Read frames: direct gets from any replica, a missed frame confirmed with the chunk stream's leader.", chunkReads()},
 			{"Its own quota demand.", []string{demandKey(r, node)}},
 			{"Shared state, read and watched: breakers for fast refusals, everything for GET /v1/relay/status; the usage ledger for budgets and GET /v1/relay/usage.", join(
@@ -226,7 +227,7 @@ func worker(node string) Permissions {
 			{"Look up the assets (read only).", join(
 				[]string{"$JS.API.INFO", "$JS.API.STREAM.INFO.RELAY_REQUESTS"},
 				each("$JS.API.STREAM.INFO.", chunkStreams(), ""),
-				info("relay_streams", "relay_handovers", "relay_idempotency", "relay_answers", "relay_leases", "relay_usage"),
+				info("relay_streams", "relay_handovers", "relay_idempotency", "relay_answers", "relay_leases", "relay_usage", "relay_keys"),
 			)},
 			{"Handovers recorded once; answers kept by a model's cache, read back; the usage record of a stream it ended.", []string{
 				"$KV.relay_handovers.>", "$JS.API.DIRECT.GET.KV_relay_handovers.>",
@@ -288,7 +289,7 @@ func coordinator(node string) Permissions {
 // assetBuckets are the buckets relay setup creates (streams.Setup).
 var assetBuckets = []string{
 	"relay_streams", "relay_health", "relay_handovers", "relay_idempotency", "relay_answers",
-	"relay_breakers", "relay_pauses", "relay_quotas", "relay_canaries", "relay_leases", "relay_usage",
+	"relay_breakers", "relay_pauses", "relay_quotas", "relay_canaries", "relay_leases", "relay_usage", "relay_keys",
 }
 
 func setup(o Options) Permissions {
