@@ -8,10 +8,10 @@ import (
 
 // Tenant is one tenant's part in a decision.
 type Tenant struct {
-	// Used are the tenant's generations the fleet runs, and those this
-	// edge let start that no worker listed yet.
+	// Used are the tenant's generations the fleet runs, and those the
+	// edges let start that no worker listed yet.
 	Used int
-	// Waiting are its requests waiting at this edge.
+	// Waiting are its requests waiting at the edges.
 	Waiting int
 	// Cap is its cap on concurrent generations; zero: none.
 	Cap int
