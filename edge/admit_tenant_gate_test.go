@@ -175,6 +175,8 @@ func TestTenantGateSharesAcrossEdges(t *testing.T) {
 			c := make(chan *wire.Error, 1)
 			admitted[w.id] = c
 			go func() { c <- w.g.enter(ctx, w.id[:1], w.id) }()
+			synctest.Wait() // in its line before the next
+
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
