@@ -176,7 +176,6 @@ func TestTenantGateSharesAcrossEdges(t *testing.T) {
 			admitted[w.id] = c
 			go func() { c <- w.g.enter(ctx, w.id[:1], w.id) }()
 			synctest.Wait() // in its line before the next
-
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
