@@ -215,7 +215,7 @@ func (s *Server) startCluster() (*edgeCluster, func(), error) {
 	wg.Go(func() { view.Run(run) })
 	wg.Go(func() { node.Run(run) })
 	wg.Go(func() {
-		if err := st.gate.follow(run, s.nc); err != nil {
+		if err := st.gate.follow(run, s.nc, node.ID); err != nil {
 			s.log.Warn("tenants' slots not shared", "err", err)
 		}
 	})

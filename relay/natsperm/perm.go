@@ -145,6 +145,15 @@ func demandKey(role, node string) string {
 	return "$KV.relay_quotas.demand." + role + "." + wire.KeyToken(node)
 }
 
+// gateSubject is the grant of an edge's report of its lines: its own
+// node's, or any edge's when nodes share their role's user.
+func gateSubject(node string) string {
+	if node == "" {
+		return wire.GateSubjects
+	}
+	return wire.GateSubject(wire.KeyToken(node))
+}
+
 // inbox is the subscription grant of role's node's replies.
 func inbox(role, node string) Group {
 	return Group{"Its own replies (JetStream API answers, pulls, watches, chunk reads).", []string{InboxPrefix(role, node) + ".>"}}
@@ -200,7 +209,7 @@ func edge(node string) Permissions {
 			)},
 			{"The key cursors are sealed with: created by the first edge that needs it, read from the bucket's leader.", []string{"$KV.relay_keys.cursor", "$JS.API.STREAM.MSG.GET.KV_relay_keys"}},
 			{"Read frames: direct gets from any replica, a missed frame confirmed with the chunk stream's leader.", chunkReads()},
-			{"Its own quota demand.", []string{demandKey(r, node)}},
+			{"Its own quota demand, and its own report of the tenants' lines to the other edges.", []string{demandKey(r, node), gateSubject(node)}},
 			{"Shared state, read and watched: breakers for fast refusals, everything for GET /v1/relay/status; the usage ledger for budgets and GET /v1/relay/usage.", join(
 				watch("relay_quotas"), watch("relay_breakers"), watch("relay_pauses"), watch("relay_canaries"), watch("relay_health"), watch("relay_usage"),
 				[]string{"$JS.API.DIRECT.GET.KV_relay_leases.>"},
@@ -213,7 +222,7 @@ func edge(node string) Permissions {
 		}}},
 		SubscribeAllow: []Group{
 			inbox(r, node),
-			{"Frames as stored, presence, the dashboard's list of workers, the answers of forwarded requests.", []string{"relay.live.>", "relay.presence.>", "relay.liveness", "relay.forward.reply.>"}},
+			{"Frames as stored, presence, the dashboard's list of workers and the tenants' shares, the answers of forwarded requests, the other edges' lines.", []string{"relay.live.>", "relay.presence.>", "relay.liveness", "relay.forward.reply.>", wire.GateSubjects}},
 		},
 	}
 }
