@@ -55,12 +55,19 @@ type spendGuard struct {
 	stopRun func()
 	// warned holds the warnings logged, by scope, budget and period.
 	warned map[string]bool
+	// kv is the ledger, where holds are stored, once opened.
+	kv    jetstream.KeyValue
+	holds spendHolds
+	// maxTokens, maxN and maxBestOf are the caps of a tenant without
+	// its own (admit_spend_hold.go).
+	maxTokens, maxN, maxBestOf int
 }
 
 func newSpendGuard(cfg Config) *spendGuard {
 	c := cfg.Spend.withDefaults()
 	g := &spendGuard{warnAt: c.WarnAt, tenants: map[string]TenantSpend{}, keys: map[string]spend.Limits{},
-		keysOf: map[string][]string{}, warned: map[string]bool{}}
+		keysOf: map[string][]string{}, warned: map[string]bool{},
+		maxTokens: cfg.MaxTokensCap, maxN: c.MaxN, maxBestOf: c.MaxBestOf}
 	for _, t := range c.Tenants {
 		g.tenants[t.Tenant] = t
 	}
@@ -72,6 +79,20 @@ func newSpendGuard(cfg Config) *spendGuard {
 		}
 	}
 	return g
+}
+
+// tracked reports whether tenant or one of its keys has a hard budget:
+// the tally remembers the records of their requests, for their holds.
+func (g *spendGuard) tracked(tenant string) bool {
+	if t, ok := g.tenants[tenant]; ok && !t.Limits.IsZero() {
+		return true
+	}
+	for _, k := range g.keysOf[tenant] {
+		if _, ok := g.keys[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // enabled reports whether any budget is configured.
@@ -97,7 +118,8 @@ func (s *Server) ledger() *spend.Tally {
 		s.log.Warn("usage ledger unavailable; budgets are not checked", "err", err, "retry_in", ledgerRetry)
 		return nil
 	}
-	g.tally = spend.NewTally()
+	g.tally = spend.NewTally(g.tracked)
+	g.kv = kv
 	g.stopRun = followLedger(s.nc, kv, g.tally, s.log)
 	return g.tally
 }
