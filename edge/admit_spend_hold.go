@@ -179,7 +179,7 @@ func (s *Server) reserveSpend(ctx context.Context, tenant, id string, cost func(
 		return none, nil
 	}
 	t := s.ledger()
-	if t == nil || !t.Ready() {
+	if t == nil || !s.ledgerRead(ctx, t) {
 		return none, nil
 	}
 	kv, h := g.kv, cost()
@@ -243,6 +243,21 @@ func (s *Server) reserveSpend(ctx context.Context, tenant, id string, cost func(
 	g.holds.of[id] = heldBy{tenant: tenant, key: key, scopes: scopes, at: time.Now()}
 	g.holds.mu.Unlock()
 	return func() { s.settleSpend(id, nil) }, nil
+}
+
+// ledgerWait bounds the wait of a request with a budget for the ledger
+// to be read, when the edge just started following it: a burst at an
+// edge's start is not let through unchecked.
+const ledgerWait = 2 * time.Second
+
+// ledgerRead waits, at most ledgerWait, for t to have read the ledger.
+func (s *Server) ledgerRead(ctx context.Context, t *spend.Tally) bool {
+	if t.Ready() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, ledgerWait)
+	defer cancel()
+	return t.WaitReady(ctx)
 }
 
 // heldUp is the 429 of a budget that the holds of requests in progress

@@ -20,6 +20,8 @@ type Tally struct {
 	// days sums the month's records by tenant, key and day.
 	days  map[string]map[string]map[string]Totals
 	ready bool
+	// readied is closed once ready is set, for WaitReady.
+	readied chan struct{}
 	// track says which tenants' records are remembered by id, in
 	// recorded (when this node saw them), for their holds (Reserve).
 	track    func(tenant string) bool
@@ -30,7 +32,20 @@ type Tally struct {
 // The records of the tenants track accepts (nil: none) are remembered by
 // id for an hour, so their holds stop counting once their records do.
 func NewTally(track func(tenant string) bool) *Tally {
-	return &Tally{days: map[string]map[string]map[string]Totals{}, track: track, recorded: map[string]time.Time{}}
+	return &Tally{days: map[string]map[string]map[string]Totals{}, track: track, recorded: map[string]time.Time{},
+		readied: make(chan struct{})}
+}
+
+// WaitReady waits until t is Ready or ctx ends, and reports whether it is.
+func (t *Tally) WaitReady(ctx context.Context) bool {
+	t.mu.Lock()
+	readied := t.readied
+	t.mu.Unlock()
+	select {
+	case <-readied:
+	case <-ctx.Done():
+	}
+	return t.Ready()
 }
 
 // noteRecorded remembers that the record of request id, of tenant and
@@ -150,13 +165,19 @@ func (t *Tally) usage(now time.Time, tenant string, match func(key string) bool)
 func (t *Tally) reset(month string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.month, t.days, t.ready = month, map[string]map[string]map[string]Totals{}, false
+	t.month, t.days = month, map[string]map[string]map[string]Totals{}
+	if t.ready {
+		t.ready, t.readied = false, make(chan struct{})
+	}
 }
 
 func (t *Tally) markReady() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.ready = true
+	if !t.ready {
+		t.ready = true
+		close(t.readied)
+	}
 }
 
 // watchRetry spaces the attempts to watch the ledger after a failure.
