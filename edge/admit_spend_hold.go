@@ -32,11 +32,10 @@ type spendHolds struct {
 	of     map[string]heldBy // by request id
 }
 
-// heldBy is what one request holds.
+// heldBy is what one request holds, since when.
 type heldBy struct {
-	tenant, key string
-	scopes      []string
-	at          time.Time
+	scopes []string
+	at     time.Time
 }
 
 func (h *spendHolds) lock(scope string) func() {
@@ -239,8 +238,16 @@ func (s *Server) reserveSpend(ctx context.Context, tenant, id string, cost func(
 	if len(scopes) == 0 {
 		return none, nil
 	}
+	now = time.Now()
 	g.holds.mu.Lock()
-	g.holds.of[id] = heldBy{tenant: tenant, key: key, scopes: scopes, at: time.Now()}
+	g.holds.of[id] = heldBy{scopes: scopes, at: now}
+	if len(g.holds.of)%1024 == 0 {
+		for k, o := range g.holds.of {
+			if now.Sub(o.at) > spend.HoldTTL {
+				delete(g.holds.of, k) // expired: nothing left to release
+			}
+		}
+	}
 	g.holds.mu.Unlock()
 	return func() { s.settleSpend(id, nil) }, nil
 }
@@ -279,14 +286,12 @@ func heldUp(lv spend.Level, whose string) *wire.Error {
 // hold until the ledger's record of it is seen.
 func (s *Server) settleSpend(id string, usage *wire.Usage) {
 	g := s.spend
+	if !g.enabled() {
+		return
+	}
 	g.holds.mu.Lock()
 	h, ok := g.holds.of[id]
 	delete(g.holds.of, id)
-	for k, o := range g.holds.of {
-		if time.Since(o.at) > spend.HoldTTL {
-			delete(g.holds.of, k) // expired: nothing to release
-		}
-	}
 	g.holds.mu.Unlock()
 	if !ok || usage != nil && usage.TotalTokens+usage.PromptTokens+usage.CompletionTokens > 0 {
 		return
