@@ -188,13 +188,16 @@ func (s *Server) reserveSpend(ctx context.Context, tenant, id string, cost func(
 			s.releaseSpend(t, id, scopes)
 		}
 	}
-	try := func(scope string, lim spend.Limits, used spend.Usage, level, whose, who string) *wire.Error {
+	// used is read after held, at each try: a hold leaves the count only
+	// once the tally counts its record, so no cost is ever missed.
+	try := func(scope string, lim spend.Limits, usedNow func(time.Time) spend.Usage, level, whose, who string) *wire.Error {
 		unlock := g.holds.lock(scope)
 		defer unlock()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), natsTimeout)
 		defer cancel()
-		now := time.Now()
 		err := spend.Reserve(ctx, kv, t, scope, id, h, func(held spend.Totals) error {
+			now := time.Now()
+			used := usedNow(now)
 			if e := s.checkBudget(used, lim, level, whose, who, now); e != nil {
 				return e
 			}
@@ -223,14 +226,15 @@ func (s *Server) reserveSpend(ctx context.Context, tenant, id string, cost func(
 		scopes = append(scopes, scope)
 		return nil
 	}
-	now := time.Now()
 	if lim, ok := g.tenants[tenant]; ok && !lim.Limits.IsZero() {
-		if e := try(spend.TenantScope(tenant), lim.Limits, t.Tenant(tenant, now), "tenant", "tenant "+tenant, tenant); e != nil {
+		used := func(now time.Time) spend.Usage { return t.Tenant(tenant, now) }
+		if e := try(spend.TenantScope(tenant), lim.Limits, used, "tenant", "tenant "+tenant, tenant); e != nil {
 			return nil, e
 		}
 	}
 	if lim, ok := g.keys[key]; ok {
-		if e := try(spend.KeyScope(tenant, key), lim, t.Key(tenant, key, now), "key", "API key "+key, key); e != nil {
+		used := func(now time.Time) spend.Usage { return t.Key(tenant, key, now) }
+		if e := try(spend.KeyScope(tenant, key), lim, used, "key", "API key "+key, key); e != nil {
 			releaseAll()
 			return nil, e
 		}
@@ -238,7 +242,7 @@ func (s *Server) reserveSpend(ctx context.Context, tenant, id string, cost func(
 	if len(scopes) == 0 {
 		return none, nil
 	}
-	now = time.Now()
+	now := time.Now()
 	g.holds.mu.Lock()
 	g.holds.of[id] = heldBy{scopes: scopes, at: now}
 	if len(g.holds.of)%1024 == 0 {
