@@ -209,6 +209,7 @@ func edge(node string) Permissions {
 			)},
 			{"The key cursors are sealed with: created by the first edge that needs it, read from the bucket's leader.", []string{"$KV.relay_keys.cursor", "$JS.API.STREAM.MSG.GET.KV_relay_keys"}},
 			{"Read frames: direct gets from any replica, a missed frame confirmed with the chunk stream's leader.", chunkReads()},
+			{"The holds of requests in progress against a budget (hold.<tenant>[.<key>]), by compare-and-set; workers write the usage records.", []string{"$KV.relay_usage.hold.>"}},
 			{"Its own quota demand, and its own report of the tenants' lines to the other edges.", []string{demandKey(r, node), gateSubject(node)}},
 			{"Shared state, read and watched: breakers for fast refusals, everything for GET /v1/relay/status; the usage ledger for budgets and GET /v1/relay/usage.", join(
 				watch("relay_quotas"), watch("relay_breakers"), watch("relay_pauses"), watch("relay_canaries"), watch("relay_health"), watch("relay_usage"),
@@ -216,7 +217,7 @@ func edge(node string) Permissions {
 			)},
 		},
 		PublishDeny: []Group{{"Frames, and shared state only workers and the coordinator write.", []string{
-			noChunks, "$KV.relay_answers.>", "$KV.relay_usage.>", "$KV.relay_breakers.>", "$KV.relay_pauses.>",
+			noChunks, "$KV.relay_answers.>", "$KV.relay_usage.usage.>", "$KV.relay_breakers.>", "$KV.relay_pauses.>",
 			"$KV.relay_canaries.>", "$KV.relay_leases.>", "$KV.relay_health.>",
 			"$KV.relay_quotas.share.>", "$KV.relay_quotas.limits", "$KV.relay_quotas.ttft",
 		}}},

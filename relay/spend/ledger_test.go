@@ -34,7 +34,7 @@ func TestLedgerCountsEachStreamOnceUnderConcurrency(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var runs sync.WaitGroup
 	t.Cleanup(func() { cancel(); runs.Wait() })
-	live := spend.NewTally()
+	live := spend.NewTally(nil)
 	runs.Go(func() { live.Run(ctx, ledger(), relaytest.Logger(t)) })
 	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, live.Ready)
 
@@ -78,7 +78,7 @@ func TestLedgerCountsEachStreamOnceUnderConcurrency(t *testing.T) {
 		}
 	}
 
-	late := spend.NewTally()
+	late := spend.NewTally(nil)
 	runs.Go(func() { late.Run(ctx, ledger(), relaytest.Logger(t)) })
 	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, late.Ready)
 	for _, tally := range []*spend.Tally{live, late} {
