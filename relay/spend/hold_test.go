@@ -9,11 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/relaydev/relay/relay/relaytest"
 	"github.com/relaydev/relay/relay/spend"
-	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -26,19 +23,11 @@ var errFull = errors.New("budget taken")
 // released or expired hold counts nothing.
 func TestReserveSerializesAcrossNodes(t *testing.T) {
 	srv := relaytest.NATS(t)
-	ledger := func() jetstream.KeyValue {
-		_, js := relaytest.Connect(t, srv, streams.Topology{MemoryStorage: true})
-		kv, err := js.KeyValue(context.Background(), wire.UsageBucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kv
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var runs sync.WaitGroup
 	t.Cleanup(func() { cancel(); runs.Wait() })
 	tally := spend.NewTally(func(tenant string) bool { return tenant == "acme" })
-	kv0 := ledger()
+	kv0 := ledgerOn(t, srv)
 	runs.Go(func() { tally.Run(ctx, kv0, relaytest.Logger(t)) })
 	if !tally.WaitReady(ctx) {
 		t.Fatal("tally not ready")
@@ -56,7 +45,7 @@ func TestReserveSerializesAcrossNodes(t *testing.T) {
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for n := range nodes {
-		kv := ledger()
+		kv := ledgerOn(t, srv)
 		wg.Go(func() {
 			for i := range tries {
 				err := spend.Reserve(ctx, kv, tally, scope, fmt.Sprintf("r%d-%d", n, i), hold, under)
