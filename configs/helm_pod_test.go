@@ -4,6 +4,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -62,13 +63,26 @@ func podFiles(t *testing.T, r rendered, d *appsv1.Deployment) map[string]string 
 	return files
 }
 
+// testPodIP is the pod IP the downward API gives a container in these
+// tests.
+const testPodIP = "10.1.2.3"
+
 // podEnv is the container's environment with secretKeyRef values taken
-// from the rendered Secrets.
+// from the rendered Secrets, status.podIP from the downward API as
+// testPodIP, and $(VAR) references to earlier variables expanded, as the
+// kubelet does.
 func podEnv(t *testing.T, r rendered, d *appsv1.Deployment) []string {
 	t.Helper()
 	var env []string
+	vars := map[string]string{}
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		v := e.Value
+		v := os.Expand(strings.NewReplacer("$(", "${", ")", "}").Replace(e.Value), func(name string) string { return vars[name] })
+		if ref := e.ValueFrom; ref != nil && ref.FieldRef != nil {
+			if ref.FieldRef.FieldPath != "status.podIP" {
+				t.Fatalf("%s: %s from field %q", d.Name, e.Name, ref.FieldRef.FieldPath)
+			}
+			v = testPodIP
+		}
 		if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil {
 			s, ok := r.secrets[ref.SecretKeyRef.Name]
 			if !ok {
@@ -78,6 +92,7 @@ func podEnv(t *testing.T, r rendered, d *appsv1.Deployment) []string {
 				t.Fatalf("%s: %s from key %q, which Secret %s lacks", d.Name, e.Name, ref.SecretKeyRef.Key, s.Name)
 			}
 		}
+		vars[e.Name] = v
 		env = append(env, e.Name+"="+v)
 	}
 	return env

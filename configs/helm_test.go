@@ -2,12 +2,14 @@ package configs_test
 
 import (
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/relaydev/relay/relay/config"
@@ -22,7 +24,8 @@ var roles = []string{"edge", "worker", "coordinator"}
 // on (ci/test-values.yaml), then holds what it renders to the relay:
 // every role's configuration loads through the relay's own loader from
 // the files and environment its pod would get, listens where the probes
-// (/healthz, /readyz) and Services point, reaches the official NATS
+// (/healthz, /readyz) and Services point and its ops listener nowhere
+// but on loopback or, scraped, the pod's IP (checkListeners), reaches the official NATS
 // chart's service, reads provider keys and the edge's key hashes from
 // the Secret, runs as the image's user, and is given a grace period that
 // covers the worker's drain; each role has a PodDisruptionBudget, the
@@ -78,17 +81,7 @@ func checkRole(t *testing.T, r rendered, role string) {
 	if c.Image != "ghcr.io/relaydev/relay:dev" {
 		t.Errorf("image %s, want the chart's appVersion as tag", c.Image)
 	}
-	listen := map[string]string{"edge": cfg.Edge.Listen, "worker": cfg.Worker.Listen, "coordinator": cfg.Coordinator.Listen}[role]
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil || host != "0.0.0.0" || len(c.Ports) != 1 || c.Ports[0].Name != "http" || strconv.Itoa(int(c.Ports[0].ContainerPort)) != port {
-		t.Errorf("listens on %q, container ports %+v: the probes and Services would miss it", listen, c.Ports)
-	}
-	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "http" {
-		t.Errorf("liveness probe %+v", p)
-	}
-	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != "http" {
-		t.Errorf("readiness probe %+v", p)
-	}
+	checkListeners(t, role, cfg, c, true)
 	if cfg.NATS.URL != "nats://nats:4222" || cfg.Streams.Replicas != 3 {
 		t.Errorf("nats %q, replicas %d: want the NATS chart's service and R3", cfg.NATS.URL, cfg.Streams.Replicas)
 	}
@@ -111,6 +104,58 @@ func checkRole(t *testing.T, r rendered, role string) {
 	pdb, ok := r.pdbs["relay-"+role]
 	if !ok || pdb.Spec.MaxUnavailable == nil || !selects(pdb.Spec.Selector.MatchLabels, d) {
 		t.Errorf("PodDisruptionBudget of %s: %+v", role, pdb)
+	}
+}
+
+// checkListeners checks where a role listens and how it is probed. The
+// edge's API is on every interface, on the container port the Service
+// targets; its ops listener (outside the API's connection cap) is on
+// loopback, probed with `relay probe` from inside the container. The
+// worker's and the coordinator's ops listeners, which ask for no key, are
+// on the pod's IP when a ServiceMonitor scrapes them (probed over HTTP),
+// on loopback otherwise: never on every interface.
+func checkListeners(t *testing.T, role string, cfg config.Config, c corev1.Container, scraped bool) {
+	t.Helper()
+	ops := map[string]string{"edge": cfg.Edge.OpsListen, "worker": cfg.Worker.Listen, "coordinator": cfg.Coordinator.Listen}[role]
+	opsHost, _, err := net.SplitHostPort(ops)
+	if err != nil {
+		t.Fatalf("ops listener %q: %v", ops, err)
+	}
+	if role == "edge" {
+		host, port, err := net.SplitHostPort(cfg.Edge.Listen)
+		if err != nil || host != "0.0.0.0" || len(c.Ports) != 1 || c.Ports[0].Name != "http" || strconv.Itoa(int(c.Ports[0].ContainerPort)) != port {
+			t.Errorf("the API listens on %q, container ports %+v: the Service would miss it", cfg.Edge.Listen, c.Ports)
+		}
+	}
+	if role != "edge" && scraped {
+		_, port, _ := net.SplitHostPort(ops)
+		if opsHost != testPodIP || len(c.Ports) != 1 || c.Ports[0].Name != "http" || strconv.Itoa(int(c.Ports[0].ContainerPort)) != port {
+			t.Errorf("ops listener on %q, container ports %+v: want the pod's IP %s, where the Service and the ServiceMonitor look", ops, c.Ports, testPodIP)
+		}
+		for _, p := range []struct {
+			probe *corev1.Probe
+			path  string
+		}{{c.LivenessProbe, "/healthz"}, {c.ReadinessProbe, "/readyz"}} {
+			if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.String() != "http" {
+				t.Errorf("probe of %s: %+v", p.path, p.probe)
+			}
+		}
+		return
+	}
+	if opsHost != "127.0.0.1" {
+		t.Errorf("ops listener on %q, want loopback", ops)
+	}
+	if role != "edge" && len(c.Ports) != 0 {
+		t.Errorf("container ports %+v for a listener on loopback", c.Ports)
+	}
+	for _, p := range []struct {
+		probe *corev1.Probe
+		path  string
+	}{{c.LivenessProbe, "/healthz"}, {c.ReadinessProbe, "/readyz"}} {
+		want := []string{ociimage.Binary, "probe", "http://" + ops + p.path}
+		if p.probe == nil || p.probe.Exec == nil || !slices.Equal(p.probe.Exec.Command, want) {
+			t.Errorf("probe of %s: %+v, want exec %q", p.path, p.probe, want)
+		}
 	}
 }
 
@@ -165,6 +210,13 @@ func TestHelmChartToggles(t *testing.T) {
 	}
 	if n := r.deployments["relay-worker"].Spec.Replicas; n == nil || *n != 2 {
 		t.Errorf("worker replicas %v without an HPA, want 2", n)
+	}
+	for _, role := range roles {
+		_, cfg, _ := loadPodConfig(t, r, r.deployments["relay-"+role])
+		checkListeners(t, role, cfg, r.deployments["relay-"+role].Spec.Template.Spec.Containers[0], false)
+		if _, ok := r.services["relay-"+role]; ok != (role == "edge") {
+			t.Errorf("a %s Service without the ServiceMonitor: %v", role, ok)
+		}
 	}
 
 	defaults := chartDir + "/values.yaml"

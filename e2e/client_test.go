@@ -140,10 +140,11 @@ type chunkJSON struct {
 }
 
 // transcript accumulates what a client received over one or more
-// connections, and checks that cursors and sequences never repeat or skip.
+// connections, and checks that sequences never repeat or skip, and that
+// each event's id is a sealed cursor of its own.
 type transcript struct {
 	text    strings.Builder
-	last    wire.Cursor
+	lastSeq uint64
 	lastID  string
 	finish  string
 	status  string
@@ -161,21 +162,17 @@ func (tr *transcript) add(ev sseEvent) error {
 		tr.done = true
 		return nil
 	}
-	c, err := wire.ParseCursor(ev.ID)
-	if err != nil {
-		return fmt.Errorf("event id %q: %v", ev.ID, err)
-	}
-	if c.Seq != tr.last.Seq+1 || c.JSSeq <= tr.last.JSSeq {
-		return fmt.Errorf("cursor %v after %v: not the next event", c, tr.last)
+	if len(ev.ID) != wire.SealedCursorLen || ev.ID == tr.lastID {
+		return fmt.Errorf("event id %q after %q: not a sealed cursor of its own", ev.ID, tr.lastID)
 	}
 	var ch chunkJSON
 	if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
 		return fmt.Errorf("event %s: %v: %s", ev.ID, err, ev.Data)
 	}
-	if ch.Relay.Seq != c.Seq {
-		return fmt.Errorf("event %s carries relay.seq %d", ev.ID, ch.Relay.Seq)
+	if ch.Relay.Seq != tr.lastSeq+1 {
+		return fmt.Errorf("event %s carries relay.seq %d after %d: not the next event", ev.ID, ch.Relay.Seq, tr.lastSeq)
 	}
-	tr.last, tr.lastID = c, ev.ID
+	tr.lastSeq, tr.lastID = ch.Relay.Seq, ev.ID
 	tr.events++
 	if ch.Error != nil {
 		tr.errType, tr.status = ch.Error.Type, ch.Relay.Status

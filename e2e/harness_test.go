@@ -327,6 +327,9 @@ func (s *system) serveMock() { s.serveOnce.Do(s.serve) }
 func (s *system) roleConfig(cfg config.Config, role string) config.Config {
 	if s.Secured != nil {
 		cfg.NATS = s.Secured.creds(role)
+		if role == "coordinator" {
+			cfg.SetupNATS = s.Secured.setupCreds()
+		}
 	}
 	return cfg
 }

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,33 +20,65 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/natsconn"
+	"github.com/relaydev/relay/relay/natsperm"
 	"github.com/relaydev/relay/relay/natsserver"
 )
 
 // natsServerConfig is the shipped nats-server configuration the security
-// tests run with, unchanged but for the port and the store directory.
+// tests run with, unchanged but for the port and the store directory; it
+// includes accounts.conf beside it.
 var natsServerConfig = filepath.Join("..", "configs", "nats", "nats-server.conf")
 
-// securedNATS is a nats-server running natsServerConfig, with a fresh
-// password for each of its role users.
+// securedNodes are the nodes of each role that get an nkey identity of
+// their own (natsperm.Generate): the roles a test starts take them in
+// turn (creds), and probeNode connects as any.
+var securedNodes = natsperm.Nodes{
+	natsperm.Edge:        {"edge-1", "edge-2", "edge-3"},
+	natsperm.Worker:      {"worker-1", "worker-2", "worker-3"},
+	natsperm.Coordinator: {"coordinator-1", "coordinator-2"},
+}
+
+// securedNATS is a nats-server running natsServerConfig whose account has
+// the shipped accounts.conf's users, one per role with a fresh password,
+// and beside them a user per node of securedNodes, each with its nkey seed
+// in dir.
 type securedNATS struct {
 	srv      *server.Server
+	dir      string
 	password map[string]string // by user (role) name
+
+	mu    sync.Mutex
+	taken map[string]int // nodes handed out by creds, by role
 }
 
 // startSecuredNATS runs natsServerConfig on a free port. The passwords
-// reach the file through its $RELAY_NATS_<ROLE>_PASSWORD variables, so the
-// test must not run in parallel with others.
+// reach accounts.conf through its $RELAY_NATS_<ROLE>_PASSWORD variables,
+// so the test must not run in parallel with others.
 func startSecuredNATS(t *testing.T) *securedNATS {
 	t.Helper()
-	s := &securedNATS{password: map[string]string{}}
-	for _, role := range []string{"edge", "worker", "coordinator"} {
+	s := &securedNATS{dir: t.TempDir(), password: map[string]string{}, taken: map[string]int{}}
+	for _, role := range natsperm.Roles {
 		var b [16]byte
 		rand.Read(b[:])
-		s.password[role] = hex.EncodeToString(b[:])
-		t.Setenv("RELAY_NATS_"+strings.ToUpper(role)+"_PASSWORD", s.password[role])
+		s.password[string(role)] = hex.EncodeToString(b[:])
+		t.Setenv(strings.TrimPrefix(natsperm.PasswordVar(role), "$"), s.password[string(role)])
 	}
-	srv, err := natsserver.StartFile(natsServerConfig, natsserver.Config{Listen: "127.0.0.1:-1", StoreDir: t.TempDir()})
+	shipped, err := os.ReadFile(filepath.Join(filepath.Dir(natsServerConfig), natsperm.AccountsFile))
+	must(t, err)
+	var want bytes.Buffer
+	must(t, natsperm.RenderPasswords(&want, natsperm.Options{}))
+	if !bytes.Equal(shipped, want.Bytes()) {
+		t.Fatalf("configs/nats/%s is not what `relay nats users --passwords` writes", natsperm.AccountsFile)
+	}
+	nodes, err := natsperm.Generate(s.dir, securedNodes, natsperm.Options{}, rand.Reader)
+	must(t, err)
+	var accounts bytes.Buffer
+	must(t, natsperm.Render(&accounts, "test users", append(natsperm.PasswordUsers(), nodes...), natsperm.Options{}))
+	must(t, os.WriteFile(filepath.Join(s.dir, natsperm.AccountsFile), accounts.Bytes(), 0o600))
+	conf, err := os.ReadFile(natsServerConfig)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(s.dir, "nats-server.conf"), conf, 0o600))
+	srv, err := natsserver.StartFile(filepath.Join(s.dir, "nats-server.conf"), natsserver.Config{Listen: "127.0.0.1:-1", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +90,31 @@ func startSecuredNATS(t *testing.T) *securedNATS {
 	return s
 }
 
-// creds is the connection config of a role's user, with the role's reply
-// prefix, the only one its user may subscribe to.
+// creds is the connection config of the next node of role that has not
+// run yet, with its own nkey seed, as a node started from `relay nats
+// users` runs (nats.nkey_seed_file, nats.node).
 func (s *securedNATS) creds(role string) natsconn.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := securedNodes[natsperm.Role(role)]
+	node := names[s.taken[role]%len(names)]
+	s.taken[role]++
+	return s.nodeCreds(role, node)
+}
+
+// nodeCreds is the connection config of role's node.
+func (s *securedNATS) nodeCreds(role, node string) natsconn.Config {
+	return natsconn.Config{URL: s.srv.ClientURL(), Node: node, NKeySeed: filepath.Join(s.dir, natsperm.SeedFile(natsperm.Role(role), node))}.ForRole(role)
+}
+
+// setupCreds is the connection config of the setup identity.
+func (s *securedNATS) setupCreds() natsconn.Config {
+	return natsconn.Config{URL: s.srv.ClientURL(), NKeySeed: filepath.Join(s.dir, natsperm.SeedFile(natsperm.Setup, ""))}
+}
+
+// roleCreds is the connection config of role's password user, the one
+// all its nodes share in the shipped accounts.conf.
+func (s *securedNATS) roleCreds(role string) natsconn.Config {
 	return natsconn.Config{URL: s.srv.ClientURL(), User: role, Password: s.password[role]}.ForRole(role)
 }
 
@@ -108,19 +164,38 @@ type natsProbe struct {
 	errs chan error
 }
 
+// probe connects as role's password user.
 func (s *securedNATS) probe(t *testing.T, role string) *natsProbe {
 	t.Helper()
-	p := &natsProbe{t: t, user: role, errs: make(chan error, 64)}
-	creds := s.creds(role)
-	nc, err := nats.Connect(creds.URL, nats.UserInfo(creds.User, creds.Password), nats.CustomInboxPrefix(creds.InboxPrefix),
+	return s.probeAs(t, role, s.roleCreds(role))
+}
+
+// probeNode connects as role's node, with its nkey.
+func (s *securedNATS) probeNode(t *testing.T, role, node string) *natsProbe {
+	t.Helper()
+	return s.probeAs(t, role+" "+node, s.nodeCreds(role, node))
+}
+
+func (s *securedNATS) probeAs(t *testing.T, who string, creds natsconn.Config) *natsProbe {
+	t.Helper()
+	p := &natsProbe{t: t, user: who, errs: make(chan error, 64)}
+	opts := []nats.Option{nats.CustomInboxPrefix(creds.InboxPrefix),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {
 			case p.errs <- err:
 			default:
 			}
-		}))
+		})}
+	if creds.NKeySeed != "" {
+		o, err := nats.NkeyOptionFromSeed(creds.NKeySeed)
+		must(t, err)
+		opts = append(opts, o)
+	} else {
+		opts = append(opts, nats.UserInfo(creds.User, creds.Password))
+	}
+	nc, err := nats.Connect(creds.URL, opts...)
 	if err != nil {
-		t.Fatalf("connect as %s: %v", role, err)
+		t.Fatalf("connect as %s: %v", who, err)
 	}
 	t.Cleanup(nc.Close)
 	if p.js, err = jetstream.New(nc); err != nil {

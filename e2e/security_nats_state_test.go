@@ -50,6 +50,8 @@ func TestNATSPermissionsSharedStateOwnedKeys(t *testing.T) {
 		idempotency = kvKey{wire.IdempotencyBucket, "probe"}
 		handover    = kvKey{wire.HandoverBucket, "probe"}
 		answer      = kvKey{wire.AnswerBucket, "probe"}
+		usage       = kvKey{wire.UsageBucket, "usage.2026-12.acme.k.probe"}
+		hold        = kvKey{wire.UsageBucket, "hold.probe"}
 	)
 	for _, c := range []struct {
 		role      string
@@ -62,12 +64,12 @@ func TestNATSPermissionsSharedStateOwnedKeys(t *testing.T) {
 	}{
 		{
 			role:      "edge",
-			forbidden: []kvKey{breaker, modelBrk, pause, workDemand, share, limits, ttft, canary, lease, health, handover, answer},
-			owned:     []kvKey{meta, idempotency, {wire.QuotaBucket, fleet.DemandKey("edge", "edge-unused")}},
+			forbidden: []kvKey{breaker, modelBrk, pause, workDemand, share, limits, ttft, canary, lease, health, handover, answer, usage},
+			owned:     []kvKey{meta, idempotency, {wire.QuotaBucket, fleet.DemandKey("edge", "edge-unused")}, hold},
 		},
 		{
 			role:      "worker",
-			forbidden: []kvKey{lease, meta, idempotency, edgeDemand, share, limits, ttft, canary, health},
+			forbidden: []kvKey{lease, meta, idempotency, edgeDemand, share, limits, ttft, canary, health, hold},
 			owned: []kvKey{
 				{wire.BreakerBucket, wire.ScopeKey("unused", "")}, {wire.PauseBucket, wire.ScopeKey("unused", "m")},
 				{wire.QuotaBucket, fleet.DemandKey("worker", "worker-unused")}, handover, answer,

@@ -213,6 +213,12 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 			writeError(w, e)
 			return
 		}
+		if !claimConn(r, p.tenant) { // admit_conn_limit.go
+			w.Header().Set("Connection", "close")
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+			writeError(w, s.tenantConnections())
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relaydev/relay/relay/fleet"
+	"github.com/relaydev/relay/relay/spend"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -91,23 +92,30 @@ const unavailableRetry = time.Second
 // admitStart is asked once generation id of tenant passed
 // admitGeneration, just before it is queued: its tenant's tokens per
 // minute, then its turn among the tenants (admit_tenant_gate.go), which it may
-// wait for. Once it returned nil, call undo if the generation is not
+// wait for. Its budgets' hold is taken first, so it counts while it waits. Once it returned nil, call undo if the generation is not
 // queued after all.
-func (s *Server) admitStart(ctx context.Context, tenant, id string) (undo func(), e *wire.Error) {
+func (s *Server) admitStart(ctx context.Context, tenant, id string, req chatRequest) (undo func(), e *wire.Error) {
+	release, e := s.reserveSpend(ctx, tenant, id, func() spend.Hold { return s.generationCost(tenant, req) }) // admit_spend_hold.go
+	if e != nil {
+		return nil, e
+	}
 	cs := s.clusterState()
 	if cs == nil {
-		return func() {}, nil
+		return release, nil
 	}
 	if e := cs.tokens.reserve(tenant, id); e != nil {
+		release()
 		return nil, e
 	}
 	if e := cs.gate.enter(ctx, tenant, id); e != nil {
 		cs.tokens.settle(id, nil)
+		release()
 		return nil, e
 	}
 	return func() {
 		cs.gate.forget(id)
 		cs.tokens.settle(id, nil)
+		release()
 	}, nil
 }
 
@@ -115,6 +123,7 @@ func (s *Server) admitStart(ctx context.Context, tenant, id string) (undo func()
 // stream id: the generation no longer holds a slot (admit_tenant_gate.go), and
 // its usage pays its tokens (admit_tenant_tokens.go).
 func (s *Server) generationEnded(id string, end *wire.Frame) {
+	s.settleSpend(id, end.Usage) // admit_spend_hold.go
 	s.cluster.mu.Lock()
 	cs := s.cluster.st
 	s.cluster.mu.Unlock()
@@ -182,9 +191,13 @@ func (s *Server) startCluster() (*edgeCluster, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("edge: %w", err)
 	}
-	var b [4]byte
-	rand.Read(b[:])
-	node := &fleet.QuotaNode{KV: view.Quotas, ID: "edge-" + hex.EncodeToString(b[:]), Logger: s.log}
+	id := s.node
+	if id == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		id = "edge-" + hex.EncodeToString(b[:])
+	}
+	node := &fleet.QuotaNode{KV: view.Quotas, ID: id, Logger: s.log}
 	limiter := fleet.NewTenantLimiter(node)
 	st := &edgeCluster{limiter: limiter, tokens: newTokenDebts(limiter), gate: newTenantGate(node.TenantLimits, s.cfg.TurnWait), view: view}
 	run, stop := context.WithCancel(context.Background())
@@ -211,7 +224,7 @@ func (s *Server) startCluster() (*edgeCluster, func(), error) {
 	wg.Go(func() { view.Run(run) })
 	wg.Go(func() { node.Run(run) })
 	wg.Go(func() {
-		if err := st.gate.follow(run, s.nc); err != nil {
+		if err := st.gate.follow(run, s.nc, node.ID); err != nil {
 			s.log.Warn("tenants' slots not shared", "err", err)
 		}
 	})

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -34,12 +35,13 @@ func healthz(t *testing.T, c net.Conn) (*http.Response, error) {
 }
 
 // TestConnectionCapHolds: connections that are busy (here each in the
-// middle of sending its request) hold the cap; one over it is refused with
+// middle of sending its request, with a share of unauthenticated
+// connections as large as the cap) hold the cap; one over it is refused with
 // a 503 and closed. Once a held one is done with its request it is idle,
 // and the next new connection takes its place.
 func TestConnectionCapHolds(t *testing.T) {
 	e := newEnv(t)
-	te := e.startEdge(Config{MaxConnections: 2})
+	te := e.startEdge(Config{MaxConnections: 2, MaxUnauthenticatedConnections: 2})
 	held := []net.Conn{dialEdge(t, te), dialEdge(t, te)}
 	for _, c := range held {
 		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: relay\r\n"); err != nil {
@@ -81,7 +83,7 @@ func TestConnectionCapHolds(t *testing.T) {
 // busy one is left to finish its request.
 func TestConnectionCapReclaimsAnIdleConnection(t *testing.T) {
 	e := newEnv(t)
-	te := e.startEdge(Config{MaxConnections: 2})
+	te := e.startEdge(Config{MaxConnections: 2, MaxUnauthenticatedConnections: 2})
 	idle, busy := dialEdge(t, te), dialEdge(t, te)
 	idleBr := bufio.NewReader(idle)
 	if _, err := io.WriteString(idle, "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n"); err != nil {
@@ -145,5 +147,150 @@ func TestReclaimIdleClosesTheIdlest(t *testing.T) {
 	}
 	if closed(firstPeer) {
 		t.Fatal("the active connection was closed")
+	}
+}
+
+// holdRequest sends a request's headers on c with a body it never sends,
+// and waits for the edge to ask for it (100 Continue): the request has
+// been authenticated, and holds its connection until the body deadline.
+func holdRequest(t *testing.T, c net.Conn, key string) {
+	t.Helper()
+	if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer "+key+
+		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || res.StatusCode != http.StatusContinue {
+		t.Fatalf("a held request: %v, %v; want 100 Continue", res, err)
+	}
+}
+
+// models sends GET /v1/models with key on a new connection to te.
+func models(t *testing.T, te *testEdge, key string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	c := dialEdge(t, te)
+	if _, err := io.WriteString(c, "GET /v1/models HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer "+key+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("GET /v1/models: %v", err)
+	}
+	return res, br
+}
+
+// startOps serves te's ops listener and returns its address.
+func startOps(t *testing.T, te *testEdge) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- te.ServeOps(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeOps: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestTenantHoldsItsShareOfTheConnections: a tenant whose requests wait on
+// every connection it can open holds half the cap; its requests past that
+// get a 429 too_many_connections and are closed, and another tenant's
+// request is served, as is /healthz on the ops listener.
+func TestTenantHoldsItsShareOfTheConnections(t *testing.T) {
+	e := newEnv(t)
+	cfg := tenantConfig()
+	cfg.MaxConnections = 4
+	te := e.startEdge(cfg)
+	ops := startOps(t, te)
+	for range 2 {
+		holdRequest(t, dialEdge(t, te), keyAcme)
+	}
+	for range 3 {
+		c := dialEdge(t, te)
+		if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer "+keyAcme+
+			"\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("acme's request past its share: %v", err)
+		}
+		if got := decodeError(t, res); res.StatusCode != http.StatusTooManyRequests || got.Code != CodeTooManyConnections ||
+			res.Header.Get("Retry-After") == "" {
+			t.Fatalf("acme's request past its share: status %d, Retry-After %q, error %+v; want 429 %s",
+				res.StatusCode, res.Header.Get("Retry-After"), got, CodeTooManyConnections)
+		}
+		expectClosed(t, br)
+	}
+	if res, _ := models(t, te, keyBeta); res.StatusCode != http.StatusOK {
+		t.Fatalf("beta's request while acme holds its share: %d %+v", res.StatusCode, decodeError(t, res))
+	}
+	res, err := http.Get("http://" + ops + "/healthz")
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("ops /healthz: %v, %v", res, err)
+	}
+	res.Body.Close()
+}
+
+// TestUnauthenticatedConnectionsHaveAShareOfTheirOwn: connections that
+// never send a whole request hold half the cap at most, each new one
+// closing the oldest, and a tenant's request is served beside them.
+func TestUnauthenticatedConnectionsHaveAShareOfTheirOwn(t *testing.T) {
+	e := newEnv(t)
+	cfg := tenantConfig()
+	cfg.MaxConnections = 4
+	te := e.startEdge(cfg)
+	var flood []*bufio.Reader
+	for range 10 {
+		c := dialEdge(t, te)
+		if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: relay\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		flood = append(flood, bufio.NewReader(c))
+	}
+	res, _ := models(t, te, keyAcme)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("acme's request beside connections that never authenticate: %d %+v", res.StatusCode, decodeError(t, res))
+	}
+	// The flood holds half of the cap: the older ones were closed.
+	for _, br := range flood[:8] {
+		if _, err := br.ReadByte(); !errors.Is(err, io.EOF) && !isReset(err) {
+			t.Fatalf("an old unauthenticated connection: %v; want it closed", err)
+		}
+	}
+}
+
+// isReset reports whether err is a connection closed under unread data.
+func isReset(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
+
+// TestOpsHealthAnswersAtTheCap: with the API's listener at its cap (its
+// /healthz refused), /healthz and /readyz on the ops listener answer.
+func TestOpsHealthAnswersAtTheCap(t *testing.T) {
+	e := newEnv(t)
+	te := e.startEdge(Config{MaxConnections: 2, AllowedHosts: []string{"relay"}})
+	ops := startOps(t, te)
+	for range 2 {
+		holdRequest(t, dialEdge(t, te), "")
+	}
+	res, err := healthz(t, dialEdge(t, te))
+	if err != nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the API's /healthz at the cap: %v, %v; want 503", res, err)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		res, err := http.Get("http://" + ops + path)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("ops %s at the cap: %v, %v", path, res, err)
+		}
+		res.Body.Close()
 	}
 }

@@ -38,7 +38,7 @@ type limits struct {
 
 // limits of a request by p.
 func (s *Server) limits(p principal) limits {
-	return limits{served: s.catalog.Serves, allowed: p.allows, maxMessages: s.cfg.MaxMessages, maxTokens: s.cfg.MaxTokensCap}
+	return limits{served: s.catalog.Serves, allowed: p.allows, maxMessages: s.cfg.MaxMessages, maxTokens: s.spend.maxTokensFor(p.tenant)}
 }
 
 // chat is l as the chat dialect's check takes it.

@@ -20,20 +20,30 @@ import (
 //
 // Tenants (edge.spend.tenants) and keys (edge.api_keys[].budget) may have
 // token and cost budgets per UTC day and month. Workers record each
-// stream's usage once in the usage ledger (relay/spend); the edge follows
-// the current month's records with a watch, so admission reads a local
-// sum, never NATS. A used-up budget refuses a new generation with 429
-// insufficient_quota, saying which budget and when it resets, with
-// Retry-After until then. A generation's usage is known only at its end,
-// so the generations admitted before a budget is used up may take it past.
+// stream's and each forwarded request's usage once in the usage ledger
+// (relay/spend); the edge follows the current month's records with a
+// watch, so the used amounts are a local sum. A used-up budget refuses a
+// new generation or forwarded request with 429 insufficient_quota, saying
+// which budget and when it resets, with Retry-After until then.
+//
+// Usage is known only at a request's end, so each request of a scope
+// with a budget holds its largest possible cost from admission, before
+// it waits for a slot (admit_spend_hold.go): one compare-and-set key per
+// tenant and per key in the ledger, shared by every edge. A request is
+// admitted while used plus held is under the budget, else refused with a
+// 429 to retry shortly; the last one admitted may take a budget past by
+// at most its own largest cost. A hold stops counting once the ledger's
+// record of its request is seen, or when the request ends with no usage.
 //
 // A tenant past its soft budgets has its generations for a model of its
 // downgrade list sent to the cheaper model instead; the answer's model
 // says which ran. Usage crossing edge.spend.warn_at of a budget is logged
 // once per budget and period by each edge, and counted.
 //
-// Until the ledger is read (at start, after a failure), nothing is
-// refused or downgraded: budgets fail open, as the rate limits do.
+// While the ledger cannot be read (at start, for up to ledgerWait, after
+// a failure) or a hold cannot be written, nothing is refused, held or
+// downgraded: budgets fail open, as the rate limits do. Without budgets,
+// no ledger is read and nothing is held.
 
 // CodeInsufficientQuota is the code, and the type, of a used-up budget's
 // 429: OpenAI's for an account out of credit, which SDKs do not retry.
@@ -55,12 +65,19 @@ type spendGuard struct {
 	stopRun func()
 	// warned holds the warnings logged, by scope, budget and period.
 	warned map[string]bool
+	// kv is the ledger, where holds are stored, once opened.
+	kv    jetstream.KeyValue
+	holds spendHolds
+	// maxTokens, maxN and maxBestOf are the caps of a tenant without
+	// its own (admit_spend_hold.go).
+	maxTokens, maxN, maxBestOf int
 }
 
 func newSpendGuard(cfg Config) *spendGuard {
 	c := cfg.Spend.withDefaults()
 	g := &spendGuard{warnAt: c.WarnAt, tenants: map[string]TenantSpend{}, keys: map[string]spend.Limits{},
-		keysOf: map[string][]string{}, warned: map[string]bool{}}
+		keysOf: map[string][]string{}, warned: map[string]bool{},
+		maxTokens: cfg.MaxTokensCap, maxN: c.MaxN, maxBestOf: c.MaxBestOf}
 	for _, t := range c.Tenants {
 		g.tenants[t.Tenant] = t
 	}
@@ -72,6 +89,20 @@ func newSpendGuard(cfg Config) *spendGuard {
 		}
 	}
 	return g
+}
+
+// tracked reports whether tenant or one of its keys has a hard budget:
+// the tally remembers the records of their requests, for their holds.
+func (g *spendGuard) tracked(tenant string) bool {
+	if t, ok := g.tenants[tenant]; ok && !t.Limits.IsZero() {
+		return true
+	}
+	for _, k := range g.keysOf[tenant] {
+		if _, ok := g.keys[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // enabled reports whether any budget is configured.
@@ -97,7 +128,8 @@ func (s *Server) ledger() *spend.Tally {
 		s.log.Warn("usage ledger unavailable; budgets are not checked", "err", err, "retry_in", ledgerRetry)
 		return nil
 	}
-	g.tally = spend.NewTally()
+	g.tally = spend.NewTally(g.tracked)
+	g.kv = kv
 	g.stopRun = followLedger(s.nc, kv, g.tally, s.log)
 	return g.tally
 }

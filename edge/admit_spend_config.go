@@ -18,6 +18,12 @@ type SpendConfig struct {
 	WarnAt float64 `koanf:"warn_at"`
 	// Tenants are the tenants' budgets, each over all of its keys.
 	Tenants []TenantSpend `koanf:"tenants"`
+	// MaxN and MaxBestOf are the largest n and best_of a forwarded
+	// completion (/v1/completions) may ask for, each choice costing up
+	// to max_tokens (zero: 8; negative: no cap). A chat completion's n
+	// is always 1.
+	MaxN      int `koanf:"max_n"`
+	MaxBestOf int `koanf:"max_best_of"`
 }
 
 // TenantSpend is one tenant's budgets.
@@ -30,6 +36,12 @@ type TenantSpend struct {
 	// of Downgrade are sent to its cheaper model instead.
 	Soft      spend.Limits `koanf:"soft"`
 	Downgrade []Downgrade  `koanf:"downgrade"`
+	// MaxTokens, MaxN and MaxBestOf replace, for this tenant,
+	// edge.max_tokens_cap, edge.spend.max_n and edge.spend.max_best_of
+	// (zero: those; negative: no cap).
+	MaxTokens int `koanf:"max_tokens"`
+	MaxN      int `koanf:"max_n"`
+	MaxBestOf int `koanf:"max_best_of"`
 }
 
 // Downgrade sends a generation for model From to model To.
@@ -41,10 +53,19 @@ type Downgrade struct {
 // DefaultWarnAt is SpendConfig.WarnAt's default.
 const DefaultWarnAt = 0.8
 
+// DefaultMaxChoices is SpendConfig.MaxN's and MaxBestOf's default.
+const DefaultMaxChoices = 8
+
 // withDefaults fills zero fields.
 func (c SpendConfig) withDefaults() SpendConfig {
 	if c.WarnAt == 0 {
 		c.WarnAt = DefaultWarnAt
+	}
+	if c.MaxN == 0 {
+		c.MaxN = DefaultMaxChoices
+	}
+	if c.MaxBestOf == 0 {
+		c.MaxBestOf = DefaultMaxChoices
 	}
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,4 +185,60 @@ func TestSpendConfigValidate(t *testing.T) {
 	if err := cfg.Spend.checkModels(testCatalog(t)); err == nil || !strings.Contains(err.Error(), `"gpt-unknown" is not served`) {
 		t.Errorf("a downgrade to an unserved model: %v", err)
 	}
+}
+
+// A request's hold lasts until its real cost is known: while an answered
+// generation's usage is not in the ledger yet, its hold takes up the
+// key's small budget and the next request gets 429 rate_limit_exceeded
+// with Retry-After; once the ledger records it, the hold gives way to
+// the record. A generation that ends without usage, which the ledger will
+// never record, releases its hold at once.
+func TestSpendHoldSettlesOnRecordOrRelease(t *testing.T) {
+	cfg := tenantConfig()
+	cfg.APIKeys[0].Budget = spend.Limits{DailyTokens: 100}
+	e := newEnv(t)
+	edge := e.startEdge(cfg)
+	var usage atomic.Bool
+	w := e.startWorker(&worker{script: func(r wire.Request) []wire.Frame {
+		if usage.Load() {
+			return answer(2)(r)
+		}
+		return []wire.Frame{{Kind: wire.KindEnd, Status: wire.StatusFailed, Attempts: 1,
+			Error: &wire.Error{Message: "upstream failed", Type: wire.TypeUpstream, Status: http.StatusBadGateway}}}
+	}})
+	ask := func() *http.Response {
+		return do(t, "POST", edge.url+"/v1/chat/completions", chatBody(false, "hi"), bearerHeader(keyAcme))
+	}
+
+	for i := range 3 {
+		if res := ask(); res.StatusCode != http.StatusBadGateway {
+			t.Fatalf("request %d without usage: %d %s, want the upstream's 502 (its predecessor's hold released)", i, res.StatusCode, readAll(t, res))
+		}
+		<-w.reqs
+	}
+
+	usage.Store(true)
+	if res := ask(); res.StatusCode != http.StatusOK {
+		t.Fatalf("first answer: %d %s", res.StatusCode, readAll(t, res))
+	}
+	first := <-w.reqs
+	res := ask()
+	body := readAll(t, res)
+	if res.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, `"code":"rate_limit_exceeded"`) ||
+		!strings.Contains(body, "taken up by requests in progress") || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("a budget held by an answer not yet recorded: %d %s (Retry-After %q)", res.StatusCode, body, res.Header.Get("Retry-After"))
+	}
+	kv, err := e.js.KeyValue(context.Background(), wire.UsageBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := spend.NewRecord("acme", first.Key, time.Now(), &wire.Usage{TotalTokens: 5}, 0)
+	if _, err := spend.Store(context.Background(), kv, first.StreamID, r); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		res := ask()
+		readAll(t, res)
+		return res.StatusCode == http.StatusOK
+	})
 }

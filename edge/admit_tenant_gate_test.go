@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -83,8 +84,8 @@ func TestTenantGateGivenUp(t *testing.T) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.lines) != 0 || len(g.started) != 0 {
-		t.Fatalf("left behind: lines %v, started %v", g.lines, g.started)
+	if len(g.lines) != 0 || len(g.mine) != 0 {
+		t.Fatalf("left behind: lines %v, mine %v", g.lines, g.mine)
 	}
 }
 
@@ -104,8 +105,100 @@ func TestTenantGateWaitIsBounded(t *testing.T) {
 		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if len(g.lines) != 0 || len(g.started) != 0 {
-			t.Errorf("left behind: lines %v, started %v", g.lines, g.started)
+		if len(g.lines) != 0 || len(g.mine) != 0 {
+			t.Errorf("left behind: lines %v, mine %v", g.lines, g.mine)
 		}
+	})
+}
+
+// fleetBeat is a full heartbeat of one worker of capacity 5.
+func fleetBeat(n uint64, streams ...string) wire.Heartbeat {
+	hb := wire.Heartbeat{Instance: "w1", Beat: n, Full: true, Capacity: 5, Held: len(streams)}
+	for i, id := range streams {
+		hb.Deliveries = append(hb.Deliveries, wire.Delivery{StreamID: id, Seq: uint64(i + 1), Tenant: id[:1]})
+	}
+	return hb
+}
+
+// linkGates makes the gates tell each other their lines, as the edges do on wire.GateSubjects.
+func linkGates(gates map[string]*tenantGate) {
+	for node, g := range gates {
+		g.mu.Lock()
+		g.node = node
+		g.publish = func(data []byte) {
+			var r gateReport
+			if json.Unmarshal(data, &r) != nil {
+				panic("malformed report")
+			}
+			for other, o := range gates {
+				if other != node {
+					go o.heardEdge(r, time.Now())
+				}
+			}
+		}
+		g.send()
+		g.mu.Unlock()
+	}
+}
+
+// The shares are the fleet's: an edge holding only a's backlog sees b's
+// line at another edge, and a slot that frees goes to b there, not to a
+// here.
+func TestTenantGateSharesAcrossEdges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e1, e2 := newTenantGate(nil, -1), newTenantGate(nil, -1)
+		linkGates(map[string]*tenantGate{"e1": e1, "e2": e2})
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		beat := func(hb wire.Heartbeat) {
+			e1.heard(hb, time.Now())
+			e2.heard(hb, time.Now())
+			synctest.Wait()
+		}
+		for _, id := range []string{"a1", "a2", "a3", "a4"} {
+			if e := e1.enter(ctx, "a", id); e != nil {
+				t.Fatalf("%s before any heartbeat: %v", id, e)
+			}
+		}
+		beat(fleetBeat(1, "a1", "a2", "a3", "a4"))
+		// b runs nothing: its first request takes the reserve.
+		if e := e2.enter(ctx, "b", "b1"); e != nil {
+			t.Fatalf("b's first request: %v", e)
+		}
+		beat(fleetBeat(2, "a1", "a2", "a3", "a4", "b1"))
+		admitted := map[string]chan *wire.Error{}
+		for _, w := range []struct {
+			g  *tenantGate
+			id string
+		}{{e1, "a5"}, {e1, "a6"}, {e1, "a7"}, {e2, "b2"}, {e2, "b3"}} {
+			c := make(chan *wire.Error, 1)
+			admitted[w.id] = c
+			go func() { c <- w.g.enter(ctx, w.id[:1], w.id) }()
+			synctest.Wait() // in its line before the next
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for id, c := range admitted {
+			if len(c) > 0 {
+				t.Fatalf("%s let in with the fleet's usable slots full", id)
+			}
+		}
+		// Two of a's end: a holds 2 of its share of 2, b 1 of 2.
+		beat(fleetBeat(3, "a3", "a4", "b1"))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(admitted["b2"]) == 0 {
+			t.Error("b's second request, at its edge, waits while b is below its share")
+		}
+		for _, id := range []string{"a5", "a6", "a7", "b3"} {
+			if len(admitted[id]) > 0 {
+				t.Errorf("%s was let in past its tenant's share of the fleet", id)
+			}
+		}
+		cancel()
+		synctest.Wait()
+		e1.leave()
+		e2.leave()
 	})
 }

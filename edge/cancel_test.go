@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +40,7 @@ func TestCancelRunningStream(t *testing.T) {
 	w.gate <- struct{}{}
 	w.gate <- struct{}{}
 	r := bufio.NewReader(res.Body)
-	readEvents(t, r, func(ev sseEvent) bool { return strings.HasPrefix(ev.ID, "2-") })
+	readEvents(t, r, seqIs(t, 2))
 	_, revision := e.meta(id)
 
 	notices, err := e.nc.SubscribeSync(wire.CancelSubject(id))

@@ -17,7 +17,7 @@ func (c *chatEvents) begin(*sseWriter) {}
 
 func (c *chatEvents) frame(out *sseWriter, e chunklog.Entry) {
 	cursor := cursorOf(e)
-	out.cursorEvent(cursor, func(b []byte) []byte { return c.s.AppendObject(b, cursor, &e.Frame) })
+	out.cursorEvent(c.s.Cursors, cursor, func(b []byte) []byte { return c.s.AppendObject(b, cursor, &e.Frame) })
 	// The first event carries the stream's resume token, if any.
 	c.s.ResumeToken = ""
 }

@@ -39,6 +39,22 @@ type Config struct {
 	// one, and without an idle one a new one is answered with a 503 and
 	// closed (admit_conn_limit.go). Zero: 10,000; negative: no cap.
 	MaxConnections int `koanf:"max_connections"`
+	// MaxUnauthenticatedConnections is the share of MaxConnections that
+	// connections no request has authenticated on yet may hold; past it,
+	// a new connection closes the oldest of them (admit_conn_limit.go).
+	// Zero: half of MaxConnections; negative: all of it.
+	MaxUnauthenticatedConnections int `koanf:"max_unauthenticated_connections"`
+	// MaxConnectionsPerTenant is how many connections one tenant's
+	// requests may hold; a request of a tenant that holds as many on other
+	// connections gets a 429 and its connection is closed. Zero: half of
+	// MaxConnections on an edge that serves several tenants, no bound on
+	// one that serves one; negative: no bound.
+	MaxConnectionsPerTenant int `koanf:"max_connections_per_tenant"`
+	// OpsListen is the host:port of the edge's ops listener, which serves
+	// /healthz, /readyz and /metrics outside the API's connection cap and
+	// its authentication (health.go), for probes and scrapes. Zero: a free
+	// loopback port, logged at start. Used by main.
+	OpsListen string `koanf:"ops_listen"`
 	// ClientBuffer is how many live frames are queued for one client before
 	// further ones are dropped and the client catches up from JetStream
 	// instead (zero: 256).
@@ -224,6 +240,11 @@ func (c Config) Validate(prefix string) error {
 	if c.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 			return fmt.Errorf("%s.listen: %q: %v", prefix, c.Listen, err)
+		}
+	}
+	if c.OpsListen != "" {
+		if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {
+			return fmt.Errorf("%s.ops_listen: %q: %v", prefix, c.OpsListen, err)
 		}
 	}
 	switch {

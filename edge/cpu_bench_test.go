@@ -23,7 +23,7 @@ import (
 // write): one write per event, and all 8 in one write.
 func BenchmarkSSEWriteBatch(b *testing.B) {
 	const frames = 8
-	s := chat.Stream{ID: "sbm6v2c4x3qjz7f5k1n8r9t0wa", Meta: wire.Meta{Model: "gpt-4o-mini", Created: 1764633600}}
+	s := chat.Stream{ID: "sbm6v2c4x3qjz7f5k1n8r9t0wa", Meta: wire.Meta{Model: "gpt-4o-mini", Created: 1764633600}, Cursors: fixedCursorKey}
 	chunk := chunklog.Entry{JSSeq: 102, Frame: wire.Frame{Kind: wire.KindChunk, Seq: 2, Content: " world", Provider: "openai", Model: "gpt-4o-mini-2024-07-18", Attempt: 1}}
 	for _, c := range []struct {
 		name  string

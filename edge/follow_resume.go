@@ -49,7 +49,11 @@ func (s *Server) follow(o origin) (*follow.Follower, error) {
 // made concurrently. Nothing it reads reaches the client unless they
 // pass.
 func (s *Server) open(ctx context.Context, tenant, id, idParam, cursor, cursorParam string) (origin, *wire.Error) {
-	after, e := parseResume(id, idParam, cursor, cursorParam)
+	key, e := s.cursorKey(ctx)
+	if e != nil {
+		return origin{}, e
+	}
+	after, e := parseResume(key, id, idParam, cursor, cursorParam)
 	if e != nil {
 		return origin{}, e
 	}
@@ -58,7 +62,8 @@ func (s *Server) open(ctx context.Context, tenant, id, idParam, cursor, cursorPa
 		return origin{}, unavailable("following the stream", err)
 	}
 	f.Prefetch(ctx)
-	o, e := s.check(ctx, tenant, id, idParam, after, cursorParam)
+	o, e := s.check(ctx, tenant, id, idParam, after, cursor, cursorParam)
+	o.stream.Cursors = key
 	if e != nil || o.end != nil {
 		f.Close()
 		return o, e
@@ -68,8 +73,8 @@ func (s *Server) open(ctx context.Context, tenant, id, idParam, cursor, cursorPa
 }
 
 // check is open's checks of the stream's Meta and of the frame at the
-// cursor, made concurrently.
-func (s *Server) check(ctx context.Context, tenant, id, idParam string, after wire.Cursor, cursorParam string) (origin, *wire.Error) {
+// cursor, made concurrently; cursor is after as the client sent it.
+func (s *Server) check(ctx context.Context, tenant, id, idParam string, after wire.Cursor, cursor, cursorParam string) (origin, *wire.Error) {
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	var (
@@ -95,26 +100,26 @@ func (s *Server) check(ctx context.Context, tenant, id, idParam string, after wi
 	}
 	switch {
 	case errors.Is(atErr, chunklog.ErrNoFrame):
-		e := invalid(cursorParam, CodeCursorExpired, "the frame at cursor %s has expired; restart from the beginning", after)
+		e := invalid(cursorParam, CodeCursorExpired, "the frame at cursor %s has expired; restart from the beginning", cursor)
 		e.Status = http.StatusGone
 		return origin{}, e
 	case atErr != nil:
 		return origin{}, unavailable("reading the frame at the cursor", atErr)
 	case subject != wire.ChunkSubject(id) || frame.Seq != after.Seq:
-		return origin{}, invalid(cursorParam, CodeCursorMismatch, "cursor %s does not belong to stream %s", after, id)
+		return origin{}, invalid(cursorParam, CodeCursorMismatch, "cursor %s does not belong to stream %s", cursor, id)
 	case frame.Kind == wire.KindEnd:
 		o.end = &chunklog.Entry{JSSeq: after.JSSeq, Frame: frame}
 	}
 	return o, nil
 }
 
-// parseResume checks the shape of a resume's stream id and cursor, before
-// either reaches NATS.
-func parseResume(id, idParam, cursor, cursorParam string) (wire.Cursor, *wire.Error) {
+// parseResume checks the shape of a resume's stream id and opens its
+// cursor with key, before either reaches NATS.
+func parseResume(key *wire.CursorKey, id, idParam, cursor, cursorParam string) (wire.Cursor, *wire.Error) {
 	if !wire.ValidStreamID(id) {
 		return wire.Cursor{}, invalid(idParam, CodeInvalidStreamID, "%q is not a stream id", id)
 	}
-	after, err := wire.ParseCursor(cursor)
+	after, err := key.Parse(cursor)
 	if err != nil {
 		return wire.Cursor{}, invalid(cursorParam, CodeInvalidCursor, "%v", err)
 	}

@@ -97,6 +97,9 @@ func TestStreamCursorSources(t *testing.T) {
 		{"-1-2", "", id, "Last-Event-ID", true},
 		{"18446744073709551616-1", "", id, "Last-Event-ID", true},
 		{"3-9", "", "sabc", "Last-Event-ID", true},
+		{fixedCursorKey.String(wire.Cursor{Seq: 3, JSSeq: 9}), "", id, "Last-Event-ID", false},
+		{"", fixedCursorKey.String(wire.Cursor{Seq: 3, JSSeq: 9}), id, "last_event_id", false},
+		{"AAAAAAAAAAAAAAAAAAAAAA", "", id, "Last-Event-ID", true},
 	} {
 		r := &http.Request{Header: http.Header{}, URL: &url.URL{RawQuery: url.Values{"last_event_id": {tc.query}}.Encode()}}
 		if tc.header != "" {
@@ -107,15 +110,26 @@ func TestStreamCursorSources(t *testing.T) {
 			t.Errorf("%+v: %q from %s", tc, cursor, param)
 		}
 		checkResume(t, tc.id, cursor)
-		if _, e := parseResume(tc.id, "id", cursor, param); (e != nil) != tc.refused || e != nil && e.Param != param && e.Param != "id" {
+		if _, e := parseResume(fixedCursorKey, tc.id, "id", cursor, param); (e != nil) != tc.refused || e != nil && e.Param != param && e.Param != "id" {
 			t.Errorf("%+v: %+v", tc, e)
 		}
 	}
 }
 
+const fixedCursorSecret = "0123456789abcdef"
+
+// fixedCursorKey stands for a cluster's cursor key in tests without one.
+var fixedCursorKey = func() *wire.CursorKey {
+	k, err := wire.NewCursorKey([]byte(fixedCursorSecret))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 func checkResume(t *testing.T, id, cursor string) {
 	t.Helper()
-	c, e := parseResume(id, "stream_id", cursor, "after")
+	c, e := parseResume(fixedCursorKey, id, "stream_id", cursor, "after")
 	if e != nil {
 		if e.Status != http.StatusBadRequest || (e.Param != "stream_id" && e.Param != "after") || e.Message == "" {
 			t.Fatalf("error %+v", e)
@@ -131,7 +145,13 @@ func checkResume(t *testing.T, id, cursor string) {
 		}
 		return
 	}
-	if back, err := wire.ParseCursor(c.String()); err != nil || back != c || c.Seq == 0 || c.JSSeq == 0 {
+	if c.Seq == 0 || c.JSSeq == 0 {
+		t.Fatalf("cursor %q parsed as %v", cursor, c)
+	}
+	if c.Seq >= 1<<40 || c.JSSeq >= 1<<56 {
+		return // wider than a sealed cursor holds: only the plain form names it
+	}
+	if back, err := fixedCursorKey.Parse(fixedCursorKey.String(c)); err != nil || back != c {
 		t.Fatalf("cursor %q parsed as %v", cursor, c)
 	}
 }

@@ -65,6 +65,11 @@ type begun struct {
 // answers the error itself and reports false.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, opts startOptions, req chatRequest) (begun, bool) {
 	req.FailFast, req.RequestID = opts.failFast, opts.requestID
+	key, e := s.cursorKey(r.Context())
+	if e != nil {
+		writeError(w, e)
+		return begun{}, false
+	}
 	st, e := s.startFor(r.Context(), opts, req)
 	if e != nil {
 		if e.Status >= 500 {
@@ -79,7 +84,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, opts startOptions
 	if st.replay {
 		w.Header().Set(HeaderIdempotentReplayed, "true")
 	}
-	b.o = origin{stream: chat.Stream{ID: st.id, Meta: st.meta}, f: st.f}
+	b.o = origin{stream: chat.Stream{ID: st.id, Meta: st.meta, Cursors: key}, f: st.f}
 	return b, true
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/relaydev/relay/relay/dialect/chat"
+	"github.com/relaydev/relay/relay/spend"
 	"github.com/relaydev/relay/relay/wire"
 )
 
@@ -41,12 +42,44 @@ func (s *Server) handleForward(w http.ResponseWriter, r *http.Request, endpoint 
 		return
 	}
 	req.ID, req.Tenant, req.FailFast = wire.NewStreamID(), opts.p.tenant, opts.failFast
+	req.Key = principalIn(r.Context()).key
+	hold, e := s.forwardCost(opts.p.tenant, req) // admit_spend_hold.go
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	if e := s.admitGeneration(r.Context(), opts.p.tenant, chatRequest{Model: req.Model, FailFast: req.FailFast}); e != nil { // admit_cluster.go
 		writeError(w, e)
 		return
 	}
-	s.forward(w, r, req)
+	release, e := s.reserveSpend(r.Context(), opts.p.tenant, req.ID, func() spend.Hold { return hold })
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	s.forward(sw, r, req)
+	if sw.status != http.StatusOK {
+		release() // no answer: nothing was spent, and nothing is recorded
+	}
 }
+
+// statusWriter notes the status of a forwarded request's response: one
+// that was not answered releases its spend hold.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // inputField is the field that holds what a forwarded endpoint works on.
 var inputField = map[wire.ForwardEndpoint]string{

@@ -366,12 +366,16 @@ func (c *wsConn) handle(ctx context.Context, in wsIn) error {
 			return c.sendError(ctx, "", e)
 		}
 		req.FailFast = c.failFast
+		key, e := c.s.cursorKey(ctx)
+		if e != nil {
+			return c.sendError(ctx, "", e)
+		}
 		st, e := c.s.start(ctx, c.p.tenant, in.IdempotencyKey, req)
 		if e != nil {
 			return c.sendError(ctx, "", e)
 		}
 		token := c.s.tokens.issue(st.id, c.p.tenant)
-		o := origin{stream: chat.Stream{ID: st.id, Meta: st.meta}, f: st.f}
+		o := origin{stream: chat.Stream{ID: st.id, Meta: st.meta, Cursors: key}, f: st.f}
 		if err := c.send(ctx, wsOut{Type: "started", StreamID: st.id, ResumeToken: token, Replayed: st.replay}); err != nil {
 			if o.f != nil {
 				o.f.Close()
@@ -476,7 +480,7 @@ func message(v chat.Stream, e chunklog.Entry) wsOut {
 	}
 	cursor := cursorOf(e)
 	chunk := v.Chunk(cursor, &e.Frame)
-	return wsOut{Type: "chunk", StreamID: v.ID, Cursor: cursor.String(), Chunk: &chunk}
+	return wsOut{Type: "chunk", StreamID: v.ID, Cursor: v.Cursors.String(cursor), Chunk: &chunk}
 }
 
 func endMessage(v chat.Stream, e chunklog.Entry) wsOut {
@@ -484,7 +488,7 @@ func endMessage(v chat.Stream, e chunklog.Entry) wsOut {
 	m := wsOut{
 		Type:     "end",
 		StreamID: v.ID,
-		Cursor:   cursorOf(e).String(),
+		Cursor:   v.Cursors.String(cursorOf(e)),
 		Status:   f.Status,
 		Attempts: f.Attempts,
 		Cost:     f.Cost,

@@ -326,7 +326,7 @@ func (ss *session) model() string {
 func (ss *session) close() {
 	// Room for every attribute, so that the line is not grown as it is
 	// built: one is logged per client session.
-	var room [10]slog.Attr
+	var room [11]slog.Attr
 	attrs := append(room[:0],
 		slog.String("stream_id", ss.id),
 		slog.String("tenant", ss.meta.Tenant),
@@ -336,7 +336,7 @@ func (ss *session) close() {
 		slog.Bool("ended", ss.end != nil),
 	)
 	if ss.resumed() {
-		attrs = append(attrs, slog.String("after", ss.after.String()))
+		attrs = append(attrs, slog.Uint64("after_seq", ss.after.Seq), slog.Uint64("after_jsseq", ss.after.JSSeq))
 	}
 	if ss.end != nil {
 		attrs = append(attrs, slog.String("status", string(ss.end.Status)))

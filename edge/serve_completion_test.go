@@ -26,8 +26,8 @@ func TestNonStreamingCompletion(t *testing.T) {
 	want := fmt.Sprintf(`{"id":"chatcmpl-%[1]s","object":"chat.completion","created":%[2]d,"model":"gpt-test",`+
 		`"choices":[{"index":0,"message":{"role":"assistant","content":"w1 w2 w3 w4 w5 "},"finish_reason":"stop"}],`+
 		`"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8},`+
-		`"relay":{"stream_id":"%[1]s","seq":6,"cursor":"6-7","status":"done","attempts":1,"cost":0.25,"provider":"alpha","model":"gpt-test"}}`+"\n",
-		id, req.Created)
+		`"relay":{"stream_id":"%[1]s","seq":6,"cursor":"%[3]s","status":"done","attempts":1,"cost":0.25,"provider":"alpha","model":"gpt-test"}}`+"\n",
+		id, req.Created, e.seal(wire.Cursor{Seq: 6, JSSeq: 7}))
 	if body != want {
 		t.Fatalf("body\n%s\nwant\n%s", body, want)
 	}

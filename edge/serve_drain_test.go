@@ -42,7 +42,7 @@ func TestDrainSSEClientResumesOnAnotherEdge(t *testing.T) {
 		w.gate <- struct{}{}
 	}
 	r := bufio.NewReader(res.Body)
-	got := readEvents(t, r, func(ev sseEvent) bool { return strings.HasPrefix(ev.ID, "3-") })
+	got := readEvents(t, r, seqIs(t, 3))
 
 	if err := a.shutdown(); err != nil {
 		t.Fatalf("Serve: %v", err)
@@ -102,7 +102,7 @@ func TestDrainWebSocketClientResumesOnAnotherEdge(t *testing.T) {
 	all := append(got, readStream(t, conn2)...)
 	var text strings.Builder
 	for i, m := range all {
-		c, err := wire.ParseCursor(m.Cursor)
+		c, err := e.openCursor(m.Cursor)
 		if err != nil || c.Seq != uint64(i+1) || m.StreamID != id {
 			t.Fatalf("message %d: %+v", i, m)
 		}

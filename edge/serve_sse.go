@@ -86,14 +86,15 @@ func (s *sseWriter) event(id string, data []byte) {
 	b.WriteString("\n\n")
 }
 
-// cursorEvent queues an event whose id is cursor c and whose data
-// appendData appends (one line: JSON) to the bytes it is handed, straight
-// into the batch, so that rendering it allocates nothing of its own.
-func (s *sseWriter) cursorEvent(c wire.Cursor, appendData func([]byte) []byte) {
+// cursorEvent queues an event whose id is cursor c sealed with key and
+// whose data appendData appends (one line: JSON) to the bytes it is
+// handed, straight into the batch, so that rendering it allocates nothing
+// of its own.
+func (s *sseWriter) cursorEvent(key *wire.CursorKey, c wire.Cursor, appendData func([]byte) []byte) {
 	buf := s.b()
 	buf.Grow(eventRoom)
 	b := append(buf.AvailableBuffer(), "id: "...)
-	b = c.Append(b)
+	b = key.Append(b, c)
 	b = append(b, "\ndata: "...)
 	b = appendData(b)
 	buf.Write(append(b, "\n\n"...))

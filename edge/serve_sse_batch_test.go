@@ -91,7 +91,7 @@ func TestSSEWritesFramesReadyMeanwhileInOneBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	st, sink := batchStream(t, edge, id, f, &arrivingEvents{chatEvents: chatEvents{s: chat.Stream{ID: id}}, t: t, nc: e.nc, f: f, frames: frames})
+	st, sink := batchStream(t, edge, id, f, &arrivingEvents{chatEvents: chatEvents{s: chat.Stream{ID: id, Cursors: fixedCursorKey}}, t: t, nc: e.nc, f: f, frames: frames})
 
 	arrive(t, e.nc, f, id, frames, 0)
 	entries, ok, err := f.Poll(t.Context())
@@ -108,7 +108,11 @@ func TestSSEWritesFramesReadyMeanwhileInOneBatch(t *testing.T) {
 	for _, ev := range parseSSE(t, sink.batches[0]) {
 		ids = append(ids, ev.ID)
 	}
-	if got := strings.Join(ids, " "); got != "1-1 2-2 3-3 4-4 " {
+	var want string
+	for i := range uint64(4) {
+		want += fixedCursorKey.String(wire.Cursor{Seq: i + 1, JSSeq: i + 1}) + " "
+	}
+	if got := strings.Join(ids, " "); got != want {
 		t.Errorf("event ids %q, want the 4 frames' cursors and [DONE] without one", got)
 	}
 	if !strings.HasSuffix(sink.batches[0], "data: [DONE]\n\n") {
@@ -126,7 +130,7 @@ func TestSSEWritesAReadyFrameWithoutWaitingForMore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	st, sink := batchStream(t, edge, id, f, &chatEvents{s: chat.Stream{ID: id}})
+	st, sink := batchStream(t, edge, id, f, &chatEvents{s: chat.Stream{ID: id, Cursors: fixedCursorKey}})
 
 	for i := range frames {
 		arrive(t, e.nc, f, id, frames, i)

@@ -205,7 +205,7 @@ func TestSSEClientThatLeavesStopsTheRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	req := "GET /v1/streams/" + id + " HTTP/1.1\r\nHost: 127.0.0.1\r\nLast-Event-ID: " + cursors[0].String() + "\r\n\r\n"
+	req := "GET /v1/streams/" + id + " HTTP/1.1\r\nHost: 127.0.0.1\r\nLast-Event-ID: " + e.seal(cursors[0]) + "\r\n\r\n"
 	if _, err := io.WriteString(conn, req); err != nil {
 		t.Fatal(err)
 	}
@@ -214,8 +214,8 @@ func TestSSEClientThatLeavesStopsTheRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	events := readEvents(t, bufio.NewReader(res.Body), func(ev sseEvent) bool { return ev.ID != "" })
-	if got := events[len(events)-1].ID; got != cursors[1].String() {
-		t.Fatalf("first event %s, want %s", got, cursors[1])
+	if got := events[len(events)-1].ID; got != e.seal(cursors[1]) {
+		t.Fatalf("first event %s, want %s", got, e.seal(cursors[1]))
 	}
 	// The client leaves while the edge reads the rest for it (and not
 	// before that read started, when there would be none to stop).

@@ -51,6 +51,7 @@ func goldenFrames() []wire.Frame {
 
 func TestReplayWireFormat(t *testing.T) {
 	e := newEnv(t)
+	e.fixCursorKey()
 	edge := e.startEdge(Config{RetryHint: 1500 * time.Millisecond})
 	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000}, goldenFrames())
 
@@ -78,6 +79,7 @@ func TestReplayWireFormat(t *testing.T) {
 
 func TestFailedStreamWireFormat(t *testing.T) {
 	e := newEnv(t)
+	e.fixCursorKey()
 	edge := e.startEdge(Config{})
 	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000}, failing(wire.StatusIncomplete, &wire.Error{
 		Message: "provider alpha stalled", Type: wire.TypeIncomplete, Code: "upstream_stalled", Status: 504,
@@ -89,6 +91,7 @@ func TestFailedStreamWireFormat(t *testing.T) {
 // error event with the usage of what was generated.
 func TestCancelledStreamWireFormat(t *testing.T) {
 	e := newEnv(t)
+	e.fixCursorKey()
 	edge := e.startEdge(Config{})
 	e.writeStream(fixedID, wire.Meta{Model: testModel, Created: 1700000000, Cancelled: true}, []wire.Frame{
 		{Kind: wire.KindChunk, Role: "assistant", Content: "Hel", Provider: "alpha", Model: testModel, Attempt: 1},

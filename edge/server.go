@@ -38,6 +38,10 @@ type Deps struct {
 	Gatherer   prometheus.Gatherer
 	// Tracer records a span per API request (tracing.go); nil: none.
 	Tracer trace.TracerProvider
+	// Node names the edge in the fleet's quota state (its demand key);
+	// zero: "edge-<random>". An edge with a NATS identity of its own
+	// (nats.node) may write the demand key of that name only.
+	Node string
 }
 
 // Server is one edge: the HTTP API over the relay's streams.
@@ -48,9 +52,11 @@ type Server struct {
 	catalog  *provider.Catalog
 	log      *slog.Logger
 	tracer   trace.Tracer
+	node     string // Deps.Node
 	reader   *chunklog.Reader
 	parts    *partitions
 	meta     *metaStore
+	cursors  *cursorKeys
 	hub      *follow.Hub
 	clients  *clients
 	runners  *runners.Pool // serve requests and taken-over SSE streams (runner_handler.go, serve_sse_conn.go)
@@ -67,6 +73,8 @@ type Server struct {
 	// cluster is the shared provider state the edge checks before it
 	// queues a generation (admit_cluster.go), started on first use.
 	cluster lazyCluster
+	// conns are the shares of the connection cap (admit_conn_limit.go).
+	conns connShares
 	// spend holds the tenants' budgets and the usage ledger (admit_spend.go).
 	spend *spendGuard
 	// denials ends the reads of /v1/relay/status the NATS server denies
@@ -129,9 +137,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		catalog: deps.Catalog,
 		log:     log,
 		tracer:  tracing.Tracer(deps.Tracer),
+		node:    deps.Node,
 		reader:  reader,
 		parts:   newPartitions(deps.JS),
 		meta:    newMetaStore(deps.JS, reader),
+		cursors: newCursorKeys(deps.JS),
 		hub:     follow.New(deps.NC, reader, deps.JS.Conn() == deps.NC, log),
 		clients: newClients(),
 		runners: runners.New(runners.Idle),
@@ -142,6 +152,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		idem:    newIdempotencyStore(deps.JS),
 		denials: watchDenials(deps.JS.Conn()),
 		spend:   newSpendGuard(cfg),
+		conns:   sharesOf(cfg),
 		now:     time.Now,
 
 		cancelWait:     cancelWait,
@@ -194,11 +205,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.clusterState()
 	// The buckets a new request writes to are looked up now, from their
 	// leaders: a first request that came during an election would wait
-	// for one.
+	// for one. So is the cursor key, which every stream served needs.
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, submitWait)
 		defer cancel()
 		_, _ = s.meta.bucket(wctx)
+		_, _ = s.cursors.get(wctx)
 		if s.cfg.IdempotencyWindow >= 0 {
 			_, _ = s.idem.bucket(wctx)
 		}
@@ -216,10 +228,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// The cap (admit_conn_limit.go) is under the listener that gives taken-over
 	// connections back (serve_keepalive.go), which tells it the idle ones.
 	reuse := newReuseListener(ln)
-	if capped := limitConnections(ln, s.cfg.MaxConnections, reuse.reclaimIdle); capped != nil {
+	if capped := limitConnections(ln, s.conns, reuse.reclaimIdle); capped != nil {
 		reuse.Listener = capped
 	}
 	srv.ConnState = reuse.connState
+	srv.ConnContext = withConn
 	ln = reuse
 	go func() { served <- srv.Serve(ln) }()
 	select {

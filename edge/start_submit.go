@@ -54,7 +54,7 @@ func (s *Server) submit(ctx context.Context, id, tenant string, req chatRequest)
 	if e := s.admitGeneration(ctx, tenant, req); e != nil { // admit_cluster.go
 		return "", wire.Meta{}, e
 	}
-	undo, e := s.admitStart(ctx, tenant, id) // admit_cluster.go
+	undo, e := s.admitStart(ctx, tenant, id, req) // admit_cluster.go
 	if e != nil {
 		return "", wire.Meta{}, e
 	}

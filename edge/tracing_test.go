@@ -135,7 +135,7 @@ func TestTracingRequestSpans(t *testing.T) {
 	frames[len(frames)-1].TraceParent = streamParent
 	id := wire.NewStreamID()
 	cursors := e.writeStream(id, wire.Meta{Model: testModel, Created: time.Now().Unix()}, frames)
-	res = do(t, http.MethodGet, url+"/v1/streams/"+id+"?last_event_id="+cursors[0].String(), "", nil)
+	res = do(t, http.MethodGet, url+"/v1/streams/"+id+"?last_event_id="+e.seal(cursors[0]), "", nil)
 	if body := readAll(t, res); !strings.Contains(body, "[DONE]") {
 		t.Fatalf("resume: %s", body)
 	}

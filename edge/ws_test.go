@@ -155,7 +155,7 @@ func TestWebSocketStreamsInterleave(t *testing.T) {
 	seqs := map[string]int{}
 	for ended := 0; ended < 2; {
 		m := readWS(t, conn)
-		c, err := wire.ParseCursor(m.Cursor)
+		c, err := e.openCursor(m.Cursor)
 		if err != nil || int(c.Seq) != seqs[m.StreamID]+1 {
 			t.Fatalf("stream %s: %+v after seq %d", m.StreamID, m, seqs[m.StreamID])
 		}

@@ -40,6 +40,7 @@
 //	relay/metrics          every Prometheus family the relay exports
 //	relay/tracing          OpenTelemetry set-up and a request's trace across the hops
 //	relay/natsconn         how a role connects to NATS
+//	relay/natsperm         the NATS permissions of each role and node, rendered as nats-server users (relay nats users)
 //	relay/natsserver       the embedded nats-server of the single-machine mode
 //
 // # Running and testing

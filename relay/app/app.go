@@ -46,6 +46,7 @@ type Ready func(Addrs)
 type Addrs struct {
 	NATS         string // client URL of the embedded server
 	Edge         string // host:port
+	EdgeOps      string // host:port of the edge's /healthz, /readyz, /metrics (edge.ops_listen)
 	MockUpstream string // host:port
 	Coordinator  string // host:port of /healthz, /readyz, /metrics
 	Worker       string // host:port of /healthz, /readyz, /metrics
@@ -91,6 +92,8 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 		return runMock(ctx, cfg, logger, ready)
 	case config.RoleDev:
 		return runDev(ctx, cfg, logger, ready)
+	case config.RoleSetup:
+		return runSetup(ctx, cfg, logger, ready)
 	case config.RoleEdge, config.RoleWorker, config.RoleCoordinator:
 	default:
 		return fmt.Errorf("app: unknown role %q", role)
@@ -104,6 +107,11 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 		return err
 	}
 	defer stopTracing()
+	if cfg.Worker.ID == "" {
+		// A node with its own NATS identity reports its quota demand under
+		// its name, the one key of its role its user may write.
+		cfg.Worker.ID = cfg.NATS.Node
+	}
 	nc, js, err := dial(cfg, string(role), logger)
 	if err != nil {
 		return err
@@ -129,7 +137,7 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 		// The edge serves at once, as it serves through a NATS outage:
 		// its /readyz checks NATS and the streams, and a request that
 		// needs them gets a 503 until they are there.
-		addrs.Edge, err = roles.edge(ctx, g)
+		addrs.Edge, addrs.EdgeOps, err = roles.edge(ctx, g)
 	case config.RoleWorker:
 		addrs.Worker, err = roles.ops(ctx, g, "worker", cfg.Worker.Listen, "127.0.0.1:0", &started)
 	case config.RoleCoordinator:
@@ -137,6 +145,11 @@ func runRole(ctx context.Context, role config.Role, cfg config.Config, logger *s
 	}
 	if err != nil {
 		return stop(err)
+	}
+	if role == config.RoleCoordinator && cfg.SetupNATS.HasCredentials() {
+		if err := setUpAs(ctx, cfg, logger); err != nil {
+			return stop(err)
+		}
 	}
 	if err := setUp(ctx, cfg, js, logger); err != nil {
 		return stop(err)
@@ -208,7 +221,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, ready R
 	}
 	defer livenessNC.Close()
 	roles := roles{cfg: cfg, nc: nc, livenessNC: livenessNC, js: js, catalog: catalog, logger: logger, reg: newRegistry(), tracer: tracer}
-	if addrs.Edge, err = roles.edge(ctx, g); err != nil {
+	if addrs.Edge, addrs.EdgeOps, err = roles.edge(ctx, g); err != nil {
 		return err
 	}
 	if err := roles.worker(ctx, g); err != nil {
@@ -255,7 +268,12 @@ func startMock(ctx context.Context, g *errgroup.Group, cfg config.MockUpstream, 
 // JetStream it returns is the region's (configs/README.md "Regions"): outside the
 // home region, shared state is the home's mirror; its Run reconciles.
 func dial(cfg config.Config, name string, logger *slog.Logger) (*nats.Conn, *region.Regional, error) {
-	nc, plain, err := natsconn.Connect(cfg.NATS.ForRole(name), "relay-"+name, logger)
+	return dialAs(cfg, cfg.NATS, name, logger)
+}
+
+// dialAs is dial with the connection config conn.
+func dialAs(cfg config.Config, conn natsconn.Config, name string, logger *slog.Logger) (*nats.Conn, *region.Regional, error) {
+	nc, plain, err := natsconn.Connect(conn.ForRole(name), "relay-"+name, logger)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -284,6 +302,40 @@ func setUp(ctx context.Context, cfg config.Config, js *region.Regional, logger *
 		}
 		return nil
 	})
+}
+
+// setupWithin bounds `relay setup`: a refused JetStream request reads as a
+// timeout, so it would otherwise wait forever for rights it lacks.
+const setupWithin = 30 * time.Second
+
+// runSetup is `relay setup`: it creates or updates the streams, the worker
+// consumer and the buckets with the setup identity (config.SetupConn),
+// then returns. The roles' own users may only look them up.
+func runSetup(ctx context.Context, cfg config.Config, logger *slog.Logger, ready Ready) error {
+	ctx, cancel := context.WithTimeout(ctx, setupWithin)
+	defer cancel()
+	nc, js, err := dialAs(cfg, cfg.SetupConn(), string(config.RoleSetup), logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := setUp(ctx, cfg, js, logger); err != nil {
+		return fmt.Errorf("app: setup: %w", err)
+	}
+	ready(Addrs{})
+	return nil
+}
+
+// setUpAs sets up with the setup identity (setup_nats) on a connection of
+// its own, closed before the coordinator runs on its restricted one.
+func setUpAs(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	logger = logger.With("conn", "setup")
+	nc, js, err := dialAs(cfg, cfg.SetupConn(), string(config.RoleSetup), logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return setUp(ctx, cfg, js, logger)
 }
 
 // connect dials NATS and sets up the streams, for dev, whose embedded
@@ -317,7 +369,7 @@ func awaitSetup(ctx context.Context, b backoff.Backoff, logger *slog.Logger, set
 			return nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
 		}
 		if attempt%10 == 0 {
 			logger.Warn("waiting for JetStream", "err", err)
@@ -353,17 +405,26 @@ type roles struct {
 	tracer trace.TracerProvider
 }
 
-func (r roles) edge(ctx context.Context, g *errgroup.Group) (string, error) {
-	s, err := edge.New(r.cfg.Edge, edge.Deps{NC: r.nc, JS: r.js, Catalog: r.catalog, Logger: r.logger.With("role", "edge"), Registerer: r.reg, Gatherer: r.reg, Tracer: r.tracer})
+// edge serves the edge's API and its ops listener, and returns their
+// addresses.
+func (r roles) edge(ctx context.Context, g *errgroup.Group) (api, ops string, err error) {
+	s, err := edge.New(r.cfg.Edge, edge.Deps{NC: r.nc, JS: r.js, Node: r.cfg.NATS.Node, Catalog: r.catalog, Logger: r.logger.With("role", "edge"), Registerer: r.reg, Gatherer: r.reg, Tracer: r.tracer})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	ln, err := listen(r.cfg.Edge.Listen, "127.0.0.1:8080")
 	if err != nil {
-		return "", fmt.Errorf("app: edge: %w", err)
+		return "", "", fmt.Errorf("app: edge: %w", err)
+	}
+	opsLn, err := listen(r.cfg.Edge.OpsListen, "127.0.0.1:0")
+	if err != nil {
+		ln.Close()
+		return "", "", fmt.Errorf("app: edge ops: %w", err)
 	}
 	g.Go(func() error { return s.Serve(ctx, ln) })
-	return ln.Addr().String(), nil
+	g.Go(func() error { return s.ServeOps(ctx, opsLn) })
+	r.logger.Info("edge ops listening", "role", "edge", "addr", opsLn.Addr().String(), "paths", "/healthz /readyz /metrics")
+	return ln.Addr().String(), opsLn.Addr().String(), nil
 }
 
 func (r roles) worker(ctx context.Context, g *errgroup.Group) error {

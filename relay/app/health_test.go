@@ -17,8 +17,8 @@ import (
 	"github.com/relaydev/relay/relay/streams"
 )
 
-// Each role's listener (the edge's API, the worker's and the
-// coordinator's ops listener) answers /healthz while NATS cannot be
+// Each role's listener (the edge's API and its ops listener, the worker's
+// and the coordinator's ops listener) answers /healthz while NATS cannot be
 // reached, and /readyz with a 503 and Retry-After, until NATS is there
 // with the streams: then the role is ready and /readyz says so.
 func TestHealthzAnswersWhileNATSIsUnreachable(t *testing.T) {
@@ -31,6 +31,12 @@ func TestHealthzAnswersWhileNATSIsUnreachable(t *testing.T) {
 				Providers: []provider.Config{{Name: "p", BaseURL: "http://127.0.0.1:9/v1", Models: []string{"m"}}},
 			}
 			cfg.Edge.Listen, cfg.Worker.Listen, cfg.Coordinator.Listen = listen, listen, listen
+			bases := []string{"http://" + listen}
+			if role == config.RoleEdge {
+				ops := freeAddr(t)
+				cfg.Edge.OpsListen = ops
+				bases = append(bases, "http://"+ops)
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			ready := make(chan app.Addrs, 1)
 			done := make(chan error, 1)
@@ -45,15 +51,15 @@ func TestHealthzAnswersWhileNATSIsUnreachable(t *testing.T) {
 			}()
 			client := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
 			defer client.CloseIdleConnections()
-			base := "http://" + listen
-
-			relaytest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool {
-				status, _, _ := fetch(client, base+"/healthz")
-				return status == http.StatusOK
-			})
-			status, retry, body := fetch(client, base+"/readyz")
-			if status != http.StatusServiceUnavailable || retry == "" {
-				t.Errorf("/readyz without NATS: %d, Retry-After %q: %s", status, retry, body)
+			for _, base := range bases {
+				relaytest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool {
+					status, _, _ := fetch(client, base+"/healthz")
+					return status == http.StatusOK
+				})
+				status, retry, body := fetch(client, base+"/readyz")
+				if status != http.StatusServiceUnavailable || retry == "" {
+					t.Errorf("%s/readyz without NATS: %d, Retry-After %q: %s", base, status, retry, body)
+				}
 			}
 			select {
 			case <-ready:
@@ -76,12 +82,14 @@ func TestHealthzAnswersWhileNATSIsUnreachable(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("not ready within 30s of NATS starting")
 			}
-			relaytest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool {
-				status, _, _ := fetch(client, base+"/readyz")
-				return status == http.StatusOK
-			})
-			if status, _, body := fetch(client, base+"/healthz"); status != http.StatusOK {
-				t.Errorf("/healthz once ready: %d %s", status, body)
+			for _, base := range bases {
+				relaytest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool {
+					status, _, _ := fetch(client, base+"/readyz")
+					return status == http.StatusOK
+				})
+				if status, _, body := fetch(client, base+"/healthz"); status != http.StatusOK {
+					t.Errorf("%s/healthz once ready: %d %s", base, status, body)
+				}
 			}
 		})
 	}

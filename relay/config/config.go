@@ -38,6 +38,12 @@ type Config struct {
 	PprofListen string `koanf:"pprof_listen"`
 	// NATS is where every role but dev connects.
 	NATS natsconn.Config `koanf:"nats"`
+	// SetupNATS is the setup identity, the one allowed to create and update
+	// the JetStream assets (configs/nats). `relay setup` connects with it
+	// when it names credentials (else with nats); a coordinator that has
+	// them sets up at start on a connection of its own, closed before it
+	// runs on nats. Its url, when zero, is nats.url.
+	SetupNATS natsconn.Config `koanf:"setup_nats"`
 	// EmbeddedNATS is the server `relay dev` runs in-process.
 	EmbeddedNATS natsserver.Config `koanf:"embedded_nats"`
 	// Streams sizes the JetStream streams and buckets.
@@ -85,7 +91,22 @@ const (
 	RoleWorker       Role = "worker"
 	RoleCoordinator  Role = "coordinator"
 	RoleMockUpstream Role = "mock-upstream"
+	// RoleSetup creates or updates the JetStream assets, then exits.
+	RoleSetup Role = "setup"
 )
+
+// SetupConn is the connection config of the setup step: SetupNATS when it
+// names credentials, with nats's url unless its own is set; else NATS.
+func (c Config) SetupConn() natsconn.Config {
+	s := c.SetupNATS
+	if !s.HasCredentials() {
+		return c.NATS
+	}
+	if s.URL == "" {
+		s.URL = c.NATS.URL
+	}
+	return s
+}
 
 // Validate checks the sections role uses, naming the first bad key.
 func (c Config) Validate(role Role) error {
@@ -116,6 +137,15 @@ func (c Config) Validate(role Role) error {
 		}
 	} else if err := c.NATS.Validate("nats"); err != nil {
 		return err
+	}
+	if err := c.SetupNATS.Validate("setup_nats"); err != nil {
+		return err
+	}
+	if role == RoleSetup {
+		return nil
+	}
+	if n := c.NATS.Node; n != "" && c.Worker.ID != "" && c.Worker.ID != n && role == RoleWorker {
+		return fmt.Errorf("worker.id: %q is not nats.node %q, the name its NATS user grants its quota demand key to (leave worker.id unset)", c.Worker.ID, n)
 	}
 	withMock := c
 	if role == RoleDev && len(c.Providers) == 0 {

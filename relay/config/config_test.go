@@ -105,6 +105,8 @@ func TestRejectsNamingTheKey(t *testing.T) {
 		{"h2c over https", "providers:\n  - name: p\n    base_url: https://api.example.com/v1\n    http2_prior_knowledge: true\n    models: [m]\n", nil, RoleWorker, "providers[0].http2_prior_knowledge"},
 		{"h2c not a boolean", "providers:\n  - name: p\n    base_url: http://127.0.0.1:8000/v1\n    http2_prior_knowledge: sometimes\n    models: [m]\n", nil, RoleWorker, "http2_prior_knowledge"},
 		{"bad set syntax", "", []string{"edge.listen"}, RoleDev, "--set"},
+		{"worker id not its node", "providers:\n  - name: p\n    base_url: http://127.0.0.1:8000/v1\n    models: [m]\n", []string{"nats.node=w1", "worker.id=w2"}, RoleWorker, "worker.id"},
+		{"bad setup credentials", "", []string{"setup_nats.token=t", "setup_nats.user=u"}, RoleSetup, "setup_nats"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := Sources{Set: tc.set}
@@ -128,13 +130,16 @@ func writeFile(t *testing.T, content string) string {
 	return path
 }
 
-func TestWorkerTenantsDefaultToTheConfiguredOnes(t *testing.T) {
+// TestWorkerMetricsNameNoTenantsUnlessAsked: the tenants the edge and the
+// coordinator are configured with do not become label values of the
+// worker's metrics (an ops listener's scraper is not a tenant's operator);
+// worker.tenants names the ones an operator asks for.
+func TestWorkerMetricsNameNoTenantsUnlessAsked(t *testing.T) {
 	body := `
 edge:
   api_keys:
     - {tenant: beta, key_sha256: a1aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}
     - {tenant: acme, key_sha256: a2aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}
-    - {tenant: acme, key_sha256: a3aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}
 coordinator:
   tenant_limits: {gamma: 10}
 `
@@ -142,8 +147,8 @@ coordinator:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.Worker.Tenants, ","); got != "acme,beta,gamma" {
-		t.Errorf("worker.tenants = %q, want the edge's and the coordinator's: acme,beta,gamma", got)
+	if len(cfg.Worker.Tenants) != 0 {
+		t.Errorf("worker.tenants = %q, want none unless set", cfg.Worker.Tenants)
 	}
 	cfg, err = Load(Sources{File: writeFile(t, body), Set: []string{"worker.tenants=acme"}}, RoleDev)
 	if err != nil {
@@ -261,5 +266,21 @@ func TestDevCallsTheFakeUpstreamOverH2C(t *testing.T) {
 	}
 	if c.Providers[0].HTTP2PriorKnowledge {
 		t.Fatal("a provider without http2_prior_knowledge is called over h2c")
+	}
+}
+
+// relay setup needs no providers: it only sets up JetStream, with
+// setup_nats's credentials (nats's url unless its own) or nats's.
+func TestSetupNeedsOnlyNATS(t *testing.T) {
+	cfg, err := Load(Sources{Set: []string{"nats.url=nats://n:4222", "nats.user=coordinator", "setup_nats.nkey_seed_file=/s.nk"}}, RoleSetup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.SetupConn(); c.URL != "nats://n:4222" || c.NKeySeed != "/s.nk" || c.User != "" {
+		t.Fatalf("setup connects with %+v", c)
+	}
+	cfg.SetupNATS.NKeySeed = ""
+	if c := cfg.SetupConn(); c.User != "coordinator" {
+		t.Fatalf("without setup_nats credentials setup connects with %+v, want nats", c)
 	}
 }

@@ -47,7 +47,7 @@ func envLayer(environ []string) (keys map[string]any, ignored map[string]string)
 // role's NATS user; "" for a role without one.
 func rolePasswordEnv(role Role) string {
 	switch role {
-	case RoleEdge, RoleWorker, RoleCoordinator:
+	case RoleEdge, RoleWorker, RoleCoordinator, RoleSetup:
 		return EnvPrefix + "NATS_" + strings.ToUpper(string(role)) + "_PASSWORD"
 	}
 	return ""

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -97,27 +96,8 @@ func Load(src Sources, role Role) (Config, error) {
 	if err := cfg.Validate(role); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	if len(cfg.Worker.Tenants) == 0 {
-		cfg.Worker.Tenants = cfg.tenants()
-	}
 	cfg.ignoredEnv = ignoredNames(ignored)
 	return cfg, nil
-}
-
-// tenants are the tenant names the configuration gives the edge and the
-// coordinator, sorted.
-func (c Config) tenants() []string {
-	var names []string
-	for _, k := range c.Edge.APIKeys {
-		names = append(names, k.Tenant)
-	}
-	for _, limits := range []map[string]int{c.Coordinator.TenantLimits, c.Coordinator.TenantTPMLimits, c.Coordinator.TenantConcurrency} {
-		for t := range limits {
-			names = append(names, t)
-		}
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
 }
 
 // explainDecodeError rewrites mapstructure's report so that each problem

@@ -22,6 +22,14 @@ func TestInboxPrefixPerRole(t *testing.T) {
 	if inbox := nc.NewInbox(); !strings.HasPrefix(inbox, "_INBOX.worker.") {
 		t.Fatalf("a worker's inbox is %q", inbox)
 	}
+	// A node with its own identity (nats.node) asks under its own name,
+	// the only inbox its user may read.
+	if got := (natsconn.Config{Node: "edge-2"}).ForRole("edge").InboxPrefix; got != "_INBOX.edge.edge-2" {
+		t.Fatalf("edge-2's prefix is %q", got)
+	}
+	if err := (natsconn.Config{Node: "edge.2"}).Validate("nats"); err == nil || !strings.Contains(err.Error(), "nats.node") {
+		t.Errorf("node edge.2: %v, want an error naming nats.node", err)
+	}
 	if got := (natsconn.Config{InboxPrefix: "_R.w1"}).ForRole("worker").InboxPrefix; got != "_R.w1" {
 		t.Fatalf("configured prefix replaced by %q", got)
 	}

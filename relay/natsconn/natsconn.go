@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relaydev/relay/relay/natsperm"
 )
 
 // Config says where NATS is and how to authenticate. The zero value
@@ -32,23 +34,34 @@ type Config struct {
 	CertFile string `koanf:"cert_file"`
 	KeyFile  string `koanf:"key_file"`
 	// InboxPrefix starts the subject of every reply this connection asks
-	// for, JetStream's included (zero: "_INBOX.<role>", ForRole). A NATS
-	// user allowed to subscribe only to its role's prefix cannot read the
-	// replies meant for another role: a worker's pulled requests, which
-	// carry the prompts, or an edge's chunk reads (configs/nats).
+	// for, JetStream's included (zero: "_INBOX.<role>", or
+	// "_INBOX.<role>.<node>" with Node; ForRole). A NATS user allowed to
+	// subscribe only to its own prefix cannot read the replies meant for
+	// another role or node: a worker's pulled requests, which carry the
+	// prompts, or an edge's chunk reads (configs/nats).
 	InboxPrefix string `koanf:"inbox_prefix"`
+	// Node is this node's name in its own NATS identity (`relay nats
+	// users`), whose grants name it: its reply prefix, and its quota demand
+	// key. Zero: the node shares its role's user.
+	Node string `koanf:"node"`
 }
 
-// DefaultInboxPrefix is the reply prefix of role's connections when none
-// is configured.
-func DefaultInboxPrefix(role string) string { return nats.InboxPrefix + role }
+// DefaultInboxPrefix is the reply prefix of role's node when none is
+// configured (node "": of a node that shares its role's user).
+func DefaultInboxPrefix(role, node string) string { return natsperm.InboxPrefix(role, node) }
 
-// ForRole is c with role's default reply prefix unless one is configured.
+// ForRole is c with its default reply prefix as a node of role unless one
+// is configured.
 func (c Config) ForRole(role string) Config {
 	if c.InboxPrefix == "" {
-		c.InboxPrefix = DefaultInboxPrefix(role)
+		c.InboxPrefix = DefaultInboxPrefix(role, c.Node)
 	}
 	return c
+}
+
+// HasCredentials reports whether c names credentials of any kind.
+func (c Config) HasCredentials() bool {
+	return c.User != "" || c.Password != "" || c.Token != "" || c.NKeySeed != "" || c.CredsFile != ""
 }
 
 // Validate names the first invalid field under prefix.
@@ -70,6 +83,11 @@ func (c Config) Validate(prefix string) error {
 	}
 	if err := validateInboxPrefix(c.InboxPrefix); err != nil {
 		return fmt.Errorf("%s.inbox_prefix: %w", prefix, err)
+	}
+	if c.Node != "" {
+		if err := natsperm.ValidNode(c.Node); err != nil {
+			return fmt.Errorf("%s.node: %w", prefix, err)
+		}
 	}
 	return nil
 }

@@ -133,18 +133,20 @@ func SetupRegion(ctx context.Context, js jetstream.JetStream, t streams.Topology
 		js, logger = g.JetStream, g.logger
 	}
 	r = r.WithDefaults()
+	limit := t.Storage.StateBytes()
 	for _, b := range wire.SharedStateBuckets {
-		if regionReady(ctx, js, r, b) {
+		if regionReady(ctx, js, r, b, limit) {
 			continue
 		}
 		want := jetstream.KeyValueConfig{Bucket: b}
 		if home, err := homeBucketConfig(ctx, js, r.HomeDomain, b); err == nil {
 			want = home
 		}
+		want.MaxBytes = limit
 		if err := ensureMirror(ctx, js, t, r, want, logger); err != nil {
 			return err
 		}
-		if err := ensureOverlay(ctx, js, t, b, want.LimitMarkerTTL); err != nil {
+		if err := ensureOverlay(ctx, js, t, b, want.LimitMarkerTTL, limit); err != nil {
 			return err
 		}
 	}
@@ -152,22 +154,23 @@ func SetupRegion(ctx context.Context, js jetstream.JetStream, t streams.Topology
 }
 
 // regionReady reports whether shared bucket is already the home's mirror
-// and has its overlay.
-func regionReady(ctx context.Context, js jetstream.JetStream, r Region, bucket string) bool {
+// and has its overlay, both with the byte limit maxBytes.
+func regionReady(ctx context.Context, js jetstream.JetStream, r Region, bucket string, maxBytes int64) bool {
 	s, err := js.Stream(ctx, kvStream(bucket))
 	if err != nil {
 		return false
 	}
-	if m := s.CachedInfo().Config.Mirror; m == nil || m.Name != kvStream(bucket) || mirrorDomain(m) != r.HomeDomain {
+	c := s.CachedInfo().Config
+	if m := c.Mirror; m == nil || m.Name != kvStream(bucket) || mirrorDomain(m) != r.HomeDomain || c.MaxBytes != maxBytes {
 		return false
 	}
-	_, err = js.Stream(ctx, kvStream(OverlayBucket(bucket)))
-	return err == nil
+	o, err := js.Stream(ctx, kvStream(OverlayBucket(bucket)))
+	return err == nil && o.CachedInfo().Config.MaxBytes == maxBytes
 }
 
 // ensureMirror makes bucket want.Bucket a mirror of the home's bucket of
-// the same name, with want's history, TTL and value size. A bucket that
-// exists as a mirror of the home is left as it is.
+// the same name, with want's history, TTL, value size and byte limit. A
+// bucket that exists as a mirror of the home only gets want's byte limit.
 func ensureMirror(ctx context.Context, js jetstream.JetStream, t streams.Topology, r Region, want jetstream.KeyValueConfig, logger *slog.Logger) error {
 	name := want.Bucket
 	stream, err := js.Stream(ctx, kvStream(name))
@@ -175,6 +178,14 @@ func ensureMirror(ctx context.Context, js jetstream.JetStream, t streams.Topolog
 	case err == nil:
 		m := stream.CachedInfo().Config.Mirror
 		if m != nil && m.Name == kvStream(name) && mirrorDomain(m) == r.HomeDomain {
+			c := stream.CachedInfo().Config
+			if c.MaxBytes == want.MaxBytes {
+				return nil
+			}
+			c.MaxBytes = want.MaxBytes
+			if _, err := js.UpdateStream(ctx, c); err != nil {
+				return fmt.Errorf("region: byte limit of mirror %s: %w", name, err)
+			}
 			return nil
 		}
 		// A plain bucket (made before regions were configured, or by a
@@ -197,6 +208,7 @@ func ensureMirror(ctx context.Context, js jetstream.JetStream, t streams.Topolog
 		History:      cfg.History,
 		TTL:          cfg.TTL,
 		MaxValueSize: cfg.MaxValueSize,
+		MaxBytes:     cfg.MaxBytes,
 		Storage:      t.StorageType(),
 		Replicas:     t.Replicas,
 		Mirror:       &jetstream.StreamSource{Name: name, Domain: r.HomeDomain},
@@ -242,13 +254,15 @@ func homeBucketConfig(ctx context.Context, js jetstream.JetStream, home, bucket 
 // keeps every key's latest write only; markerTTL > 0 lets writes carry a
 // TTL (KeyTTL), as the shared bucket's LimitMarkerTTL does. An existing
 // overlay is only ever given a longer marker TTL (JetStream cannot turn
-// message TTLs off again).
-func ensureOverlay(ctx context.Context, js jetstream.JetStream, t streams.Topology, shared string, markerTTL time.Duration) error {
+// message TTLs off again). Its byte limit is maxBytes.
+func ensureOverlay(ctx context.Context, js jetstream.JetStream, t streams.Topology, shared string, markerTTL time.Duration, maxBytes int64) error {
 	name := OverlayBucket(shared)
 	if s, err := js.Stream(ctx, kvStream(name)); err == nil {
-		if markerTTL <= s.CachedInfo().Config.SubjectDeleteMarkerTTL {
+		c := s.CachedInfo().Config
+		if markerTTL <= c.SubjectDeleteMarkerTTL && c.MaxBytes == maxBytes {
 			return nil
 		}
+		markerTTL = max(markerTTL, c.SubjectDeleteMarkerTTL)
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("region: overlay of %s: %w", shared, err)
 	}
@@ -260,6 +274,7 @@ func ensureOverlay(ctx context.Context, js jetstream.JetStream, t streams.Topolo
 		Bucket:         name,
 		Description:    "writes to " + shared + " while the home region was unreachable",
 		History:        1,
+		MaxBytes:       maxBytes,
 		Storage:        t.StorageType(),
 		Replicas:       t.Replicas,
 		LimitMarkerTTL: markerTTL,

@@ -365,3 +365,41 @@ func TestRegionLeaseDuringPartition(t *testing.T) {
 		return err == nil && string(m.Data) == "b-1" && m.Header.Get(jetstream.MsgTTLHeader) == "1m0s"
 	})
 }
+
+// A region's mirrors of the shared buckets and their overlays have the
+// byte limit of shared state (streams.storage_mib.state), so neither can
+// fill a region's disk; a region set up before gets it at its next setup.
+func TestRegionBucketsHaveByteLimits(t *testing.T) {
+	r := relaytest.TwoRegions(t)
+	_, _ = relaytest.Connect(t, r.A, streams.Topology{})
+	nc, b := relaytest.ConnectRegion(t, r.B, streams.Topology{}, regionB)
+	plain, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	check := func(top streams.Topology) {
+		t.Helper()
+		want := top.Storage.StateBytes()
+		for _, bucket := range wire.SharedStateBuckets {
+			for _, name := range []string{bucket, region.OverlayBucket(bucket)} {
+				s, err := plain.Stream(ctx, "KV_"+name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := s.CachedInfo().Config.MaxBytes; got != want {
+					t.Errorf("%s: max bytes %d, want %d", name, got, want)
+				}
+			}
+		}
+	}
+	check(streams.Topology{})
+	if want := int64(streams.DefaultStateMiB) << 20; (streams.StorageLimits{}).StateBytes() != want {
+		t.Fatalf("default state limit %d, want %d", (streams.StorageLimits{}).StateBytes(), want)
+	}
+	smaller := streams.Topology{Storage: streams.StorageLimits{State: 4}}
+	if err := region.SetupRegion(ctx, b, smaller, regionB); err != nil {
+		t.Fatal(err)
+	}
+	check(smaller)
+}

@@ -215,11 +215,12 @@ func cloneHeader(h nats.Header) nats.Header {
 }
 
 func (g *Regional) ensureShared(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	want := jetstream.KeyValueConfig{Bucket: cfg.Bucket, History: cfg.History, TTL: cfg.TTL, MaxValueSize: cfg.MaxValueSize}
+	limit := g.topo.Storage.StateBytes()
+	want := jetstream.KeyValueConfig{Bucket: cfg.Bucket, History: cfg.History, TTL: cfg.TTL, MaxValueSize: cfg.MaxValueSize, MaxBytes: limit}
 	if err := ensureMirror(ctx, g.JetStream, g.topo, g.region, want, g.logger); err != nil {
 		return nil, err
 	}
-	if err := ensureOverlay(ctx, g.JetStream, g.topo, cfg.Bucket, cfg.LimitMarkerTTL); err != nil {
+	if err := ensureOverlay(ctx, g.JetStream, g.topo, cfg.Bucket, cfg.LimitMarkerTTL, limit); err != nil {
 		return nil, err
 	}
 	return g.view(ctx, cfg.Bucket)

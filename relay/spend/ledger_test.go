@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relaydev/relay/relay/relaytest"
@@ -23,19 +24,11 @@ import (
 // starts after the fact and reads it from the beginning.
 func TestLedgerCountsEachStreamOnceUnderConcurrency(t *testing.T) {
 	srv := relaytest.NATS(t)
-	ledger := func() jetstream.KeyValue {
-		_, js := relaytest.Connect(t, srv, streams.Topology{MemoryStorage: true})
-		kv, err := js.KeyValue(context.Background(), wire.UsageBucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kv
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var runs sync.WaitGroup
 	t.Cleanup(func() { cancel(); runs.Wait() })
-	live := spend.NewTally()
-	runs.Go(func() { live.Run(ctx, ledger(), relaytest.Logger(t)) })
+	live := spend.NewTally(nil)
+	runs.Go(func() { live.Run(ctx, ledgerOn(t, srv), relaytest.Logger(t)) })
 	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, live.Ready)
 
 	const workers, streamsN = 4, 300
@@ -54,7 +47,7 @@ func TestLedgerCountsEachStreamOnceUnderConcurrency(t *testing.T) {
 	var counted [streamsN]atomic.Int32
 	var wg sync.WaitGroup
 	for w := range workers {
-		kv := ledger()
+		kv := ledgerOn(t, srv)
 		wg.Go(func() {
 			// Worker w ends the streams i with i%workers == w and finds
 			// those of worker w+1 ended, in an order of its own.
@@ -78,8 +71,8 @@ func TestLedgerCountsEachStreamOnceUnderConcurrency(t *testing.T) {
 		}
 	}
 
-	late := spend.NewTally()
-	runs.Go(func() { late.Run(ctx, ledger(), relaytest.Logger(t)) })
+	late := spend.NewTally(nil)
+	runs.Go(func() { late.Run(ctx, ledgerOn(t, srv), relaytest.Logger(t)) })
 	relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, late.Ready)
 	for _, tally := range []*spend.Tally{live, late} {
 		relaytest.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
@@ -116,4 +109,16 @@ func TestLedgerSkipsEmptyRecords(t *testing.T) {
 	for k := range keys.Keys() {
 		t.Errorf("key %s stored", k)
 	}
+}
+
+// ledgerOn opens the usage ledger on srv over a connection of its own, as
+// one more node would.
+func ledgerOn(t *testing.T, srv *server.Server) jetstream.KeyValue {
+	t.Helper()
+	_, js := relaytest.Connect(t, srv, streams.Topology{MemoryStorage: true})
+	kv, err := js.KeyValue(context.Background(), wire.UsageBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,10 +20,74 @@ type Tally struct {
 	// days sums the month's records by tenant, key and day.
 	days  map[string]map[string]map[string]Totals
 	ready bool
+	// readied is closed once ready is set, for WaitReady.
+	readied chan struct{}
+	// track says which tenants' records are remembered by id, in
+	// recorded (when this node saw them), for their holds (Reserve).
+	track    func(tenant string) bool
+	recorded map[string]time.Time
 }
 
 // NewTally returns an empty Tally, not Ready until Run read the ledger.
-func NewTally() *Tally { return &Tally{days: map[string]map[string]map[string]Totals{}} }
+// The records of the tenants track accepts (nil: none) are remembered by
+// id for an hour, so their holds stop counting once their records do.
+func NewTally(track func(tenant string) bool) *Tally {
+	return &Tally{days: map[string]map[string]map[string]Totals{}, track: track, recorded: map[string]time.Time{},
+		readied: make(chan struct{})}
+}
+
+// WaitReady waits until t is Ready or ctx ends, and reports whether it is.
+func (t *Tally) WaitReady(ctx context.Context) bool {
+	t.mu.Lock()
+	readied := t.readied
+	t.mu.Unlock()
+	select {
+	case <-readied:
+	case <-ctx.Done():
+	}
+	return t.Ready()
+}
+
+// noteRecorded remembers that the record of request id, of tenant and
+// created at, was seen now, if its hold may still count.
+func (t *Tally) noteRecorded(tenant, id string, created, now time.Time) {
+	if t.track == nil || !t.track(tenant) || now.Sub(created) > HoldTTL {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.recorded[id] = now
+	if len(t.recorded)%1024 == 0 {
+		for k, at := range t.recorded {
+			if now.Sub(at) > HoldTTL+settledGrace {
+				delete(t.recorded, k)
+			}
+		}
+	}
+}
+
+// split sorts a scope's holds at now: keep are those still to be written
+// back (not expired, their records not seen for settledGrace), and held
+// sums those that count (not expired, their records not seen at all).
+func (t *Tally) split(h holds, now time.Time) (keep holds, held Totals) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keep = holds{}
+	for id, o := range h {
+		if now.Unix() >= o.Expires {
+			continue
+		}
+		seen, ok := t.recorded[id]
+		if ok && now.Sub(seen) > settledGrace {
+			continue
+		}
+		keep[id] = o
+		if !ok {
+			held = held.Add(o.Totals())
+		}
+	}
+	return keep, held
+}
 
 // Ready reports whether the current month's records were all read: until
 // then the sums are short, and admission must not refuse on them.
@@ -100,13 +165,19 @@ func (t *Tally) usage(now time.Time, tenant string, match func(key string) bool)
 func (t *Tally) reset(month string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.month, t.days, t.ready = month, map[string]map[string]map[string]Totals{}, false
+	t.month, t.days = month, map[string]map[string]map[string]Totals{}
+	if t.ready {
+		t.ready, t.readied = false, make(chan struct{})
+	}
 }
 
 func (t *Tally) markReady() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.ready = true
+	if !t.ready {
+		t.ready = true
+		close(t.readied)
+	}
 }
 
 // watchRetry spaces the attempts to watch the ledger after a failure.
@@ -159,6 +230,8 @@ func (t *Tally) follow(ctx context.Context, kv jetstream.KeyValue, month string)
 				continue // not a record: written by something else
 			}
 			t.Add(month, r)
+			key := e.Key()
+			t.noteRecorded(r.Tenant, key[strings.LastIndexByte(key, '.')+1:], e.Created(), time.Now())
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 func TestTallySumsByKeyAndDay(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	yesterday := now.Add(-24 * time.Hour)
-	tally := NewTally()
+	tally := NewTally(nil)
 	tally.reset(MonthOf(now))
 	tally.Add(MonthOf(now), Record{Tenant: "acme", Key: "k1", Day: DayOf(yesterday), Tokens: 100, CostUSD: 1})
 	tally.Add(MonthOf(now), Record{Tenant: "acme", Key: "k1", Day: DayOf(now), Tokens: 10, CostUSD: 0.5})

@@ -127,3 +127,8 @@ func IsStorageFull(err error) bool {
 	}
 	return false
 }
+
+// StateBytes is the byte limit of each bucket of shared state
+// (streams.storage_mib.state) as JetStream takes it; a region's mirrors of
+// the home's buckets and their overlays have the same.
+func (l StorageLimits) StateBytes() int64 { return mibBytes(l.withDefaults().State) }

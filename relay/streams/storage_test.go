@@ -31,6 +31,7 @@ func TestSetupBoundsEveryStreamAndBucket(t *testing.T) {
 		wire.ChunkStream:               -1,
 		"KV_" + wire.MetaBucket:        2 * mib,
 		"KV_" + wire.IdempotencyBucket: streams.DefaultIdempotencyMiB * mib,
+		"KV_" + wire.KeyBucket:         mib,
 		"KV_" + wire.HandoverBucket:    streams.DefaultStateMiB * mib,
 		"KV_" + wire.HealthBucket:      streams.DefaultStateMiB * mib,
 		"KV_" + wire.BreakerBucket:     streams.DefaultStateMiB * mib,

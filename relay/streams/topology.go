@@ -150,6 +150,16 @@ func setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		return fmt.Errorf("streams: bucket %s: %w", wire.HealthBucket, err)
 	}
 	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:   wire.KeyBucket,
+		History:  1,
+		MaxBytes: keysBytes,
+		Storage:  storage,
+		Replicas: t.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("streams: bucket %s: %w", wire.KeyBucket, err)
+	}
+	err = ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:   wire.IdempotencyBucket,
 		History:  1,
 		TTL:      t.Retention,
@@ -172,6 +182,9 @@ func setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	return setupState(ctx, js, t, storage)
 }
 
+// keysBytes bounds wire.KeyBucket, which holds one key of a few bytes.
+const keysBytes = 1 << 20
+
 // ErrNotSetUp is returned by Check when an asset is missing.
 var ErrNotSetUp = errors.New("streams: JetStream assets missing")
 
@@ -183,7 +196,7 @@ func Check(ctx context.Context, js jetstream.JetStream) error {
 	if err := checkChunks(ctx, js); err != nil {
 		return err
 	}
-	for _, name := range append([]string{wire.MetaBucket, wire.IdempotencyBucket}, wire.SharedStateBuckets...) {
+	for _, name := range append([]string{wire.MetaBucket, wire.KeyBucket, wire.IdempotencyBucket}, wire.SharedStateBuckets...) {
 		if _, err := js.KeyValue(ctx, name); err != nil {
 			return fmt.Errorf("%w: bucket %s: %v", ErrNotSetUp, name, err)
 		}

@@ -10,8 +10,9 @@ import (
 // FuzzStreamCursor: a resume names its stream and cursor in a URL, a
 // header or a WebSocket message, which anyone can write. A stream id is
 // accepted only in the shape NewStreamID makes; a cursor is refused with
-// ErrBadCursor, or is the zero cursor for "", or has positive sequences
-// and renders to a string that parses back to it.
+// ErrBadCursor, or is the zero cursor for "", or has positive sequences,
+// and seals to a cursor that parses back to it (within the widths a
+// sealed cursor holds). A cursor sealed with another key is refused.
 //
 // The edge's own harness of the same inputs (which parameter a cursor came
 // from, the 400 naming it) lives on as edge.TestStreamCursorSources: in the
@@ -19,9 +20,12 @@ import (
 // hundred executions a second, as every execution resets and scans the
 // coverage counters of every package linked.
 func FuzzStreamCursor(f *testing.F) {
+	k, other := testCursorKey(f, 8), testCursorKey(f, 9)
 	for _, s := range [][2]string{
 		{"sabcdefghijklmnopqrstuvwxyz", ""}, {"sabcdefghijklmnopqrstuvwxyz-3", "2-4"}, {"sabcdefghijklmnopqrstuvwxyz-9", ""}, {"sabcdefghijklmnopqrstuvwxyz", "3-9"}, {"sabcdefghijklmnopqrstuvwxy1", "0-1"},
 		{"", "1-"}, {"s", "-1-2"}, {"sabcdefghijklmnopqrstuvwxyz", "18446744073709551616-1"}, {"x", "007-8"}, {"y", "1-2-3"},
+		{"sabcdefghijklmnopqrstuvwxyz", k.String(Cursor{Seq: 2, JSSeq: 4})}, {"sabcdefghijklmnopqrstuvwxyz", other.String(Cursor{Seq: 2, JSSeq: 4})},
+		{"sabcdefghijklmnopqrstuvwxyz", "AAAAAAAAAAAAAAAAAAAAAA"}, {"sabcdefghijklmnopqrstuvwxyz", "1234567890-12345678901"},
 	} {
 		f.Add(s[0], s[1])
 	}
@@ -29,7 +33,7 @@ func FuzzStreamCursor(f *testing.F) {
 		if ValidStreamID(id) != validIDShape(id) {
 			t.Fatalf("ValidStreamID(%q) = %t", id, ValidStreamID(id))
 		}
-		c, err := ParseCursor(cursor)
+		c, err := k.Parse(cursor)
 		switch {
 		case err != nil:
 			if !errors.Is(err, ErrBadCursor) || !c.IsZero() {
@@ -39,9 +43,15 @@ func FuzzStreamCursor(f *testing.F) {
 			if !c.IsZero() {
 				t.Fatalf("empty cursor parsed as %v", c)
 			}
-		default:
-			if back, err := ParseCursor(c.String()); err != nil || back != c || c.Seq == 0 || c.JSSeq == 0 {
-				t.Fatalf("cursor %q parsed as %v, which does not round-trip", cursor, c)
+		case c.Seq == 0 || c.JSSeq == 0:
+			t.Fatalf("cursor %q parsed as %v", cursor, c)
+		case c.Seq < 1<<40 && c.JSSeq < 1<<56:
+			sealed := k.String(c)
+			if back, err := k.Parse(sealed); err != nil || back != c {
+				t.Fatalf("cursor %q parsed as %v, sealed as %q, which parses as %v, %v", cursor, c, sealed, back, err)
+			}
+			if back, err := other.Parse(sealed); !errors.Is(err, ErrBadCursor) {
+				t.Fatalf("cursor %q sealed as %q opens with another key as %v, %v", cursor, sealed, back, err)
 			}
 		}
 	})

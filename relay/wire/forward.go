@@ -34,8 +34,11 @@ const (
 type ForwardRequest struct {
 	// ID names the request in logs and for the gate (fleet.CallInfo's
 	// StreamID); it is not a stream.
-	ID       string          `json:"id"`
-	Tenant   string          `json:"tenant,omitempty"`
+	ID     string `json:"id"`
+	Tenant string `json:"tenant,omitempty"`
+	// Key names the caller's API key (Request.Key), whose usage the
+	// worker records in the ledger.
+	Key      string          `json:"key,omitempty"`
 	Endpoint ForwardEndpoint `json:"endpoint"`
 	// Model is the model the client asked for; the worker walks its
 	// route as it does a generation's.

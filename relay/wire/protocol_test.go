@@ -1,30 +1,10 @@
 package wire
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
 )
-
-func TestCursorRoundTrip(t *testing.T) {
-	c := Cursor{Seq: 12, JSSeq: 4567}
-	got, err := ParseCursor(c.String())
-	if err != nil || got != c {
-		t.Fatalf("ParseCursor(%q) = %v, %v", c.String(), got, err)
-	}
-	if z, err := ParseCursor(""); err != nil || !z.IsZero() {
-		t.Fatalf("empty cursor = %v, %v", z, err)
-	}
-}
-
-func TestParseCursorRejects(t *testing.T) {
-	for _, s := range []string{"12", "a-b", "0-5", "5-0", "-", "1-2-3", "1--2", " 1-2", "18446744073709551616-1"} {
-		if _, err := ParseCursor(s); !errors.Is(err, ErrBadCursor) {
-			t.Errorf("ParseCursor(%q) err = %v, want ErrBadCursor", s, err)
-		}
-	}
-}
 
 func TestStreamIDs(t *testing.T) {
 	seen := map[string]bool{}

@@ -51,6 +51,14 @@ const (
 	// adoptPrefix is followed by a worker's instance.
 	adoptPrefix = "relay.adopt."
 
+	// GateSubjects are where the edges tell each other, on
+	// relay.gate.<node>, the tenants' requests waiting in their lines and
+	// let start (edge/admit_tenant_gate.go): core NATS, nothing stored,
+	// since a report is only worth its latest. NATS permissions must let
+	// an edge publish its own and subscribe to all.
+	GateSubjects = "relay.gate.*"
+	gatePrefix   = "relay.gate."
+
 	// MetaBucket is the KV bucket of stream metadata, keyed by stream id.
 	MetaBucket = "relay_streams"
 	// HealthBucket holds the coordinator's last probe of each provider,
@@ -78,6 +86,9 @@ func CancelSubject(streamID string) string { return cancelPrefix + streamID }
 // A request that nobody answers gets NATS's no-responders status at once,
 // so "nobody follows" is a definite answer and not a timeout.
 func PresenceSubject(streamID string) string { return presencePrefix + streamID }
+
+// GateSubject is the subject edge node reports its lines on.
+func GateSubject(node string) string { return gatePrefix + node }
 
 // ForwardReplySubject is the core subject where the worker that took a
 // forwarded request answers it (see ForwardKind), token being unique to the

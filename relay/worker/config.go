@@ -72,8 +72,9 @@ type Config struct {
 	AppendRetry time.Duration `koanf:"append_retry"`
 	// Tenants are the tenant names the worker's token and cost metrics
 	// carry; every other tenant is counted as "other", which bounds the
-	// label's values. Zero: the tenants the same configuration names in
-	// edge.api_keys and coordinator.tenant_limits (relay/config).
+	// label's values and keeps the names of the tenants out of what its
+	// ops listener serves. Zero: none, every tenant is "other" (and
+	// requests without a tenant "default").
 	Tenants []string `koanf:"tenants"`
 }
 

@@ -10,14 +10,19 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/relaydev/relay/relay/fleet/slots"
 	"github.com/relaydev/relay/relay/wire"
 )
 
 // forwards serves the requests the relay forwards without a durable stream
 // (wire.ForwardSubject: embeddings, legacy completions). The worker takes
 // them from a queue-group subscription, next to its generation slots, at
-// most max_inflight at a time: one it has no room for is answered as
-// retryable at once, and the edge sends it to another worker. They share
+// most max_inflight at a time, shared between the tenants as the edges
+// share the generation slots (slots.Admit): one slot is kept for a tenant
+// that runs none, and beyond it a tenant takes a slot only below its fair
+// share of them, so one tenant's slow requests cannot hold them all. One
+// it has no room for is answered as retryable at once, and the edge sends
+// it to another worker. They share
 // the generations' route, keys and gate (forward_call.go); nothing of them
 // is stored, so a worker that stops ends them, and the edge retries those
 // that had not answered yet.
@@ -26,18 +31,22 @@ type forwards struct {
 	sub    *nats.Subscription
 	ctx    context.Context
 	cancel context.CancelFunc
-	slots  chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
 	// mu orders take's start of a request before stop's wait; stopped
 	// says stop began, after which nothing starts.
 	mu      sync.Mutex
 	stopped bool
+	// slots is how many requests may run at once; running counts those
+	// that do, by tenant, and total all of them.
+	slots   int
+	running map[string]slots.Tenant
+	total   int
 }
 
 // followForwards subscribes to forwarded requests; they run under ctx.
 func (w *Worker) followForwards(ctx context.Context) (*forwards, error) {
-	f := &forwards{w: w, slots: make(chan struct{}, w.maxInflight)}
+	f := &forwards{w: w, slots: w.maxInflight, running: map[string]slots.Tenant{}}
 	f.ctx, f.cancel = context.WithCancel(ctx)
 	sub, err := w.nc.QueueSubscribe(wire.ForwardSubject, wire.ForwardQueue, f.take)
 	if err != nil {
@@ -92,23 +101,25 @@ func (f *forwards) take(msg *nats.Msg) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	select {
-	case f.slots <- struct{}{}:
-	default:
+	if f.total >= f.slots || !slots.Admit(f.slots, f.total, f.running, req.Tenant) {
 		out.end(wire.ForwardEnd{Retryable: true, Error: &wire.Error{
 			Message: "The worker is busy.", Type: wire.TypeServer, Status: http.StatusServiceUnavailable,
 		}})
 		return
 	}
 	if f.stopped {
-		<-f.slots
 		out.end(wire.ForwardEnd{Retryable: true, Error: &wire.Error{
 			Message: "The worker is stopping.", Type: wire.TypeServer, Code: wire.CodeWorkerLost, Status: http.StatusServiceUnavailable,
 		}})
 		return
 	}
+	f.hold(req.Tenant, 1)
 	f.wg.Go(func() {
-		defer func() { <-f.slots }()
+		defer func() {
+			f.mu.Lock()
+			f.hold(req.Tenant, -1)
+			f.mu.Unlock()
+		}()
 		log := f.w.logger.With("forward", req.ID, "endpoint", req.Endpoint, "model", req.Model)
 		// A call nobody waits for any more is not worth paying for.
 		ctx, cancel := context.WithCancel(f.ctx)
@@ -130,6 +141,18 @@ func (f *forwards) take(msg *nats.Msg) {
 		fj := &forwardJob{w: f.w, req: req, out: out, log: log}
 		out.end(fj.serve(ctx))
 	})
+}
+
+// hold counts n more requests of tenant running. f.mu is held.
+func (f *forwards) hold(tenant string, n int) {
+	t := f.running[tenant]
+	t.Used += n
+	f.total += n
+	if t.Used <= 0 {
+		delete(f.running, tenant)
+		return
+	}
+	f.running[tenant] = t
 }
 
 // forwardable reports whether req names an endpoint the relay forwards,

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/relaydev/relay/relay/fleet"
 	"github.com/relaydev/relay/relay/fleet/breaker"
 	"github.com/relaydev/relay/relay/provider"
+	"github.com/relaydev/relay/relay/spend"
 	"github.com/relaydev/relay/relay/upstream"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -31,6 +33,8 @@ type forwardJob struct {
 	log *slog.Logger
 	// calls counts the calls made; events, the events sent.
 	calls, events int
+	// usage is what the last answer reported it used.
+	usage *wire.Usage
 }
 
 // serve runs the request and returns its end.
@@ -54,6 +58,7 @@ func (fj *forwardJob) serve(ctx context.Context) wire.ForwardEnd {
 		c := route[i]
 		out := fj.call(fleet.WithCallInfo(ctx, fj.callInfo(state, i)), c)
 		if out.err == nil && out.logErr == nil {
+			fj.recordUsage(c)
 			return wire.ForwardEnd{}
 		}
 		if ctx.Err() != nil || out.class == upstream.Canceled {
@@ -191,6 +196,7 @@ func (fj *forwardJob) call(ctx context.Context, c provider.Candidate) outcome {
 // attempt calls candidate c with key and passes its answer on to the
 // edge; it returns the outcome and the tokens the provider reported.
 func (fj *forwardJob) attempt(ctx context.Context, c provider.Candidate, key string) (outcome, int) {
+	fj.usage = nil
 	body, err := forwardBody(fj.req.Body, c.Model)
 	if err != nil {
 		return refused(err), 0
@@ -226,7 +232,8 @@ func (fj *forwardJob) attempt(ctx context.Context, c provider.Candidate, key str
 			return outcome{logErr: err}, 0
 		}
 	}
-	return outcome{}, usageTokens(b)
+	fj.usage = answerUsage(b)
+	return outcome{}, usageTokens(fj.usage)
 }
 
 // relayEvents passes a streamed answer's events on, the head with the
@@ -257,7 +264,10 @@ func (fj *forwardJob) relayEvents(resp *upstream.Response, head wire.ForwardHead
 			return outcome{logErr: err}, tokens
 		}
 		fj.events++
-		tokens = max(tokens, usageTokens(data))
+		if u := answerUsage(data); u != nil {
+			fj.usage = u
+			tokens = max(tokens, u.TotalTokens)
+		}
 	}
 }
 
@@ -285,16 +295,44 @@ func forwardBody(clientBody json.RawMessage, model string) ([]byte, error) {
 	return mustJSON(body), nil
 }
 
-// usageTokens reads usage.total_tokens from an answer, 0 if it has none:
-// what a gate's token quota counts.
-func usageTokens(b []byte) int {
+// answerUsage reads the usage of an answer (or of one event of it), nil
+// if it has none.
+func answerUsage(b []byte) *wire.Usage {
 	var v struct {
-		Usage *struct {
-			TotalTokens int `json:"total_tokens"`
-		} `json:"usage"`
+		Usage *wire.Usage `json:"usage"`
 	}
 	if json.Unmarshal(b, &v) != nil || v.Usage == nil {
+		return nil
+	}
+	if v.Usage.TotalTokens == 0 {
+		v.Usage.TotalTokens = v.Usage.PromptTokens + v.Usage.CompletionTokens
+	}
+	return v.Usage
+}
+
+// usageTokens is the total of u, what a gate's token quota counts.
+func usageTokens(u *wire.Usage) int {
+	if u == nil {
 		return 0
 	}
-	return v.Usage.TotalTokens
+	return u.TotalTokens
+}
+
+// recordUsage records in the ledger what the answer of candidate c
+// reported it used, where the tenants' budgets count it. An answer that
+// reported nothing (a stream without stream_options.include_usage)
+// records nothing: its hold at the edge counts until it expires.
+func (fj *forwardJob) recordUsage(c provider.Candidate) {
+	if fj.usage == nil {
+		return
+	}
+	r := spend.NewRecord(fj.req.Tenant, fj.req.Key, time.Now(), fj.usage, c.Price.Cost(fj.usage.PromptTokens, fj.usage.CompletionTokens))
+	if r.Empty() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(fj.w.appendRetry, ledgerTimeout))
+	defer cancel()
+	if err := fj.w.usage.record(ctx, fj.req.ID, r); err != nil {
+		fj.log.Warn("usage not recorded", "tenant", fj.req.Tenant, "tokens", r.Tokens, "cost", r.CostUSD, "err", err)
+	}
 }

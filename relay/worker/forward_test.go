@@ -379,3 +379,33 @@ func TestForwardBeyondMaxInflightIsRetryable(t *testing.T) {
 		t.Fatalf("end %+v, want a retryable 503: another worker may have room", a.end)
 	}
 }
+
+// The forward slots are shared between the tenants: one tenant's slow
+// requests leave a slot for another tenant that runs none.
+func TestForwardSlotsKeepOneForAnotherTenant(t *testing.T) {
+	h := start(t, setup{worker: Config{MaxInflight: 3}})
+	slow := func(tenant string) forwardAnswer {
+		req := completionsRequest(t, "[[mock: stall_before=30s]] holds a slot", false)
+		req.Tenant = tenant
+		r := h.forward(req)
+		if kind, data := r.next(0); kind == wire.ForwardEndKind {
+			var end wire.ForwardEnd
+			_ = json.Unmarshal(data, &end)
+			return forwardAnswer{end: end}
+		}
+		return forwardAnswer{}
+	}
+	for i := range 2 {
+		if a := slow("alpha"); a.end.Error != nil {
+			t.Fatalf("alpha's request %d: %+v", i, a.end)
+		}
+	}
+	if a := slow("alpha"); !a.end.Retryable || a.end.Error == nil || a.end.Error.Status != http.StatusServiceUnavailable {
+		t.Fatalf("alpha's third request took the last slot: end %+v", a.end)
+	}
+	req := embeddingsRequest(t, []string{"beta's"}, 8)
+	req.Tenant = "beta"
+	if a := h.forward(req).all(); a.end.Error != nil || a.head.Status != http.StatusOK {
+		t.Fatalf("beta's embeddings beside alpha's requests: end %+v, head %+v", a.end, a.head)
+	}
+}

@@ -12,6 +12,8 @@
 //	                     it in place until Ctrl-C
 //	relay keys check     check the providers' API keys (--provider NAME):
 //	                     one line per key, fails if one is not verified
+//	relay probe URL      GET URL, succeed on a 2xx answer: the container
+//	                     probe of an ops listener on loopback
 //	relay version        print the version
 //
 // Every role takes --config FILE (YAML; repeated, later files override
@@ -60,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	sub, args := args[0], args[1:]
 	role := config.Role(sub)
 	switch role {
-	case config.RoleDev, config.RoleEdge, config.RoleWorker, config.RoleCoordinator, config.RoleMockUpstream:
+	case config.RoleDev, config.RoleEdge, config.RoleWorker, config.RoleCoordinator, config.RoleMockUpstream, config.RoleSetup:
 	default:
 		switch sub {
 		case "version", "--version":
@@ -73,6 +75,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return runStatus(args, stdout, stderr)
 		case "keys":
 			return runKeys(args, stdout, stderr) // keys.go
+		case "nats":
+			return runNATS(args, stdout, stderr) // nats.go
+		case "probe":
+			return runProbe(args, stdout) // probe.go
 		}
 		usage(stderr)
 		return fmt.Errorf("unknown subcommand %q", sub)
@@ -152,6 +158,8 @@ func announce(w io.Writer, role config.Role, a app.Addrs) {
 		fmt.Fprintf(w, "relay mock-upstream ready: http://%s/v1\n", a.MockUpstream)
 	case config.RoleCoordinator:
 		fmt.Fprintf(w, "relay coordinator ready: http://%s/readyz\n", a.Coordinator)
+	case config.RoleSetup:
+		fmt.Fprintln(w, "relay setup done: the streams, the worker consumer and the buckets are set up")
 	default:
 		fmt.Fprintf(w, "relay %s ready\n", role)
 	}
@@ -176,12 +184,19 @@ subcommands:
   edge           OpenAI-compatible HTTP/SSE/WebSocket front door
   worker         stream requests from providers into JetStream
   coordinator    cluster-wide provider health and state
+  setup          create or update the JetStream streams, consumer and
+                 buckets with the setup identity (setup_nats), then exit
   mock-upstream  the fake OpenAI-compatible provider (fault injection)
   status         print the cluster's breakers, health, quotas and canaries,
                  read from an edge (--edge http://host:port); --watch
                  redraws it in place until Ctrl-C
   keys check     check the providers' API keys from the configuration
                  (--provider NAME); fails if one is not verified
+  nats users     write the NATS users of the relay's account, an nkey per
+                 node (--edges, --workers, --coordinators) or a password
+                 per role (--passwords), into --out DIR
+  probe URL      GET URL and succeed on a 2xx answer (container probes
+                 of an ops listener bound to loopback)
   version        print the version
 `)
 }

@@ -23,7 +23,7 @@ func TestAnswerIsOneCompletion(t *testing.T) {
 	if err := a.Add(wire.Frame{Kind: wire.KindChunk, Seq: 3, ToolCalls: []byte(`{}`)}); err == nil {
 		t.Error("tool calls that are no array were added")
 	}
-	s := Stream{ID: "s1", Meta: wire.Meta{Model: "m", Created: 7}}
+	s := Stream{ID: "s1", Meta: wire.Meta{Model: "m", Created: 7}, Cursors: testCursors}
 	done := wire.Frame{Kind: wire.KindEnd, Seq: 4, Status: wire.StatusDone, FinishReason: "tool_calls", Attempts: 1}
 	c := a.Completion(s, wire.Cursor{Seq: 4, JSSeq: 9}, &done)
 	msg := c.Choices[0].Message
@@ -31,7 +31,7 @@ func TestAnswerIsOneCompletion(t *testing.T) {
 		*msg.Content != "so" || msg.Reasoning != "hm" || len(msg.ToolCalls) != 2 ||
 		msg.ToolCalls[0].ID != "call_a" || msg.ToolCalls[0].Function.Arguments != "{}" ||
 		msg.ToolCalls[1].Function.Name != "put" || msg.ToolCalls[1].Function.Arguments != `{"k":1}` ||
-		c.Relay.Cursor != "4-9" || c.Relay.Provider != "p" || c.Relay.RequestedModel != "" {
+		c.Relay.Cursor != testCursors.String(wire.Cursor{Seq: 4, JSSeq: 9}) || c.Relay.Provider != "p" || c.Relay.RequestedModel != "" {
 		t.Fatalf("completion %+v", c)
 	}
 	cut := wire.Frame{Kind: wire.KindEnd, Seq: 4, Status: wire.StatusIncomplete}

@@ -19,6 +19,8 @@ type Stream struct {
 	// ResumeToken, when set, is rendered in the relay object (the first
 	// event of a POST's stream carries it).
 	ResumeToken string
+	// Cursors seals the cursors rendered in the relay object.
+	Cursors *wire.CursorKey
 }
 
 // Chunk is OpenAI's chat.completion.chunk. Every field of the provider's
@@ -202,7 +204,7 @@ func (s Stream) Chunk(c wire.Cursor, f *wire.Frame) Chunk {
 		Relay: ChunkRelay{
 			StreamID:       s.ID,
 			Seq:            f.Seq,
-			Cursor:         c.String(),
+			Cursor:         s.Cursors.String(c),
 			Provider:       f.Provider,
 			Model:          f.Model,
 			RequestedModel: s.requested(f),
@@ -235,7 +237,7 @@ func (s Stream) endRelay(c wire.Cursor, f *wire.Frame) EndRelay {
 	return EndRelay{
 		StreamID: s.ID,
 		Seq:      f.Seq,
-		Cursor:   c.String(),
+		Cursor:   s.Cursors.String(c),
 		Status:   relayStatus(f),
 		Attempts: f.Attempts,
 		Cost:     f.Cost,

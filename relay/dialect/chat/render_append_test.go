@@ -61,7 +61,7 @@ func FuzzRenderChunk(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, shape, flags uint8, content, reasoning, model, provider, seam, name string,
 		seq, jsseq uint64, created int64, cost float64) {
-		s := Stream{ID: "01JD" + provider, Meta: wire.Meta{Model: model, Created: created}}
+		s := Stream{ID: "01JD" + provider, Meta: wire.Meta{Model: model, Created: created}, Cursors: testCursors}
 		f := fuzzFrame(shape%fuzzShapes, flags, content, reasoning, provider, seam, name, seq, cost)
 		f.Model = model + reasoning
 		c := wire.Cursor{Seq: f.Seq, JSSeq: jsseq}
@@ -154,3 +154,12 @@ func TestRenderAppendKnowsEveryField(t *testing.T) {
 		}
 	}
 }
+
+// testCursors stands for a cluster's cursor key.
+var testCursors = func() *wire.CursorKey {
+	k, err := wire.NewCursorKey([]byte("0123456789abcdef"))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()

@@ -9,7 +9,7 @@ import (
 // benchFrames are a typical stream's frames and their cursors: a first
 // chunk with the role, a token, and the done end frame with its usage.
 func benchFrames() (Stream, []wire.Cursor, []wire.Frame) {
-	s := Stream{ID: "sbm6v2c4x3qjz7f5k1n8r9t0wa", Meta: wire.Meta{Model: "gpt-4o-mini", Created: 1764633600}}
+	s := Stream{ID: "sbm6v2c4x3qjz7f5k1n8r9t0wa", Meta: wire.Meta{Model: "gpt-4o-mini", Created: 1764633600}, Cursors: testCursors}
 	chunk := wire.Frame{Kind: wire.KindChunk, Seq: 2, Content: " world", Provider: "openai", Model: "gpt-4o-mini-2024-07-18", Attempt: 1}
 	first := chunk
 	first.Seq, first.Role, first.Content = 1, "assistant", "Hello"

@@ -2,15 +2,16 @@ package slots
 
 import (
 	"maps"
+	"math"
 	"sort"
 )
 
 // Tenant is one tenant's part in a decision.
 type Tenant struct {
-	// Used are the tenant's generations the fleet runs, and those this
-	// edge let start that no worker listed yet.
+	// Used are the tenant's generations the fleet runs, and those the
+	// edges let start that no worker listed yet.
 	Used int
-	// Waiting are its requests waiting at this edge.
+	// Waiting are its requests waiting at the edges.
 	Waiting int
 	// Cap is its cap on concurrent generations; zero: none.
 	Cap int
@@ -102,4 +103,44 @@ func Next(usable int, tenants map[string]Tenant) []string {
 		return waiting[i] < waiting[j]
 	})
 	return waiting
+}
+
+// Split divides a tenant's share of the fleet's slots between the edges
+// that hold or wait for its generations (edges: each one's part, Used its
+// generations running or let start, Waiting its requests waiting there),
+// in whole slots, so that edges deciding at the same moment do not
+// together let the tenant past its share. A share with a fraction counts
+// as the next whole slot, as Admit counts it. An edge gets what it wants
+// when that is less than an even split of what is left (Shares); the
+// slots left by rounding down go to the largest fractions, ties to the
+// first edge by name, so every edge that knows the same counts finds the
+// same parts.
+func Split(share float64, edges map[string]Tenant) map[string]int {
+	whole := int(math.Ceil(share - 1e-9))
+	even := Shares(whole, edges)
+	names := make([]string, 0, len(edges))
+	parts := make(map[string]int, len(edges))
+	left := whole
+	for name, s := range even {
+		parts[name] = int(s + 1e-9)
+		left -= parts[name]
+		names = append(names, name)
+	}
+	frac := func(name string) float64 { return even[name] - float64(parts[name]) }
+	sort.Slice(names, func(i, j int) bool {
+		if fi, fj := frac(names[i]), frac(names[j]); fi != fj {
+			return fi > fj
+		}
+		return names[i] < names[j]
+	})
+	for _, name := range names {
+		if left == 0 {
+			break
+		}
+		if parts[name] < edges[name].demand() {
+			parts[name]++
+			left--
+		}
+	}
+	return parts
 }

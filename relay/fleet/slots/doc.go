@@ -1,7 +1,9 @@
 // Package slots is the pure part of the edges' fair sharing of the
 // workers' slots between tenants (edge/admit_tenant_gate.go): the fleet's load
-// as the workers' heartbeats tell it (Load), and whether a tenant may
-// start one more generation now (Admit). It has no clock and no lock.
+// as the workers' heartbeats tell it (Load), whether a tenant may start
+// one more generation now (Admit), and a tenant's share split between the
+// edges its requests wait at (Split). It has no clock and no lock. The
+// workers share their slots for forwarded requests by the same Admit.
 //
 // The workers' slots are the queue's only scarce resource: a generation
 // holds one for as long as its answer streams, often minutes. The work

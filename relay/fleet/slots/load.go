@@ -24,21 +24,37 @@ type Load struct {
 
 type worker struct {
 	capacity int
-	// held is the size of the set, from every heartbeat; tenants holds
-	// the tenant of each request the heartbeats listed, by sequence.
+	// held is the size of the set, from every heartbeat; listed holds
+	// the stream and tenant of each request the heartbeats listed, by
+	// sequence.
 	held    int
-	tenants map[uint64]string
+	listed  map[uint64]listed
 	heard   time.Time
 	timeout time.Duration
 }
 
+// listed is one request a heartbeat listed.
+type listed struct{ stream, tenant string }
+
+// Seen is what a heartbeat, or a worker's silence, changed of the streams
+// the workers hold: the edge that let a generation start follows it from
+// the queue to its end by these.
+type Seen struct {
+	// Taken are the streams a heartbeat listed.
+	Taken []string
+	// Ended are those a worker no longer holds: their answer ended.
+	Ended []string
+	// Orphaned are those of a worker that left or fell silent: they are
+	// handed over, and another worker lists them once it took them.
+	Orphaned []string
+}
+
 // counted is what w adds to the held total: its own count, or the
 // requests listed if more (a delta's count can lag what it listed).
-func (w *worker) counted() int { return max(w.held, len(w.tenants)) }
+func (w *worker) counted() int { return max(w.held, len(w.listed)) }
 
-// Observe applies hb, heard at now. It returns the stream ids the
-// heartbeat lists, which a worker has taken.
-func (l *Load) Observe(hb wire.Heartbeat, now time.Time) []string {
+// Observe applies hb, heard at now.
+func (l *Load) Observe(hb wire.Heartbeat, now time.Time) Seen {
 	if l.workers == nil {
 		l.workers = map[string]*worker{}
 		l.byTenant = map[string]int{}
@@ -46,69 +62,86 @@ func (l *Load) Observe(hb wire.Heartbeat, now time.Time) []string {
 	w := l.workers[hb.Instance]
 	if hb.Leaving {
 		if w != nil {
-			l.forget(hb.Instance, w)
+			return Seen{Orphaned: l.forget(hb.Instance, w)}
 		}
-		return nil
+		return Seen{}
 	}
 	if w == nil {
-		w = &worker{tenants: map[uint64]string{}}
+		w = &worker{listed: map[uint64]listed{}}
 		l.workers[hb.Instance] = w
 	}
 	l.capacity -= w.capacity
 	l.held -= w.counted()
-	listed := hb.Added
+	var gone []string
+	list := hb.Added
 	if hb.Full {
-		for seq := range w.tenants {
-			l.untrack(w, seq)
+		for seq := range w.listed {
+			gone = append(gone, l.untrack(w, seq))
 		}
-		listed = hb.Deliveries
+		list = hb.Deliveries
 	}
 	for _, r := range hb.Removed {
-		l.untrack(w, r.Seq)
+		if id := l.untrack(w, r.Seq); id != "" {
+			gone = append(gone, id)
+		}
 	}
-	taken := make([]string, 0, len(listed))
-	for _, d := range listed {
+	var seen Seen
+	still := make(map[string]bool, len(list))
+	for _, d := range list {
 		l.untrack(w, d.Seq)
-		w.tenants[d.Seq] = d.Tenant
+		w.listed[d.Seq] = listed{stream: d.StreamID, tenant: d.Tenant}
 		l.byTenant[d.Tenant]++
-		taken = append(taken, d.StreamID)
+		seen.Taken = append(seen.Taken, d.StreamID)
+		still[d.StreamID] = true
+	}
+	// A stream delivered again under a new sequence is still held.
+	for _, id := range gone {
+		if !still[id] {
+			seen.Ended = append(seen.Ended, id)
+		}
 	}
 	w.capacity, w.held, w.heard, w.timeout = hb.Capacity, hb.Held, now, hb.Timeout()
 	l.capacity += w.capacity
 	l.held += w.counted()
-	return taken
+	return seen
 }
 
-// untrack takes request seq out of w's set, if it is there.
-func (l *Load) untrack(w *worker, seq uint64) {
-	t, ok := w.tenants[seq]
+// untrack takes request seq out of w's set, if it is there, and returns
+// its stream ("" if it was not).
+func (l *Load) untrack(w *worker, seq uint64) string {
+	r, ok := w.listed[seq]
 	if !ok {
-		return
+		return ""
 	}
-	delete(w.tenants, seq)
-	if l.byTenant[t]--; l.byTenant[t] <= 0 {
-		delete(l.byTenant, t)
+	delete(w.listed, seq)
+	if l.byTenant[r.tenant]--; l.byTenant[r.tenant] <= 0 {
+		delete(l.byTenant, r.tenant)
 	}
+	return r.stream
 }
 
-// forget takes worker id out of the load.
-func (l *Load) forget(id string, w *worker) {
+// forget takes worker id out of the load and returns the streams it held.
+func (l *Load) forget(id string, w *worker) []string {
 	l.capacity -= w.capacity
 	l.held -= w.counted()
-	for seq := range w.tenants {
-		l.untrack(w, seq)
+	streams := make([]string, 0, len(w.listed))
+	for seq := range w.listed {
+		streams = append(streams, l.untrack(w, seq))
 	}
 	delete(l.workers, id)
+	return streams
 }
 
 // Expire forgets the workers not heard for three of their liveness
-// timeouts: dead ones, whose requests the others have taken over.
-func (l *Load) Expire(now time.Time) {
+// timeouts: dead ones, whose requests the others take over. It returns
+// the streams they held.
+func (l *Load) Expire(now time.Time) (orphaned []string) {
 	for id, w := range l.workers {
 		if now.Sub(w.heard) > 3*w.timeout {
-			l.forget(id, w)
+			orphaned = append(orphaned, l.forget(id, w)...)
 		}
 	}
+	return orphaned
 }
 
 // Tally is the fleet's capacity, the requests its workers hold, and those

@@ -3,6 +3,7 @@ package slots
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,21 +85,26 @@ func TestSharesWaterFill(t *testing.T) {
 func TestLoadFollowsHeartbeats(t *testing.T) {
 	var l Load
 	now := time.Unix(1000, 0)
-	taken := l.Observe(wire.Heartbeat{Instance: "w1", Capacity: 4, Full: true, Held: 2, Deliveries: []wire.Delivery{
+	seen := l.Observe(wire.Heartbeat{Instance: "w1", Capacity: 4, Full: true, Held: 2, Deliveries: []wire.Delivery{
 		{StreamID: "s1", Seq: 1, Tenant: "a"}, {StreamID: "s2", Seq: 2, Tenant: "b"},
 	}}, now)
-	if len(taken) != 2 {
-		t.Fatalf("taken: %v", taken)
+	if len(seen.Taken) != 2 || len(seen.Ended) != 0 {
+		t.Fatalf("seen: %+v", seen)
 	}
-	l.Observe(wire.Heartbeat{Instance: "w1", Capacity: 4, Held: 2, Added: []wire.Delivery{{StreamID: "s3", Seq: 3, Tenant: "a"}},
+	seen = l.Observe(wire.Heartbeat{Instance: "w1", Capacity: 4, Held: 2, Added: []wire.Delivery{{StreamID: "s3", Seq: 3, Tenant: "a"}},
 		Removed: []wire.DeliveryRef{{Seq: 2}}}, now)
+	if !slices.Equal(seen.Taken, []string{"s3"}) || !slices.Equal(seen.Ended, []string{"s2"}) {
+		t.Fatalf("seen: %+v", seen)
+	}
 	// w2's set is not known yet: it holds 3 of unknown tenants.
 	l.Observe(wire.Heartbeat{Instance: "w2", Capacity: 6, Held: 3}, now)
 	capacity, held, by := l.Tally()
 	if capacity != 10 || held != 5 || by["a"] != 2 || by["b"] != 0 {
 		t.Errorf("tally: capacity %d, held %d, by tenant %v", capacity, held, by)
 	}
-	l.Observe(wire.Heartbeat{Instance: "w1", Leaving: true}, now)
+	if seen := l.Observe(wire.Heartbeat{Instance: "w1", Leaving: true}, now); len(seen.Orphaned) != 2 {
+		t.Errorf("w1 left holding s1 and s3; orphaned %v", seen.Orphaned)
+	}
 	l.Expire(now.Add(3*wire.DefaultLivenessTimeout + time.Second))
 	if capacity, held, _ := l.Tally(); capacity != 0 || held != 0 {
 		t.Errorf("after w1 left and w2 fell silent: capacity %d, held %d", capacity, held)
@@ -144,12 +150,33 @@ func check(t *testing.T, l *Load) {
 	for _, w := range l.workers {
 		capacity += w.capacity
 		held += w.counted()
-		for _, tenant := range w.tenants {
-			by[tenant]++
+		for _, r := range w.listed {
+			by[r.tenant]++
 		}
 	}
 	gotCap, gotHeld, gotBy := l.Tally()
 	if gotCap != capacity || gotHeld != held || !maps.Equal(gotBy, by) {
 		t.Fatalf("kept %d, %d, %v; counted %d, %d, %v", gotCap, gotHeld, gotBy, capacity, held, by)
+	}
+}
+
+// A tenant's share is split between the edges in whole slots that add up
+// to it, the same on every edge: an edge that wants less than an even
+// split gets what it wants.
+func TestSplitBetweenEdges(t *testing.T) {
+	for _, c := range []struct {
+		share float64
+		edges map[string]Tenant
+		want  map[string]int
+	}{
+		{3, map[string]Tenant{"e1": {Used: 1, Waiting: 11}, "e2": {Used: 1, Waiting: 11}, "e3": {Used: 1, Waiting: 11}}, map[string]int{"e1": 1, "e2": 1, "e3": 1}},
+		{3, map[string]Tenant{"e1": {Waiting: 10}, "e2": {Waiting: 10}}, map[string]int{"e1": 2, "e2": 1}},
+		{5, map[string]Tenant{"e1": {Used: 1}, "e2": {Used: 1, Waiting: 10}, "e3": {Waiting: 10}}, map[string]int{"e1": 1, "e2": 2, "e3": 2}},
+		{2.5, map[string]Tenant{"e1": {Waiting: 10}, "e2": {Waiting: 10}}, map[string]int{"e1": 2, "e2": 1}},
+		{4, map[string]Tenant{"e1": {Waiting: 1}, "e2": {Used: 1}}, map[string]int{"e1": 1, "e2": 1}},
+	} {
+		if got := Split(c.share, c.edges); !maps.Equal(got, c.want) {
+			t.Errorf("Split(%v, %v) = %v, want %v", c.share, c.edges, got, c.want)
+		}
 	}
 }

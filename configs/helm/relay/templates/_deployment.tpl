@@ -66,18 +66,34 @@ spec:
             - --config
             - {{ include "relay.secretDir" $root }}/edge-keys.yaml
             {{- end }}
-          {{- if and (eq .role "edge") $root.Values.secret.resumeTokenSecret }}
+          {{- $podIP := include "relay.opsOnPodIP" . }}
+          {{- $opsPort := include "relay.opsPort" . }}
+          {{- if or (and (eq .role "edge") $root.Values.secret.resumeTokenSecret) $podIP }}
           env:
+            {{- if and (eq .role "edge") $root.Values.secret.resumeTokenSecret }}
             - name: RELAY_EDGE__RESUME_TOKEN_SECRET
               valueFrom:
                 secretKeyRef:
                   name: {{ $secretName }}
                   key: resume-token-secret
+            {{- end }}
+            {{- if $podIP }}
+            # Scraped by the ServiceMonitor: the ops listener on the pod's
+            # IP, not on every interface.
+            - name: POD_IP
+              valueFrom:
+                fieldRef: {fieldPath: status.podIP}
+            - name: RELAY_{{ upper .role }}__LISTEN
+              value: "$(POD_IP):{{ $opsPort }}"
+            {{- end }}
           {{- end }}
+          {{- if or (eq .role "edge") $podIP }}
           ports:
             - name: http
               containerPort: {{ $v.port }}
               protocol: TCP
+          {{- end }}
+          {{- if $podIP }}
           livenessProbe:
             httpGet: {path: /healthz, port: http}
             periodSeconds: 10
@@ -86,6 +102,24 @@ spec:
             httpGet: {path: /readyz, port: http}
             periodSeconds: 5
             failureThreshold: 2
+          {{- else }}
+          # The ops listener is on loopback, which the kubelet's HTTP probes
+          # cannot reach: the relay binary probes it from inside (the image
+          # has no shell or curl). The edge's is outside the API's
+          # connection cap, so a full edge is not restarted.
+          livenessProbe:
+            exec:
+              command: [/usr/local/bin/relay, probe, "http://127.0.0.1:{{ $opsPort }}/healthz"]
+            periodSeconds: 10
+            timeoutSeconds: 5
+            failureThreshold: 3
+          readinessProbe:
+            exec:
+              command: [/usr/local/bin/relay, probe, "http://127.0.0.1:{{ $opsPort }}/readyz"]
+            periodSeconds: 5
+            timeoutSeconds: 5
+            failureThreshold: 2
+          {{- end }}
           securityContext:
             {{- toYaml $root.Values.securityContext | nindent 12 }}
           resources:

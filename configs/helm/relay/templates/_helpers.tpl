@@ -56,14 +56,31 @@ edge, which needs none, never sees them.
 {{- $_ := set $cfg "models" $v.models -}}
 {{- end -}}
 {{- if eq .role "edge" -}}
-{{- $_ := set $cfg "edge" (merge (dict "listen" (printf "0.0.0.0:%d" (int $v.edge.port)) "allow_anonymous" $v.edge.allowAnonymous) (deepCopy $v.edge.config)) -}}
+{{- $_ := set $cfg "edge" (merge (dict "listen" (printf "0.0.0.0:%d" (int $v.edge.port)) "ops_listen" (printf "127.0.0.1:%d" (int $v.edge.opsPort)) "allow_anonymous" $v.edge.allowAnonymous) (deepCopy $v.edge.config)) -}}
 {{- else if eq .role "worker" -}}
-{{- $_ := set $cfg "worker" (merge (dict "listen" (printf "0.0.0.0:%d" (int $v.worker.port)) "drain_timeout" (printf "%ds" (int $v.worker.drainTimeoutSeconds))) (deepCopy $v.worker.config)) -}}
+{{- $_ := set $cfg "worker" (merge (dict "listen" (printf "127.0.0.1:%d" (int $v.worker.port)) "drain_timeout" (printf "%ds" (int $v.worker.drainTimeoutSeconds))) (deepCopy $v.worker.config)) -}}
 {{- else -}}
-{{- $_ := set $cfg "coordinator" (merge (dict "listen" (printf "0.0.0.0:%d" (int $v.coordinator.port))) (deepCopy $v.coordinator.config)) -}}
+{{- $_ := set $cfg "coordinator" (merge (dict "listen" (printf "127.0.0.1:%d" (int $v.coordinator.port))) (deepCopy $v.coordinator.config)) -}}
 {{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 
 {{/* The Secret's key of a provider's API keys file. */}}
 {{- define "relay.providerKey" -}}provider-{{ . }}{{- end -}}
+
+
+{{/*
+Whether a role's ops listener (/healthz, /readyz, /metrics, without
+authentication) is bound to the pod's IP rather than to loopback: the
+worker's and the coordinator's, only for the ServiceMonitor to scrape.
+The edge's stays on loopback; its metrics are scraped on its API port,
+with an operator's key.
+*/}}
+{{- define "relay.opsOnPodIP" -}}
+{{- if and (ne .role "edge") .root.Values.serviceMonitor.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The port of a role's ops listener. */}}
+{{- define "relay.opsPort" -}}
+{{- if eq .role "edge" -}}{{ .root.Values.edge.opsPort }}{{- else -}}{{ (index .root.Values .role).port }}{{- end -}}
+{{- end -}}
