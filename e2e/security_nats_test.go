@@ -54,6 +54,16 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	if got := tr.text.String(); got != want || tr.status != "done" {
 		t.Fatalf("status %q, text differs:\n got %q\nwant %q", tr.status, got, want)
 	}
+	// A stream no edge started is a 404, after the edge asked the metadata
+	// bucket's leader whether a replica only lagged.
+	unknown, err := http.Get(sys.Edge + "/v1/streams/" + wire.NewStreamID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown.Body.Close()
+	if unknown.StatusCode != http.StatusNotFound {
+		t.Fatalf("an unknown stream: status %d, want 404", unknown.StatusCode)
+	}
 
 	coordinator := sys.Secured.probe(t, "coordinator")
 	all := []string{wire.RequestStream, wire.ChunkStreamName(0), wire.ChunkStreamName(1), wire.ChunkStreamName(2)}

@@ -24,10 +24,11 @@ import (
 //     it authenticates (admit_auth.go), which is decided on the request's
 //     headers. Unauthenticated connections have a share of their own
 //     (edge.max_unauthenticated_connections, half the cap by default):
-//     a new connection past it closes the unauthenticated one accepted
-//     longest ago, whose client has had its time to send its headers. A
-//     flood of connections that never authenticate so replaces itself,
-//     and leaves the rest of the cap to the tenants.
+//     at the cap, while they hold that many or more, a new connection
+//     closes the unauthenticated one accepted longest ago, whose client
+//     has had the most time to send its headers. A flood of connections
+//     that never authenticate so replaces itself, and cannot keep a
+//     tenant's new connection out.
 //   - A tenant's share is edge.max_connections_per_tenant, half the cap by
 //     default on an edge that serves more than one tenant. A request whose
 //     tenant already holds its share on other connections gets a 429 with
@@ -155,13 +156,15 @@ func (l *capListener) Accept() (net.Conn, error) {
 	}
 }
 
-// admit counts c in, unauthenticated, if it finds room: within the
-// unauthenticated share by closing the oldest unauthenticated connection,
-// and within the cap by closing an idle one.
+// admit counts c in, unauthenticated, if it finds room. Below the cap
+// there is room. At the cap, room is made by closing the oldest
+// unauthenticated connection while they hold their share or more, else an
+// idle one. So a burst of clients below the cap loses no connection while
+// its clients send their headers.
 func (l *capListener) admit(c *slotConn) bool {
 	l.mu.Lock()
 	var oldest *slotConn
-	if l.unauthenticated < l.max && l.fresh.Len() >= l.unauthenticated {
+	if l.unauthenticated < l.max && l.total >= l.max && l.fresh.Len() >= l.unauthenticated {
 		oldest = l.fresh.Remove(l.fresh.Front()).(*slotConn)
 		oldest.fresh = nil
 	}

@@ -40,8 +40,9 @@ type Config struct {
 	// closed (admit_conn_limit.go). Zero: 10,000; negative: no cap.
 	MaxConnections int `koanf:"max_connections"`
 	// MaxUnauthenticatedConnections is the share of MaxConnections that
-	// connections no request has authenticated on yet may hold; past it,
-	// a new connection closes the oldest of them (admit_conn_limit.go).
+	// connections no request has authenticated on yet may hold: at the
+	// cap, past it, a new connection closes the oldest of them
+	// (admit_conn_limit.go).
 	// Zero: half of MaxConnections; negative: all of it.
 	MaxUnauthenticatedConnections int `koanf:"max_unauthenticated_connections"`
 	// MaxConnectionsPerTenant is how many connections one tenant's

@@ -201,7 +201,7 @@ func edge(node string) Permissions {
 		PublishAllow: []Group{
 			{"Queue a generation, cancel one, say which edge serves a stream.", []string{"relay.requests", "relay.cancel.>", "relay.presence.>"}},
 			{"/v1/embeddings and /v1/completions forwarded to a worker, and generations offered to a worker with a free slot before they are queued.", []string{"relay.forward", "relay.offers"}},
-			{"Stream metadata and Idempotency-Key records: create, update, read.", []string{"$KV.relay_streams.>", "$KV.relay_idempotency.>", "$JS.API.DIRECT.GET.KV_relay_streams.>", "$JS.API.DIRECT.GET.KV_relay_idempotency.>"}},
+			{"Stream metadata and Idempotency-Key records: create, update, read; a stream's metadata a replica missed confirmed with the bucket's leader.", []string{"$KV.relay_streams.>", "$KV.relay_idempotency.>", "$JS.API.DIRECT.GET.KV_relay_streams.>", "$JS.API.DIRECT.GET.KV_relay_idempotency.>", "$JS.API.STREAM.MSG.GET.KV_relay_streams"}},
 			{"Look up the assets (read only).", join(
 				[]string{"$JS.API.INFO", "$JS.API.STREAM.INFO.RELAY_REQUESTS", "$JS.API.CONSUMER.INFO.RELAY_REQUESTS.workers"},
 				each("$JS.API.STREAM.INFO.", chunkStreams(), ""),
