@@ -11,10 +11,12 @@
 #   e2e/node/node_modules
 #             the official openai npm package, the Vercel AI SDK (ai,
 #             @ai-sdk/openai) and LangChain (@langchain/openai,
-#             @langchain/core) and Anthropic's SDK (@anthropic-ai/sdk), at
-#             the versions pinned in e2e/node/package-lock.json, for
-#             e2e/sdk_test.go, e2e/sdk_responses_test.go and
-#             e2e/sdk_messages_test.go (`npm ci`)
+#             @langchain/core), Anthropic's SDK (@anthropic-ai/sdk), the
+#             AI SDK's React hooks (@ai-sdk/react, react, react-dom, bundled
+#             for the browser by esbuild) and the Durable Streams client and
+#             server conformance suite (@durable-streams/client,
+#             @durable-streams/server-conformance-tests), at the versions
+#             pinned in e2e/node/package-lock.json (`npm ci`)
 #
 # Run it as root, or as a user that may sudo; it says what it installs.
 set -euo pipefail
@@ -51,7 +53,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 node_missing=()
-for pkg in openai ai @ai-sdk/openai @langchain/openai @langchain/core @anthropic-ai/sdk; do
+for pkg in openai ai @ai-sdk/openai @langchain/openai @langchain/core @anthropic-ai/sdk \
+	@ai-sdk/react react react-dom esbuild @durable-streams/client @durable-streams/server-conformance-tests; do
 	[ -f "$here/node/node_modules/$pkg/package.json" ] || node_missing+=("$pkg")
 done
 if [ ${#node_missing[@]} -gt 0 ]; then
