@@ -105,9 +105,9 @@ type streamSource struct {
 	st *store.Stream
 }
 
-func (s streamSource) id() string                 { return s.st.ID }
-func (s streamSource) contentType() string        { return s.st.ContentType }
-func (s streamSource) describe(hdr http.Header)   { s.h.describe(hdr, s.st) }
+func (s streamSource) id() string               { return s.st.ID }
+func (s streamSource) contentType() string      { return s.st.ContentType }
+func (s streamSource) describe(hdr http.Header) { s.h.describe(hdr, s.st) }
 func (s streamSource) tail(ctx context.Context) (store.Tail, error) {
 	return s.h.deps.Store.TailOf(ctx, s.st)
 }
