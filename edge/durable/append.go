@@ -87,7 +87,8 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, acc Access, pat
 	}
 	hdr.Set(hProducerEpoch, strconv.FormatUint(producer.Epoch, 10))
 	hdr.Set(hProducerSeq, strconv.FormatUint(res.ProducerSeq, 10))
-	if res.Duplicate {
+	if res.Duplicate || len(body) == 0 {
+		// A duplicate, or a close that appends nothing.
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}

@@ -109,13 +109,8 @@ func (h *Handler) spec(r *http.Request, k *wire.CursorKey) (store.Spec, *wire.Er
 	}
 	fork := &store.ForkSpec{Source: h.streamPath(from)}
 	if hasOffset {
-		switch o := strings.TrimSpace(offset[0]); o {
-		case "-1":
-			start := store.Start
-			fork.Offset = &start
-		case "now":
-		default:
-			at, err := k.ParseOffset(o)
+		if o := strings.TrimSpace(offset[0]); o != "now" {
+			at, err := parseOffset(k, o)
 			if err != nil {
 				return spec, badRequest(hForkOffset, "Stream-Fork-Offset is not an offset of this relay")
 			}

@@ -102,6 +102,11 @@ const (
 	HeaderResumeToken = "X-Relay-Resume-Token"
 )
 
+// ExposedHeaders are the protocol's response headers a browser page on
+// an allowed origin must be able to read (edge/admit_cors.go).
+var ExposedHeaders = []string{hNextOffset, hUpToDate, hClosed, hCursor, hTTL, hExpiresAt, hSSEEncoding,
+	hProducerEpoch, hProducerSeq, hExpectedSeq, hReceivedSeq, "ETag", "Location"}
+
 // generationsPath is the part of the prefix's space the relay's
 // generations are read under.
 const generationsPath = "/generations/"

@@ -49,18 +49,29 @@ func readRequest(r *http.Request, k *wire.CursorKey) (request, *wire.Error) {
 	case len(offsets) > 1:
 		return req, badRequest("offset", "offset is given more than once")
 	}
-	switch o := offsets[0]; o {
-	case "-1":
-	case "now":
+	if offsets[0] == "now" {
 		req.now = true
-	default:
-		from, err := k.ParseOffset(o)
-		if err != nil {
-			return req, badRequest("offset", "not an offset of this stream")
-		}
-		req.from = from
+		return req, nil
 	}
+	from, err := parseOffset(k, offsets[0])
+	if err != nil {
+		return req, badRequest("offset", "not an offset of this stream")
+	}
+	req.from = from
 	return req, nil
+}
+
+// zeroOffset is the start of a stream as clients that construct offsets
+// write it (the suite does): taken as -1.
+const zeroOffset = "0000000000000000_0000000000000000"
+
+// parseOffset reads an offset a client gives: -1 (or zeroOffset), the
+// start; else one the edge made.
+func parseOffset(k *wire.CursorKey, s string) (wire.Offset, error) {
+	if s == "-1" || s == zeroOffset {
+		return store.Start, nil
+	}
+	return k.ParseOffset(s)
 }
 
 // read answers GET: catch-up, long-poll or SSE.
