@@ -3,12 +3,15 @@ package edge
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/relaydev/relay/edge/durable"
+	"github.com/relaydev/relay/relay/chunklog"
 	store "github.com/relaydev/relay/relay/durable"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -87,18 +90,59 @@ func (s *Server) durableStreams() (string, http.Handler) {
 		Offsets: func(ctx context.Context) (*wire.CursorKey, error) {
 			return s.cursors.get(ctx)
 		},
-		Authorize:  s.durableAccess,
-		IssueToken: s.tokens.issue,
-		WriteError: writeError,
-		Logger:     s.log,
+		Authorize:   s.durableAccess,
+		IssueToken:  s.tokens.issue,
+		WriteError:  writeError,
+		Generations: &generations{s: s, retention: map[string]time.Duration{}},
+		Logger:      s.log,
 	})
 	return cfg.Prefix + "/", h
 }
 
+// generations is what edge/durable reads of the relay's generations.
+type generations struct {
+	s         *Server
+	mu        sync.Mutex
+	retention map[string]time.Duration // by chunk stream, once read
+}
+
+func (g *generations) Meta(ctx context.Context, id string) (wire.Meta, error) {
+	meta, _, err := g.s.meta.get(ctx, id)
+	if errors.Is(err, errNoMeta) {
+		return wire.Meta{}, store.ErrNotFound
+	}
+	return meta, err
+}
+
+// Retention is the chunk stream's MaxAge, read once per partition.
+func (g *generations) Retention(ctx context.Context, id string) (time.Duration, error) {
+	name := wire.ChunkStreamOf(id)
+	g.mu.Lock()
+	d, ok := g.retention[name]
+	g.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	st, err := g.s.js.Stream(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	g.mu.Lock()
+	g.retention[name] = info.Config.MaxAge
+	g.mu.Unlock()
+	return info.Config.MaxAge, nil
+}
+
+func (g *generations) Reader() *chunklog.Reader { return g.s.reader }
+
 // durableAccess authenticates a Durable Streams request as the API's are
 // (admit_auth.go): a key names the tenant, and a read may carry the
 // stream's resume token in ?token= instead.
-func (s *Server) durableAccess(r *http.Request) (durable.Access, *wire.Error) {
+func (s *Server) durableAccess(w http.ResponseWriter, r *http.Request) (durable.Access, *wire.Error) {
 	token := r.URL.Query().Get("token")
 	if _, found, _ := credential(r); !found && token != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		tenant, ok := tokenTenant(token)
@@ -110,7 +154,7 @@ func (s *Server) durableAccess(r *http.Request) (durable.Access, *wire.Error) {
 	p, e := s.authenticate(r)
 	if e != nil {
 		if e.Status == http.StatusUnauthorized {
-			return durable.Access{}, e
+			w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
 		}
 		return durable.Access{}, e
 	}

@@ -50,22 +50,27 @@ type Deps struct {
 	NC *nats.Conn
 	// Offsets is the key offsets are sealed with (the cluster's cursor key).
 	Offsets func(context.Context) (*wire.CursorKey, error)
-	// Authorize decides who a request acts for, or refuses it.
-	Authorize func(*http.Request) (Access, *wire.Error)
+	// Authorize decides who a request acts for, or refuses it (it may set
+	// the refusal's headers on w).
+	Authorize func(http.ResponseWriter, *http.Request) (Access, *wire.Error)
 	// IssueToken returns a resume token for the tenant's stream id.
 	IssueToken func(id, tenant string) string
 	// WriteError answers with an error in the edge's shape.
 	WriteError func(http.ResponseWriter, *wire.Error)
 	// Generations reads the relay's generations (GET {prefix}/generations/{id}).
 	Generations Generations
-	Logger      *slog.Logger
+	// Renderers are the dialects a generation may be read in, by the name
+	// ?dialect= gives, besides "chat" (RenderChat).
+	Renderers map[string]Renderer
+	Logger    *slog.Logger
 }
 
 // Handler serves the Durable Streams protocol under Config.Prefix.
 type Handler struct {
-	cfg  Config
-	deps Deps
-	now  func() time.Time
+	cfg       Config
+	deps      Deps
+	renderers map[string]Renderer
+	now       func() time.Time
 }
 
 // New returns the handler.
@@ -73,7 +78,11 @@ func New(cfg Config, deps Deps) *Handler {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{cfg: cfg, deps: deps, now: time.Now}
+	renderers := map[string]Renderer{defaultDialect: RenderChat}
+	for name, r := range deps.Renderers {
+		renderers[name] = r
+	}
+	return &Handler{cfg: cfg, deps: deps, renderers: renderers, now: time.Now}
 }
 
 // The protocol's headers.
@@ -120,7 +129,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, &wire.Error{Message: "a stream's path follows " + h.cfg.Prefix + "/", Type: wire.TypeInvalidRequest, Code: "unknown_url", Status: http.StatusNotFound})
 		return
 	}
-	acc, e := h.deps.Authorize(r)
+	acc, e := h.deps.Authorize(w, r)
 	if e != nil {
 		h.fail(w, e)
 		return
