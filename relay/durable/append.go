@@ -74,10 +74,11 @@ func (s *Store) appendOnce(ctx context.Context, id string, a *Append) (Result, e
 		return Result{}, ErrSeqConflict
 	}
 	next := t.state.next(a.Producer, a.StreamSeq)
+	next.Append = newAppendID()
 	w := chunklog.NewWriter(s.js, s.reader, id, t.last, t.Offset.Seq)
 	tail := t.Offset
 	if len(a.Data) > 0 {
-		f := dataFrame(a.Data, state{Producers: next.Producers, StreamSeq: next.StreamSeq, Messages: a.Messages})
+		f := dataFrame(a.Data, state{Producers: next.Producers, StreamSeq: next.StreamSeq, Messages: a.Messages, Append: next.Append})
 		c, err := w.Append(ctx, f)
 		if err != nil {
 			return Result{}, err

@@ -1,6 +1,8 @@
 package durable
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
@@ -24,6 +26,11 @@ type state struct {
 	// Closer is the producer append that closed the stream, on its end
 	// frame, so that a retry of it is a duplicate rather than a conflict.
 	Closer *Producer `json:"closer,omitempty"`
+	// Append is random, one per append: two edges storing the same
+	// producer's retried batch at once write different frames, so the one
+	// whose frame was not stored learns it (chunklog.Writer tells an
+	// append refused for another's from its own stored by its bytes).
+	Append string `json:"append,omitempty"`
 }
 
 type producer struct {
@@ -49,6 +56,13 @@ func stateOf(f wire.Frame) (state, error) {
 		return state{}, fmt.Errorf("durable: state of frame %d: %w", f.Seq, err)
 	}
 	return st, nil
+}
+
+// newAppendID returns a fresh state.Append.
+func newAppendID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 func (st state) encode() json.RawMessage {
