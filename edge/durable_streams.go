@@ -30,7 +30,7 @@ type DurableStreamsConfig struct {
 	// caches collapse readers (zero: 60s).
 	SSEDuration time.Duration `koanf:"sse_duration"`
 	// MaxAppendBytes bounds the body of a PUT or POST; a larger one gets a
-	// 413 (zero: 512 KiB; at most 768 KiB, so that one append stays one
+	// 413 (zero: 512 KiB; at most 640 KiB, so that one append stays one
 	// message of NATS's default 1 MiB payload, base64 included).
 	MaxAppendBytes int64 `koanf:"max_append_bytes"`
 }
@@ -41,7 +41,7 @@ const (
 	DefaultLongPollTimeout      = 20 * time.Second
 	DefaultSSEDuration          = time.Minute
 	DefaultMaxAppendBytes       = 512 << 10
-	maxAppendBytes              = 768 << 10
+	maxAppendBytes              = 640 << 10
 )
 
 func (c DurableStreamsConfig) withDefaults() DurableStreamsConfig {

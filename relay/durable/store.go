@@ -203,11 +203,17 @@ func (s *Store) TailOf(ctx context.Context, st *Stream) (Tail, error) {
 	return s.tailOf(ctx, st.ID, false)
 }
 
+// maxContentBytes bounds an append's data stored as text in a frame, as
+// JSON escapes it: text that escapes to more (quotes, control characters)
+// is stored as bytes, whose base64 grows by a third only, so that any
+// append of edge.durable_streams.max_append_bytes fits a NATS message.
+const maxContentBytes = 896 << 10
+
 // dataFrame is the chunk frame of an append's data: as text where it is
-// UTF-8, else as bytes.
+// UTF-8 (GET /v1/streams/{id} shows it), else as bytes.
 func dataFrame(data []byte, st state) wire.Frame {
 	f := wire.Frame{Kind: wire.KindChunk, Durable: st.encode()}
-	if utf8.Valid(data) {
+	if utf8.Valid(data) && len(wire.AppendJSONString(nil, string(data))) <= maxContentBytes {
 		f.Content = string(data)
 	} else {
 		f.Data = data
