@@ -109,6 +109,7 @@ func (s *Server) handleChatStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	w.Header().Set("X-Relay-Stream-Id", live.id)
 	s.serveUIMessages(w, r, o, nil)
 }
 
