@@ -21,10 +21,10 @@ const Done = "[DONE]"
 // Encoder renders one stream's frames as UI message chunks, in order:
 // start (with the message id) and start-step before the first frame's;
 // text and reasoning as parts opened, filled and closed (a part ends where
-// the other kind begins, or where the provider began a new block); a tool
-// call as tool-input-start and tool-input-delta while it streams and
-// tool-input-available once the answer is done; then finish-step and
-// finish with the finish reason. A stream that did not end done never
+// the other kind begins, or where the provider began a new block); a url
+// citation as source-url; a tool call as tool-input-start and
+// tool-input-delta while it streams and tool-input-available once the
+// answer is done; then finish-step and finish with the finish reason. A stream that did not end done never
 // finishes: it ends with error (failed, incomplete) or abort (cancelled),
 // so that a cut answer never looks whole.
 //
@@ -41,6 +41,8 @@ type Encoder struct {
 	openID string
 	parts  int
 	tools  []*tool
+	// sources counts the sources cited, for their ids.
+	sources int
 }
 
 // tool is a tool call being streamed, by its index in the chat deltas.
@@ -91,8 +93,38 @@ func (e *Encoder) Frame(f wire.Frame, emit func([]byte)) {
 	if text := f.Content + f.Refusal; text != "" {
 		e.delta("text", text, f.NewBlock, emit)
 	}
+	if len(f.Annotations) > 0 {
+		e.citations(f.Annotations, emit)
+	}
 	if len(f.ToolCalls) > 0 {
 		e.toolDeltas(f.ToolCalls, emit)
+	}
+}
+
+// citations renders a chunk's url citations (chat's delta.annotations)
+// as source-url chunks; annotations of other types have no UI chunk.
+func (e *Encoder) citations(raw json.RawMessage, emit func([]byte)) {
+	var annotations []struct {
+		Type        string `json:"type"`
+		URLCitation struct {
+			URL   string `json:"url"`
+			Title string `json:"title"`
+		} `json:"url_citation"`
+	}
+	if json.Unmarshal(raw, &annotations) != nil {
+		return
+	}
+	for _, a := range annotations {
+		if a.Type != "url_citation" || a.URLCitation.URL == "" {
+			continue
+		}
+		e.sources++
+		emit(marshal(struct {
+			Type     string `json:"type"`
+			SourceID string `json:"sourceId"`
+			URL      string `json:"url"`
+			Title    string `json:"title,omitempty"`
+		}{"source-url", "source-" + strconv.Itoa(e.sources), a.URLCitation.URL, a.URLCitation.Title}))
 	}
 }
 

@@ -51,7 +51,8 @@ func types(cs []map[string]any) string {
 	return strings.Join(t, " ")
 }
 
-// fullAnswer has reasoning, text in two blocks, a claim, a tool call whose
+// fullAnswer has reasoning, text in two blocks, a url citation, a claim,
+// a tool call whose
 // arguments stream over two chunks, and a done end.
 var fullAnswer = []wire.Frame{
 	{Kind: wire.KindClaim, Worker: "w1"},
@@ -59,7 +60,8 @@ var fullAnswer = []wire.Frame{
 	{Kind: wire.KindChunk, Seq: 2, Reasoning: " more."},
 	{Kind: wire.KindChunk, Seq: 3, Content: "Die "},
 	{Kind: wire.KindChunk, Seq: 4, Content: "Brücke 橋"},
-	{Kind: wire.KindChunk, Seq: 5, Content: "Second block.", NewBlock: true},
+	{Kind: wire.KindChunk, Seq: 5, Content: "Second block.", NewBlock: true,
+		Annotations: json.RawMessage(`[{"type":"url_citation","url_citation":{"start_index":0,"end_index":6,"title":"Bonn","url":"https://bonn.de"}},{"type":"file_citation"}]`)},
 	{Kind: wire.KindChunk, Seq: 6, ToolCalls: json.RawMessage(`[{"index":0,"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"ci"}}]`)},
 	{Kind: wire.KindChunk, Seq: 7, ToolCalls: json.RawMessage(`[{"index":0,"function":{"arguments":"ty\":\"Bonn\"}"}}]`)},
 	{Kind: wire.KindEnd, Seq: 8, Status: wire.StatusDone, FinishReason: "tool_calls"},

@@ -10,23 +10,22 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// Request is what useChat's DefaultChatTransport posts: the chat's id, its
-// UIMessages, the trigger and the fields of the transport's body option,
-// of which the relay reads the model, a system prompt and a few chat
-// completion parameters; an app's other fields are its own and are left
-// alone.
+// Request is what useChat's DefaultChatTransport posts that the relay
+// reads: the chat's id, its UIMessages, and of the fields of the
+// transport's body option the model, a system prompt and a few chat
+// completion parameters (passed); an app's other fields are its own and
+// are left alone. The trigger and messageId it also sends need nothing:
+// for a regenerate, useChat sends the messages up to the one it
+// regenerates, so the messages alone say what to answer.
 type Request struct {
-	ID        string    `json:"id"`
-	Messages  []Message `json:"messages"`
-	Trigger   string    `json:"trigger"`
-	MessageID string    `json:"messageId"`
-	Model     string    `json:"model"`
-	System    string    `json:"system"`
+	ID       string    `json:"id"`
+	Messages []Message `json:"messages"`
+	Model    string    `json:"model"`
+	System   string    `json:"system"`
 }
 
 // Message is a UIMessage: a role and its parts.
 type Message struct {
-	ID    string `json:"id"`
 	Role  string `json:"role"`
 	Parts []Part `json:"parts"`
 }
