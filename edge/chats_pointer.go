@@ -93,6 +93,12 @@ func (s *Server) startChat(ctx context.Context, tenant, chatID string, attach bo
 			return started{}, e
 		}
 		if live.id != "" {
+			if attach && live.starting {
+				// Its edge is writing the Meta: attach once it is there.
+				if meta, err := s.awaitMeta(ctx, live.id); err == nil && meta.Tenant == tenant {
+					live.meta, live.starting = meta, false
+				}
+			}
 			if attach && !live.starting {
 				return started{id: live.id, meta: live.meta, replay: true}, nil
 			}

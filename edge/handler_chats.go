@@ -40,7 +40,8 @@ func (s *Server) chatRoutes(mux *http.ServeMux) {
 // attached to the live one, HeaderOnBusy), held until its first frame so
 // that a provider's refusal is an HTTP error (useChat shows its message),
 // and served as the UI message stream from the start. X-Relay-Stream-Id
-// names the stream.
+// names the stream. The chat's id is what an Idempotency-Key would be
+// (one generation at a time), so that header starts nothing here.
 func (s *Server) handleChats(w http.ResponseWriter, r *http.Request) {
 	opts, ok := s.startOptionsOf(w, r)
 	if !ok {
