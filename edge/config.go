@@ -104,6 +104,9 @@ type Config struct {
 	// attaches a repeated POST to the stream the first one started (zero:
 	// 24h; at most streams.retention). Negative: the headers are ignored.
 	IdempotencyWindow time.Duration `koanf:"idempotency_window"`
+	// ChatModel is the model of a POST /v1/chats whose body names none
+	// (handler_chats.go). Zero: none, such a request is a 400.
+	ChatModel string `koanf:"chat_model"`
 	// MaxMessages caps the messages of a request (zero: 256; negative: no
 	// cap).
 	MaxMessages int `koanf:"max_messages"`

@@ -22,6 +22,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/messages/count_tokens", methods{http.MethodPost: s.handleCountTokens})
 	mux.Handle("/v1/streams/{id}", methods{http.MethodGet: s.handleStream, http.MethodDelete: s.handleCancel})
 	mux.Handle("/v1/ws", methods{http.MethodGet: s.handleWS})
+	s.chatRoutes(mux) // handler_chats.go: /v1/chats, the AI SDK's useChat
 	mux.Handle("/v1/models", methods{http.MethodGet: s.handleModels})
 	mux.Handle("/v1/models/{id...}", methods{http.MethodGet: s.handleModel})
 	mux.Handle("/healthz", methods{http.MethodGet: handleHealth})

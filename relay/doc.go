@@ -35,6 +35,7 @@
 //	relay/dialect/chat     OpenAI's chat completions, the dialect the others translate to and from: request and its checks, chunks rendered and parsed, chat.completion, error
 //	relay/dialect/anthropic  Anthropic's Messages API for both sides: request types and checks, events for clients and from providers, errors
 //	relay/dialect/responses  OpenAI's Responses API, likewise
+//	relay/dialect/uimessage  the Vercel AI SDK's UI message stream (useChat), client side: its POST as a chat request, frames as UI message chunks
 //	relay/jsonscan         JSON read by hand on the hot paths
 //	relay/backoff          full-jitter backoff, for every retry
 //	relay/runecut          cutting text into bounded pieces without splitting a rune
