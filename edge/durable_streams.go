@@ -12,6 +12,7 @@ import (
 
 	"github.com/relaydev/relay/edge/durable"
 	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/uimessage"
 	store "github.com/relaydev/relay/relay/durable"
 	"github.com/relaydev/relay/relay/wire"
 )
@@ -94,10 +95,29 @@ func (s *Server) durableStreams() (string, http.Handler) {
 		IssueToken:  s.tokens.issue,
 		WriteError:  writeError,
 		Generations: &generations{s: s, retention: map[string]time.Duration{}},
+		Dialects:    map[string]durable.Dialect{"ui": uiDialect},
 		Logger:      s.log,
 	})
 	return cfg.Prefix + "/", h
 }
+
+// uiDialect reads a generation as the AI SDK's UI message chunks, the
+// messages a Durable Streams chat transport reads: the stream of
+// POST /v1/chats, chunk for chunk.
+var uiDialect = durable.Dialect{Replays: true, New: func(g durable.Generation) durable.Renderer {
+	enc := uimessage.NewEncoder(uimessage.MessageID(g.ID))
+	return func(b []byte, _ wire.Cursor, f *wire.Frame) ([]byte, int) {
+		n := 0
+		enc.Frame(*f, func(chunk []byte) {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, chunk...)
+			n++
+		})
+		return b, n
+	}
+}}
 
 // generations is what edge/durable reads of the relay's generations.
 type generations struct {

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -144,5 +145,51 @@ func TestDurableStreamsServeGenerations(t *testing.T) {
 	res = do(t, http.MethodGet, u+"?offset="+url.QueryEscape(tail), "", nil)
 	if got := readAll(t, res); got != "[]" || res.Header.Get("Stream-Closed") != "true" {
 		t.Fatalf("GET from the tail: %q, closed %q", got, res.Header.Get("Stream-Closed"))
+	}
+}
+
+// In the ui dialect a generation reads as the UI message chunks of
+// POST /v1/chats; a read from an offset goes on as the read from the
+// start does, part ids included, with no chunk of the frames before it.
+func TestDurableStreamsServeGenerationsAsUIMessages(t *testing.T) {
+	e := newEnv(t)
+	e.fixCursorKey()
+	edge := e.startEdge(Config{})
+	id := wire.NewStreamID()
+	cursors := e.writeStream(id, wire.Meta{Model: testModel, Created: time.Now().Unix()}, []wire.Frame{
+		{Kind: wire.KindChunk, Seq: 1, Role: "assistant", Content: "Hello"},
+		{Kind: wire.KindChunk, Seq: 2, Content: " there"},
+		{Kind: wire.KindEnd, Seq: 3, Status: wire.StatusDone, FinishReason: "stop"},
+	})
+	u := edge.url + "/ds/generations/" + id + "?dialect=ui"
+	read := func(offset string) []map[string]any {
+		t.Helper()
+		res := do(t, http.MethodGet, u+"&offset="+url.QueryEscape(offset), "", nil)
+		var chunks []map[string]any
+		if err := json.Unmarshal([]byte(readAll(t, res)), &chunks); err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("GET from %s: %d, %v", offset, res.StatusCode, err)
+		}
+		return chunks
+	}
+	shape := func(chunks []map[string]any) string {
+		var b strings.Builder
+		for _, c := range chunks {
+			fmt.Fprintf(&b, "%v", c["type"])
+			for _, k := range []string{"id", "delta", "finishReason"} {
+				if v, ok := c[k]; ok {
+					fmt.Fprintf(&b, " %s=%v", k, v)
+				}
+			}
+			b.WriteString("; ")
+		}
+		return b.String()
+	}
+	whole := shape(read("-1"))
+	if want := "start; start-step; text-start id=text-1; text-delta id=text-1 delta=Hello; text-delta id=text-1 delta= there; text-end id=text-1; finish-step; finish finishReason=stop; "; whole != want {
+		t.Fatalf("from the start:\n %s\nwant\n %s", whole, want)
+	}
+	after := fixedCursorKey.Offset(wire.Offset{Seq: cursors[0].Seq, JSSeq: cursors[0].JSSeq})
+	if got, want := shape(read(after)), "text-delta id=text-1 delta= there; text-end id=text-1; finish-step; finish finishReason=stop; "; got != want {
+		t.Fatalf("after the first frame:\n %s\nwant\n %s", got, want)
 	}
 }

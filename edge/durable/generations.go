@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -32,28 +33,42 @@ type Generations interface {
 	Reader() *chunklog.Reader
 }
 
-// Generation is one generation as a Renderer sees it.
+// Generation is one generation as a Dialect sees it.
 type Generation struct {
 	ID      string
 	Meta    wire.Meta
 	Cursors *wire.CursorKey
 }
 
-// Renderer renders one frame of a generation as a message of its
-// Durable Stream; ok is false for a frame that is none (a claim).
-type Renderer func(g Generation, c wire.Cursor, f *wire.Frame) (msg []byte, ok bool)
+// A Dialect renders a generation's frames as the messages of its Durable
+// Stream: New returns the Renderer of one read. A dialect whose messages
+// depend on the frames before them (part ids, which part is open) says
+// Replays: a read from an offset first renders the frames before it, and
+// drops what they render, so that it goes on as a read from the start
+// would.
+type Dialect struct {
+	New     func(g Generation) Renderer
+	Replays bool
+}
 
-// RenderChat renders a frame as the chat dialect does for
+// Renderer appends the messages of one frame to b, each a JSON value,
+// comma-separated; n counts them (none for a frame that renders none, a
+// claim).
+type Renderer func(b []byte, c wire.Cursor, f *wire.Frame) (out []byte, n int)
+
+// ChatDialect renders each frame as the chat dialect does for
 // GET /v1/streams/{id}: a chat.completion.chunk, the done end frame as
 // the last chunk with its finish_reason and usage, any other end as the
 // error object.
-func RenderChat(g Generation, c wire.Cursor, f *wire.Frame) ([]byte, bool) {
-	if f.Kind == wire.KindClaim {
-		return nil, false
-	}
+var ChatDialect = Dialect{New: func(g Generation) Renderer {
 	s := chat.Stream{ID: g.ID, Meta: g.Meta, Cursors: g.Cursors}
-	return s.AppendObject(nil, c, f), true
-}
+	return func(b []byte, c wire.Cursor, f *wire.Frame) ([]byte, int) {
+		if f.Kind == wire.KindClaim {
+			return b, 0
+		}
+		return s.AppendObject(b, c, f), 1
+	}
+}}
 
 // defaultDialect is the renderer of a read that names none.
 const defaultDialect = "chat"
@@ -73,7 +88,7 @@ func (h *Handler) serveGeneration(w http.ResponseWriter, r *http.Request, acc Ac
 	if dialect == "" {
 		dialect = defaultDialect
 	}
-	render, ok := h.renderers[dialect]
+	d, ok := h.dialects[dialect]
 	if !ok {
 		h.fail(w, badRequest("dialect", "no dialect %q", dialect))
 		return
@@ -102,7 +117,7 @@ func (h *Handler) serveGeneration(w http.ResponseWriter, r *http.Request, acc Ac
 		h.fail(w, e)
 		return
 	}
-	g := generationSource{gens: h.deps.Generations, g: Generation{ID: id, Meta: meta, Cursors: k}, render: render}
+	g := &generationSource{gens: h.deps.Generations, g: Generation{ID: id, Meta: meta, Cursors: k}, dialect: d}
 	if ret, err := h.deps.Generations.Retention(ctx, id); err == nil && ret > 0 {
 		g.expires = time.Unix(meta.Created, 0).Add(ret)
 	}
@@ -135,18 +150,21 @@ func (h *Handler) serveGeneration(w http.ResponseWriter, r *http.Request, acc Ac
 	h.serveRead(w, r, k, g, req)
 }
 
-// generationSource reads a generation as a Durable Stream.
+// generationSource reads a generation as a Durable Stream. One read's
+// pages share its renderer: rendered is the last frame it rendered.
 type generationSource struct {
-	gens    Generations
-	g       Generation
-	render  Renderer
-	expires time.Time
+	gens     Generations
+	g        Generation
+	dialect  Dialect
+	expires  time.Time
+	render   Renderer
+	rendered uint64
 }
 
-func (s generationSource) id() string          { return s.g.ID }
-func (s generationSource) contentType() string { return "application/json" }
+func (s *generationSource) id() string          { return s.g.ID }
+func (s *generationSource) contentType() string { return "application/json" }
 
-func (s generationSource) describe(hdr http.Header) {
+func (s *generationSource) describe(hdr http.Header) {
 	hdr.Set(HeaderStreamID, s.g.ID)
 	if !s.expires.IsZero() {
 		hdr.Set(hExpiresAt, s.expires.UTC().Format(time.RFC3339))
@@ -155,7 +173,7 @@ func (s generationSource) describe(hdr http.Header) {
 
 // tail is the offset of the generation's last rendered frame: its end
 // frame once it has one (then it is closed).
-func (s generationSource) tail(ctx context.Context) (store.Tail, error) {
+func (s *generationSource) tail(ctx context.Context) (store.Tail, error) {
 	e, err := s.gens.Reader().LastEntry(ctx, s.g.ID)
 	switch {
 	case err != nil:
@@ -180,15 +198,23 @@ func (s generationSource) tail(ctx context.Context) (store.Tail, error) {
 // errPageFull ends a page's read of the log.
 var errPageFull = errors.New("durable: page full")
 
-// page renders the frames after from, one message each.
-func (s generationSource) page(ctx context.Context, from wire.Offset) (store.Page, error) {
+// page renders the frames after from.
+func (s *generationSource) page(ctx context.Context, from wire.Offset) (store.Page, error) {
 	t, err := s.tail(ctx)
 	if err != nil {
 		return store.Page{}, err
 	}
+	after := from.JSSeq
+	if s.render == nil || s.rendered != from.Seq {
+		s.render, s.rendered = s.dialect.New(s.g), from.Seq
+		if s.dialect.Replays {
+			after, s.rendered = 0, 0
+		}
+	}
 	p := store.Page{Next: from}
-	size, expect := 0, from.Seq+1
-	_, err = s.gens.Reader().Read(ctx, s.g.ID, from.JSSeq, func(e chunklog.Entry) error {
+	var scratch []byte
+	size, expect := 0, s.rendered+1
+	_, err = s.gens.Reader().Read(ctx, s.g.ID, after, func(e chunklog.Entry) error {
 		f := e.Frame
 		if f.Kind == wire.KindClaim {
 			return nil
@@ -198,14 +224,20 @@ func (s generationSource) page(ctx context.Context, from wire.Offset) (store.Pag
 		}
 		expect++
 		c := wire.Cursor{Seq: f.Seq, JSSeq: e.JSSeq}
-		msg, ok := s.render(s.g, c, &f)
-		if !ok {
+		msg, n := s.render(scratch[:0], c, &f)
+		scratch = msg
+		s.rendered = f.Seq
+		if f.Seq <= from.Seq || n == 0 {
+			// Replayed for the renderer's state, or rendered as nothing.
 			return nil
 		}
 		if len(p.Chunks) > 0 && size+len(msg) > maxPage {
+			// The renderer has gone past the page: the next page
+			// starts over.
+			s.render = nil
 			return errPageFull
 		}
-		p.Chunks = append(p.Chunks, store.Chunk{Data: msg, Messages: 1, At: wire.Offset{Seq: f.Seq, JSSeq: e.JSSeq}})
+		p.Chunks = append(p.Chunks, store.Chunk{Data: bytes.Clone(msg), Messages: n, At: wire.Offset{Seq: f.Seq, JSSeq: e.JSSeq}})
 		p.Next = wire.Offset{Seq: f.Seq, JSSeq: e.JSSeq}
 		size += len(msg)
 		return nil

@@ -59,18 +59,18 @@ type Deps struct {
 	WriteError func(http.ResponseWriter, *wire.Error)
 	// Generations reads the relay's generations (GET {prefix}/generations/{id}).
 	Generations Generations
-	// Renderers are the dialects a generation may be read in, by the name
-	// ?dialect= gives, besides "chat" (RenderChat).
-	Renderers map[string]Renderer
-	Logger    *slog.Logger
+	// Dialects are the dialects a generation may be read in, by the name
+	// ?dialect= gives, besides "chat" (ChatDialect).
+	Dialects map[string]Dialect
+	Logger   *slog.Logger
 }
 
 // Handler serves the Durable Streams protocol under Config.Prefix.
 type Handler struct {
-	cfg       Config
-	deps      Deps
-	renderers map[string]Renderer
-	now       func() time.Time
+	cfg      Config
+	deps     Deps
+	dialects map[string]Dialect
+	now      func() time.Time
 }
 
 // New returns the handler.
@@ -78,11 +78,11 @@ func New(cfg Config, deps Deps) *Handler {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	renderers := map[string]Renderer{defaultDialect: RenderChat}
-	for name, r := range deps.Renderers {
-		renderers[name] = r
+	dialects := map[string]Dialect{defaultDialect: ChatDialect}
+	for name, d := range deps.Dialects {
+		dialects[name] = d
 	}
-	return &Handler{cfg: cfg, deps: deps, renderers: renderers, now: time.Now}
+	return &Handler{cfg: cfg, deps: deps, dialects: dialects, now: time.Now}
 }
 
 // The protocol's headers.
