@@ -24,7 +24,7 @@ import (
 // exposedHeaders are the response headers a page on an allowed origin may
 // read.
 var exposedHeaders = strings.Join([]string{
-	"X-Relay-Stream-Id", HeaderResumeToken, HeaderIdempotentReplayed, "Retry-After",
+	"X-Relay-Stream-Id", HeaderResumeToken, HeaderIdempotentReplayed, "Retry-After", "Location",
 }, ", ")
 
 // corsMaxAge is how long a browser may cache a preflight answer, in

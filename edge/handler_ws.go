@@ -33,7 +33,8 @@ import (
 //	client  resume        stream_id, after: a cursor or ""    follow a stream after the cursor ("" = from the start)
 //	client  cancel        stream_id                           cancel a generation, as DELETE /v1/streams/{id} does
 //	server  started       stream_id, resume_token,            a start was accepted; answers come in the order starts were
-//	                      replayed?                           sent; resume_token as in X-Relay-Resume-Token; replayed
+//	                      location, replayed?                 sent; resume_token as in X-Relay-Resume-Token; location,
+//	                                                          as the POST's Location, where to resume it; replayed
 //	                                                          when an idempotency key attached it to an earlier start
 //	server  chunk         stream_id, cursor, chunk            chunk is the chat.completion.chunk an SSE client gets
 //	server  end           stream_id, cursor, status,          the stream ended; nothing follows for that stream_id.
@@ -128,6 +129,7 @@ type wsOut struct {
 	Cost         float64     `json:"cost,omitempty"`
 	RetryMS      int64       `json:"retry_ms,omitempty"`
 	ResumeToken  string      `json:"resume_token,omitempty"`
+	Location     string      `json:"location,omitempty"`
 	Replayed     bool        `json:"replayed,omitempty"`
 }
 
@@ -376,7 +378,7 @@ func (c *wsConn) handle(ctx context.Context, in wsIn) error {
 		}
 		token := c.s.tokens.issue(st.id, c.p.tenant)
 		o := origin{stream: chat.Stream{ID: st.id, Meta: st.meta, Cursors: key}, f: st.f}
-		if err := c.send(ctx, wsOut{Type: "started", StreamID: st.id, ResumeToken: token, Replayed: st.replay}); err != nil {
+		if err := c.send(ctx, wsOut{Type: "started", StreamID: st.id, ResumeToken: token, Location: streamLocation(st.id), Replayed: st.replay}); err != nil {
 			if o.f != nil {
 				o.f.Close()
 			}
