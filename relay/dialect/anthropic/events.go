@@ -63,6 +63,12 @@ type Events struct {
 	endErr   *wire.Error
 	// model is the model of the latest chunk: the one answering.
 	model string
+	// folding is set while deltas are folded (Fold); held is the delta
+	// rendered last, numbered heldID, not yet written: the next delta of
+	// the same block is added to it.
+	folding bool
+	held    *blockDeltaEvent
+	heldID  int
 }
 
 // NewEvents renders stream streamID, which asked for model requested,
@@ -142,9 +148,82 @@ const PingData = `{"type":"ping"}`
 func (m *Events) emit(out chat.EventWriter, typ string, ev any) {
 	n := m.next
 	m.next++
-	if out != nil && n > m.after {
-		out.Event(strconv.Itoa(n), typ, marshal(ev))
+	if out == nil || n <= m.after {
+		return
 	}
+	if m.folding {
+		d, ok := ev.(blockDeltaEvent)
+		if ok && m.held != nil && fold(m.held, d) {
+			m.heldID = n
+			return
+		}
+		m.writeHeld(out)
+		if ok && foldable(d) {
+			m.held, m.heldID = &d, n
+			return
+		}
+	}
+	out.Event(strconv.Itoa(n), typ, marshal(ev))
+}
+
+// Fold starts folding: until Unfold, the deltas of one block that follow
+// each other (text, thinking, a tool's input) are written as one event,
+// with the id of the last of them. A resume with snapshot folds the events
+// the client has not seen, so that it gets what was said so far in a few
+// events rather than one per token; each event's id is still a point to
+// resume after, as the events it folds come before it.
+func (m *Events) Fold() { m.folding = true }
+
+// Unfold writes the delta held, if any, and stops folding.
+func (m *Events) Unfold(out chat.EventWriter) {
+	m.writeHeld(out)
+	m.folding = false
+}
+
+func (m *Events) writeHeld(out chat.EventWriter) {
+	if m.held != nil {
+		out.Event(strconv.Itoa(m.heldID), "content_block_delta", marshal(*m.held))
+		m.held = nil
+	}
+}
+
+// foldable reports whether d is a delta that Fold folds: signatures and
+// citations are not text to add to.
+func foldable(d blockDeltaEvent) bool {
+	switch d.Delta.(type) {
+	case textDelta, thinkingDelta, inputJSONDelta:
+		return true
+	}
+	return false
+}
+
+// fold adds delta d to held if both are deltas of one kind of the same
+// block, and reports whether it did.
+func fold(held *blockDeltaEvent, d blockDeltaEvent) bool {
+	if held.Index != d.Index {
+		return false
+	}
+	switch h := held.Delta.(type) {
+	case textDelta:
+		if e, ok := d.Delta.(textDelta); ok {
+			h.Text += e.Text
+			held.Delta = h
+			return true
+		}
+	case thinkingDelta:
+		if e, ok := d.Delta.(thinkingDelta); ok {
+			h.Thinking += e.Thinking
+			held.Delta = h
+			return true
+		}
+	case inputJSONDelta:
+		if e, ok := d.Delta.(inputJSONDelta); ok {
+			h.PartialJSON += e.PartialJSON
+			held.Delta = h
+			return true
+		}
+	}
+	return false
 }
 
 // Begin renders message_start, which precedes the first frame.

@@ -72,6 +72,11 @@ type Renderer struct {
 	failure  *wire.Error
 	// model is the model of the latest chunk: the one answering.
 	model string
+	// folding is set while deltas are folded (Fold); held is the delta
+	// written last, not yet written: the next delta of the same part is
+	// added to it.
+	folding bool
+	held    responseEvent
 }
 
 // NewRenderer renders stream s, writing the events after sequence number
@@ -191,14 +196,86 @@ func newErrorEvent(seq int, e *wire.Error) *errorEvent {
 }
 
 // emit numbers an event and writes it to out, unless out is nil (only the
-// Response is built) or the client has it already.
+// Response is built) or the client has it already. While folding, a delta
+// is held until the next event: a delta of the same part is added to it.
 func (r *Renderer) emit(out chat.EventWriter, typ string, ev responseEvent) {
 	h := ev.head()
 	h.Type, h.SequenceNumber = typ, r.next
 	r.next++
-	if out != nil && h.SequenceNumber > r.after {
-		out.Event("", typ, marshal(ev))
+	if out == nil || h.SequenceNumber <= r.after {
+		return
 	}
+	if r.folding {
+		if r.held != nil && fold(r.held, ev) {
+			return
+		}
+		r.writeHeld(out)
+		if isDelta(ev) {
+			r.held = ev
+			return
+		}
+	}
+	out.Event("", typ, marshal(ev))
+}
+
+// Fold starts folding: until Unfold, the deltas of one part that follow
+// each other (text, reasoning, a call's arguments) are written as one,
+// numbered as the last of them. A resume with snapshot folds the events
+// the client has not seen, so that it gets what was said so far in a few
+// events rather than one per token; any event's number is still a point
+// to resume after (starting_after), as the events it folds come before it.
+func (r *Renderer) Fold() { r.folding = true }
+
+// Unfold writes the delta held, if any, and stops folding.
+func (r *Renderer) Unfold(out chat.EventWriter) {
+	r.writeHeld(out)
+	r.folding = false
+}
+
+func (r *Renderer) writeHeld(out chat.EventWriter) {
+	if r.held != nil {
+		out.Event("", r.held.head().Type, marshal(r.held))
+		r.held = nil
+	}
+}
+
+// isDelta reports whether ev is a delta that Fold folds.
+func isDelta(ev responseEvent) bool {
+	switch ev.(type) {
+	case *textDeltaEvent, *reasoningDeltaEvent, *argumentsDeltaEvent:
+		return true
+	}
+	return false
+}
+
+// fold adds delta ev to held if both are deltas of the same part, and
+// reports whether it did.
+func fold(held, ev responseEvent) bool {
+	switch h := held.(type) {
+	case *textDeltaEvent:
+		e, ok := ev.(*textDeltaEvent)
+		if !ok || e.ItemID != h.ItemID || e.ContentIndex != h.ContentIndex {
+			return false
+		}
+		h.Delta += e.Delta
+		h.Logprobs = append(h.Logprobs, e.Logprobs...)
+	case *reasoningDeltaEvent:
+		e, ok := ev.(*reasoningDeltaEvent)
+		if !ok || e.ItemID != h.ItemID || e.ContentIndex != h.ContentIndex {
+			return false
+		}
+		h.Delta += e.Delta
+	case *argumentsDeltaEvent:
+		e, ok := ev.(*argumentsDeltaEvent)
+		if !ok || e.ItemID != h.ItemID {
+			return false
+		}
+		h.Delta += e.Delta
+	default:
+		return false
+	}
+	held.head().SequenceNumber = ev.head().SequenceNumber
+	return true
 }
 
 // Begin renders the events that precede the first frame.
@@ -225,6 +302,7 @@ func (r *Renderer) Frame(out chat.EventWriter, f wire.Frame) {
 // repeats the number of the last event the client has, so that a client
 // that resumes after it misses nothing.
 func (r *Renderer) Cut(out chat.EventWriter, e *wire.Error) {
+	r.Unfold(out)
 	out.Event("", "error", marshal(newErrorEvent(max(r.next-1, r.after), e)))
 }
 
