@@ -113,10 +113,6 @@ type ChunkRelay struct {
 	LogprobsGap bool `json:"logprobs_gap,omitempty"`
 	// ResumeToken is in the first event of a stream a POST started.
 	ResumeToken string `json:"resume_token,omitempty"`
-	// Snapshot is set on the chunk that folds Chunks chunks into one, the
-	// first of a resume with snapshot (Snapshot).
-	Snapshot bool `json:"snapshot,omitempty"`
-	Chunks   int  `json:"chunks,omitempty"`
 }
 
 // EndRelay describes how a stream ended.

@@ -61,8 +61,15 @@ func (s Stream) SnapshotChunk(p *Snapshot) Chunk {
 	c.Choices = []ChunkChoice{{Delta: delta, Logprobs: wire.MergeLogprobs(p.a.logprobs)}}
 	c.extra = nil
 	r := c.Relay.(ChunkRelay)
-	r.Snapshot, r.Chunks = true, p.n
 	r.LogprobsGap = p.a.logprobsGap
-	c.Relay = r
+	c.Relay = SnapshotRelay{ChunkRelay: r, Snapshot: true, Chunks: p.n}
 	return c
+}
+
+// SnapshotRelay is the relay member of a snapshot chunk: the last chunk's
+// place, and how many chunks it folds.
+type SnapshotRelay struct {
+	ChunkRelay
+	Snapshot bool `json:"snapshot"`
+	Chunks   int  `json:"chunks"`
 }
