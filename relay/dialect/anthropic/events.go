@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
@@ -69,6 +70,8 @@ type Events struct {
 	folding bool
 	held    *blockDeltaEvent
 	heldID  int
+	// heldText is held's text so far, set in held when it is written.
+	heldText strings.Builder
 }
 
 // NewEvents renders stream streamID, which asked for model requested,
@@ -153,13 +156,15 @@ func (m *Events) emit(out chat.EventWriter, typ string, ev any) {
 	}
 	if m.folding {
 		d, ok := ev.(blockDeltaEvent)
-		if ok && m.held != nil && fold(m.held, d) {
+		if ok && m.held != nil && m.fold(d) {
 			m.heldID = n
 			return
 		}
 		m.writeHeld(out)
-		if ok && foldable(d) {
+		if _, text, foldable := deltaText(d); ok && foldable {
 			m.held, m.heldID = &d, n
+			m.heldText.Reset()
+			m.heldText.WriteString(text)
 			return
 		}
 	}
@@ -181,49 +186,49 @@ func (m *Events) Unfold(out chat.EventWriter) {
 }
 
 func (m *Events) writeHeld(out chat.EventWriter) {
-	if m.held != nil {
-		out.Event(strconv.Itoa(m.heldID), "content_block_delta", marshal(*m.held))
-		m.held = nil
+	if m.held == nil {
+		return
 	}
+	text := m.heldText.String()
+	switch d := m.held.Delta.(type) {
+	case textDelta:
+		d.Text = text
+		m.held.Delta = d
+	case thinkingDelta:
+		d.Thinking = text
+		m.held.Delta = d
+	case inputJSONDelta:
+		d.PartialJSON = text
+		m.held.Delta = d
+	}
+	out.Event(strconv.Itoa(m.heldID), "content_block_delta", marshal(*m.held))
+	m.held = nil
 }
 
-// foldable reports whether d is a delta that Fold folds: signatures and
-// citations are not text to add to.
-func foldable(d blockDeltaEvent) bool {
-	switch d.Delta.(type) {
-	case textDelta, thinkingDelta, inputJSONDelta:
-		return true
+// deltaText is the type and text of d, if it is a delta that Fold folds:
+// signatures and citations are not text to add to.
+func deltaText(d blockDeltaEvent) (typ, text string, ok bool) {
+	switch e := d.Delta.(type) {
+	case textDelta:
+		return e.Type, e.Text, true
+	case thinkingDelta:
+		return e.Type, e.Thinking, true
+	case inputJSONDelta:
+		return e.Type, e.PartialJSON, true
 	}
-	return false
+	return "", "", false
 }
 
-// fold adds delta d to held if both are deltas of one kind of the same
-// block, and reports whether it did.
-func fold(held *blockDeltaEvent, d blockDeltaEvent) bool {
-	if held.Index != d.Index {
+// fold adds delta d to the held one if both are deltas of one kind of the
+// same block, and reports whether it did.
+func (m *Events) fold(d blockDeltaEvent) bool {
+	typ, text, ok := deltaText(d)
+	held, _, _ := deltaText(*m.held)
+	if !ok || m.held.Index != d.Index || typ != held {
 		return false
 	}
-	switch h := held.Delta.(type) {
-	case textDelta:
-		if e, ok := d.Delta.(textDelta); ok {
-			h.Text += e.Text
-			held.Delta = h
-			return true
-		}
-	case thinkingDelta:
-		if e, ok := d.Delta.(thinkingDelta); ok {
-			h.Thinking += e.Thinking
-			held.Delta = h
-			return true
-		}
-	case inputJSONDelta:
-		if e, ok := d.Delta.(inputJSONDelta); ok {
-			h.PartialJSON += e.PartialJSON
-			held.Delta = h
-			return true
-		}
-	}
-	return false
+	m.heldText.WriteString(text)
+	return true
 }
 
 // Begin renders message_start, which precedes the first frame.

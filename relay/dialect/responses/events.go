@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
@@ -77,6 +78,8 @@ type Renderer struct {
 	// added to it.
 	folding bool
 	held    responseEvent
+	// heldDelta is held's delta so far, set in held when it is written.
+	heldDelta strings.Builder
 }
 
 // NewRenderer renders stream s, writing the events after sequence number
@@ -206,12 +209,14 @@ func (r *Renderer) emit(out chat.EventWriter, typ string, ev responseEvent) {
 		return
 	}
 	if r.folding {
-		if r.held != nil && fold(r.held, ev) {
+		if r.held != nil && r.fold(ev) {
 			return
 		}
 		r.writeHeld(out)
-		if isDelta(ev) {
+		if d, ok := deltaOf(ev); ok {
 			r.held = ev
+			r.heldDelta.Reset()
+			r.heldDelta.WriteString(*d)
 			return
 		}
 	}
@@ -233,48 +238,54 @@ func (r *Renderer) Unfold(out chat.EventWriter) {
 }
 
 func (r *Renderer) writeHeld(out chat.EventWriter) {
-	if r.held != nil {
-		out.Event("", r.held.head().Type, marshal(r.held))
-		r.held = nil
+	if r.held == nil {
+		return
 	}
+	d, _ := deltaOf(r.held)
+	*d = r.heldDelta.String()
+	out.Event("", r.held.head().Type, marshal(r.held))
+	r.held = nil
 }
 
-// isDelta reports whether ev is a delta that Fold folds.
-func isDelta(ev responseEvent) bool {
-	switch ev.(type) {
-	case *textDeltaEvent, *reasoningDeltaEvent, *argumentsDeltaEvent:
-		return true
+// deltaOf is the delta text of ev, if it is a delta that Fold folds.
+func deltaOf(ev responseEvent) (*string, bool) {
+	switch e := ev.(type) {
+	case *textDeltaEvent:
+		return &e.Delta, true
+	case *reasoningDeltaEvent:
+		return &e.Delta, true
+	case *argumentsDeltaEvent:
+		return &e.Delta, true
 	}
-	return false
+	return nil, false
 }
 
-// fold adds delta ev to held if both are deltas of the same part, and
-// reports whether it did.
-func fold(held, ev responseEvent) bool {
-	switch h := held.(type) {
+// fold adds delta ev to the held one if both are deltas of the same
+// part, and reports whether it did.
+func (r *Renderer) fold(ev responseEvent) bool {
+	switch h := r.held.(type) {
 	case *textDeltaEvent:
 		e, ok := ev.(*textDeltaEvent)
 		if !ok || e.ItemID != h.ItemID || e.ContentIndex != h.ContentIndex {
 			return false
 		}
-		h.Delta += e.Delta
 		h.Logprobs = append(h.Logprobs, e.Logprobs...)
 	case *reasoningDeltaEvent:
 		e, ok := ev.(*reasoningDeltaEvent)
 		if !ok || e.ItemID != h.ItemID || e.ContentIndex != h.ContentIndex {
 			return false
 		}
-		h.Delta += e.Delta
 	case *argumentsDeltaEvent:
 		e, ok := ev.(*argumentsDeltaEvent)
 		if !ok || e.ItemID != h.ItemID {
 			return false
 		}
-		h.Delta += e.Delta
 	default:
 		return false
 	}
-	held.head().SequenceNumber = ev.head().SequenceNumber
+	d, _ := deltaOf(ev)
+	r.heldDelta.WriteString(*d)
+	r.held.head().SequenceNumber = ev.head().SequenceNumber
 	return true
 }
 
