@@ -15,7 +15,8 @@ import (
 )
 
 // TestSDKGoPreviousResponseChain chains three responses with openai-go's
-// PreviousResponseID, on two edges: the fake provider gets the whole
+// PreviousResponseID, on two edges holding only the shipped NATS grants:
+// the fake provider gets the whole
 // conversation each time (every user turn and every answer, in order),
 // and its answer is the one to that whole conversation. An id the relay
 // does not know is the 400 the SDK raises for OpenAI's
@@ -23,7 +24,7 @@ import (
 func TestSDKGoPreviousResponseChain(t *testing.T) {
 	t.Parallel()
 	const tokens = 6
-	sys := start(t, options{Edges: 2, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: -1}})
+	sys := start(t, options{Edges: 2, Secured: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: -1}})
 	clients := []*responses.ResponseService{responsesClient(sys.Edges[0]), responsesClient(sys.Edges[1])}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
