@@ -22,7 +22,6 @@ import (
 // does not know is the 400 the SDK raises for OpenAI's
 // previous_response_not_found.
 func TestSDKGoPreviousResponseChain(t *testing.T) {
-	t.Parallel()
 	const tokens = 6
 	sys := start(t, options{Edges: 2, Secured: true, Mock: mockupstream.Config{Tokens: tokens, TokenInterval: -1}})
 	clients := []*responses.ResponseService{responsesClient(sys.Edges[0]), responsesClient(sys.Edges[1])}
