@@ -26,7 +26,7 @@ import (
 // exposedHeaders are the response headers a page on an allowed origin may
 // read.
 var exposedHeaders = strings.Join(append([]string{
-	"X-Relay-Stream-Id", HeaderResumeToken, HeaderIdempotentReplayed, "Retry-After",
+	"X-Relay-Stream-Id", HeaderResumeToken, HeaderIdempotentReplayed, "Retry-After", "Location",
 }, durable.ExposedHeaders...), ", ")
 
 // corsMaxAge is how long a browser may cache a preflight answer, in
