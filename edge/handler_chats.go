@@ -81,8 +81,8 @@ func (s *Server) handleChats(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	b := begun{started: st, o: origin{stream: chat.Stream{ID: st.id, Meta: st.meta, Cursors: key}, f: st.f}}
-	w.Header().Set("X-Relay-Stream-Id", st.id)
+	b := begun{started: st, token: s.tokens.issue(st.id, opts.p.tenant), o: origin{stream: chat.Stream{ID: st.id, Meta: st.meta, Cursors: key}, f: st.f}}
+	s.nameChatStream(w, st.id, b.token)
 	left := s.leaving(b, opts)
 	o, answered, gone := s.awaitFirstFrame(w, r, b.o, chatHold)
 	switch {
@@ -110,8 +110,19 @@ func (s *Server) handleChatStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	w.Header().Set("X-Relay-Stream-Id", live.id)
+	s.nameChatStream(w, live.id, s.tokens.issue(live.id, tenant))
 	s.serveUIMessages(w, r, o, nil)
+}
+
+// nameChatStream names a chat's generation in the response's headers:
+// X-Relay-Stream-Id, its resume token, and as Location the generation as
+// a Durable Stream of the same UI message chunks, which a Durable Streams
+// chat transport reads instead of the body.
+func (s *Server) nameChatStream(w http.ResponseWriter, id, token string) {
+	hdr := w.Header()
+	hdr.Set("X-Relay-Stream-Id", id)
+	hdr.Set(HeaderResumeToken, token)
+	hdr.Set("Location", s.cfg.DurableStreams.withDefaults().Prefix+"/generations/"+id+"?dialect=ui")
 }
 
 // handleChatStop serves POST /v1/chats/{chatId}/stop (and DELETE

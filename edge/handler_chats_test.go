@@ -95,6 +95,21 @@ func TestChatsStreamsUIMessages(t *testing.T) {
 	if meta, _ := e.meta(id); meta.Model != testModel {
 		t.Fatalf("model %q, want the body's", meta.Model)
 	}
+	// Location reads the same chunks as a Durable Stream.
+	loc := res.Header.Get("Location")
+	if loc != "/ds/generations/"+id+"?dialect=ui" || res.Header.Get(HeaderResumeToken) == "" {
+		t.Fatalf("Location %q, resume token %q", loc, res.Header.Get(HeaderResumeToken))
+	}
+	ds := do(t, "GET", edge.url+loc+"&offset=-1", "", nil)
+	var stored []uiChunk
+	if err := jsonDecode(ds, &stored); err != nil || ds.Header.Get("Stream-Closed") != "true" || len(stored) != len(chunks) {
+		t.Fatalf("the Location's stream: %v, closed %q, %d chunks, want %d", err, ds.Header.Get("Stream-Closed"), len(stored), len(chunks))
+	}
+	for i := range stored {
+		if stored[i] != chunks[i] {
+			t.Fatalf("chunk %d: %+v in the Durable Stream, %+v in the response", i, stored[i], chunks[i])
+		}
+	}
 
 	noModel := `{"id":"chat-2","messages":[{"role":"user","parts":[{"type":"text","text":"hi"}]}]}`
 	res = do(t, "POST", edge.url+"/v1/chats", noModel, nil)

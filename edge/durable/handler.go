@@ -112,9 +112,10 @@ const (
 )
 
 // ExposedHeaders are the protocol's response headers a browser page on
-// an allowed origin must be able to read (edge/admit_cors.go).
+// an allowed origin must be able to read (edge/admit_cors.go, whose own
+// list has Location).
 var ExposedHeaders = []string{hNextOffset, hUpToDate, hClosed, hCursor, hTTL, hExpiresAt, hSSEEncoding,
-	hProducerEpoch, hProducerSeq, hExpectedSeq, hReceivedSeq, "ETag", "Location"}
+	hProducerEpoch, hProducerSeq, hExpectedSeq, hReceivedSeq, "ETag"}
 
 // generationsPath is the part of the prefix's space the relay's
 // generations are read under.
