@@ -69,6 +69,7 @@ var phases = []phase{
 	{"openloop", (*bench).openLoop},
 	{"rounds", (*bench).rounds},
 	{"resume", (*bench).resume},
+	{"durable", (*bench).durable},
 	{"failover", (*bench).failover},
 	{"breaker", (*bench).breakers},
 	{"memory", (*bench).workerMemory},
