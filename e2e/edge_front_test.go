@@ -164,3 +164,61 @@ func drainRefused(resp *http.Response) (bool, error) {
 	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
 	return false, nil
 }
+
+// The front sends a request to the other edge when the first refuses the
+// connection or is draining, with its body, and passes any other answer,
+// a 503 that is not a drain included, as it came.
+func TestEdgeFrontRetriesOnlyWhatNoEdgeServed(t *testing.T) {
+	var served []string
+	var mu sync.Mutex
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		served = append(served, r.Method+" "+string(b))
+		mu.Unlock()
+		if r.URL.Path == "/busy" {
+			http.Error(w, `{"error":{"code":"overloaded"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		w.Write(b)
+	}))
+	defer live.Close()
+	draining := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSONStatus(w, http.StatusServiceUnavailable, `{"error":{"message":"draining","code":"edge_draining"}}`)
+	}))
+	defer draining.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+
+	front := startEdgeFront(t, dead.URL, draining.URL, live.URL)
+	for i := range 3 { // each edge first once
+		resp, err := http.Post(front.URL+"/echo", "text/plain", strings.NewReader("body "+string(rune('a'+i))))
+		must(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != "body "+string(rune('a'+i)) {
+			t.Fatalf("request %d: HTTP %d %q, want the live edge's echo", i, resp.StatusCode, b)
+		}
+	}
+	resp, err := http.Get(front.URL + "/busy")
+	must(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "overloaded") {
+		t.Fatalf("a 503 that is no drain: HTTP %d %q, want it passed as it came", resp.StatusCode, b)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(served) != 4 {
+		t.Fatalf("the live edge served %v, want each request once", served)
+	}
+	if got := front.retries(); got["connection refused"] == 0 || got["edge draining"] == 0 {
+		t.Fatalf("retries %v, want both reasons", got)
+	}
+}
+
+func writeJSONStatus(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	io.WriteString(w, body)
+}
