@@ -104,7 +104,7 @@ func (f *dsFaults) run(ctx context.Context, total int) {
 			return
 		}
 		f.log = append(f.log, fmt.Sprintf("%s at %v (%d passed, back after %v)", step.what,
-			at.Round(time.Millisecond), n, (time.Since(f.started) - at).Round(time.Millisecond)))
+			at.Round(time.Millisecond), n, (time.Since(f.started)-at).Round(time.Millisecond)))
 	}
 }
 
