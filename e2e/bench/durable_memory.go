@@ -123,7 +123,9 @@ func (b *bench) rssPerReader(ctx context.Context, sys *system, name string, n in
 	for i := range idx {
 		idx[i] = i
 	}
-	err = forEach(rctx, idx, 64, func(ctx context.Context, i int) error {
+	// As many opening at once as the concurrent phase: the edge holds
+	// a relay stream's headers until its first frame, up to 2 s.
+	err = forEach(rctx, idx, 512, func(ctx context.Context, i int) error {
 		resp, err := open(rctx, edge.URL, i)
 		if err != nil {
 			return err
