@@ -115,8 +115,10 @@ func (f *edgeFront) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var lastErr error
 	for _, addr := range f.order() {
+		// The client's Host passes, as a balancer that keeps it does, so
+		// that URLs an edge builds from it name the front.
 		out := req.Clone(req.Context())
-		out.URL.Host, out.Host = addr, addr
+		out.URL.Host = addr
 		if req.Body != nil {
 			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 			out.TransferEncoding = nil
