@@ -130,6 +130,8 @@ type Config struct {
 	// POST /v1/streams/{id}/drop (demo.go). Off by default, on by default
 	// in `relay dev` (relay/config.Load).
 	Demo bool `koanf:"demo"`
+	// DurableStreams serves the Durable Streams protocol (durable_streams.go).
+	DurableStreams DurableStreamsConfig `koanf:"durable_streams"`
 }
 
 // APIKey is one client key: the SHA-256 of the key, never the key itself
@@ -273,6 +275,9 @@ func (c Config) Validate(prefix string) error {
 		return err
 	}
 	if err := c.Spend.validate(prefix, c.APIKeys); err != nil { // admit_spend_config.go
+		return err
+	}
+	if err := c.DurableStreams.validate(prefix + ".durable_streams"); err != nil {
 		return err
 	}
 	for i, h := range c.AllowedHosts {

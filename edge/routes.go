@@ -28,7 +28,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/readyz", methods{http.MethodGet: s.handleReady})
 	mux.Handle("/v1/relay/status", methods{http.MethodGet: s.handleRelayStatus})
 	mux.Handle("/v1/relay/usage", methods{http.MethodGet: s.handleUsage})
-	s.opsRoutes(mux) // /metrics, /dashboard, the demo (dashboard.go)
+	mux.Handle(s.durableStreams()) // durable_streams.go
+	s.opsRoutes(mux)               // /metrics, /dashboard, the demo (dashboard.go)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &wire.Error{
 			Message: fmt.Sprintf("unknown URL (%s %s)", r.Method, r.URL.Path),

@@ -11,6 +11,7 @@
 //
 //	edge                   the client APIs over HTTP and WebSocket, queueing, resume from the durable log
 //	edge/follow            the edge's reader of the durable log: live frames, one subscription per stream, gaps re-read; in order, none twice, none missed
+//	edge/durable           the Durable Streams protocol over HTTP: PUT/POST/GET/HEAD/DELETE, long-poll, SSE, producers, forks; generations read as streams
 //	relay/worker           takes requests off the work queue, calls providers (retries, continuation, fallback), appends frames
 //	coordinator            lease, provider health, probes of idle breakers, quota shares, canary ramps, liveness watch
 //
@@ -19,6 +20,7 @@
 //	relay/wire             the contract: subjects, frames, request, meta, cursor, errors, state keys (no goroutines, no JetStream calls)
 //	relay/streams          JetStream set-up and checks of the streams and buckets, the partitions of the chunk log
 //	relay/chunklog         reading and fenced appending of a stream's frames
+//	relay/durable          Durable Streams in the log: records per (tenant, path), appends checked against the state the last frame carries, reads stitched across forks
 //	relay/liveness         heartbeats, the watcher and the handover of a silent worker's requests
 //	relay/fleet            shared provider state, one home: admission (SharedGate), the View every role reads, lease, quotas, status
 //	relay/fleet/breaker    the circuit breaker's pure state machine

@@ -200,6 +200,7 @@ func edge(node string) Permissions {
 	return Permissions{
 		PublishAllow: []Group{
 			{"Queue a generation, cancel one, say which edge serves a stream.", []string{"relay.requests", "relay.cancel.>", "relay.presence.>"}},
+			{"Durable Streams' appends (relay/durable): frames on their streams' chunk subjects, each chained on the last.", []string{"relay.chunks.>"}},
 			{"/v1/embeddings and /v1/completions forwarded to a worker, and generations offered to a worker with a free slot before they are queued.", []string{"relay.forward", "relay.offers"}},
 			{"Stream metadata and Idempotency-Key records: create, update, read; a stream's metadata a replica missed confirmed with the bucket's leader.", []string{"$KV.relay_streams.>", "$KV.relay_idempotency.>", "$JS.API.DIRECT.GET.KV_relay_streams.>", "$JS.API.DIRECT.GET.KV_relay_idempotency.>", "$JS.API.STREAM.MSG.GET.KV_relay_streams"}},
 			{"Look up the assets (read only).", join(
@@ -216,8 +217,8 @@ func edge(node string) Permissions {
 				[]string{"$JS.API.DIRECT.GET.KV_relay_leases.>"},
 			)},
 		},
-		PublishDeny: []Group{{"Frames, and shared state only workers and the coordinator write.", []string{
-			noChunks, "$KV.relay_answers.>", "$KV.relay_usage.usage.>", "$KV.relay_breakers.>", "$KV.relay_pauses.>",
+		PublishDeny: []Group{{"Shared state only workers and the coordinator write.", []string{
+			"$KV.relay_answers.>", "$KV.relay_usage.usage.>", "$KV.relay_breakers.>", "$KV.relay_pauses.>",
 			"$KV.relay_canaries.>", "$KV.relay_leases.>", "$KV.relay_health.>",
 			"$KV.relay_quotas.share.>", "$KV.relay_quotas.limits", "$KV.relay_quotas.ttft",
 		}}},

@@ -1,0 +1,220 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/relaydev/relay/relay/chunklog"
+	"github.com/relaydev/relay/relay/dialect/chat"
+	store "github.com/relaydev/relay/relay/durable"
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// # Generations as Durable Streams
+//
+// Every generation the relay stores is readable, read-only, at
+// {prefix}/generations/{id}: a JSON stream whose messages are its frames
+// rendered in a dialect (?dialect=, "chat" by default), its end frame the
+// last message and the stream's closure, its lifetime the log's
+// retention. An offset is the rendered frame's position, as for any
+// Durable Stream.
+
+// Generations is what the handler needs of the relay's generations.
+type Generations interface {
+	// Meta is the generation's metadata (its tenant), or
+	// durable.ErrNotFound for none.
+	Meta(ctx context.Context, id string) (wire.Meta, error)
+	// Retention is how long the log keeps the generation's frames.
+	Retention(ctx context.Context, id string) (time.Duration, error)
+	// Reader reads its frames.
+	Reader() *chunklog.Reader
+}
+
+// Generation is one generation as a Renderer sees it.
+type Generation struct {
+	ID      string
+	Meta    wire.Meta
+	Cursors *wire.CursorKey
+}
+
+// Renderer renders one frame of a generation as a message of its
+// Durable Stream; ok is false for a frame that is none (a claim).
+type Renderer func(g Generation, c wire.Cursor, f *wire.Frame) (msg []byte, ok bool)
+
+// RenderChat renders a frame as the chat dialect does for
+// GET /v1/streams/{id}: a chat.completion.chunk, the done end frame as
+// the last chunk with its finish_reason and usage, any other end as the
+// error object.
+func RenderChat(g Generation, c wire.Cursor, f *wire.Frame) ([]byte, bool) {
+	if f.Kind == wire.KindClaim {
+		return nil, false
+	}
+	s := chat.Stream{ID: g.ID, Meta: g.Meta, Cursors: g.Cursors}
+	return s.AppendObject(nil, c, f), true
+}
+
+// defaultDialect is the renderer of a read that names none.
+const defaultDialect = "chat"
+
+func (h *Handler) serveGeneration(w http.ResponseWriter, r *http.Request, acc Access, id string) {
+	if h.deps.Generations == nil || !wire.ValidStreamID(id) {
+		h.fail(w, storeError(store.ErrNotFound))
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		h.fail(w, methodNotAllowed(r))
+		return
+	}
+	ctx := r.Context()
+	dialect := r.URL.Query().Get("dialect")
+	if dialect == "" {
+		dialect = defaultDialect
+	}
+	render, ok := h.renderers[dialect]
+	if !ok {
+		h.fail(w, badRequest("dialect", "no dialect %q", dialect))
+		return
+	}
+	meta, err := h.deps.Generations.Meta(ctx, id)
+	if err != nil {
+		h.fail(w, storeError(err))
+		return
+	}
+	owner := acc.Tenant
+	if acc.Token != "" {
+		t, ok := acc.Verify(acc.Token, id)
+		if !ok {
+			h.fail(w, forbiddenToken())
+			return
+		}
+		owner = t
+	}
+	if meta.Tenant != owner {
+		// Another tenant's generation answers as an unknown one.
+		h.fail(w, storeError(store.ErrNotFound))
+		return
+	}
+	k, e := h.key(ctx)
+	if e != nil {
+		h.fail(w, e)
+		return
+	}
+	g := generationSource{gens: h.deps.Generations, g: Generation{ID: id, Meta: meta, Cursors: k}, render: render}
+	if ret, err := h.deps.Generations.Retention(ctx, id); err == nil && ret > 0 {
+		g.expires = time.Unix(meta.Created, 0).Add(ret)
+	}
+	if r.Method == http.MethodHead {
+		t, err := g.tail(ctx)
+		if err != nil {
+			h.fail(w, storeError(err))
+			return
+		}
+		hdr := w.Header()
+		g.describe(hdr)
+		hdr.Set("Content-Type", g.contentType())
+		hdr.Set(hNextOffset, k.Offset(t.Offset))
+		hdr.Set("Cache-Control", "no-store")
+		if t.Closed {
+			hdr.Set(hClosed, "true")
+		}
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	req, e := readRequest(r, k)
+	if e != nil {
+		h.fail(w, e)
+		return
+	}
+	if req.live == "sse" {
+		h.serveSSE(w, r, k, g, req)
+		return
+	}
+	h.serveRead(w, r, k, g, req)
+}
+
+// generationSource reads a generation as a Durable Stream.
+type generationSource struct {
+	gens    Generations
+	g       Generation
+	render  Renderer
+	expires time.Time
+}
+
+func (s generationSource) id() string          { return s.g.ID }
+func (s generationSource) contentType() string { return "application/json" }
+
+func (s generationSource) describe(hdr http.Header) {
+	hdr.Set(HeaderStreamID, s.g.ID)
+	if !s.expires.IsZero() {
+		hdr.Set(hExpiresAt, s.expires.UTC().Format(time.RFC3339))
+	}
+}
+
+// tail is the offset of the generation's last rendered frame: its end
+// frame once it has one (then it is closed).
+func (s generationSource) tail(ctx context.Context) (store.Tail, error) {
+	e, err := s.gens.Reader().LastEntry(ctx, s.g.ID)
+	switch {
+	case err != nil:
+		return store.Tail{}, err
+	case e.JSSeq == 0:
+		return store.Tail{}, store.ErrGone
+	case e.Frame.Kind != wire.KindClaim:
+		return store.Tail{Offset: wire.Offset{Seq: e.Frame.Seq, JSSeq: e.JSSeq}, Closed: e.Frame.Kind == wire.KindEnd}, nil
+	}
+	// A claim last (the stream's start, or a takeover): the tail is the
+	// frame before it.
+	var t store.Tail
+	_, err = s.gens.Reader().Read(ctx, s.g.ID, 0, func(e chunklog.Entry) error {
+		if e.Frame.Kind != wire.KindClaim {
+			t.Offset = wire.Offset{Seq: e.Frame.Seq, JSSeq: e.JSSeq}
+		}
+		return nil
+	})
+	return t, err
+}
+
+// errPageFull ends a page's read of the log.
+var errPageFull = errors.New("durable: page full")
+
+// page renders the frames after from, one message each.
+func (s generationSource) page(ctx context.Context, from wire.Offset) (store.Page, error) {
+	t, err := s.tail(ctx)
+	if err != nil {
+		return store.Page{}, err
+	}
+	p := store.Page{Next: from}
+	size, expect := 0, from.Seq+1
+	_, err = s.gens.Reader().Read(ctx, s.g.ID, from.JSSeq, func(e chunklog.Entry) error {
+		f := e.Frame
+		if f.Kind == wire.KindClaim {
+			return nil
+		}
+		if f.Seq != expect {
+			return store.ErrGone
+		}
+		expect++
+		c := wire.Cursor{Seq: f.Seq, JSSeq: e.JSSeq}
+		msg, ok := s.render(s.g, c, &f)
+		if !ok {
+			return nil
+		}
+		if len(p.Chunks) > 0 && size+len(msg) > maxPage {
+			return errPageFull
+		}
+		p.Chunks = append(p.Chunks, store.Chunk{Data: msg, Messages: 1, At: wire.Offset{Seq: f.Seq, JSSeq: e.JSSeq}})
+		p.Next = wire.Offset{Seq: f.Seq, JSSeq: e.JSSeq}
+		size += len(msg)
+		return nil
+	})
+	full := errors.Is(err, errPageFull)
+	if err != nil && !full {
+		return store.Page{}, err
+	}
+	p.UpToDate = !full && p.Next.Seq >= t.Offset.Seq
+	p.Closed = p.UpToDate && t.Closed
+	return p, nil
+}

@@ -1,0 +1,148 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaydev/relay/relay/wire"
+)
+
+// dsHeader is h with a Content-Type for a Durable Stream's body.
+func dsHeader(h http.Header, contentType string) http.Header {
+	out := http.Header{"Content-Type": {contentType}}
+	for k, v := range h {
+		out[k] = v
+	}
+	return out
+}
+
+// A Durable Stream belongs to the tenant whose key created it: another
+// tenant's same path is another stream, a request without a key is
+// refused, and the stream's resume token reads it (and only it), there
+// and on GET /v1/streams/{id}.
+func TestDurableStreamsBelongToTheirTenant(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(tenantConfig())
+	u := edge.url + "/ds/chat/1"
+	acme, beta := bearerHeader(keyAcme), bearerHeader(keyBeta)
+
+	res := do(t, http.MethodPut, u, "acme's ", dsHeader(acme, "text/plain"))
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT: %d %s", res.StatusCode, readAll(t, res))
+	}
+	id, token := res.Header.Get("X-Relay-Stream-Id"), res.Header.Get(HeaderResumeToken)
+	if !wire.ValidStreamID(id) || token == "" {
+		t.Fatalf("PUT answered stream id %q and token %q", id, token)
+	}
+	if res := do(t, http.MethodPost, u, "words", dsHeader(acme, "text/plain")); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("POST: %d %s", res.StatusCode, readAll(t, res))
+	}
+	if res := do(t, http.MethodGet, u, "", beta); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("another tenant's GET: %d, want 404", res.StatusCode)
+	}
+	if res := do(t, http.MethodGet, u, "", nil); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET without a key: %d, want 401", res.StatusCode)
+	}
+	res = do(t, http.MethodPut, u, "beta's", dsHeader(beta, "text/plain"))
+	if res.StatusCode != http.StatusCreated || res.Header.Get("X-Relay-Stream-Id") == id {
+		t.Fatalf("another tenant's PUT of the path: %d, stream %s; want 201 and a stream of its own", res.StatusCode, res.Header.Get("X-Relay-Stream-Id"))
+	}
+	betaToken := res.Header.Get(HeaderResumeToken)
+
+	if res := do(t, http.MethodGet, u+"?token="+url.QueryEscape(token), "", nil); res.StatusCode != http.StatusOK || readAll(t, res) != "acme's words" {
+		t.Fatalf("GET with the token: %d", res.StatusCode)
+	}
+	if res := do(t, http.MethodGet, u+"?token="+url.QueryEscape(betaToken[:len(betaToken)-2]+"AA"), "", nil); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("GET with a forged token: %d, want 403", res.StatusCode)
+	}
+	closing := dsHeader(acme, "text/plain")
+	closing.Set("Stream-Closed", "true")
+	if res := do(t, http.MethodPost, u, "", closing); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("close: %d", res.StatusCode)
+	}
+	res = do(t, http.MethodGet, edge.url+"/v1/streams/"+id+"?token="+url.QueryEscape(token), "", nil)
+	body := readAll(t, res)
+	var text string
+	for _, ev := range parseSSE(t, body) {
+		if ev.Data == "" || ev.Data == "[DONE]" {
+			continue
+		}
+		if c := decodeChunk(t, ev.Data).Choices[0].Delta.Content; c != nil {
+			text += *c
+		}
+	}
+	if res.StatusCode != http.StatusOK || text != "acme's words" {
+		t.Fatalf("GET /v1/streams/%s: %d, text %q", id, res.StatusCode, text)
+	}
+}
+
+// A body past edge.durable_streams.max_append_bytes is a 413.
+func TestDurableStreamsBoundTheBody(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{DurableStreams: DurableStreamsConfig{MaxAppendBytes: 1024}})
+	u := edge.url + "/ds/big"
+	if res := do(t, http.MethodPut, u, "", dsHeader(nil, "application/octet-stream")); res.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT: %d", res.StatusCode)
+	}
+	res := do(t, http.MethodPost, u, strings.Repeat("x", 1025), dsHeader(nil, "application/octet-stream"))
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("POST of 1025 bytes: %d, want 413", res.StatusCode)
+	}
+	if res := do(t, http.MethodPost, u, strings.Repeat("x", 1024), dsHeader(nil, "application/octet-stream")); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("POST of 1024 bytes: %d, want 204", res.StatusCode)
+	}
+}
+
+// A generation reads as a closed JSON Durable Stream of its chat chunks,
+// the last one its finish; it takes no writes, and reads on from an
+// offset.
+func TestDurableStreamsServeGenerations(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{})
+	id := wire.NewStreamID()
+	e.writeStream(id, wire.Meta{Model: testModel, Created: time.Now().Unix()}, []wire.Frame{
+		{Kind: wire.KindChunk, Seq: 1, Role: "assistant", Content: "Hello"},
+		{Kind: wire.KindChunk, Seq: 2, Content: " there"},
+		{Kind: wire.KindEnd, Seq: 3, Status: wire.StatusDone, FinishReason: "stop", Usage: &wire.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}},
+	})
+	u := edge.url + "/ds/generations/" + id
+
+	res := do(t, http.MethodGet, u, "", nil)
+	var chunks []chunkEvent
+	if err := json.Unmarshal([]byte(readAll(t, res)), &chunks); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %d, %v", res.StatusCode, err)
+	}
+	content := func(c chunkEvent) string {
+		if p := c.Choices[0].Delta.Content; p != nil {
+			return *p
+		}
+		return ""
+	}
+	if len(chunks) != 3 || content(chunks[0]) != "Hello" || content(chunks[1]) != " there" ||
+		chunks[2].Choices[0].FinishReason == nil || *chunks[2].Choices[0].FinishReason != "stop" {
+		t.Fatalf("GET read %+v", chunks)
+	}
+	if res.Header.Get("Stream-Closed") != "true" || res.Header.Get("Content-Type") != "application/json" || res.Header.Get("Stream-Expires-At") == "" {
+		t.Fatalf("GET headers %v", res.Header)
+	}
+	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+		if res := do(t, method, u, "x", dsHeader(nil, "application/json")); res.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("%s: %d, want 405", method, res.StatusCode)
+		}
+	}
+	if res := do(t, http.MethodGet, edge.url+"/ds/generations/"+wire.NewStreamID(), "", nil); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("an unknown generation: %d, want 404", res.StatusCode)
+	}
+
+	first := do(t, http.MethodGet, u+"?offset=-1&live=long-poll", "", nil)
+	readAll(t, first)
+	tail := first.Header.Get("Stream-Next-Offset")
+	res = do(t, http.MethodGet, u+"?offset="+url.QueryEscape(tail), "", nil)
+	if got := readAll(t, res); got != "[]" || res.Header.Get("Stream-Closed") != "true" {
+		t.Fatalf("GET from the tail: %q, closed %q", got, res.Header.Get("Stream-Closed"))
+	}
+}
