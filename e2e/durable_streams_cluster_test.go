@@ -24,7 +24,13 @@ import (
 // stream is SIGKILLed and started again. Every test of the suite passes,
 // and the drained edge exits cleanly.
 func TestDurableStreamsSuiteOnAClusterWithKills(t *testing.T) {
-	s := start(t, options{Processes: true, ClusterNodes: 3, Edges: 2, Workers: 2, Coordinator: true})
+	s := start(t, options{Processes: true, ClusterNodes: 3, Edges: 2, Workers: 2, Coordinator: true,
+		// As TestDurableStreamsConformance runs the edge.
+		EdgeSettings: procs.Settings{
+			"edge.durable_streams.long_poll_timeout": dsLongPoll.String(),
+			"edge.cors_allowed_origins":              []string{"*"},
+		},
+	})
 	front := startEdgeFront(t, s.Edges...)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()

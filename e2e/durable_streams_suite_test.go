@@ -9,20 +9,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The public Durable Streams server conformance suite, pinned in
 // e2e/node (@durable-streams/server-conformance-tests), runs under vitest
-// as its own CLI runs it: node/durable_streams_conformance.test.mjs calls
-// its runConformanceTests against CONFORMANCE_TEST_URL. The suite's CLI
-// is not used because it looks vitest up next to its own real path, which
-// an installed node_modules reached through a link does not have.
+// from node/durable_streams.test.mjs, which TestDurableStreamsConformance
+// runs too, against DS_URL. The suite's own CLI is not used: it looks
+// vitest up next to its real path, which a node_modules reached through a
+// link does not have.
 
 // dsSuiteFile is the vitest file, relative to e2e/node.
-const dsSuiteFile = "durable_streams_conformance.test.mjs"
+const dsSuiteFile = "durable_streams.test.mjs"
 
 // dsSuiteResult is what one run of the suite reported.
 type dsSuiteResult struct {
@@ -74,13 +76,16 @@ func runDSSuite(t *testing.T, ctx context.Context, baseURL string, passed func(n
 	}
 	var output strings.Builder
 	var wg sync.WaitGroup
+	started := time.Now()
 	wg.Go(func() {
 		n := 0
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			output.WriteString(line + "\n")
+			// Each line with the time it came, to tell which tests ran
+			// beside what.
+			fmt.Fprintf(&output, "[%6.2fs] %s\n", time.Since(started).Seconds(), line)
 			// The verbose reporter prints " ✓ file > group > test 12ms"
 			// as each test passes.
 			if strings.HasPrefix(strings.TrimSpace(line), "✓ ") {
@@ -110,16 +115,7 @@ func (r *dsSuiteResult) readReport(path string) error {
 	if err != nil {
 		return err
 	}
-	var rep struct {
-		TestResults []struct {
-			Message          string `json:"message"`
-			AssertionResults []struct {
-				FullName        string   `json:"fullName"`
-				Status          string   `json:"status"`
-				FailureMessages []string `json:"failureMessages"`
-			} `json:"assertionResults"`
-		} `json:"testResults"`
-	}
+	var rep dsReport
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return err
 	}
@@ -158,7 +154,7 @@ func dsVitest(t *testing.T, ctx context.Context, baseURL string, args ...string)
 	}
 	cmd := exec.CommandContext(ctx, node, append([]string{"node_modules/vitest/vitest.mjs"}, args...)...)
 	cmd.Dir = "node"
-	cmd.Env = append(os.Environ(), "CONFORMANCE_TEST_URL="+baseURL, "NO_COLOR=1", "CI=1")
+	cmd.Env = append(os.Environ(), "DS_URL="+baseURL, "DS_LONG_POLL_TIMEOUT_MS="+strconv.FormatInt(dsLongPoll.Milliseconds(), 10), "NO_COLOR=1", "CI=1")
 	return cmd
 }
 
