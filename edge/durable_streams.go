@@ -30,7 +30,7 @@ type DurableStreamsConfig struct {
 	// caches collapse readers (zero: 60s).
 	SSEDuration time.Duration `koanf:"sse_duration"`
 	// MaxAppendBytes bounds the body of a PUT or POST; a larger one gets a
-	// 413 (zero: 512 KiB; at most 768 KiB, so that one append stays one
+	// 413 (zero: 512 KiB; at most 640 KiB, so that one append stays one
 	// message of NATS's default 1 MiB payload, base64 included).
 	MaxAppendBytes int64 `koanf:"max_append_bytes"`
 }
@@ -41,7 +41,7 @@ const (
 	DefaultLongPollTimeout      = 20 * time.Second
 	DefaultSSEDuration          = time.Minute
 	DefaultMaxAppendBytes       = 512 << 10
-	maxAppendBytes              = 768 << 10
+	maxAppendBytes              = 640 << 10
 )
 
 func (c DurableStreamsConfig) withDefaults() DurableStreamsConfig {
@@ -140,9 +140,28 @@ func (g *generations) Retention(ctx context.Context, id string) (time.Duration, 
 func (g *generations) Reader() *chunklog.Reader { return g.s.reader }
 
 // durableAccess authenticates a Durable Streams request as the API's are
-// (admit_auth.go): a key names the tenant, and a read may carry the
-// stream's resume token in ?token= instead.
+// (withAuthentication): a key names the tenant, and a read may carry the
+// stream's resume token in ?token= instead. A refusal closes the
+// connection without reading the body; an accepted request takes its
+// tenant's share of the connections (admit_conn_limit.go).
 func (s *Server) durableAccess(w http.ResponseWriter, r *http.Request) (durable.Access, *wire.Error) {
+	acc, e := s.durablePrincipal(r)
+	if e == nil && !claimConn(r, acc.Tenant) {
+		e = s.tenantConnections()
+	}
+	if e != nil {
+		if e.Status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
+		}
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		return durable.Access{}, e
+	}
+	return acc, nil
+}
+
+// durablePrincipal is who a Durable Streams request acts for.
+func (s *Server) durablePrincipal(r *http.Request) (durable.Access, *wire.Error) {
 	token := r.URL.Query().Get("token")
 	if _, found, _ := credential(r); !found && token != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		tenant, ok := tokenTenant(token)
@@ -153,9 +172,6 @@ func (s *Server) durableAccess(w http.ResponseWriter, r *http.Request) (durable.
 	}
 	p, e := s.authenticate(r)
 	if e != nil {
-		if e.Status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
-		}
 		return durable.Access{}, e
 	}
 	return durable.Access{Tenant: p.tenant}, nil

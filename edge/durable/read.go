@@ -172,7 +172,9 @@ func (h *Handler) serveRead(w http.ResponseWriter, r *http.Request, k *wire.Curs
 	}
 	if req.live == "long-poll" && len(p.Chunks) == 0 && !p.Closed {
 		if p, err = h.waitForData(ctx, src, from, wake); err != nil {
-			h.fail(w, storeError(err))
+			if ctx.Err() == nil { // else the client is gone
+				h.fail(w, storeError(err))
+			}
 			return
 		}
 	}

@@ -53,7 +53,7 @@ func (s *Store) Append(ctx context.Context, st *Stream, a Append) (Result, error
 // append came first. Once a's data is stored, a is changed into the
 // closure alone, which is what a further try has left to do.
 func (s *Store) appendOnce(ctx context.Context, id string, a *Append) (Result, error) {
-	t, err := s.tailOf(ctx, id, true)
+	t, err := s.tailOf(ctx, id)
 	if err != nil {
 		return Result{}, err
 	}

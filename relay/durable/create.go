@@ -141,7 +141,7 @@ func (s *Store) forkPoint(ctx context.Context, st *Stream, spec Spec) (*Stream, 
 		}
 		at = *fs.Offset
 	}
-	st.Fork = &Fork{Source: fs.Source, Offset: at, SubOffset: fs.SubOffset}
+	st.Fork = &Fork{Source: fs.Source, SourceID: src.ID, Offset: at, SubOffset: fs.SubOffset}
 	if fs.SubOffset == 0 {
 		return src, Chunk{}, nil
 	}

@@ -77,7 +77,7 @@ func (s *Store) read(ctx context.Context, st *Stream, from wire.Offset, limit ui
 			if err != nil {
 				return err
 			}
-			if !found {
+			if !found || src.ID != st.Fork.SourceID {
 				return ErrGone
 			}
 			more := true

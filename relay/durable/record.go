@@ -36,7 +36,10 @@ type Record struct {
 // SubOffset bytes or messages past it (copied into the fork's first
 // chunk).
 type Fork struct {
-	Source    string      `json:"source"`
+	Source string `json:"source"`
+	// SourceID is the source's stream, so that a stream made later at
+	// the source's path is not taken for it.
+	SourceID  string      `json:"source_id"`
 	Offset    wire.Offset `json:"offset"`
 	SubOffset int64       `json:"sub_offset,omitempty"`
 }

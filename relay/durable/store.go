@@ -89,13 +89,38 @@ func (s *Store) get(ctx context.Context, key string) (st *Stream, found bool, er
 	}
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, false, nil
+		return s.confirm(ctx, key)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("durable: read record: %w", err)
 	}
-	st = &Stream{revision: e.Revision()}
-	if err := json.Unmarshal(e.Value(), &st.Record); err != nil {
+	return decodeRecord(e.Value(), e.Revision())
+}
+
+// The stream and subjects behind wire.MetaBucket, as nats.go's KV lays
+// them out.
+const (
+	recordStream        = "KV_" + wire.MetaBucket
+	recordSubjectPrefix = "$KV." + wire.MetaBucket + "."
+)
+
+// confirm reads a record from the bucket's leader after a get missed it:
+// gets are direct, answered by any replica, and one may not hold yet a
+// record another edge just created. Only the leader's miss is a miss.
+func (s *Store) confirm(ctx context.Context, key string) (*Stream, bool, error) {
+	m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", recordStream, chunklog.LeaderQuery{LastFor: recordSubjectPrefix + key})
+	switch op := m.Header.Get("KV-Operation"); {
+	case err != nil:
+		return nil, false, fmt.Errorf("durable: read record: %w", err)
+	case !found, op == "DEL", op == "PURGE", m.Header.Get(jetstream.MarkerReasonHeader) != "":
+		return nil, false, nil
+	}
+	return decodeRecord(m.Data, m.Seq)
+}
+
+func decodeRecord(value []byte, revision uint64) (*Stream, bool, error) {
+	st := &Stream{revision: revision}
+	if err := json.Unmarshal(value, &st.Record); err != nil {
 		return nil, false, fmt.Errorf("durable: decode record: %w", err)
 	}
 	return st, true, nil
@@ -155,32 +180,22 @@ type Tail struct {
 	last   uint64 // JetStream sequence of the last frame
 }
 
-// tailOf reads the tail from the stream's last frame, from its leader
-// when fresh is set (an append must see every frame stored before it).
-func (s *Store) tailOf(ctx context.Context, id string, fresh bool) (Tail, error) {
-	var e chunklog.Entry
-	if fresh {
-		m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", wire.ChunkStreamOf(id), chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
-		if err != nil {
-			return Tail{}, fmt.Errorf("durable: last frame of %s: %w", id, err)
-		}
-		if !found {
-			return Tail{}, ErrGone
-		}
-		f, err := wire.DecodeFrame(m.Data)
-		if err != nil {
-			return Tail{}, fmt.Errorf("durable: last frame of %s: %w", id, err)
-		}
-		e = chunklog.Entry{JSSeq: m.Seq, Frame: f}
-	} else {
-		var err error
-		if e, err = s.reader.LastEntry(ctx, id); err != nil {
-			return Tail{}, fmt.Errorf("durable: last frame of %s: %w", id, err)
-		}
-		if e.JSSeq == 0 {
-			return Tail{}, ErrGone
-		}
+// tailOf reads the tail from the stream's last frame, asked of its
+// leader: an append must see every frame stored before it, and a read on
+// one edge what was appended on another.
+func (s *Store) tailOf(ctx context.Context, id string) (Tail, error) {
+	m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", wire.ChunkStreamOf(id), chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
+	if err != nil {
+		return Tail{}, fmt.Errorf("durable: last frame of %s: %w", id, err)
 	}
+	if !found {
+		return Tail{}, ErrGone
+	}
+	f, err := wire.DecodeFrame(m.Data)
+	if err != nil {
+		return Tail{}, fmt.Errorf("durable: last frame of %s: %w", id, err)
+	}
+	e := chunklog.Entry{JSSeq: m.Seq, Frame: f}
 	st, err := stateOf(e.Frame)
 	if err != nil {
 		return Tail{}, err
@@ -200,14 +215,20 @@ func (s *Store) tailOf(ctx context.Context, id string, fresh bool) (Tail, error)
 
 // TailOf returns the stream's tail.
 func (s *Store) TailOf(ctx context.Context, st *Stream) (Tail, error) {
-	return s.tailOf(ctx, st.ID, false)
+	return s.tailOf(ctx, st.ID)
 }
 
+// maxContentBytes bounds an append's data stored as text in a frame, as
+// JSON escapes it: text that escapes to more (quotes, control characters)
+// is stored as bytes, whose base64 grows by a third only, so that any
+// append of edge.durable_streams.max_append_bytes fits a NATS message.
+const maxContentBytes = 896 << 10
+
 // dataFrame is the chunk frame of an append's data: as text where it is
-// UTF-8, else as bytes.
+// UTF-8 (GET /v1/streams/{id} shows it), else as bytes.
 func dataFrame(data []byte, st state) wire.Frame {
 	f := wire.Frame{Kind: wire.KindChunk, Durable: st.encode()}
-	if utf8.Valid(data) {
+	if utf8.Valid(data) && len(wire.AppendJSONString(nil, string(data))) <= maxContentBytes {
 		f.Content = string(data)
 	} else {
 		f.Data = data
