@@ -95,6 +95,7 @@ func (s *Server) durableStreams() (string, http.Handler) {
 		WriteError:  writeError,
 		Generations: &generations{s: s, retention: map[string]time.Duration{}},
 		Logger:      s.log,
+		Drain:       s.clients.stopping(),
 	})
 	return cfg.Prefix + "/", h
 }
