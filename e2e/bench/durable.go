@@ -3,14 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -24,7 +22,7 @@ import (
 func (b *bench) durable(ctx context.Context) ([]figure, error) {
 	p := b.plan
 	long := mockSpec{model: "long", tokens: p.durableMessages, interval: 5 * time.Millisecond}
-	other := mockSpec{model: "other", tokens: 20, interval: time.Duration(long.tokens) * long.interval / 20}
+	other := mockSpec{model: "other", tokens: otherMessages, interval: time.Duration(long.tokens) * long.interval / otherMessages}
 	held := mockSpec{model: "held", tokens: 2, interval: time.Minute}
 	sys, err := b.startSystem(ctx, systemSpec{
 		name: "durable", mocks: []mockSpec{long, other, held}, workers: 2, maxInflight: p.durableReaders/2 + p.durableOthers + 64,
@@ -44,7 +42,9 @@ func (b *bench) durable(ctx context.Context) ([]figure, error) {
 	}
 	b.log.printf("  durable: %d messages appended beside %d other streams (%d appends to them)", p.durableMessages, p.durableOthers, othersWritten)
 	dial := dsClient{hc: newHTTPClient(1, false), base: ds.base}
-	var catchUp, sse []time.Duration
+	// By how much of the stream is left to read: the first and the last
+	// fifth of offsets.
+	var catchUp, sse, early, late []time.Duration
 	for range p.durableSamples {
 		k := rand.IntN(len(offsets) - 1)
 		d, err := dial.firstCatchUp(ctx, stream, offsets[k], dsMessage(k+1))
@@ -52,6 +52,12 @@ func (b *bench) durable(ctx context.Context) ([]figure, error) {
 			return nil, err
 		}
 		catchUp = append(catchUp, d)
+		switch {
+		case k < len(offsets)/5:
+			early = append(early, d)
+		case k >= len(offsets)*4/5:
+			late = append(late, d)
+		}
 		if d, err = dial.firstSSE(ctx, stream, offsets[k], dsMessage(k+1)); err != nil {
 			return nil, err
 		}
@@ -63,7 +69,8 @@ func (b *bench) durable(ctx context.Context) ([]figure, error) {
 		return nil, err
 	}
 	base := ptr(summarize(ms(resumed)))
-	note := fmt.Sprintf("%d-message text/plain stream appended one POST at a time while %d other streams were appended to; a read at a random offset of it, new TCP connection per request; baseline: GET /v1/streams/{id} with Last-Event-ID after a random chunk of a %d-chunk generation written beside %d others", p.durableMessages, p.durableOthers, p.durableMessages, p.durableOthers)
+	note := fmt.Sprintf("catch-up median %.1f ms with ≥ 80 %% of the stream left to read, %.1f ms with ≤ 20 %% (a response is one page, read whole before its first byte); %d-message text/plain stream appended one POST at a time while %d other streams got 20 messages each over its length; a read at a random offset of it, new TCP connection per request; baseline: GET /v1/streams/{id} with Last-Event-ID after a random chunk of a %d-chunk generation written beside %d others of 20 tokens each",
+		summarize(ms(early)).Median, summarize(ms(late)).Median, p.durableMessages, p.durableOthers, p.durableMessages, p.durableOthers)
 	figs := []figure{
 		{rank: rankDurable, Name: fmt.Sprintf("Durable Streams: catch-up GET at an offset → first replayed byte (%d-message stream)", p.durableMessages),
 			Unit: "ms", Relay: ptr(summarize(ms(catchUp))), Baseline: base, BaselineName: "the relay's resume (Last-Event-ID) → first chunk", Note: note},
@@ -112,6 +119,10 @@ func (b *bench) resumeGeneration(ctx context.Context, sys *system, hc *http.Clie
 	}
 	return out, nil
 }
+
+// otherMessages is what each stream beside the measured one holds: a
+// generation's tokens, or a Durable Stream's messages.
+const otherMessages = 20
 
 // dsMessage is the i-th message appended to a measured stream: its
 // number makes a misplaced read visible.
@@ -169,51 +180,39 @@ func (c dsClient) do(ctx context.Context, method, name, query string, body io.Re
 }
 
 // writeInterleaved creates stream and appends n messages to it, one at a
-// time, while others other streams are appended to; it returns the offset
-// before each message (offsets[i] reads from message i) and how many
-// appends the others made.
-func (c dsClient) writeInterleaved(ctx context.Context, stream string, n, others int) ([]string, int64, error) {
-	if err := c.create(ctx, stream); err != nil {
+// time; after every twentieth of them, each of others other streams gets
+// one message, as the generations beside the baseline's each get their
+// 20 tokens over its length. It returns the offset before each message
+// (offsets[i] reads from message i+1) and how many appends the others
+// made.
+func (c dsClient) writeInterleaved(ctx context.Context, stream string, n, others int) ([]string, int, error) {
+	names := make([]string, others)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-beside-%d", stream, i)
+	}
+	if err := forEach(ctx, append([]string{stream}, names...), 16, c.create); err != nil {
 		return nil, 0, err
 	}
-	done := make(chan struct{})
-	var written atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, others)
-	for i := range others {
-		name := fmt.Sprintf("%s-beside-%d", stream, i)
-		wg.Go(func() {
-			if errs[i] = c.create(ctx, name); errs[i] != nil {
-				return
-			}
-			for j := 0; ; j++ {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				if _, errs[i] = c.appendMsg(ctx, name, dsMessage(j)); errs[i] != nil {
-					return
-				}
-				written.Add(1)
-			}
-		})
-	}
+	every := max(1, n/otherMessages)
 	offsets := []string{"-1"}
-	var err error
-	for i := 1; i <= n && err == nil; i++ {
-		var next string
-		if next, err = c.appendMsg(ctx, stream, dsMessage(i)); err == nil {
-			offsets = append(offsets, next)
+	written := 0
+	for i := 1; i <= n; i++ {
+		next, err := c.appendMsg(ctx, stream, dsMessage(i))
+		if err != nil {
+			return nil, 0, err
+		}
+		offsets = append(offsets, next)
+		if i%every == 0 {
+			if err := forEach(ctx, names, 16, func(ctx context.Context, name string) error {
+				_, err := c.appendMsg(ctx, name, dsMessage(i/every))
+				return err
+			}); err != nil {
+				return nil, 0, err
+			}
+			written += others
 		}
 	}
-	close(done)
-	wg.Wait()
-	if err = errors.Join(append(errs, err)...); err != nil {
-		return nil, 0, err
-	}
-	// offsets[i] is where message i+1 starts; the last is the tail.
-	return offsets[:n], written.Load(), nil
+	return offsets[:n], written, nil
 }
 
 // firstCatchUp reads stream from offset and returns the time until the
