@@ -134,7 +134,7 @@ func run() error {
 	}
 
 	// The whole run is bounded, with room over the plan's nominal length.
-	budget := 12 * time.Minute
+	budget := 14 * time.Minute
 	if *quick {
 		budget = 3 * time.Minute
 	}
