@@ -97,6 +97,7 @@ func (s *Server) durableStreams() (string, http.Handler) {
 		Generations: &generations{s: s, retention: map[string]time.Duration{}},
 		Dialects:    map[string]durable.Dialect{"ui": uiDialect},
 		Logger:      s.log,
+		Drain:       s.clients.stopping(),
 	})
 	return cfg.Prefix + "/", h
 }

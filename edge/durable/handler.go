@@ -63,6 +63,11 @@ type Deps struct {
 	// ?dialect= gives, besides "chat" (ChatDialect).
 	Dialects map[string]Dialect
 	Logger   *slog.Logger
+	// Drain is closed when the edge starts draining: a waiting long-poll
+	// answers at once as its timeout would, and an SSE response ends
+	// with a control event at the offset it reached, from which the
+	// client reconnects to another edge. Nil: never.
+	Drain <-chan struct{}
 }
 
 // Handler serves the Durable Streams protocol under Config.Prefix.

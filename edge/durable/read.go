@@ -221,6 +221,8 @@ func (h *Handler) waitForData(ctx context.Context, src source, from wire.Offset,
 			return store.Page{}, ctx.Err()
 		case <-timer.C:
 			return src.page(ctx, from)
+		case <-h.deps.Drain:
+			return src.page(ctx, from)
 		case <-wake:
 		}
 		p, err := src.page(ctx, from)

@@ -107,6 +107,14 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request, k *wire.Curso
 				return
 			case <-end.C:
 				return
+			case <-h.deps.Drain:
+				var b bytes.Buffer
+				writeControl(&b, control{NextOffset: k.Offset(from), UpToDate: true}, h.cursor(clientCursor))
+				_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+				if _, err := w.Write(b.Bytes()); err == nil {
+					_ = rc.Flush()
+				}
+				return
 			case <-keepalive.C:
 				_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 				if _, err := w.Write([]byte(": keepalive\n\n")); err != nil {
