@@ -59,7 +59,7 @@ func RenderChat(g Generation, c wire.Cursor, f *wire.Frame) ([]byte, bool) {
 const defaultDialect = "chat"
 
 func (h *Handler) serveGeneration(w http.ResponseWriter, r *http.Request, acc Access, id string) {
-	if h.deps.Generations == nil || !wire.ValidStreamID(id) {
+	if h.deps.Generations == nil || !wire.ValidGenerationID(id) {
 		h.fail(w, storeError(store.ErrNotFound))
 		return
 	}
