@@ -21,8 +21,8 @@ import (
 // finds it old; the others go on with the count known. Partition 0 exists
 // wherever an edge serves, so until a read answers the streams go there.
 type partitions struct {
-	js   jetstream.JetStream
-	n    atomic.Int32
+	js jetstream.JetStream
+	n  atomic.Int32
 	// turn and durableTurn count the streams of each kind made.
 	turn, durableTurn atomic.Uint32
 	// reading is held by the request that reads the count; at is when it
