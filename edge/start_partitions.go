@@ -18,8 +18,9 @@ import (
 // A generation takes a partition of generations, a Durable Stream one of
 // Durable Streams, each kind in its own turn.
 // The count is read again every partitionsRead, by the one request that
-// finds it old; the others go on with the count known. Partition 0 exists
-// wherever an edge serves, so until a read answers the streams go there.
+// finds it old; the others go on with the count known. The first
+// partition of each kind exists wherever an edge serves (streams.Check),
+// so until a read answers the streams go there.
 type partitions struct {
 	js jetstream.JetStream
 	n  atomic.Int32
