@@ -56,10 +56,10 @@ type StorageLimits struct {
 // so 512 MiB holds about 3.5 million streams, 24 h at 40 requests a second.
 // The chunk streams drop their oldest frames instead; 2 GiB hold about 8 million
 // frames, 24 h at 100 chunks a second, and the Durable Streams' 512 MiB
-// about a million appends of 200 bytes (with the frame around them), 24 h
-// at 12 a second. More would ask more of the disk than a developer's
-// machine may have free (the server refuses a stream whose reservation
-// does not fit).
+// about 1.4 million appends of 200 bytes (390 bytes stored each, with the
+// frame around them), 24 h at 16 a second. More would ask more of the
+// disk than a developer's machine may have free (the server refuses a
+// stream whose reservation does not fit).
 const (
 	DefaultRequestsMiB    = 256
 	DefaultChunksMiB      = 2048
