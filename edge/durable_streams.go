@@ -86,7 +86,7 @@ func (s *Server) durableStreams() (string, http.Handler) {
 		MaxAppendBytes:  cfg.MaxAppendBytes,
 		Keepalive:       s.cfg.Keepalive,
 	}, durable.Deps{
-		Store: store.New(s.js, s.reader, s.parts.newStreamID),
+		Store: store.New(s.js, s.reader, s.parts.nextDurable),
 		NC:    s.nc,
 		Offsets: func(ctx context.Context) (*wire.CursorKey, error) {
 			return s.cursors.get(ctx)

@@ -24,7 +24,8 @@ func dsHeader(h http.Header, contentType string) http.Header {
 // A Durable Stream belongs to the tenant whose key created it: another
 // tenant's same path is another stream, a request without a key is
 // refused, and the stream's resume token reads it (and only it), there
-// and on GET /v1/streams/{id}.
+// and on GET /v1/streams/{id}. Its id names a partition of Durable
+// Streams.
 func TestDurableStreamsBelongToTheirTenant(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(tenantConfig())
@@ -36,8 +37,8 @@ func TestDurableStreamsBelongToTheirTenant(t *testing.T) {
 		t.Fatalf("PUT: %d %s", res.StatusCode, readAll(t, res))
 	}
 	id, token := res.Header.Get("X-Relay-Stream-Id"), res.Header.Get(HeaderResumeToken)
-	if !wire.ValidStreamID(id) || token == "" {
-		t.Fatalf("PUT answered stream id %q and token %q", id, token)
+	if !wire.ValidStreamID(id) || wire.ValidGenerationID(id) || token == "" {
+		t.Fatalf("PUT answered stream id %q and token %q, want a Durable Stream's id", id, token)
 	}
 	if res := do(t, http.MethodPost, u, "words", dsHeader(acme, "text/plain")); res.StatusCode != http.StatusNoContent {
 		t.Fatalf("POST: %d %s", res.StatusCode, readAll(t, res))
@@ -100,7 +101,7 @@ func TestDurableStreamsBoundTheBody(t *testing.T) {
 
 // A generation reads as a closed JSON Durable Stream of its chat chunks,
 // the last one its finish; it takes no writes, and reads on from an
-// offset.
+// offset. A Durable Stream's id names no generation.
 func TestDurableStreamsServeGenerations(t *testing.T) {
 	e := newEnv(t)
 	edge := e.startEdge(Config{})
@@ -137,6 +138,14 @@ func TestDurableStreamsServeGenerations(t *testing.T) {
 	}
 	if res := do(t, http.MethodGet, edge.url+"/ds/generations/"+wire.NewStreamID(), "", nil); res.StatusCode != http.StatusNotFound {
 		t.Fatalf("an unknown generation: %d, want 404", res.StatusCode)
+	}
+	created := do(t, http.MethodPut, edge.url+"/ds/not-a-generation", "data", dsHeader(nil, "text/plain"))
+	ds := created.Header.Get("X-Relay-Stream-Id")
+	if created.StatusCode != http.StatusCreated || !wire.ValidStreamID(ds) {
+		t.Fatalf("PUT a Durable Stream: %d, id %q", created.StatusCode, ds)
+	}
+	if res := do(t, http.MethodGet, edge.url+"/ds/generations/"+ds, "", nil); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("a Durable Stream read as a generation: %d, want 404", res.StatusCode)
 	}
 
 	first := do(t, http.MethodGet, u+"?offset=-1&live=long-poll", "", nil)

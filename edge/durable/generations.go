@@ -74,7 +74,7 @@ var ChatDialect = Dialect{New: func(g Generation) Renderer {
 const defaultDialect = "chat"
 
 func (h *Handler) serveGeneration(w http.ResponseWriter, r *http.Request, acc Access, id string) {
-	if h.deps.Generations == nil || !wire.ValidStreamID(id) {
+	if h.deps.Generations == nil || !wire.ValidGenerationID(id) {
 		h.fail(w, storeError(store.ErrNotFound))
 		return
 	}

@@ -45,14 +45,22 @@ type Store struct {
 	js     jetstream.JetStream
 	reader *chunklog.Reader
 	bucket *streams.Bucket
-	newID  func(context.Context) string
+	next   func(context.Context) int
 	now    func() time.Time
 }
 
 // New returns a store appending through js and reading with reader;
-// newID names a new stream (in the partition new streams go to).
-func New(js jetstream.JetStream, reader *chunklog.Reader, newID func(context.Context) string) *Store {
-	return &Store{js: js, reader: reader, bucket: streams.NewBucket(js, wire.MetaBucket, 0), newID: newID, now: time.Now}
+// next is the k of the partition of Durable Streams a new stream goes to
+// (wire.DurablePartition(k), k below the partitions the assets record).
+func New(js jetstream.JetStream, reader *chunklog.Reader, next func(context.Context) int) *Store {
+	return &Store{js: js, reader: reader, bucket: streams.NewBucket(js, wire.MetaBucket, 0), next: next, now: time.Now}
+}
+
+// newID is a fresh stream id in the next partition of Durable Streams:
+// their chunk subjects are apart from the generations', and the only
+// ones an edge may write.
+func (s *Store) newID(ctx context.Context) string {
+	return wire.NewStreamIDIn(wire.DurablePartition(s.next(ctx)))
 }
 
 // Stream is an opened stream: its record and the record's revision.

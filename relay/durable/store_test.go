@@ -22,7 +22,7 @@ func stores(t *testing.T, n int) []*Store {
 	var out []*Store
 	for range n {
 		nc, js := relaytest.Connect(t, s, streams.Topology{MemoryStorage: true})
-		out = append(out, New(js, chunklog.NewReader(nc, ""), func(context.Context) string { return wire.NewStreamID() }))
+		out = append(out, New(js, chunklog.NewReader(nc, ""), func(context.Context) int { return 0 }))
 	}
 	return out
 }
@@ -200,5 +200,40 @@ func TestForkStitchesItsSource(t *testing.T) {
 	}
 	if fork.ContentType != "text/plain" {
 		t.Fatalf("fork's content type %q, want the source's", fork.ContentType)
+	}
+}
+
+// TestStreamsAreStoredInTheDurablePartitions: a new stream's id names a
+// partition of Durable Streams, the one next gives, and its frames are
+// stored there, none in the generations' partitions.
+func TestStreamsAreStoredInTheDurablePartitions(t *testing.T) {
+	ctx := testCtx(t)
+	nc, js := relaytest.Connect(t, relaytest.NATS(t), streams.Topology{MemoryStorage: true, Partitions: 2})
+	var turn int
+	s := New(js, chunklog.NewReader(nc, ""), func(context.Context) int { turn++; return turn % 2 })
+	for i, want := range []int{wire.DurablePartition(1), wire.DurablePartition(0)} {
+		st, _, _, err := s.Create(ctx, "acme", fmt.Sprintf("p%d", i), Spec{ContentType: "text/plain"}, []byte("data"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wire.Partition(st.ID) != want || wire.ValidGenerationID(st.ID) {
+			t.Fatalf("stream %d: id %q in partition %d, want %d", i, st.ID, wire.Partition(st.ID), want)
+		}
+		cs, err := js.Stream(ctx, wire.ChunkStreamName(want))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.GetLastMsgForSubject(ctx, wire.ChunkSubject(st.ID)); err != nil {
+			t.Fatalf("stream %d: no frame in %s: %v", i, wire.ChunkStreamName(want), err)
+		}
+	}
+	for k := range 2 {
+		cs, err := js.Stream(ctx, wire.ChunkStreamName(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err := cs.Info(ctx); err != nil || info.State.Msgs != 0 {
+			t.Fatalf("the generations' partition %d holds %+v (%v), want nothing", k, info.State, err)
+		}
 	}
 }
