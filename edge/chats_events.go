@@ -26,3 +26,12 @@ func (u uiMessageEvents) cut(out *sseWriter, e *wire.Error) { u.Cut(e, emitTo(ou
 func emitTo(out *sseWriter) func([]byte) {
 	return func(chunk []byte) { out.event("", chunk) }
 }
+
+// fold takes e into a snapshot: the deltas of a part that follow each
+// other become one (uimessage.Encoder.Fold).
+func (u uiMessageEvents) fold(out *sseWriter, e chunklog.Entry) {
+	u.Fold()
+	u.frame(out, e)
+}
+
+func (u uiMessageEvents) snapshot(out *sseWriter) { u.Unfold(emitTo(out)) }

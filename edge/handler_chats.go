@@ -100,6 +100,11 @@ func (s *Server) handleChats(w http.ResponseWriter, r *http.Request) {
 // resumes with what it is served (resumeStreamIsReplay), so a page that
 // showed part of the answer shows it once.
 func (s *Server) handleChatStream(w http.ResponseWriter, r *http.Request) {
+	snap, e := wantsSnapshot(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	tenant := principalOf(r).tenant
 	live, ok := s.liveChat(w, r, tenant)
 	if !ok {
@@ -110,8 +115,14 @@ func (s *Server) handleChatStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	d, e := s.resumeDialect(r.Context(), o, newUIMessageEvents(o), snap)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	s.nameChatStream(w, live.id, s.tokens.issue(live.id, tenant))
-	s.serveUIMessages(w, r, o, nil)
+	w.Header().Set(uimessage.Header, uimessage.HeaderVersion)
+	s.serveEvents(w, r, o, nil, d)
 }
 
 // nameChatStream names a chat's generation in the response's headers:
@@ -179,5 +190,10 @@ func onBusy(r *http.Request) (attach bool, _ *wire.Error) {
 // serveUIMessages serves o as the UI message stream (serveEvents).
 func (s *Server) serveUIMessages(w http.ResponseWriter, r *http.Request, o origin, left func()) {
 	w.Header().Set(uimessage.Header, uimessage.HeaderVersion)
-	s.serveEvents(w, r, o, left, uiMessageEvents{uimessage.NewEncoder(uimessage.MessageID(o.stream.ID))})
+	s.serveEvents(w, r, o, left, newUIMessageEvents(o))
+}
+
+// newUIMessageEvents renders o's stream as its UI message from the start.
+func newUIMessageEvents(o origin) uiMessageEvents {
+	return uiMessageEvents{uimessage.NewEncoder(uimessage.MessageID(o.stream.ID))}
 }

@@ -179,6 +179,48 @@ func TestChatsResumeFromTheStart(t *testing.T) {
 	}
 }
 
+// TestChatsResumeWithSnapshot: with snapshot=true a reloaded page gets
+// what was said so far as one text delta, then the live deltas, and the
+// whole answer once.
+func TestChatsResumeWithSnapshot(t *testing.T) {
+	e := newEnv(t)
+	w := e.startWorker(&worker{script: answer(4), gate: make(chan struct{}, 1)})
+	edge := e.startEdge(Config{})
+
+	w.gate <- struct{}{}
+	post := do(t, "POST", edge.url+"/v1/chats", uiBody("chat-s", "hi"), nil)
+	w.gate <- struct{}{}
+	readEvents(t, bufio.NewReader(post.Body), func(ev sseEvent) bool { return strings.Contains(ev.Data, "w2 ") })
+	post.Body.Close()
+
+	if res := do(t, "GET", edge.url+"/v1/chats/chat-s/stream?snapshot=maybe", "", nil); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("snapshot=maybe: %d", res.StatusCode)
+	}
+	res := do(t, "GET", edge.url+"/v1/chats/chat-s/stream?snapshot=true", "", nil)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("resume: %d", res.StatusCode)
+	}
+	r := bufio.NewReader(res.Body)
+	got := readEvents(t, r, untilType("text-delta"))
+	for range 3 {
+		w.gate <- struct{}{}
+	}
+	rest := parseSSE(t, readAll(t, &http.Response{Body: readCloser{r}}))
+	chunks, done := uiChunks(t, append(got, rest...))
+	var deltas []string
+	for _, c := range chunks {
+		if c.Type == "text-delta" {
+			deltas = append(deltas, c.Delta)
+		}
+	}
+	if text, last := uiText(chunks); !done || text != words(4) || last != "finish" || chunks[0].Type != "start" {
+		t.Fatalf("resumed text %q, last %s, done %v", text, last, done)
+	}
+	if len(deltas) != 3 || deltas[0] != "w1 w2 " {
+		t.Fatalf("deltas %q: want the first two words folded into one, then one delta a word", deltas)
+	}
+}
+
 // TestChatsOneLiveGeneration: a second submit while the chat's
 // generation runs is a 409 naming the live stream, or, with
 // X-Relay-On-Busy: attach, is served it; once it ended, a submit starts a

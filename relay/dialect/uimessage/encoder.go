@@ -43,6 +43,17 @@ type Encoder struct {
 	tools  []*tool
 	// sources counts the sources cited, for their ids.
 	sources int
+	// folding joins the deltas of one part that follow each other
+	// (Fold); pend is the delta being joined.
+	folding bool
+	pend    *pendingDelta
+}
+
+// pendingDelta is a delta being folded: its chunk type, its part (a text
+// or reasoning part's id, a tool call's id) and its text so far.
+type pendingDelta struct {
+	typ, part string
+	text      []byte
 }
 
 // tool is a tool call being streamed, by its index in the chat deltas.
@@ -65,6 +76,7 @@ func (e *Encoder) Start(emit func([]byte)) {
 	if e.started {
 		return
 	}
+	emit = e.ordered(emit)
 	e.started = true
 	emit(marshal(struct {
 		Type      string `json:"type"`
@@ -82,6 +94,7 @@ func (e *Encoder) Frame(f wire.Frame, emit func([]byte)) {
 	if e.ended || f.Kind != wire.KindChunk && f.Kind != wire.KindEnd {
 		return
 	}
+	emit = e.ordered(emit)
 	e.Start(emit)
 	if f.Kind == wire.KindEnd {
 		e.end(f, emit)
@@ -131,6 +144,7 @@ func (e *Encoder) citations(raw json.RawMessage, emit func([]byte)) {
 // Cut emits the error that ends a response the server cannot finish:
 // the client sees an error, not a finished answer, and may resume.
 func (e *Encoder) Cut(err *wire.Error, emit func([]byte)) {
+	emit = e.ordered(emit)
 	e.Start(emit)
 	e.ended = true
 	emit(errorChunk(err.Message))
@@ -145,11 +159,66 @@ func (e *Encoder) delta(kind, text string, newBlock bool, emit func([]byte)) {
 		e.open, e.openID = kind, kind+"-"+strconv.Itoa(e.parts)
 		emit(partChunk(kind+"-start", e.openID))
 	}
-	emit(marshal(struct {
+	e.deltaOut(emit, kind+"-delta", e.openID, text)
+}
+
+// Fold makes the Encoder join the deltas of one part that follow each
+// other into one, until Unfold: what was said so far in a few chunks, for
+// a resume that need not replay every event.
+func (e *Encoder) Fold() { e.folding = true }
+
+// Unfold emits the delta being folded, if any, and stops folding.
+func (e *Encoder) Unfold(emit func([]byte)) {
+	e.flush(emit)
+	e.folding = false
+}
+
+// ordered is emit preceded by the delta being folded, so that chunks keep
+// their order.
+func (e *Encoder) ordered(emit func([]byte)) func([]byte) {
+	return func(chunk []byte) {
+		e.flush(emit)
+		emit(chunk)
+	}
+}
+
+// flush emits the delta being folded, if any.
+func (e *Encoder) flush(emit func([]byte)) {
+	if p := e.pend; p != nil {
+		e.pend = nil
+		emit(deltaChunk(p.typ, p.part, string(p.text)))
+	}
+}
+
+// deltaOut emits a delta of type typ to part, or folds it into the one
+// pending when folding.
+func (e *Encoder) deltaOut(emit func([]byte), typ, part, text string) {
+	if !e.folding {
+		emit(deltaChunk(typ, part, text))
+		return
+	}
+	if p := e.pend; p != nil && p.typ == typ && p.part == part {
+		p.text = append(p.text, text...)
+		return
+	}
+	e.flush(emit)
+	e.pend = &pendingDelta{typ: typ, part: part, text: []byte(text)}
+}
+
+// deltaChunk is a text, reasoning or tool input delta.
+func deltaChunk(typ, part, text string) []byte {
+	if typ == "tool-input-delta" {
+		return marshal(struct {
+			Type           string `json:"type"`
+			ToolCallID     string `json:"toolCallId"`
+			InputTextDelta string `json:"inputTextDelta"`
+		}{typ, part, text})
+	}
+	return marshal(struct {
 		Type  string `json:"type"`
 		ID    string `json:"id"`
 		Delta string `json:"delta"`
-	}{kind + "-delta", e.openID, text}))
+	}{typ, part, text})
 }
 
 // close ends the open part, if any.
@@ -190,11 +259,7 @@ func (e *Encoder) toolDeltas(raw json.RawMessage, emit func([]byte)) {
 			d.Function.Arguments = string(t.args)
 		}
 		if t.announced && d.Function.Arguments != "" {
-			emit(marshal(struct {
-				Type           string `json:"type"`
-				ToolCallID     string `json:"toolCallId"`
-				InputTextDelta string `json:"inputTextDelta"`
-			}{"tool-input-delta", t.id, d.Function.Arguments}))
+			e.deltaOut(emit, "tool-input-delta", t.id, d.Function.Arguments)
 		}
 	}
 }

@@ -194,6 +194,45 @@ func TestEncoderNothingAfterTheEnd(t *testing.T) {
 	}
 }
 
+// TestEncoderFolds: folding, the deltas of one part that follow each other
+// are one delta, in order with every other chunk, and the folded message
+// says what the whole rendering says; after Unfold each frame is its own
+// delta again.
+func TestEncoderFolds(t *testing.T) {
+	var folded []map[string]any
+	e := NewEncoder("m")
+	emit := func(c []byte) {
+		var v map[string]any
+		if err := json.Unmarshal(c, &v); err != nil {
+			t.Fatal(err)
+		}
+		folded = append(folded, v)
+	}
+	e.Fold()
+	for _, f := range fullAnswer[:len(fullAnswer)-1] {
+		e.Frame(f, emit)
+	}
+	e.Unfold(emit)
+	e.Frame(fullAnswer[len(fullAnswer)-1], emit)
+	want := "start start-step reasoning-start reasoning-delta reasoning-end text-start text-delta text-end text-start text-delta source-url text-end tool-input-start tool-input-delta tool-input-available finish-step finish"
+	if got := types(folded); got != want {
+		t.Fatalf("folded:\n %s\nwant\n %s", got, want)
+	}
+	if folded[3]["delta"] != "Think more." || folded[6]["delta"] != "Die Brücke 橋" || folded[13]["inputTextDelta"] != `{"city":"Bonn"}` {
+		t.Fatalf("folded deltas: %v, %v, %v", folded[3], folded[6], folded[13])
+	}
+
+	var live []string
+	e = NewEncoder("m")
+	e.Fold()
+	e.Frame(fullAnswer[3], func([]byte) {})
+	e.Unfold(func(c []byte) { live = append(live, string(c)) })
+	e.Frame(fullAnswer[4], func(c []byte) { live = append(live, string(c)) })
+	if len(live) != 2 || !strings.Contains(live[0], `"delta":"Die "`) || !strings.Contains(live[1], `"delta":"Brücke 橋"`) {
+		t.Fatalf("after Unfold: %q", live)
+	}
+}
+
 // FuzzEncoder: whatever the frames, every chunk is a JSON object with a
 // type, the message starts once, and it finishes at most once, only for
 // a done end, last.
