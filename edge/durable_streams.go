@@ -104,21 +104,45 @@ func (s *Server) durableStreams() (string, http.Handler) {
 
 // uiDialect reads a generation as the AI SDK's UI message chunks, the
 // messages a Durable Streams chat transport reads: the stream of
-// POST /v1/chats, chunk for chunk.
+// POST /v1/chats, chunk for chunk; a snapshot folds the deltas of a part
+// that follow each other into one.
 var uiDialect = durable.Dialect{Replays: true, New: func(g durable.Generation) durable.Renderer {
-	enc := uimessage.NewEncoder(uimessage.MessageID(g.ID))
-	return func(b []byte, _ wire.Cursor, f *wire.Frame) ([]byte, int) {
-		n := 0
-		enc.Frame(*f, func(chunk []byte) {
-			if n > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, chunk...)
-			n++
-		})
-		return b, n
-	}
+	return &uiRenderer{enc: uimessage.NewEncoder(uimessage.MessageID(g.ID))}
 }}
+
+// uiRenderer renders with enc; folded holds the snapshot's chunks so far
+// (n of them).
+type uiRenderer struct {
+	enc    *uimessage.Encoder
+	folded []byte
+	n      int
+}
+
+func (r *uiRenderer) Render(b []byte, _ wire.Cursor, f *wire.Frame) ([]byte, int) {
+	n := 0
+	r.enc.Frame(*f, func(chunk []byte) { b, n = appendMessage(b, n, chunk) })
+	return b, n
+}
+
+func (r *uiRenderer) Fold(_ wire.Cursor, f *wire.Frame) {
+	r.enc.Fold()
+	r.enc.Frame(*f, func(chunk []byte) { r.folded, r.n = appendMessage(r.folded, r.n, chunk) })
+}
+
+func (r *uiRenderer) Snapshot(b []byte) ([]byte, int) {
+	r.enc.Unfold(func(chunk []byte) { r.folded, r.n = appendMessage(r.folded, r.n, chunk) })
+	b, n := append(b, r.folded...), r.n
+	r.folded, r.n = nil, 0
+	return b, n
+}
+
+// appendMessage appends the n+1st message of a comma-separated list.
+func appendMessage(b []byte, n int, msg []byte) ([]byte, int) {
+	if n > 0 {
+		b = append(b, ',')
+	}
+	return append(b, msg...), n + 1
+}
 
 // generations is what edge/durable reads of the relay's generations.
 type generations struct {

@@ -201,4 +201,40 @@ func TestDurableStreamsServeGenerationsAsUIMessages(t *testing.T) {
 	if got, want := shape(read(after)), "text-delta id=text-1 delta= there; text-end id=text-1; finish-step; finish finishReason=stop; "; got != want {
 		t.Fatalf("after the first frame:\n %s\nwant\n %s", got, want)
 	}
+
+	// A snapshot folds the deltas stored so far, then the end follows.
+	u += "&snapshot=true"
+	if got, want := shape(read("-1")), "start; start-step; text-start id=text-1; text-delta id=text-1 delta=Hello there; text-end id=text-1; finish-step; finish finishReason=stop; "; got != want {
+		t.Fatalf("snapshot:\n %s\nwant\n %s", got, want)
+	}
+	if res := do(t, http.MethodGet, edge.url+"/ds/generations/"+id+"?snapshot=maybe&offset=-1", "", nil); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("snapshot=maybe: %d, want 400", res.StatusCode)
+	}
+}
+
+// A generation's snapshot in the chat dialect is the one chunk of
+// GET /v1/streams/{id}?snapshot=true, at the offset of the last frame it
+// folds, then the final chunk.
+func TestDurableStreamsServeGenerationSnapshots(t *testing.T) {
+	e := newEnv(t)
+	e.fixCursorKey()
+	edge := e.startEdge(Config{})
+	id := wire.NewStreamID()
+	cursors := e.writeStream(id, wire.Meta{Model: testModel, Created: time.Now().Unix()}, []wire.Frame{
+		{Kind: wire.KindChunk, Seq: 1, Role: "assistant", Content: "Hello"},
+		{Kind: wire.KindChunk, Seq: 2, Content: " there"},
+		{Kind: wire.KindChunk, Seq: 3, Content: "!"},
+	})
+	u := edge.url + "/ds/generations/" + id + "?snapshot=true&offset="
+	from := fixedCursorKey.Offset(wire.Offset{Seq: cursors[0].Seq, JSSeq: cursors[0].JSSeq})
+	res := do(t, http.MethodGet, u+url.QueryEscape(from), "", nil)
+	var chunks []chunkEvent
+	if err := json.Unmarshal([]byte(readAll(t, res)), &chunks); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %d, %v", res.StatusCode, err)
+	}
+	tail := fixedCursorKey.Offset(wire.Offset{Seq: cursors[2].Seq, JSSeq: cursors[2].JSSeq})
+	if len(chunks) != 1 || chunks[0].Choices[0].Delta.Content == nil || *chunks[0].Choices[0].Delta.Content != " there!" ||
+		res.Header.Get("Stream-Next-Offset") != tail || res.Header.Get("Stream-Up-To-Date") != "true" {
+		t.Fatalf("snapshot after the first frame: %+v, next %s (want %s)", chunks, res.Header.Get("Stream-Next-Offset"), tail)
+	}
 }

@@ -3,8 +3,10 @@ package durable
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/relaydev/relay/relay/chunklog"
@@ -51,24 +53,55 @@ type Dialect struct {
 	Replays bool
 }
 
-// Renderer appends the messages of one frame to b, each a JSON value,
-// comma-separated; n counts them (none for a frame that renders none, a
-// claim).
-type Renderer func(b []byte, c wire.Cursor, f *wire.Frame) (out []byte, n int)
+// Renderer renders one read's frames. Render appends the messages of a
+// frame to b, each a JSON value, comma-separated; n counts them (none
+// for a frame that renders none, a claim). A read with snapshot=true
+// first folds the frames stored when it began: Fold takes a frame into
+// the snapshot, and Snapshot appends the snapshot's messages (what was
+// said so far, in the dialect's shape) and ends it.
+type Renderer interface {
+	Render(b []byte, c wire.Cursor, f *wire.Frame) (out []byte, n int)
+	Fold(c wire.Cursor, f *wire.Frame)
+	Snapshot(b []byte) (out []byte, n int)
+}
 
 // ChatDialect renders each frame as the chat dialect does for
 // GET /v1/streams/{id}: a chat.completion.chunk, the done end frame as
 // the last chunk with its finish_reason and usage, any other end as the
-// error object.
+// error object; a snapshot is the one chunk of GET /v1/streams/{id}?snapshot=true.
 var ChatDialect = Dialect{New: func(g Generation) Renderer {
-	s := chat.Stream{ID: g.ID, Meta: g.Meta, Cursors: g.Cursors}
-	return func(b []byte, c wire.Cursor, f *wire.Frame) ([]byte, int) {
-		if f.Kind == wire.KindClaim {
-			return b, 0
-		}
-		return s.AppendObject(b, c, f), 1
-	}
+	return &chatRenderer{s: chat.Stream{ID: g.ID, Meta: g.Meta, Cursors: g.Cursors}}
 }}
+
+type chatRenderer struct {
+	s chat.Stream
+	p chat.Snapshot
+}
+
+func (r *chatRenderer) Render(b []byte, c wire.Cursor, f *wire.Frame) ([]byte, int) {
+	if f.Kind == wire.KindClaim {
+		return b, 0
+	}
+	return r.s.AppendObject(b, c, f), 1
+}
+
+func (r *chatRenderer) Fold(c wire.Cursor, f *wire.Frame) {
+	if f.Kind == wire.KindChunk {
+		r.p.Add(c, *f)
+	}
+}
+
+func (r *chatRenderer) Snapshot(b []byte) ([]byte, int) {
+	if r.p.Empty() {
+		return b, 0
+	}
+	msg, err := json.Marshal(r.s.SnapshotChunk(&r.p))
+	r.p = chat.Snapshot{}
+	if err != nil {
+		return b, 0
+	}
+	return append(b, msg...), 1
+}
 
 // defaultDialect is the renderer of a read that names none.
 const defaultDialect = "chat"
@@ -143,6 +176,10 @@ func (h *Handler) serveGeneration(w http.ResponseWriter, r *http.Request, acc Ac
 		h.fail(w, e)
 		return
 	}
+	if g.snapshot, e = wantsSnapshot(r); e != nil {
+		h.fail(w, e)
+		return
+	}
 	if req.live == "sse" {
 		h.serveSSE(w, r, k, g, req)
 		return
@@ -150,8 +187,25 @@ func (h *Handler) serveGeneration(w http.ResponseWriter, r *http.Request, acc Ac
 	h.serveRead(w, r, k, g, req)
 }
 
+// wantsSnapshot reads snapshot=: whether a read folds what was stored
+// when it began into a snapshot first.
+func wantsSnapshot(r *http.Request) (bool, *wire.Error) {
+	v := r.URL.Query().Get("snapshot")
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("snapshot", "snapshot must be true or false")
+	}
+	return b, nil
+}
+
 // generationSource reads a generation as a Durable Stream. One read's
 // pages share its renderer: rendered is the last frame it rendered.
+// With snapshot, the read's first page folds the frames up to the tail
+// it found (not the end frame) into one chunk, at the last one's offset;
+// snapped says it is done.
 type generationSource struct {
 	gens     Generations
 	g        Generation
@@ -159,6 +213,8 @@ type generationSource struct {
 	expires  time.Time
 	render   Renderer
 	rendered uint64
+	snapshot bool
+	snapped  bool
 }
 
 func (s *generationSource) id() string          { return s.g.ID }
@@ -211,9 +267,25 @@ func (s *generationSource) page(ctx context.Context, from wire.Offset) (store.Pa
 			after, s.rendered = 0, 0
 		}
 	}
+	through := uint64(0) // the last frame a snapshot folds
+	if s.snapshot && !s.snapped {
+		through = t.Offset.Seq
+		if t.Closed {
+			through--
+		}
+	}
 	p := store.Page{Next: from}
 	var scratch []byte
+	var folded wire.Offset
 	size, expect := 0, s.rendered+1
+	snap := func() {
+		s.snapped = true
+		if msg, n := s.render.Snapshot(nil); n > 0 {
+			p.Chunks = append(p.Chunks, store.Chunk{Data: msg, Messages: n, At: folded})
+			p.Next = folded
+			size += len(msg)
+		}
+	}
 	_, err = s.gens.Reader().Read(ctx, s.g.ID, after, func(e chunklog.Entry) error {
 		f := e.Frame
 		if f.Kind == wire.KindClaim {
@@ -224,7 +296,16 @@ func (s *generationSource) page(ctx context.Context, from wire.Offset) (store.Pa
 		}
 		expect++
 		c := wire.Cursor{Seq: f.Seq, JSSeq: e.JSSeq}
-		msg, n := s.render(scratch[:0], c, &f)
+		at := wire.Offset{Seq: f.Seq, JSSeq: e.JSSeq}
+		if f.Seq > from.Seq && f.Seq <= through {
+			s.render.Fold(c, &f)
+			s.rendered, folded = f.Seq, at
+			if f.Seq == through {
+				snap()
+			}
+			return nil
+		}
+		msg, n := s.render.Render(scratch[:0], c, &f)
 		scratch = msg
 		s.rendered = f.Seq
 		if f.Seq <= from.Seq || n == 0 {
@@ -237,14 +318,19 @@ func (s *generationSource) page(ctx context.Context, from wire.Offset) (store.Pa
 			s.render = nil
 			return errPageFull
 		}
-		p.Chunks = append(p.Chunks, store.Chunk{Data: bytes.Clone(msg), Messages: n, At: wire.Offset{Seq: f.Seq, JSSeq: e.JSSeq}})
-		p.Next = wire.Offset{Seq: f.Seq, JSSeq: e.JSSeq}
+		p.Chunks = append(p.Chunks, store.Chunk{Data: bytes.Clone(msg), Messages: n, At: at})
+		p.Next = at
 		size += len(msg)
 		return nil
 	})
 	full := errors.Is(err, errPageFull)
 	if err != nil && !full {
 		return store.Page{}, err
+	}
+	if through > 0 && !s.snapped {
+		// The read ended before the tail it found (or had nothing
+		// after from to fold).
+		snap()
 	}
 	p.UpToDate = !full && p.Next.Seq >= t.Offset.Seq
 	p.Closed = p.UpToDate && t.Closed
