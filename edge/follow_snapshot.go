@@ -2,8 +2,6 @@ package edge
 
 import (
 	"context"
-	"net/http"
-	"strconv"
 
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/chat"
@@ -19,20 +17,6 @@ import (
 // folded are those up to the stream's last frame when the resume began
 // (snapshotThrough); the end frame is never folded: a stream that had
 // ended gets its terminal events after the snapshot.
-
-// wantsSnapshot reports whether a resume asks for a snapshot
-// (?snapshot=true).
-func wantsSnapshot(r *http.Request) (bool, *wire.Error) {
-	v := r.URL.Query().Get("snapshot")
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, invalid("snapshot", CodeInvalidValue, "'snapshot' must be true or false")
-	}
-	return b, nil
-}
 
 // snapshotThrough is the JetStream sequence of the last frame of o's
 // stream stored now: a snapshot folds the frames up to it.

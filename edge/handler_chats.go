@@ -3,6 +3,7 @@ package edge
 import (
 	"net/http"
 
+	"github.com/relaydev/relay/edge/durable"
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/uimessage"
 	"github.com/relaydev/relay/relay/wire"
@@ -100,7 +101,7 @@ func (s *Server) handleChats(w http.ResponseWriter, r *http.Request) {
 // resumes with what it is served (resumeStreamIsReplay), so a page that
 // showed part of the answer shows it once.
 func (s *Server) handleChatStream(w http.ResponseWriter, r *http.Request) {
-	snap, e := wantsSnapshot(r)
+	snap, e := durable.WantsSnapshot(r)
 	if e != nil {
 		writeError(w, e)
 		return

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/relaydev/relay/edge/durable"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/dialect/chat"
@@ -103,7 +104,7 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant := principalOf(r).tenant
 	cursor, param := requestCursor(r)
-	snap, e := wantsSnapshot(r)
+	snap, e := durable.WantsSnapshot(r)
 	if e != nil {
 		writeError(w, e)
 		return

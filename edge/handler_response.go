@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/relaydev/relay/edge/durable"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/responses"
@@ -48,7 +49,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
 	after, e := startingAfter(q.Get("starting_after"))
 	var snap bool
 	if e == nil {
-		snap, e = wantsSnapshot(r)
+		snap, e = durable.WantsSnapshot(r)
 	}
 	if e != nil {
 		writeError(w, e)

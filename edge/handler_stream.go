@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/relaydev/relay/edge/durable"
 	"github.com/relaydev/relay/edge/follow"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/metrics"
@@ -23,7 +24,7 @@ import (
 // (follow_snapshot.go).
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	cursor, cursorParam := requestCursor(r)
-	snap, e := wantsSnapshot(r)
+	snap, e := durable.WantsSnapshot(r)
 	if e != nil {
 		writeError(w, e)
 		return

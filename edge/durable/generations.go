@@ -176,7 +176,7 @@ func (h *Handler) serveGeneration(w http.ResponseWriter, r *http.Request, acc Ac
 		h.fail(w, e)
 		return
 	}
-	if g.snapshot, e = wantsSnapshot(r); e != nil {
+	if g.snapshot, e = WantsSnapshot(r); e != nil {
 		h.fail(w, e)
 		return
 	}
@@ -187,9 +187,10 @@ func (h *Handler) serveGeneration(w http.ResponseWriter, r *http.Request, acc Ac
 	h.serveRead(w, r, k, g, req)
 }
 
-// wantsSnapshot reads snapshot=: whether a read folds what was stored
-// when it began into a snapshot first.
-func wantsSnapshot(r *http.Request) (bool, *wire.Error) {
+// WantsSnapshot reads snapshot=, which every resume path of the edge
+// takes: whether a read folds what was stored when it began into a
+// snapshot first.
+func WantsSnapshot(r *http.Request) (bool, *wire.Error) {
 	v := r.URL.Query().Get("snapshot")
 	if v == "" {
 		return false, nil
