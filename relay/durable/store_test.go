@@ -36,7 +36,7 @@ func testCtx(t *testing.T) context.Context {
 // text reads a whole stream.
 func text(t *testing.T, s *Store, st *Stream) string {
 	t.Helper()
-	p, err := s.Read(testCtx(t), st, Start, 1<<20)
+	p, err := s.Read(testCtx(t), st, Start, 1<<20, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
