@@ -22,7 +22,7 @@ import (
 // where one of a megabyte took tens.
 const (
 	maxPage       = 1 << 20
-	maxPageChunks = 128
+	maxPageChunks = 64
 )
 
 // request is a GET's reading of its query.
