@@ -18,13 +18,29 @@ import (
 
 // The public Durable Streams server conformance suite, pinned in
 // e2e/node (@durable-streams/server-conformance-tests), runs under vitest
-// from node/durable_streams.test.mjs, which TestDurableStreamsConformance
-// runs too, against DS_URL. The suite's own CLI is not used: it looks
+// from node/durable_streams.test.mjs against DS_URL, through runDSSuite
+// (TestDurableStreamsConformance, the cluster's suite). The suite's own CLI is not used: it looks
 // vitest up next to its real path, which a node_modules reached through a
 // link does not have.
 
 // dsSuiteFile is the vitest file, relative to e2e/node.
 const dsSuiteFile = "durable_streams.test.mjs"
+
+// dsLongPoll is the edge's long-poll timeout in the suite's runs, and what
+// the suite is told: its long-poll tests wait for it.
+const dsLongPoll = time.Second
+
+// dsReport is the part of vitest's JSON report the runner reads.
+type dsReport struct {
+	TestResults []struct {
+		Message          string `json:"message"`
+		AssertionResults []struct {
+			FullName        string   `json:"fullName"`
+			Status          string   `json:"status"`
+			FailureMessages []string `json:"failureMessages"`
+		} `json:"assertionResults"`
+	} `json:"testResults"`
+}
 
 // dsSuiteResult is what one run of the suite reported.
 type dsSuiteResult struct {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"net/http/httputil"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -41,13 +39,7 @@ func startEdgeFront(t *testing.T, edges ...string) *edgeFront {
 	t.Helper()
 	dialer := &net.Dialer{Timeout: 2 * time.Second}
 	f := &edgeFront{retried: map[string]int{}, tr: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return resetLate{c}, nil
-		},
+		DialContext:       dialer.DialContext,
 		DisableKeepAlives: true,
 		// The client's Accept-Encoding, if any, passes as it is.
 		DisableCompression: true,
@@ -152,22 +144,6 @@ func (f *edgeFront) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	return nil, lastErr
-}
-
-// resetLate reports a write the edge reset a moment late. An edge that
-// refuses a body too large answers 413 after reading what it takes and
-// resets the connection while the rest is still being sent; net/http's
-// Transport returns the write's error if it comes before the response it
-// has already received, where clients that read as they write (curl,
-// browsers, Node) see the 413.
-type resetLate struct{ net.Conn }
-
-func (c resetLate) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	return n, err
 }
 
 // drainRefused reports whether resp is a draining edge's refusal, which

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -96,6 +97,40 @@ func TestDurableStreamsBoundTheBody(t *testing.T) {
 	}
 	if res := do(t, http.MethodPost, u, strings.Repeat("x", 1024), dsHeader(nil, "application/octet-stream")); res.StatusCode != http.StatusNoContent {
 		t.Fatalf("POST of 1024 bytes: %d, want 204", res.StatusCode)
+	}
+}
+
+// A body far past the bound, sent whole by a client that reads the answer
+// only once it has written the body (Go's http.Transport, on a connection
+// of its own each time), gets the 413 and its JSON error, every time: the
+// edge reads the rest of the body before it closes the connection, where
+// closing under it would reset the connection and the client would see
+// only the reset.
+func TestDurableStreamsAnswerAHugeBodyReadably(t *testing.T) {
+	e := newEnv(t)
+	edge := e.startEdge(Config{})
+	u := edge.url + "/ds/huge"
+	if res := do(t, http.MethodPut, u, "", dsHeader(nil, "application/octet-stream")); res.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT: %d", res.StatusCode)
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	defer client.CloseIdleConnections()
+	body := bytes.Repeat([]byte("x"), 10<<20)
+	for i := range 8 {
+		req, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/octet-stream")
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("POST %d of 10 MiB: %v, want a 413", i, err)
+		}
+		got := decodeError(t, res)
+		res.Body.Close()
+		if res.StatusCode != http.StatusRequestEntityTooLarge || got.Code != "body_too_large" {
+			t.Fatalf("POST %d of 10 MiB: %d %+v, want 413 body_too_large", i, res.StatusCode, got)
+		}
 	}
 }
 

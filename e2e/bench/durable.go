@@ -69,7 +69,7 @@ func (b *bench) durable(ctx context.Context) ([]figure, error) {
 		return nil, err
 	}
 	base := ptr(summarize(ms(resumed)))
-	note := fmt.Sprintf("catch-up median %.1f ms with ≥ 80 %% of the stream left to read, %.1f ms with ≤ 20 %% (a response is one page, read whole before its first byte); %d-message text/plain stream appended one POST at a time while %d other streams got 20 messages each over its length; a read at a random offset of it, new TCP connection per request; baseline: GET /v1/streams/{id} with Last-Event-ID after a random chunk of a %d-chunk generation written beside %d others of 20 tokens each",
+	note := fmt.Sprintf("catch-up median %.1f ms with ≥ 80 %% of the stream left to read, %.1f ms with ≤ 20 %% (a response is one page of at most 64 appends, read whole before its first byte); %d-message text/plain stream appended one POST at a time while %d other streams got 20 messages each over its length; a read at a random offset of it, new TCP connection per request; baseline: GET /v1/streams/{id} with Last-Event-ID after a random chunk of a %d-chunk generation written beside %d others of 20 tokens each",
 		summarize(ms(early)).Median, summarize(ms(late)).Median, p.durableMessages, p.durableOthers, p.durableMessages, p.durableOthers)
 	figs := []figure{
 		{rank: rankDurable, Name: fmt.Sprintf("Durable Streams: catch-up GET at an offset → first replayed byte (%d-message stream)", p.durableMessages),

@@ -28,9 +28,8 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, acc Access, pat
 		h.fail(w, e)
 		return
 	}
-	body, e := h.readBody(w, r)
-	if e != nil {
-		h.fail(w, e)
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
 	a := store.Append{Close: isTrue(r.Header.Get(hClosed)), StreamSeq: r.Header.Get(hSeq), Producer: producer}

@@ -12,18 +12,41 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// readBody reads a PUT's or POST's body, at most MaxAppendBytes (413).
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *wire.Error) {
+// maxRefusedBytes bounds what the edge reads and discards of a body it
+// refused as too large.
+const maxRefusedBytes = 64 << 20
+
+// readBody reads a PUT's or POST's body, at most MaxAppendBytes; ok is
+// false when it answered the request itself: a 413 past the bound, a 400
+// for a body that could not be read.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxAppendBytes))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, &wire.Error{Message: "the body is larger than " + strconv.FormatInt(h.cfg.MaxAppendBytes, 10) + " bytes",
-			Type: wire.TypeInvalidRequest, Code: "body_too_large", Status: http.StatusRequestEntityTooLarge}
+		h.refuseBody(w, r, &wire.Error{Message: "the body is larger than " + strconv.FormatInt(h.cfg.MaxAppendBytes, 10) + " bytes",
+			Type: wire.TypeInvalidRequest, Code: "body_too_large", Status: http.StatusRequestEntityTooLarge})
+		return nil, false
 	case err != nil:
-		return nil, &wire.Error{Message: "the body could not be read", Type: wire.TypeInvalidRequest, Code: "invalid_body", Status: http.StatusBadRequest}
+		h.fail(w, &wire.Error{Message: "the body could not be read", Type: wire.TypeInvalidRequest, Code: "invalid_body", Status: http.StatusBadRequest})
+		return nil, false
 	}
-	return body, nil
+	return body, true
+}
+
+// refuseBody answers e to a request whose body is still coming, then
+// reads and discards the rest (up to maxRefusedBytes, within the body's
+// deadline) before the connection closes. Closed under a body still
+// being sent, the connection would be reset, and a client that writes its
+// whole body before it reads (Go's http.Transport) would see the reset
+// and not the answer.
+func (h *Handler) refuseBody(w http.ResponseWriter, r *http.Request, e *wire.Error) {
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex()
+	w.Header().Set("Connection", "close")
+	h.fail(w, e)
+	_ = rc.Flush()
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxRefusedBytes))
 }
 
 // messages splits a JSON stream's body into its messages, one level of a

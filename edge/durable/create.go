@@ -27,9 +27,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, acc Access, pat
 		h.fail(w, e)
 		return
 	}
-	body, e := h.readBody(w, r)
-	if e != nil {
-		h.fail(w, e)
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
 	data, n := body, 0

@@ -14,9 +14,16 @@ import (
 	"github.com/relaydev/relay/relay/wire"
 )
 
-// maxPage bounds the data of one catch-up response; a longer stream is
-// read on from the response's Stream-Next-Offset.
-const maxPage = 1 << 20
+// maxPage bounds the data of one catch-up response, and maxPageChunks its
+// appends; a longer stream is read on from the response's
+// Stream-Next-Offset. A response's headers say where it ends, so it is
+// read whole before its first byte: a page of a few batches of the log
+// starts a long catch-up (or a live=sse one) within a few milliseconds,
+// where one of a megabyte took tens.
+const (
+	maxPage       = 1 << 20
+	maxPageChunks = 64
+)
 
 // request is a GET's reading of its query.
 type request struct {
@@ -123,7 +130,7 @@ func (s streamSource) tail(ctx context.Context) (store.Tail, error) {
 	return s.h.deps.Store.TailOf(ctx, s.st)
 }
 func (s streamSource) page(ctx context.Context, from wire.Offset) (store.Page, error) {
-	return s.h.deps.Store.Read(ctx, s.st, from, maxPage)
+	return s.h.deps.Store.Read(ctx, s.st, from, maxPage, maxPageChunks)
 }
 
 // serveRead answers a catch-up or long-poll read.

@@ -147,7 +147,7 @@ func (s *Store) forkPoint(ctx context.Context, st *Stream, spec Spec) (*Stream, 
 	}
 	var next Chunk
 	found := false
-	if err := s.read(ctx, src, at, at.Seq+1, func(c Chunk) bool { next, found = c, true; return false }); err != nil {
+	if err := s.read(ctx, src, at, min(at.Seq+1, t.Offset.Seq), 1, func(c Chunk) bool { next, found = c, true; return false }); err != nil {
 		return nil, Chunk{}, err
 	}
 	if !found {

@@ -89,22 +89,6 @@ func (s *Store) kv(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// get reads the record at key, expired or not; found is false without one.
-func (s *Store) get(ctx context.Context, key string) (st *Stream, found bool, err error) {
-	kv, err := s.kv(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	e, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return s.confirm(ctx, key)
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("durable: read record: %w", err)
-	}
-	return decodeRecord(e.Value(), e.Revision())
-}
-
 // The stream and subjects behind wire.MetaBucket, as nats.go's KV lays
 // them out.
 const (
@@ -112,10 +96,11 @@ const (
 	recordSubjectPrefix = "$KV." + wire.MetaBucket + "."
 )
 
-// confirm reads a record from the bucket's leader after a get missed it:
-// gets are direct, answered by any replica, and one may not hold yet a
-// record another edge just created. Only the leader's miss is a miss.
-func (s *Store) confirm(ctx context.Context, key string) (*Stream, bool, error) {
+// get reads the record at key, expired or not; found is false without
+// one. It asks the bucket's leader: a KV get is direct, answered by any
+// replica, and one may not hold yet a record another edge just created,
+// changed or deleted. Both cost one round trip.
+func (s *Store) get(ctx context.Context, key string) (st *Stream, found bool, err error) {
 	m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", recordStream, chunklog.LeaderQuery{LastFor: recordSubjectPrefix + key})
 	switch op := m.Header.Get("KV-Operation"); {
 	case err != nil:

@@ -36,7 +36,7 @@ func testCtx(t *testing.T) context.Context {
 // text reads a whole stream.
 func text(t *testing.T, s *Store, st *Stream) string {
 	t.Helper()
-	p, err := s.Read(testCtx(t), st, Start, 1<<20)
+	p, err := s.Read(testCtx(t), st, Start, 1<<20, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +200,55 @@ func TestForkStitchesItsSource(t *testing.T) {
 	}
 	if fork.ContentType != "text/plain" {
 		t.Fatalf("fork's content type %q, want the source's", fork.ContentType)
+	}
+}
+
+// A read returns at most maxChunks appends, a fork's inherited ones
+// counted with its own; each page but the last says it is not up to date,
+// and pages read on from each other's Next give the whole stream once.
+func TestReadsArePagedByChunks(t *testing.T) {
+	s := stores(t, 1)[0]
+	ctx := testCtx(t)
+	src, _, _, err := s.Create(ctx, "", "/src", Spec{ContentType: "text/plain"}, []byte("a"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"b", "c"} {
+		if _, err := s.Append(ctx, src, Append{Data: []byte(d)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fork, _, _, err := s.Create(ctx, "", "/fork", Spec{Fork: &ForkSpec{Source: "/src"}}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"d", "e", "f", "g"} {
+		if _, err := s.Append(ctx, fork, Append{Data: []byte(d)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pages []string
+	from := Start
+	for range 10 {
+		p, err := s.Read(ctx, fork, from, 1<<20, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := ""
+		for _, c := range p.Chunks {
+			page += string(c.Data)
+		}
+		pages = append(pages, page)
+		if last := len(pages) == 4; p.UpToDate != last {
+			t.Fatalf("page %d %q: up to date %v", len(pages), page, p.UpToDate)
+		}
+		if p.UpToDate {
+			break
+		}
+		from = p.Next
+	}
+	if got := fmt.Sprint(pages); got != "[ab cd ef g]" {
+		t.Fatalf("pages of 2: %s, want [ab cd ef g]", got)
 	}
 }
 
