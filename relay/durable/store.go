@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
@@ -101,7 +102,7 @@ const (
 // replica, and one may not hold yet a record another edge just created,
 // changed or deleted. Both cost one round trip.
 func (s *Store) get(ctx context.Context, key string) (st *Stream, found bool, err error) {
-	m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", recordStream, chunklog.LeaderQuery{LastFor: recordSubjectPrefix + key})
+	m, found, err := s.leaderGet(ctx, recordStream, chunklog.LeaderQuery{LastFor: recordSubjectPrefix + key})
 	switch op := m.Header.Get("KV-Operation"); {
 	case err != nil:
 		return nil, false, fmt.Errorf("durable: read record: %w", err)
@@ -109,6 +110,25 @@ func (s *Store) get(ctx context.Context, key string) (st *Stream, found bool, er
 		return nil, false, nil
 	}
 	return decodeRecord(m.Data, m.Seq)
+}
+
+// leaderSpacing and leaderTry pace the tries of a read from a stream's
+// leader while JetStream answers that it is temporarily unavailable: a
+// loaded server's view of the stream lags behind, or the stream is
+// electing a leader.
+var leaderSpacing = backoff.Backoff{Config: backoff.Config{Base: 20 * time.Millisecond, Cap: 500 * time.Millisecond}}
+
+const leaderTry = 2 * time.Second
+
+// leaderGet is chunklog.LeaderGet on stream, tried again while the
+// stream has no leader to answer, as long as ctx waits.
+func (s *Store) leaderGet(ctx context.Context, stream string, q chunklog.LeaderQuery) (m chunklog.StoredMsg, found bool, err error) {
+	err = streams.RetryLeaderless(ctx, leaderSpacing, leaderTry, func(ctx context.Context) error {
+		var err error
+		m, found, err = chunklog.LeaderGet(ctx, s.js.Conn(), "", stream, q)
+		return err
+	})
+	return m, found, err
 }
 
 func decodeRecord(value []byte, revision uint64) (*Stream, bool, error) {
@@ -177,7 +197,7 @@ type Tail struct {
 // leader: an append must see every frame stored before it, and a read on
 // one edge what was appended on another.
 func (s *Store) tailOf(ctx context.Context, id string) (Tail, error) {
-	m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", wire.ChunkStreamOf(id), chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
+	m, found, err := s.leaderGet(ctx, wire.ChunkStreamOf(id), chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
 	if err != nil {
 		return Tail{}, fmt.Errorf("durable: last frame of %s: %w", id, err)
 	}
