@@ -112,23 +112,30 @@ func (s *Store) get(ctx context.Context, key string) (st *Stream, found bool, er
 	return decodeRecord(m.Data, m.Seq)
 }
 
-// leaderSpacing and leaderTry pace the tries of a read from a stream's
-// leader while JetStream answers that it is temporarily unavailable: a
-// loaded server's view of the stream lags behind, or the stream is
-// electing a leader.
+// leaderSpacing and leaderTries pace the tries of a read from a stream's
+// leader while JetStream answers that it is temporarily unavailable (a
+// loaded server's view of the stream lagging behind): a second or two at
+// most, so that a read never outlasts an edge's drain.
 var leaderSpacing = backoff.Backoff{Config: backoff.Config{Base: 20 * time.Millisecond, Cap: 500 * time.Millisecond}}
 
-const leaderTry = 2 * time.Second
+const leaderTries = 8
 
-// leaderGet is chunklog.LeaderGet on stream, tried again while the
-// stream has no leader to answer, as long as ctx waits.
-func (s *Store) leaderGet(ctx context.Context, stream string, q chunklog.LeaderQuery) (m chunklog.StoredMsg, found bool, err error) {
-	err = streams.RetryLeaderless(ctx, leaderSpacing, leaderTry, func(ctx context.Context) error {
-		var err error
-		m, found, err = chunklog.LeaderGet(ctx, s.js.Conn(), "", stream, q)
-		return err
-	})
-	return m, found, err
+// codeUnavailable is JetStream's "temporarily unavailable".
+const codeUnavailable = 10008
+
+// leaderGet is chunklog.LeaderGet on stream, tried again while JetStream
+// answers that it is temporarily unavailable.
+func (s *Store) leaderGet(ctx context.Context, stream string, q chunklog.LeaderQuery) (chunklog.StoredMsg, bool, error) {
+	for n := 0; ; n++ {
+		m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", stream, q)
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != codeUnavailable || n+1 >= leaderTries {
+			return m, found, err
+		}
+		if leaderSpacing.Sleep(ctx, leaderSpacing.Delay(n, 0)) != nil {
+			return m, found, err
+		}
+	}
 }
 
 func decodeRecord(value []byte, revision uint64) (*Stream, bool, error) {
