@@ -148,7 +148,7 @@ func (s *Store) read(ctx context.Context, st *Stream, from wire.Offset, upTo uin
 // JetStream sequence after, asked of the stream's leader; it is ErrGone
 // when there is none.
 func (s *Store) readFromLeader(ctx context.Context, id string, after uint64, visit func(chunklog.Entry) error) error {
-	m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", wire.ChunkStreamOf(id), chunklog.LeaderQuery{Seq: after + 1, NextFor: wire.ChunkSubject(id)})
+	m, found, err := s.leaderGet(ctx, wire.ChunkStreamOf(id), chunklog.LeaderQuery{Seq: after + 1, NextFor: wire.ChunkSubject(id)})
 	if err != nil {
 		return fmt.Errorf("durable: read %s: %w", id, err)
 	}

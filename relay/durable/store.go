@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relaydev/relay/relay/backoff"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/streams"
 	"github.com/relaydev/relay/relay/wire"
@@ -101,7 +102,7 @@ const (
 // replica, and one may not hold yet a record another edge just created,
 // changed or deleted. Both cost one round trip.
 func (s *Store) get(ctx context.Context, key string) (st *Stream, found bool, err error) {
-	m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", recordStream, chunklog.LeaderQuery{LastFor: recordSubjectPrefix + key})
+	m, found, err := s.leaderGet(ctx, recordStream, chunklog.LeaderQuery{LastFor: recordSubjectPrefix + key})
 	switch op := m.Header.Get("KV-Operation"); {
 	case err != nil:
 		return nil, false, fmt.Errorf("durable: read record: %w", err)
@@ -109,6 +110,32 @@ func (s *Store) get(ctx context.Context, key string) (st *Stream, found bool, er
 		return nil, false, nil
 	}
 	return decodeRecord(m.Data, m.Seq)
+}
+
+// leaderSpacing and leaderTries pace the tries of a read from a stream's
+// leader while JetStream answers that it is temporarily unavailable (a
+// loaded server's view of the stream lagging behind): a second or two at
+// most, so that a read never outlasts an edge's drain.
+var leaderSpacing = backoff.Backoff{Config: backoff.Config{Base: 20 * time.Millisecond, Cap: 500 * time.Millisecond}}
+
+const leaderTries = 8
+
+// codeUnavailable is JetStream's "temporarily unavailable".
+const codeUnavailable = 10008
+
+// leaderGet is chunklog.LeaderGet on stream, tried again while JetStream
+// answers that it is temporarily unavailable.
+func (s *Store) leaderGet(ctx context.Context, stream string, q chunklog.LeaderQuery) (chunklog.StoredMsg, bool, error) {
+	for n := 0; ; n++ {
+		m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", stream, q)
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != codeUnavailable || n+1 >= leaderTries {
+			return m, found, err
+		}
+		if leaderSpacing.Sleep(ctx, leaderSpacing.Delay(n, 0)) != nil {
+			return m, found, err
+		}
+	}
 }
 
 func decodeRecord(value []byte, revision uint64) (*Stream, bool, error) {
@@ -177,7 +204,7 @@ type Tail struct {
 // leader: an append must see every frame stored before it, and a read on
 // one edge what was appended on another.
 func (s *Store) tailOf(ctx context.Context, id string) (Tail, error) {
-	m, found, err := chunklog.LeaderGet(ctx, s.js.Conn(), "", wire.ChunkStreamOf(id), chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
+	m, found, err := s.leaderGet(ctx, wire.ChunkStreamOf(id), chunklog.LeaderQuery{LastFor: wire.ChunkSubject(id)})
 	if err != nil {
 		return Tail{}, fmt.Errorf("durable: last frame of %s: %w", id, err)
 	}
