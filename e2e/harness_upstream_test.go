@@ -35,6 +35,9 @@ type upstreamCall struct {
 	// probe marks the coordinator's chat probe (health, idle breakers),
 	// which is not client traffic: chats leaves it out.
 	probe bool
+	// ended is when the fake upstream's answer returned: the whole
+	// answer sent, or the worker closed the call.
+	ended time.Time
 }
 
 // front is a provider's front: it logs requests, and fails them while
@@ -93,6 +96,9 @@ func (f *front) handler(next http.Handler) http.Handler {
 			}
 		}
 		next.ServeHTTP(&cutWriter{ResponseWriter: w, down: &f.down}, r)
+		f.mu.Lock()
+		f.calls[n].ended = time.Now()
+		f.mu.Unlock()
 	})
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"maps"
 	"net/http"
 	"strings"
@@ -18,12 +19,14 @@ import (
 )
 
 // Every role connects as its own user of configs/nats/nats-server.conf: a
-// streamed answer, cut and resumed, works under those permissions, and
-// each role's credentials are refused what the role must not do: an edge
-// cannot write chunks (neither a core publish nor a JetStream publish is
-// stored) or change the streams, nor read the requests other edges offer,
-// a worker cannot queue requests or forge metadata, the coordinator cannot
-// read offered requests.
+// streamed answer, cut and resumed, works under those permissions, and so
+// does a Durable Stream, which the edge writes in a partition of Durable
+// Streams; each role's credentials are refused what the role must not do:
+// an edge cannot write a generation's frames (neither a core publish nor a
+// JetStream publish is stored) or change the streams, nor read the
+// requests other edges offer, a worker cannot queue requests, forge
+// metadata or write a Durable Stream's frames, the coordinator cannot read
+// offered requests.
 func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 	const tokens = 30
 	// Three partitions: every grant on the chunk streams names each.
@@ -65,8 +68,19 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		t.Fatalf("an unknown stream: status %d, want 404", unknown.StatusCode)
 	}
 
+	// The edge appends the frames of a Durable Stream with its own
+	// credentials, in a partition of Durable Streams.
 	coordinator := sys.Secured.probe(t, "coordinator")
-	all := []string{wire.RequestStream, wire.ChunkStreamName(0), wire.ChunkStreamName(1), wire.ChunkStreamName(2)}
+	ds := dsAppendAndRead(t, sys.Edge+"/ds/least-privilege")
+	if wire.ValidGenerationID(ds) || coordinator.storedFrames(wire.ChunkStreamOf(ds), wire.ChunkSubject(ds)) != 3 {
+		t.Fatalf("Durable Stream %s: a generation's id %t, frames in %s %d; want a partition of Durable Streams holding its claim and two appends",
+			ds, wire.ValidGenerationID(ds), wire.ChunkStreamOf(ds), coordinator.storedFrames(wire.ChunkStreamOf(ds), wire.ChunkSubject(ds)))
+	}
+
+	all := []string{wire.RequestStream}
+	for k := range 3 {
+		all = append(all, wire.ChunkStreamName(k), wire.ChunkStreamName(wire.DurablePartition(k)))
+	}
 	before := coordinator.lastSeqs(all...)
 
 	t.Run("edge", func(t *testing.T) {
@@ -97,15 +111,20 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		t.Logf("edge read the %d stored frames: %d tokens", frames, got.tokens)
 		leaderReads(t, ctx, p.nc, id)
 
-		// It cannot write them.
+		// It cannot write a generation's frames, in any partition of
+		// generations: not after the stream above (which would fence its
+		// worker off), not as a new one.
 		frame := wire.Frame{Kind: wire.KindChunk, Seq: 1, Content: "forged"}.Encode()
 		p.denyPublish(wire.ChunkSubject(forged))
+		p.denyPublish(wire.ChunkSubject(wire.NewStreamID()))
 		p.jsPublishFails(wire.ChunkSubject(forged), frame)
 		p.jsPublishFails(wire.ChunkSubject(id), frame)
 		frames = 0
 		if _, err := reader.Read(ctx, forged, 0, func(chunklog.Entry) error { frames++; return nil }); err != nil || frames != 0 {
 			t.Fatalf("forged stream has %d frames (err %v), want none", frames, err)
 		}
+		// A Durable Stream's frames it writes, and reads.
+		leaderReads(t, ctx, p.nc, ds)
 
 		// Nor reconfigure or delete the streams, nor write provider health,
 		// nor read other edges' requests off the wire.
@@ -129,6 +148,10 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		req := []byte(`{"stream_id":"` + wire.NewStreamID() + `","model":"mock-1","body":{}}`)
 		p.denyPublish(wire.RequestSubject)
 		p.jsPublishFails(wire.RequestSubject, req)
+		// It reads a Durable Stream but cannot append to it.
+		leaderReads(t, ctx, p.nc, ds)
+		p.denyPublish(wire.ChunkSubject(ds))
+		p.jsPublishFails(wire.ChunkSubject(ds), wire.Frame{Kind: wire.KindChunk, Seq: 3, Content: "forged"}.Encode())
 		p.denyPublish("$KV." + wire.MetaBucket + "." + id)
 		p.denyPublish("$JS.API.STREAM.UPDATE." + wire.RequestStream)
 		p.denyPublish("$JS.API.STREAM.DELETE.KV_" + wire.MetaBucket)
@@ -143,6 +166,7 @@ func TestNATSPermissionsLeastPrivilege(t *testing.T) {
 		p.denySubscribe(wire.OfferSubject)
 		p.denyPublish(wire.RequestSubject)
 		p.denyPublish(wire.ChunkSubject(id))
+		p.denyPublish(wire.ChunkSubject(ds))
 		p.denyPublish("$JS.API.STREAM.DELETE." + chunks)
 		p.denyPublish("_INBOX.forged")
 	})
@@ -198,4 +222,37 @@ func (p *natsProbe) storedFrames(stream, subject string) int {
 		p.t.Fatalf("%s: stream %s, subject %s: %v", p.user, stream, subject, err)
 	}
 	return int(info.State.Subjects[subject])
+}
+
+// dsAppendAndRead creates a Durable Stream at url, appends to it and reads
+// it back; it returns the stream's id.
+func dsAppendAndRead(t *testing.T, url string) string {
+	t.Helper()
+	var id string
+	for _, step := range []struct {
+		method, body string
+		status       int
+	}{{http.MethodPut, "durable ", http.StatusCreated}, {http.MethodPost, "stream", http.StatusNoContent}} {
+		req, err := http.NewRequest(step.method, url, strings.NewReader(step.body))
+		must(t, err)
+		req.Header.Set("Content-Type", "text/plain")
+		res, err := http.DefaultClient.Do(req)
+		must(t, err)
+		res.Body.Close()
+		if res.StatusCode != step.status {
+			t.Fatalf("%s %s: status %d, want %d", step.method, url, res.StatusCode, step.status)
+		}
+		if step.method == http.MethodPut {
+			id = res.Header.Get("X-Relay-Stream-Id")
+		}
+	}
+	res, err := http.Get(url)
+	must(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	must(t, err)
+	if res.StatusCode != http.StatusOK || string(body) != "durable stream" {
+		t.Fatalf("GET %s: %d %q, want 200 %q", url, res.StatusCode, body, "durable stream")
+	}
+	return id
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/relaydev/relay/edge/durable"
 )
 
 // # CORS
@@ -23,9 +25,9 @@ import (
 
 // exposedHeaders are the response headers a page on an allowed origin may
 // read.
-var exposedHeaders = strings.Join([]string{
-	"X-Relay-Stream-Id", HeaderResumeToken, HeaderIdempotentReplayed, "Retry-After",
-}, ", ")
+var exposedHeaders = strings.Join(append([]string{
+	"X-Relay-Stream-Id", HeaderResumeToken, HeaderIdempotentReplayed, "Retry-After", "Location",
+}, durable.ExposedHeaders...), ", ")
 
 // corsMaxAge is how long a browser may cache a preflight answer, in
 // seconds.
@@ -100,7 +102,7 @@ func (s *Server) withCORS(next http.Handler) http.Handler {
 		}
 		h.Add("Vary", "Access-Control-Request-Method")
 		h.Add("Vary", "Access-Control-Request-Headers")
-		h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+		h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, DELETE")
 		if req := r.Header.Get("Access-Control-Request-Headers"); req != "" && validHeaderList(req) {
 			// Authentication is a header, never a cookie: any header a
 			// page asks to send (the OpenAI SDK's x-stainless-* among

@@ -104,6 +104,9 @@ type Config struct {
 	// attaches a repeated POST to the stream the first one started (zero:
 	// 24h; at most streams.retention). Negative: the headers are ignored.
 	IdempotencyWindow time.Duration `koanf:"idempotency_window"`
+	// ChatModel is the model of a POST /v1/chats whose body names none
+	// (handler_chats.go). Zero: none, such a request is a 400.
+	ChatModel string `koanf:"chat_model"`
 	// MaxMessages caps the messages of a request (zero: 256; negative: no
 	// cap).
 	MaxMessages int `koanf:"max_messages"`
@@ -130,6 +133,8 @@ type Config struct {
 	// POST /v1/streams/{id}/drop (demo.go). Off by default, on by default
 	// in `relay dev` (relay/config.Load).
 	Demo bool `koanf:"demo"`
+	// DurableStreams serves the Durable Streams protocol (durable_streams.go).
+	DurableStreams DurableStreamsConfig `koanf:"durable_streams"`
 }
 
 // APIKey is one client key: the SHA-256 of the key, never the key itself
@@ -273,6 +278,9 @@ func (c Config) Validate(prefix string) error {
 		return err
 	}
 	if err := c.Spend.validate(prefix, c.APIKeys); err != nil { // admit_spend_config.go
+		return err
+	}
+	if err := c.DurableStreams.validate(prefix + ".durable_streams"); err != nil {
 		return err
 	}
 	for i, h := range c.AllowedHosts {

@@ -60,8 +60,9 @@ type begun struct {
 }
 
 // begin starts the generation of req for the client of opts (startFor)
-// and names its stream in the response's headers: X-Relay-Stream-Id, the
-// resume token, and Idempotent-Replayed for a replay. On failure it
+// and names its stream in the response's headers: X-Relay-Stream-Id,
+// Location (where to resume it), the resume token, and
+// Idempotent-Replayed for a replay. On failure it
 // answers the error itself and reports false.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, opts startOptions, req chatRequest) (begun, bool) {
 	req.FailFast, req.RequestID = opts.failFast, opts.requestID
@@ -80,6 +81,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, opts startOptions
 	}
 	b := begun{started: st, token: s.tokens.issue(st.id, opts.p.tenant)}
 	w.Header().Set("X-Relay-Stream-Id", st.id)
+	w.Header().Set("Location", streamLocation(st.id))
 	w.Header().Set(HeaderResumeToken, b.token)
 	if st.replay {
 		w.Header().Set(HeaderIdempotentReplayed, "true")
@@ -87,6 +89,10 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, opts startOptions
 	b.o = origin{stream: chat.Stream{ID: st.id, Meta: st.meta, Cursors: key}, f: st.f}
 	return b, true
 }
+
+// streamLocation is where a client resumes stream id: the Location of
+// the response that started it, relative as the other resume headers are.
+func streamLocation(id string) string { return "/v1/streams/" + id }
 
 // leaving is what becomes of b's generation when its client leaves before
 // the end: the disconnect policy of opts. A replay did not start the

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/relaydev/relay/edge/durable"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/anthropic"
 	"github.com/relaydev/relay/relay/dialect/chat"
@@ -92,7 +93,8 @@ func (s *Server) serveMessage(w http.ResponseWriter, r *http.Request, o origin) 
 // text/event-stream, ?stream=true, or a Last-Event-ID), its events after
 // the Last-Event-ID header (or ?last_event_id), live until the end. Any
 // edge serves it; only the stream's tenant may read it (or a resume
-// token's holder).
+// token's holder). ?snapshot=true asks for the events too, with the
+// deltas stored so far folded, one per block (follow_snapshot.go).
 func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	sid, ok := anthropic.StreamOfMessage(id)
@@ -102,7 +104,12 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant := principalOf(r).tenant
 	cursor, param := requestCursor(r)
-	if !wantsEvents(r, cursor) {
+	snap, e := durable.WantsSnapshot(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if !snap && !wantsEvents(r, cursor) {
 		msg, e := s.messageSnapshot(r.Context(), tenant, sid)
 		if e != nil {
 			writeError(w, e)
@@ -127,7 +134,12 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	s.serveEvents(w, r, o, nil, newMessageEvents(o.stream, after))
+	d, e := s.resumeDialect(r.Context(), o, newMessageEvents(o.stream, after), snap)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.serveEvents(w, r, o, nil, d)
 }
 
 // wantsEvents reports whether a GET of a Message asks for its events.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/relaydev/relay/edge/durable"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/dialect/responses"
@@ -23,7 +24,8 @@ const CodeResponseNotFound = "response_not_found"
 // its stream got, or with ?stream=true its events, from the start or
 // after ?starting_after=N, live until the end. The id names the stream
 // ("resp_" + stream id), so any edge serves it; only the stream's tenant
-// may read it.
+// may read it. With ?snapshot=true the deltas stored so far come folded,
+// one per part (follow_snapshot.go).
 func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
 	id, sid, tenant, ok := responseOf(w, r)
 	if !ok {
@@ -45,6 +47,10 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	after, e := startingAfter(q.Get("starting_after"))
+	var snap bool
+	if e == nil {
+		snap, e = durable.WantsSnapshot(r)
+	}
 	if e != nil {
 		writeError(w, e)
 		return
@@ -57,7 +63,12 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
 		writeError(w, asResponseError(e, id))
 		return
 	}
-	s.serveEvents(w, r, o, nil, newResponseEvents(o.stream, after))
+	d, e := s.resumeDialect(r.Context(), o, newResponseEvents(o.stream, after), snap)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.serveEvents(w, r, o, nil, d)
 }
 
 // handleResponseCancel serves POST /v1/responses/{id}/cancel, the way

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/relaydev/relay/relay/chunklog"
@@ -10,7 +11,9 @@ import (
 )
 
 // handleResponses serves POST /v1/responses: the request, its item
-// references resolved (responses_refs.go), is translated into a chat
+// references resolved (responses_refs.go) and the conversation of its
+// previous_response_id prepended (responses_conversation.go), is kept as
+// the response's conversation unless "store" is false, and translated into a chat
 // completion (relay/dialect/responses) and queued like one, with an
 // idempotency key too. The stream it starts is rendered as the
 // Responses API's events ("stream": true), answered once its first frame
@@ -30,6 +33,13 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		body, e = s.expandReferences(r.Context(), opts.p.tenant, body, lim.maxMessages, s.cfg.MaxBodyBytes)
 	}
+	var (
+		input []json.RawMessage
+		keep  bool
+	)
+	if e == nil {
+		body, input, keep, e = s.continueConversation(r.Context(), opts.p.tenant, body, s.cfg.MaxBodyBytes)
+	}
 	var req responsesRequest
 	if e == nil {
 		req, e = parseResponsesRequest(body, lim)
@@ -41,6 +51,9 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	b, ok := s.begin(w, r, opts, req.chat)
 	if !ok {
 		return
+	}
+	if keep && !b.replay {
+		s.keepConversation(r.Context(), opts.p.tenant, b.id, input)
 	}
 	o, left := b.o, s.leaving(b, opts)
 	if req.background {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/relaydev/relay/edge/durable"
 	"github.com/relaydev/relay/edge/follow"
 	"github.com/relaydev/relay/relay/chunklog"
 	"github.com/relaydev/relay/relay/metrics"
@@ -18,15 +19,28 @@ import (
 // Only the stream's tenant may read it (a resume token in ?token= names
 // the tenant for a client that cannot send a key); to anyone else it
 // answers 404, like an unknown stream.
+//
+// With ?snapshot=true the frames stored so far come as one chunk
+// (follow_snapshot.go).
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	cursor, cursorParam := requestCursor(r)
+	snap, e := durable.WantsSnapshot(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	o, e := s.open(r.Context(), principalOf(r).tenant, r.PathValue("id"), "id", cursor, cursorParam)
 	s.obs.resume(cursor, e)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	s.serveSSE(w, r, o, nil)
+	d, e := s.resumeDialect(r.Context(), o, &chatSnapshot{chatEvents: &chatEvents{s: o.stream}}, snap)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.serveEvents(w, r, o, nil, d)
 }
 
 // requestCursor is the cursor a GET /v1/streams/{id} resumes after, and

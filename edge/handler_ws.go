@@ -30,10 +30,13 @@ import (
 //	from    type          fields                              meaning
 //	client  start         request: a chat completion request, queue a generation and follow it ("stream" is ignored);
 //	                      idempotency_key?                    with idempotency_key, as a POST with Idempotency-Key
-//	client  resume        stream_id, after: a cursor or ""    follow a stream after the cursor ("" = from the start)
+//	client  resume        stream_id, after: a cursor or "",   follow a stream after the cursor ("" = from the start); with
+//	                      snapshot?                           snapshot, the chunks stored so far come as one chunk
+//	                                                          message (follow_snapshot.go), then the live ones
 //	client  cancel        stream_id                           cancel a generation, as DELETE /v1/streams/{id} does
 //	server  started       stream_id, resume_token,            a start was accepted; answers come in the order starts were
-//	                      replayed?                           sent; resume_token as in X-Relay-Resume-Token; replayed
+//	                      location, replayed?                 sent; resume_token as in X-Relay-Resume-Token; location,
+//	                                                          as the POST's Location, where to resume it; replayed
 //	                                                          when an idempotency key attached it to an earlier start
 //	server  chunk         stream_id, cursor, chunk            chunk is the chat.completion.chunk an SSE client gets
 //	server  end           stream_id, cursor, status,          the stream ended; nothing follows for that stream_id.
@@ -87,6 +90,7 @@ type wsIn struct {
 	StreamID       string          `json:"stream_id"`
 	After          string          `json:"after"`
 	IdempotencyKey string          `json:"idempotency_key"`
+	Snapshot       bool            `json:"snapshot"`
 }
 
 // wsTypes are the client message types.
@@ -128,6 +132,7 @@ type wsOut struct {
 	Cost         float64     `json:"cost,omitempty"`
 	RetryMS      int64       `json:"retry_ms,omitempty"`
 	ResumeToken  string      `json:"resume_token,omitempty"`
+	Location     string      `json:"location,omitempty"`
 	Replayed     bool        `json:"replayed,omitempty"`
 }
 
@@ -376,13 +381,13 @@ func (c *wsConn) handle(ctx context.Context, in wsIn) error {
 		}
 		token := c.s.tokens.issue(st.id, c.p.tenant)
 		o := origin{stream: chat.Stream{ID: st.id, Meta: st.meta, Cursors: key}, f: st.f}
-		if err := c.send(ctx, wsOut{Type: "started", StreamID: st.id, ResumeToken: token, Replayed: st.replay}); err != nil {
+		if err := c.send(ctx, wsOut{Type: "started", StreamID: st.id, ResumeToken: token, Location: streamLocation(st.id), Replayed: st.replay}); err != nil {
 			if o.f != nil {
 				o.f.Close()
 			}
 			return err
 		}
-		return c.follow(ctx, o, !st.replay)
+		return c.follow(ctx, o, !st.replay, folding{})
 	case "resume":
 		o, e := c.s.open(ctx, c.p.tenant, in.StreamID, "stream_id", in.After, "after")
 		c.s.obs.resume(in.After, e)
@@ -392,7 +397,16 @@ func (c *wsConn) handle(ctx context.Context, in wsIn) error {
 		if o.end != nil {
 			return c.send(ctx, endMessage(o.stream, *o.end))
 		}
-		return c.follow(ctx, o, false)
+		var p folding
+		if in.Snapshot {
+			through, e := c.s.snapshotThrough(ctx, o)
+			if e != nil {
+				o.f.Close()
+				return c.sendError(ctx, in.StreamID, e)
+			}
+			p = newFolding(o.after, through)
+		}
+		return c.follow(ctx, o, false, p)
 	default: // "cancel"
 		// Waiting for the end takes up to cancelWait: not on the reader.
 		c.streams.Go(func() { c.cancel(ctx, in.StreamID) })
@@ -410,10 +424,10 @@ func (c *wsConn) cancel(ctx context.Context, id string) {
 	c.send(ctx, wsOut{Type: "cancellation", StreamID: id, Status: status})
 }
 
-// follow starts a goroutine that sends the stream's frames after o.after.
-// started says the stream was started on this connection, so the
-// disconnect policy applies to it.
-func (c *wsConn) follow(ctx context.Context, o origin, started bool) error {
+// follow starts a goroutine that sends the stream's frames after o.after,
+// those p folds as one chunk. started says the stream was started on this
+// connection, so the disconnect policy applies to it.
+func (c *wsConn) follow(ctx context.Context, o origin, started bool, p folding) error {
 	id := o.stream.ID
 	c.mu.Lock()
 	if c.active[id] {
@@ -436,7 +450,7 @@ func (c *wsConn) follow(ctx context.Context, o origin, started bool) error {
 		defer c.inactive(id)
 		sess := c.s.obs.session(o.stream, o.after, metrics.TransportWebSocket, started, time.Now())
 		defer sess.close()
-		ended := c.pump(ctx, o.stream, f, sess)
+		ended := c.pump(ctx, o.stream, f, sess, p)
 		f.Close()
 		if started && !ended && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShuttingDown) {
 			c.s.orphans.watch(c.p.tenant, id, c.policy)
@@ -452,17 +466,36 @@ func (c *wsConn) inactive(id string) {
 }
 
 // pump sends one stream's frames until its end frame or the connection
-// ends; it reports whether the end frame was queued.
-func (c *wsConn) pump(ctx context.Context, v chat.Stream, f *follow.Follower, sess *session) bool {
+// ends, those p folds as one snapshot chunk; it reports whether the end
+// frame was queued.
+func (c *wsConn) pump(ctx context.Context, v chat.Stream, f *follow.Follower, sess *session, p folding) bool {
+	var snap chat.Snapshot
+	sendSnapshot := func() error {
+		if snap.Empty() {
+			return nil
+		}
+		chunk := v.SnapshotChunk(&snap)
+		return c.send(ctx, wsOut{Type: "chunk", StreamID: v.ID, Cursor: v.Cursors.String(snap.At()), Chunk: &chunk})
+	}
 	for !f.Ended() {
 		entries, err := f.Next(ctx, c.s.cfg.Keepalive)
 		sess.delivered(entries)
+		if len(entries) == 0 && p.finish() && sendSnapshot() != nil {
+			return false
+		}
 		for _, e := range entries {
-			if c.send(ctx, message(v, e)) != nil {
+			fold, done := p.take(e)
+			if fold {
+				snap.Add(cursorOf(e), e.Frame)
+			}
+			if done && sendSnapshot() != nil || !fold && c.send(ctx, message(v, e)) != nil {
 				return false
 			}
 		}
 		if err != nil {
+			if p.finish() && sendSnapshot() != nil {
+				return false
+			}
 			if ctx.Err() == nil {
 				c.s.log.Warn("stream interrupted", "stream_id", v.ID, "err", err)
 				c.sendError(ctx, v.ID, interruptedError())

@@ -363,7 +363,7 @@ func TestResponsesRequestErrors(t *testing.T) {
 	}{
 		{"unknown model", `{"model":"nope","input":"hi"}`, "model", CodeModelNotFound, http.StatusNotFound},
 		{"no input", fmt.Sprintf(`{"model":%q}`, testModel), "input", CodeInvalidValue, http.StatusBadRequest},
-		{"previous response", responsesBody(`,"previous_response_id":"resp_x"`), "previous_response_id", CodeUnsupportedParameter, http.StatusBadRequest},
+		{"unknown previous response", responsesBody(`,"previous_response_id":"resp_x"`), "previous_response_id", CodePreviousResponseNotFound, http.StatusBadRequest},
 		{"built-in tool", responsesBody(`,"tools":[{"type":"web_search"}]`), "tools[0].type", CodeUnsupportedParameter, http.StatusBadRequest},
 		{"unknown parameter", responsesBody(`,"frobnicate":1`), "frobnicate", CodeUnsupportedParameter, http.StatusBadRequest},
 		{"over the token cap", responsesBody(`,"max_output_tokens":101`), "max_output_tokens", CodeLimitExceeded, http.StatusBadRequest},

@@ -22,13 +22,15 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/messages/count_tokens", methods{http.MethodPost: s.handleCountTokens})
 	mux.Handle("/v1/streams/{id}", methods{http.MethodGet: s.handleStream, http.MethodDelete: s.handleCancel})
 	mux.Handle("/v1/ws", methods{http.MethodGet: s.handleWS})
+	s.chatRoutes(mux) // handler_chats.go: /v1/chats, the AI SDK's useChat
 	mux.Handle("/v1/models", methods{http.MethodGet: s.handleModels})
 	mux.Handle("/v1/models/{id...}", methods{http.MethodGet: s.handleModel})
 	mux.Handle("/healthz", methods{http.MethodGet: handleHealth})
 	mux.Handle("/readyz", methods{http.MethodGet: s.handleReady})
 	mux.Handle("/v1/relay/status", methods{http.MethodGet: s.handleRelayStatus})
 	mux.Handle("/v1/relay/usage", methods{http.MethodGet: s.handleUsage})
-	s.opsRoutes(mux) // /metrics, /dashboard, the demo (dashboard.go)
+	mux.Handle(s.durableStreams()) // durable_streams.go
+	s.opsRoutes(mux)               // /metrics, /dashboard, the demo (dashboard.go)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &wire.Error{
 			Message: fmt.Sprintf("unknown URL (%s %s)", r.Method, r.URL.Path),

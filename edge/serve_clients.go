@@ -29,6 +29,8 @@ type clients struct {
 	closed bool
 	// gone is closed once closed is set and the last client left.
 	gone chan struct{}
+	// stop is closed with closed set, for those who wait on a channel.
+	stop chan struct{}
 }
 
 type client struct {
@@ -37,7 +39,7 @@ type client struct {
 }
 
 func newClients() *clients {
-	return &clients{live: map[*client]struct{}{}, gone: make(chan struct{})}
+	return &clients{live: map[*client]struct{}{}, gone: make(chan struct{}), stop: make(chan struct{})}
 }
 
 // add registers a client for as long as it is served. Its context is
@@ -71,6 +73,9 @@ func (c *clients) draining() bool {
 	return c.closed
 }
 
+// stopping is closed once close was called.
+func (c *clients) stopping() <-chan struct{} { return c.stop }
+
 // count is how many clients of kind are live.
 func (c *clients) count(kind clientKind) int {
 	c.mu.Lock()
@@ -92,6 +97,7 @@ func (c *clients) close() {
 		return
 	}
 	c.closed = true
+	close(c.stop)
 	for cl := range c.live {
 		cl.cancel(errShuttingDown)
 	}

@@ -28,6 +28,10 @@ import (
 //     - A "stream": false request waiting for its answer: 503 with code
 //     edge_draining and Retry-After; X-Relay-Stream-Id names the stream,
 //     which GET /v1/streams/{id} serves on another edge.
+//     - Durable Streams (edge/durable): a waiting long-poll answers 204
+//     at once, as its timeout would, and a live=sse response ends with a
+//     control event at the offset it reached; the client reconnects from
+//     there.
 //  3. Requests that still arrive on open connections: a POST or a
 //     WebSocket upgrade gets that 503 before anything is queued; a
 //     GET /v1/streams/{id} gets the SSE reconnect event (an EventSource

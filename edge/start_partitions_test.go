@@ -10,7 +10,9 @@ import (
 )
 
 // New streams are spread evenly over the partitions the assets record,
-// and a new count reaches new streams once the one known is old.
+// generations over theirs and Durable Streams over theirs, each kind in
+// its own turn, and a new count reaches new streams once the one known is
+// old.
 func TestNewStreamsTakeThePartitionsInTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -32,6 +34,16 @@ func TestNewStreamsTakeThePartitionsInTurn(t *testing.T) {
 	}
 	if got := count(30); len(got) != 3 || got[0] != 10 || got[1] != 10 || got[2] != 10 {
 		t.Fatalf("30 new streams by partition: %v, want 10 in each of 3", got)
+	}
+	durable := map[int]int{}
+	for i := range 30 {
+		durable[p.nextDurable(ctx)]++
+		if i%3 == 0 {
+			p.newStreamID(ctx) // generations in between take nothing from Durable Streams' turn
+		}
+	}
+	if len(durable) != 3 || durable[0] != 10 || durable[1] != 10 || durable[2] != 10 {
+		t.Fatalf("30 new Durable Streams by partition: %v, want 10 in each of 3", durable)
 	}
 
 	if err := streams.Setup(ctx, e.js, streams.Topology{MemoryStorage: true, Partitions: 2}); err != nil {

@@ -11,6 +11,7 @@
 //
 //	edge                   the client APIs over HTTP and WebSocket, queueing, resume from the durable log
 //	edge/follow            the edge's reader of the durable log: live frames, one subscription per stream, gaps re-read; in order, none twice, none missed
+//	edge/durable           the Durable Streams protocol over HTTP: PUT/POST/GET/HEAD/DELETE, long-poll, SSE, producers, forks; generations read as streams
 //	relay/worker           takes requests off the work queue, calls providers (retries, continuation, fallback), appends frames
 //	coordinator            lease, provider health, probes of idle breakers, quota shares, canary ramps, liveness watch
 //
@@ -19,6 +20,7 @@
 //	relay/wire             the contract: subjects, frames, request, meta, cursor, errors, state keys (no goroutines, no JetStream calls)
 //	relay/streams          JetStream set-up and checks of the streams and buckets, the partitions of the chunk log
 //	relay/chunklog         reading and fenced appending of a stream's frames
+//	relay/durable          Durable Streams in the log: records per (tenant, path), appends checked against the state the last frame carries, reads stitched across forks
 //	relay/liveness         heartbeats, the watcher and the handover of a silent worker's requests
 //	relay/fleet            shared provider state, one home: admission (SharedGate), the View every role reads, lease, quotas, status
 //	relay/fleet/breaker    the circuit breaker's pure state machine
@@ -33,6 +35,7 @@
 //	relay/dialect/chat     OpenAI's chat completions, the dialect the others translate to and from: request and its checks, chunks rendered and parsed, chat.completion, error
 //	relay/dialect/anthropic  Anthropic's Messages API for both sides: request types and checks, events for clients and from providers, errors
 //	relay/dialect/responses  OpenAI's Responses API, likewise
+//	relay/dialect/uimessage  the Vercel AI SDK's UI message stream (useChat), client side: its POST as a chat request, frames as UI message chunks
 //	relay/jsonscan         JSON read by hand on the hot paths
 //	relay/backoff          full-jitter backoff, for every retry
 //	relay/runecut          cutting text into bounded pieces without splitting a rune

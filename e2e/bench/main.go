@@ -69,6 +69,7 @@ var phases = []phase{
 	{"openloop", (*bench).openLoop},
 	{"rounds", (*bench).rounds},
 	{"resume", (*bench).resume},
+	{"durable", (*bench).durable},
 	{"failover", (*bench).failover},
 	{"breaker", (*bench).breakers},
 	{"memory", (*bench).workerMemory},
@@ -133,7 +134,7 @@ func run() error {
 	}
 
 	// The whole run is bounded, with room over the plan's nominal length.
-	budget := 12 * time.Minute
+	budget := 14 * time.Minute
 	if *quick {
 		budget = 3 * time.Minute
 	}

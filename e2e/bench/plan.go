@@ -69,6 +69,10 @@ type plan struct {
 	resumeOthers  int
 	resumeSamples int
 
+	// Durable Streams: the measured stream's messages, the streams
+	// appended to beside it, reads of it, and open live=sse readers.
+	durableMessages, durableOthers, durableSamples, durableReaders int
+
 	// Breaker propagation: rounds, workers, and how often a probe
 	// request is queued.
 	breakerRounds     int
@@ -143,6 +147,8 @@ func defaultPlan() plan {
 		failoverRounds:    3,
 		failoverStreams:   8,
 		failoverTokens:    300,
+
+		durableMessages: 2000, durableOthers: 50, durableSamples: 300, durableReaders: 2000,
 	}
 }
 
@@ -178,6 +184,8 @@ func quickPlan() plan {
 		failoverRounds:    1,
 		failoverStreams:   4,
 		failoverTokens:    160,
+
+		durableMessages: 600, durableOthers: 20, durableSamples: 50, durableReaders: 200,
 	}
 }
 

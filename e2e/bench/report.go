@@ -41,6 +41,7 @@ const (
 	rankThroughput
 	rankConcurrent
 	rankResume
+	rankDurable
 	rankFailover
 	rankBreaker
 	rankWorkerMemory

@@ -197,8 +197,9 @@ func (s *ackScanner) str() (string, bool) {
 	return string(v), ok
 }
 
-// chunkStreams are the names of every partition's chunk stream.
-var chunkStreams = func() (names [wire.MaxPartitions]string) {
+// chunkStreams are the names of every partition's chunk stream, of
+// generations and of Durable Streams.
+var chunkStreams = func() (names [wire.AllPartitions]string) {
 	for k := range names {
 		names[k] = wire.ChunkStreamName(k)
 	}

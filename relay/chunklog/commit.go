@@ -57,7 +57,7 @@ func Batches(cfg jetstream.StreamConfig) bool {
 // with NewCommitter and writers with its NewWriter method. Its zero value
 // is not usable.
 type Committer struct {
-	lanes [wire.MaxPartitions]lane
+	lanes [wire.AllPartitions]lane
 }
 
 // lane groups the appends to one partition's chunk stream.

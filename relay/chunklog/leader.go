@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Direct gets are answered by any replica of a replicated stream, and a
@@ -75,7 +76,10 @@ func LeaderGet(ctx context.Context, nc *nats.Conn, apiPrefix, stream string, q L
 	case resp.Error != nil && resp.Error.ErrCode == errCodeNoMessage:
 		return StoredMsg{}, false, nil
 	case resp.Error != nil:
-		return StoredMsg{}, false, fmt.Errorf("chunklog: %s: %d %s", what, resp.Error.ErrCode, resp.Error.Description)
+		// As jetstream's own calls report it, so that streams.Leaderless
+		// knows a leader that is not there yet.
+		apiErr := &jetstream.APIError{Code: resp.Error.Code, ErrorCode: jetstream.ErrorCode(resp.Error.ErrCode), Description: resp.Error.Description}
+		return StoredMsg{}, false, fmt.Errorf("chunklog: %s: %w", what, apiErr)
 	case resp.Message == nil:
 		return StoredMsg{}, false, fmt.Errorf("chunklog: %s: reply without a message", what)
 	}

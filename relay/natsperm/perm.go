@@ -85,13 +85,33 @@ func For(role Role, node string, o Options) Permissions {
 	panic("natsperm: unknown role " + string(role))
 }
 
-// chunkStreams are the chunk streams' names: a stream name is one token of
-// an API subject, where no wildcard stands for part of it, so every grant
-// on them names each partition.
+// chunkStreams are the chunk streams' names, of generations and of
+// Durable Streams: a stream name is one token of an API subject, where no
+// wildcard stands for part of it, so every grant on them names each
+// partition.
 func chunkStreams() []string {
-	out := make([]string, wire.MaxPartitions)
+	out := make([]string, wire.AllPartitions)
 	for i := range out {
 		out[i] = wire.ChunkStreamName(i)
+	}
+	return out
+}
+
+// generationChunks are the frames' subjects of the generations'
+// partitions, which workers write, and durableChunks those of the
+// Durable Streams' partitions, which edges write (wire's "Partitions").
+func generationChunks() []string {
+	out := make([]string, wire.MaxPartitions)
+	for k := range out {
+		out[k] = wire.ChunkSubjects(k)
+	}
+	return out
+}
+
+func durableChunks() []string {
+	out := make([]string, wire.MaxPartitions)
+	for k := range out {
+		out[k] = wire.ChunkSubjects(wire.DurablePartition(k))
 	}
 	return out
 }
@@ -200,6 +220,7 @@ func edge(node string) Permissions {
 	return Permissions{
 		PublishAllow: []Group{
 			{"Queue a generation, cancel one, say which edge serves a stream.", []string{"relay.requests", "relay.cancel.>", "relay.presence.>"}},
+			{"Durable Streams' appends (relay/durable): frames on the chunk subjects of their own partitions (RELAY_CHUNKS_8 and up), each chained on the last; never a generation's.", durableChunks()},
 			{"/v1/embeddings and /v1/completions forwarded to a worker, and generations offered to a worker with a free slot before they are queued.", []string{"relay.forward", "relay.offers"}},
 			{"Stream metadata and Idempotency-Key records: create, update, read; a stream's metadata a replica missed confirmed with the bucket's leader.", []string{"$KV.relay_streams.>", "$KV.relay_idempotency.>", "$JS.API.DIRECT.GET.KV_relay_streams.>", "$JS.API.DIRECT.GET.KV_relay_idempotency.>", "$JS.API.STREAM.MSG.GET.KV_relay_streams"}},
 			{"Look up the assets (read only).", join(
@@ -216,11 +237,11 @@ func edge(node string) Permissions {
 				[]string{"$JS.API.DIRECT.GET.KV_relay_leases.>"},
 			)},
 		},
-		PublishDeny: []Group{{"Frames, and shared state only workers and the coordinator write.", []string{
-			noChunks, "$KV.relay_answers.>", "$KV.relay_usage.usage.>", "$KV.relay_breakers.>", "$KV.relay_pauses.>",
+		PublishDeny: []Group{{"The generations' frames, and shared state only workers and the coordinator write.", join(generationChunks(), []string{
+			"$KV.relay_answers.>", "$KV.relay_usage.usage.>", "$KV.relay_breakers.>", "$KV.relay_pauses.>",
 			"$KV.relay_canaries.>", "$KV.relay_leases.>", "$KV.relay_health.>",
 			"$KV.relay_quotas.share.>", "$KV.relay_quotas.limits", "$KV.relay_quotas.ttft",
-		}}},
+		})}},
 		SubscribeAllow: []Group{
 			inbox(r, node),
 			{"Frames as stored, presence, the dashboard's list of workers and the tenants' shares, the answers of forwarded requests, the other edges' lines.", []string{"relay.live.>", "relay.presence.>", "relay.liveness", "relay.forward.reply.>", wire.GateSubjects}},
@@ -232,7 +253,7 @@ func worker(node string) Permissions {
 	const r = "worker"
 	return Permissions{
 		PublishAllow: []Group{
-			{"Frames, the answers of forwarded requests, heartbeats, and deliveries of offered requests passed on to the worker that took them.", []string{"relay.chunks.>", "relay.forward.reply.>", "relay.liveness", "relay.adopt.>"}},
+			{"The generations' frames (never a Durable Stream's), the answers of forwarded requests, heartbeats, and deliveries of offered requests passed on to the worker that took them.", join(generationChunks(), []string{"relay.forward.reply.>", "relay.liveness", "relay.adopt.>"})},
 			{"The shared pull consumer: fetch, then ack, nak, term or in-progress.", []string{"$JS.API.CONSUMER.MSG.NEXT.RELAY_REQUESTS.workers", "$JS.ACK.RELAY_REQUESTS.workers.>", "$JS.API.CONSUMER.INFO.RELAY_REQUESTS.workers"}},
 			{"Look up the assets (read only).", join(
 				[]string{"$JS.API.INFO", "$JS.API.STREAM.INFO.RELAY_REQUESTS"},
@@ -249,10 +270,10 @@ func worker(node string) Permissions {
 			{"Breaker transitions, pauses, and its own quota demand.", []string{"$KV.relay_breakers.>", "$KV.relay_pauses.>", demandKey(r, node)}},
 			{"Shared state, read and watched.", join(watch("relay_breakers"), watch("relay_pauses"), watch("relay_quotas"), watch("relay_canaries"), watch("relay_health"))},
 		},
-		PublishDeny: []Group{{"Requests, stream metadata, and shared state the coordinator writes.", []string{
-			noRequests, "$KV.relay_streams.>", "$KV.relay_idempotency.>", "$KV.relay_canaries.>", "$KV.relay_leases.>",
+		PublishDeny: []Group{{"Requests, Durable Streams' frames, stream metadata, and shared state the coordinator writes.", join([]string{noRequests}, durableChunks(), []string{
+			"$KV.relay_streams.>", "$KV.relay_idempotency.>", "$KV.relay_canaries.>", "$KV.relay_leases.>",
 			"$KV.relay_health.>", "$KV.relay_quotas.share.>", "$KV.relay_quotas.limits", "$KV.relay_quotas.ttft",
-		}}},
+		})}},
 		SubscribeAllow: []Group{
 			inbox(r, node),
 			{"Cancellations, heartbeats and the liveness watcher's subjects, forwarded requests and offers (queue groups relay-forward, relay-offers), deliveries passed on to it.", []string{

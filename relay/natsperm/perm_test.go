@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relaydev/relay/relay/wire"
 )
 
 // matches reports whether subject matches the NATS filter (with * and >).
@@ -196,6 +199,35 @@ func TestGenerate(t *testing.T) {
 	for _, bad := range []Nodes{{Edge: {"e.1"}}, {Edge: {""}}, {Worker: {"w1", "w1"}}} {
 		if _, err := Generate(t.TempDir(), bad, Options{}, random()); err == nil {
 			t.Errorf("%v: no error", bad)
+		}
+	}
+}
+
+// Each kind of stream has its writer: an edge appends frames to Durable
+// Streams only, a worker to generations only, the coordinator and setup
+// to neither; edges and workers read every partition, and setup creates
+// every partition's chunk stream.
+func TestPermissionsChunkWritesByKind(t *testing.T) {
+	for _, c := range []struct {
+		role                Role
+		generation, durable bool
+	}{{Edge, false, true}, {Worker, true, false}, {Coordinator, false, false}, {Setup, false, false}} {
+		r := string(c.role)
+		p := For(c.role, "n1", Options{HomeDomain: "a"})
+		for k := range wire.AllPartitions {
+			id := wire.NewStreamIDIn(k)
+			want := c.generation
+			if wire.IsDurablePartition(k) {
+				want = c.durable
+			}
+			expect(t, r, mayPublish(p, wire.ChunkSubject(id)), want, "append to partition "+strconv.Itoa(k))
+			if c.role == Edge || c.role == Worker {
+				get := "$JS.API.DIRECT.GET." + wire.ChunkStreamOf(id) + "." + wire.ChunkSubject(id)
+				expect(t, r, mayPublish(p, get), true, "read partition "+strconv.Itoa(k))
+			}
+			if c.role == Setup {
+				expect(t, r, mayPublish(p, "$JS.API.STREAM.CREATE."+wire.ChunkStreamOf(id)), true, "create partition "+strconv.Itoa(k))
+			}
 		}
 	}
 }

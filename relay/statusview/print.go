@@ -215,7 +215,7 @@ func Print(w io.Writer, st fleet.Status, color bool, now time.Time) {
 	}
 	if len(st.Log) > 0 {
 		fmt.Fprintln(w)
-		section("LOG (the answers' chunk streams, one per partition)")
+		section("LOG (the chunk streams, one per partition: the answers', then the Durable Streams')")
 		t = tw()
 		fmt.Fprintln(t, "STREAM\tLEADER\tREPLICAS\tFRAMES\tSTORED")
 		for _, p := range st.Log {

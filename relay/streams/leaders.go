@@ -26,23 +26,36 @@ import (
 type LeaderMove struct{ Stream, From, To string }
 
 // SpreadLeaders moves the leadership of one partition from a server that
-// leads more partitions than another of that partition's replicas does,
-// by two or more, to that replica (a stepdown that prefers it: a short
-// election of that stream alone). It returns the move, or ok false when
-// the leaders are as even as the replicas allow. One move a call, so that
-// the next call sees where the election put the leader.
+// leads more partitions of its kind than another of that partition's
+// replicas does, by two or more, to that replica (a stepdown that prefers
+// it: a short election of that stream alone). The generations' partitions
+// and the Durable Streams' are evened out each among themselves, since
+// they carry different loads. It returns the move, or ok false when the
+// leaders are as even as the replicas allow. One move a call, so that the
+// next call sees where the election put the leader.
 func SpreadLeaders(ctx context.Context, js jetstream.JetStream) (m LeaderMove, ok bool, err error) {
 	n, err := Partitions(ctx, js)
 	if err != nil {
 		return m, false, err
 	}
+	ks := chunkPartitions(n)
+	for _, kind := range [][]int{ks[:n], ks[n:]} {
+		if m, ok, err = spreadLeaders(ctx, js, kind); ok || err != nil {
+			return m, ok, err
+		}
+	}
+	return m, false, nil
+}
+
+// spreadLeaders is SpreadLeaders among the partitions ks.
+func spreadLeaders(ctx context.Context, js jetstream.JetStream, ks []int) (m LeaderMove, ok bool, err error) {
 	type partition struct {
 		name, leader string
 		current      []string // replicas that are current and online
 	}
 	var parts []partition
 	leads := map[string]int{}
-	for k := range n {
+	for _, k := range ks {
 		s, err := js.Stream(ctx, wire.ChunkStreamName(k))
 		if err != nil {
 			return m, false, err

@@ -2,6 +2,7 @@ package streams_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,9 +29,10 @@ func leaderOf(t *testing.T, ctx context.Context, js jetstream.JetStream, name st
 	return ""
 }
 
-// TestSpreadLeadersGivesEachServerAPartition: three partitions all led by
-// one server of three end up led by one server each, one move at a time,
-// and once they are, SpreadLeaders moves nothing.
+// TestSpreadLeadersGivesEachServerAPartition: three partitions of
+// generations and three of Durable Streams, all led by one server of
+// three, end up with one partition of each kind led by each server, one
+// move at a time, and once they are, SpreadLeaders moves nothing.
 func TestSpreadLeadersGivesEachServerAPartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -40,8 +42,12 @@ func TestSpreadLeadersGivesEachServerAPartition(t *testing.T) {
 	busy := nodes[0].Name()
 	// A stepdown may leave the leader where it was (see below): asked
 	// again every few seconds until it moves.
+	kinds := [][]string{{}, {}}
 	for k := range n {
-		name := wire.ChunkStreamName(k)
+		kinds[0] = append(kinds[0], wire.ChunkStreamName(k))
+		kinds[1] = append(kinds[1], wire.ChunkStreamName(wire.DurablePartition(k)))
+	}
+	for _, name := range slices.Concat(kinds...) {
 		var asked time.Time
 		relaytest.Eventually(t, time.Minute, 50*time.Millisecond, func() bool {
 			switch l := leaderOf(t, ctx, js, name); {
@@ -70,7 +76,7 @@ func TestSpreadLeadersGivesEachServerAPartition(t *testing.T) {
 			break
 		}
 		t.Logf("%s: leader %s to %s", m.Stream, m.From, m.To)
-		if moves++; moves > 4*n {
+		if moves++; moves > 8*n {
 			t.Fatalf("%d moves and the leaders are still uneven", moves)
 		}
 		asked := time.Now()
@@ -79,11 +85,16 @@ func TestSpreadLeadersGivesEachServerAPartition(t *testing.T) {
 			return l == m.To || l != "" && time.Since(asked) > 5*time.Second
 		})
 	}
-	seen := map[string]bool{}
-	for k := range n {
-		seen[leaderOf(t, ctx, js, wire.ChunkStreamName(k))] = true
+	for _, names := range kinds {
+		seen := map[string]bool{}
+		for _, name := range names {
+			seen[leaderOf(t, ctx, js, name)] = true
+		}
+		if len(seen) != n {
+			t.Fatalf("leaders of %v: %v after %d moves, want one partition on each server", names, seen, moves)
+		}
 	}
-	if len(seen) != n || moves < n-1 {
-		t.Fatalf("leaders %v after %d moves, want one partition on each server after at least %d", seen, moves, n-1)
+	if moves < 2*(n-1) {
+		t.Fatalf("%d moves, want at least %d", moves, 2*(n-1))
 	}
 }

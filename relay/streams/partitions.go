@@ -28,6 +28,12 @@ import (
 // already is kept, as their replicas are. Lowering the count leaves the
 // partitions above it as they are: the streams they hold stay readable
 // by their ids for their retention; only new streams go elsewhere.
+//
+// Durable Streams have partitions of their own (wire.DurablePartition),
+// as many as the generations: the count covers both, and everything said
+// here of one kind holds of the other. Their byte limit is their own
+// (StorageLimits.Durable), so that neither kind of stream can make the
+// other's frames unresumable.
 
 // metaPartitions is the key of the first chunk stream's metadata that
 // records how many partitions there are.
@@ -72,23 +78,43 @@ func recordedPartitions(cfg jetstream.StreamConfig) int {
 	return n
 }
 
-// setupChunks creates or updates the chunk stream of every partition.
-// The byte limit is shared among them: each holds its part of it.
-func setupChunks(ctx context.Context, js jetstream.JetStream, t Topology) error {
-	maxBytes := mibBytes(t.Storage.Chunks)
-	if maxBytes > 0 {
-		maxBytes /= int64(t.Partitions)
+// chunkPartitions are the partitions of n: the generations' 0 to n-1,
+// then as many of Durable Streams.
+func chunkPartitions(n int) []int {
+	ks := make([]int, 0, 2*n)
+	for k := range n {
+		ks = append(ks, k)
 	}
+	for k := range n {
+		ks = append(ks, wire.DurablePartition(k))
+	}
+	return ks
+}
+
+// setupChunks creates or updates the chunk stream of every partition.
+// Each kind's byte limit is shared among its partitions: each holds its
+// part of it.
+func setupChunks(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	share := func(mib int64) int64 {
+		b := mibBytes(mib)
+		if b > 0 {
+			b /= int64(t.Partitions)
+		}
+		return b
+	}
+	chunks, durable := share(t.Storage.Chunks), share(t.Storage.Durable)
 	// The first partition records the count; it is made last, so that a
 	// role that reads the count finds every partition it names.
-	for k := t.Partitions - 1; k >= 0; k-- {
+	ks := chunkPartitions(t.Partitions)
+	for i := len(ks) - 1; i >= 0; i-- {
+		k := ks[i]
 		cfg := jetstream.StreamConfig{
 			Name:        wire.ChunkStreamName(k),
 			Subjects:    []string{wire.ChunkSubjects(k)},
 			Storage:     t.StorageType(),
 			Replicas:    t.Replicas,
 			MaxAge:      t.Retention,
-			MaxBytes:    maxBytes,
+			MaxBytes:    chunks,
 			Discard:     jetstream.DiscardOld,
 			AllowDirect: true,
 			// A worker's appends to a replicated stream go in atomic batches
@@ -100,6 +126,9 @@ func setupChunks(ctx context.Context, js jetstream.JetStream, t Topology) error 
 				Source:      wire.ChunkSubjects(k),
 				Destination: wire.LiveSubject("{{wildcard(1)}}"),
 			},
+		}
+		if wire.IsDurablePartition(k) {
+			cfg.MaxBytes = durable
 		}
 		if k == 0 {
 			cfg.Metadata = map[string]string{metaPartitions: strconv.Itoa(t.Partitions)}
@@ -117,7 +146,7 @@ func checkChunks(ctx context.Context, js jetstream.JetStream) error {
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: %v", ErrNotSetUp, wire.ChunkStream, err)
 	}
-	for k := 1; k < n; k++ {
+	for _, k := range chunkPartitions(n)[1:] {
 		if _, err := js.Stream(ctx, wire.ChunkStreamName(k)); err != nil {
 			return fmt.Errorf("%w: stream %s: %v", ErrNotSetUp, wire.ChunkStreamName(k), err)
 		}
@@ -137,14 +166,15 @@ type PartitionInfo struct {
 	MaxBytes int64  `json:"max_bytes"`
 }
 
-// ReadPartitions describes every partition the assets record.
+// ReadPartitions describes every partition the assets record, the
+// generations' first.
 func ReadPartitions(ctx context.Context, js jetstream.JetStream) ([]PartitionInfo, error) {
 	n, err := Partitions(ctx, js)
 	if err != nil {
 		return []PartitionInfo{}, err
 	}
-	parts := make([]PartitionInfo, 0, n)
-	for k := range n {
+	parts := make([]PartitionInfo, 0, 2*n)
+	for _, k := range chunkPartitions(n) {
 		s, err := js.Stream(ctx, wire.ChunkStreamName(k))
 		if err != nil {
 			return parts, fmt.Errorf("stream %s: %w", wire.ChunkStreamName(k), err)

@@ -26,6 +26,11 @@ type StorageLimits struct {
 	// Chunks caps the chunk streams together, each partition holding its
 	// share: every answer, kept for streams.retention.
 	Chunks int64 `koanf:"chunks"`
+	// Durable caps the chunk streams of Durable Streams together, each of
+	// their partitions holding its share: what backends append, kept for
+	// streams.retention. It is apart from Chunks so that neither kind of
+	// stream drops the other's frames.
+	Durable int64 `koanf:"durable"`
 	// Metadata caps relay_streams (one small record per stream) and
 	// Idempotency relay_idempotency (one per Idempotency-Key).
 	Metadata    int64 `koanf:"metadata"`
@@ -42,7 +47,7 @@ type StorageLimits struct {
 	Usage int64 `koanf:"usage"`
 }
 
-// Default limits, in MiB: about 3 GiB in all, per replica, which must
+// Default limits, in MiB: about 3.5 GiB in all, per replica, which must
 // fit under the server's max_file_store (or max_memory_store); JetStream
 // reserves each stream's limit when it creates the stream. The buckets
 // refuse new writes when full, and a full relay_streams refuses every new
@@ -50,12 +55,15 @@ type StorageLimits struct {
 // rate far above one machine's: a stream's record takes about 150 bytes,
 // so 512 MiB holds about 3.5 million streams, 24 h at 40 requests a second.
 // The chunk streams drop their oldest frames instead; 2 GiB hold about 8 million
-// frames, 24 h at 100 chunks a second. More would ask more of the disk
-// than a developer's machine may have free (the server refuses a stream
-// whose reservation does not fit).
+// frames, 24 h at 100 chunks a second, and the Durable Streams' 512 MiB
+// about 1.4 million appends of 200 bytes (390 bytes stored each, with the
+// frame around them), 24 h at 16 a second. More would ask more of the
+// disk than a developer's machine may have free (the server refuses a
+// stream whose reservation does not fit).
 const (
 	DefaultRequestsMiB    = 256
 	DefaultChunksMiB      = 2048
+	DefaultDurableMiB     = 512
 	DefaultMetadataMiB    = 512
 	DefaultIdempotencyMiB = 128
 	DefaultStateMiB       = 16
@@ -72,6 +80,7 @@ func (l StorageLimits) withDefaults() StorageLimits {
 	}
 	def(&l.Requests, DefaultRequestsMiB)
 	def(&l.Chunks, DefaultChunksMiB)
+	def(&l.Durable, DefaultDurableMiB)
 	def(&l.Metadata, DefaultMetadataMiB)
 	def(&l.Idempotency, DefaultIdempotencyMiB)
 	def(&l.State, DefaultStateMiB)
@@ -85,7 +94,7 @@ func (l StorageLimits) validate(prefix string) error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"requests", l.Requests}, {"chunks", l.Chunks}, {"metadata", l.Metadata}, {"idempotency", l.Idempotency}, {"state", l.State}, {"answers", l.Answers}, {"usage", l.Usage}} {
+	}{{"requests", l.Requests}, {"chunks", l.Chunks}, {"durable", l.Durable}, {"metadata", l.Metadata}, {"idempotency", l.Idempotency}, {"state", l.State}, {"answers", l.Answers}, {"usage", l.Usage}} {
 		if f.v < -1 {
 			return fmt.Errorf("%s.%s: %d MiB is neither a size nor -1 (no limit)", prefix, f.name, f.v)
 		}

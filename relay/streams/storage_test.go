@@ -27,20 +27,21 @@ func TestSetupBoundsEveryStreamAndBucket(t *testing.T) {
 
 	const mib = 1 << 20
 	want := map[string]int64{
-		wire.RequestStream:             1 * mib,
-		wire.ChunkStream:               -1,
-		"KV_" + wire.MetaBucket:        2 * mib,
-		"KV_" + wire.IdempotencyBucket: streams.DefaultIdempotencyMiB * mib,
-		"KV_" + wire.KeyBucket:         mib,
-		"KV_" + wire.HandoverBucket:    streams.DefaultStateMiB * mib,
-		"KV_" + wire.HealthBucket:      streams.DefaultStateMiB * mib,
-		"KV_" + wire.BreakerBucket:     streams.DefaultStateMiB * mib,
-		"KV_" + wire.PauseBucket:       streams.DefaultStateMiB * mib,
-		"KV_" + wire.QuotaBucket:       streams.DefaultStateMiB * mib,
-		"KV_" + wire.CanaryBucket:      streams.DefaultStateMiB * mib,
-		"KV_" + wire.LeaseBucket:       streams.DefaultStateMiB * mib,
-		"KV_" + wire.AnswerBucket:      streams.DefaultAnswersMiB * mib,
-		"KV_" + wire.UsageBucket:       streams.DefaultUsageMiB * mib,
+		wire.RequestStream: 1 * mib,
+		wire.ChunkStream:   -1,
+		wire.ChunkStreamName(wire.DurablePartition(0)): streams.DefaultDurableMiB * mib,
+		"KV_" + wire.MetaBucket:                        2 * mib,
+		"KV_" + wire.IdempotencyBucket:                 streams.DefaultIdempotencyMiB * mib,
+		"KV_" + wire.KeyBucket:                         mib,
+		"KV_" + wire.HandoverBucket:                    streams.DefaultStateMiB * mib,
+		"KV_" + wire.HealthBucket:                      streams.DefaultStateMiB * mib,
+		"KV_" + wire.BreakerBucket:                     streams.DefaultStateMiB * mib,
+		"KV_" + wire.PauseBucket:                       streams.DefaultStateMiB * mib,
+		"KV_" + wire.QuotaBucket:                       streams.DefaultStateMiB * mib,
+		"KV_" + wire.CanaryBucket:                      streams.DefaultStateMiB * mib,
+		"KV_" + wire.LeaseBucket:                       streams.DefaultStateMiB * mib,
+		"KV_" + wire.AnswerBucket:                      streams.DefaultAnswersMiB * mib,
+		"KV_" + wire.UsageBucket:                       streams.DefaultUsageMiB * mib,
 	}
 	names := js.StreamNames(ctx)
 	seen := 0

@@ -22,7 +22,7 @@ import (
 func FuzzStreamCursor(f *testing.F) {
 	k, other := testCursorKey(f, 8), testCursorKey(f, 9)
 	for _, s := range [][2]string{
-		{"sabcdefghijklmnopqrstuvwxyz", ""}, {"sabcdefghijklmnopqrstuvwxyz-3", "2-4"}, {"sabcdefghijklmnopqrstuvwxyz-9", ""}, {"sabcdefghijklmnopqrstuvwxyz", "3-9"}, {"sabcdefghijklmnopqrstuvwxy1", "0-1"},
+		{"sabcdefghijklmnopqrstuvwxyz", ""}, {"sabcdefghijklmnopqrstuvwxyz-3", "2-4"}, {"sabcdefghijklmnopqrstuvwxyz-9", ""}, {"sabcdefghijklmnopqrstuvwxyz-15", ""}, {"sabcdefghijklmnopqrstuvwxyz-16", ""}, {"sabcdefghijklmnopqrstuvwxyz-08", ""}, {"sabcdefghijklmnopqrstuvwxyz", "3-9"}, {"sabcdefghijklmnopqrstuvwxy1", "0-1"},
 		{"", "1-"}, {"s", "-1-2"}, {"sabcdefghijklmnopqrstuvwxyz", "18446744073709551616-1"}, {"x", "007-8"}, {"y", "1-2-3"},
 		{"sabcdefghijklmnopqrstuvwxyz", k.String(Cursor{Seq: 2, JSSeq: 4})}, {"sabcdefghijklmnopqrstuvwxyz", other.String(Cursor{Seq: 2, JSSeq: 4})},
 		{"sabcdefghijklmnopqrstuvwxyz", "AAAAAAAAAAAAAAAAAAAAAA"}, {"sabcdefghijklmnopqrstuvwxyz", "1234567890-12345678901"},
@@ -62,7 +62,8 @@ func validIDShape(id string) bool {
 	if len(id) < 27 || id[0] != 's' {
 		return false
 	}
-	if suffix := id[27:]; suffix != "" && !slices.Contains([]string{"-1", "-2", "-3", "-4", "-5", "-6", "-7"}, suffix) {
+	suffixes := []string{"-1", "-2", "-3", "-4", "-5", "-6", "-7", "-8", "-9", "-10", "-11", "-12", "-13", "-14", "-15"}
+	if suffix := id[27:]; suffix != "" && !slices.Contains(suffixes, suffix) {
 		return false
 	}
 	for _, r := range id[1:27] {

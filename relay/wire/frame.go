@@ -53,8 +53,12 @@ type Frame struct {
 	// past the last chunk); claims have none.
 	Seq uint64 `json:"seq,omitempty"`
 	// Role is set on the first chunk ("assistant").
-	Role      string          `json:"role,omitempty"`
-	Content   string          `json:"content,omitempty"`
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content,omitempty"`
+	// Data is a chunk's content when it is bytes that are not UTF-8 text
+	// (a Durable Stream of a binary type, relay/durable), which Content
+	// cannot hold.
+	Data      []byte          `json:"data,omitempty"`
 	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
 	// Reasoning is the model's reasoning text in this chunk (see
 	// chat.Delta.Reasoning); clients see it where their dialect has a
@@ -152,6 +156,12 @@ type Frame struct {
 	// stream, when the request was traced: an edge serving a resume links
 	// its own span to the request's trace with it (relay/README.md "Tracing").
 	TraceParent string `json:"traceparent,omitempty"`
+
+	// Durable is the state of a Durable Stream written with the frame
+	// (relay/durable): what the next append must be checked against, read
+	// back from the stream's last frame, so that it is stored atomically
+	// with the append it results from.
+	Durable json.RawMessage `json:"durable,omitempty"`
 }
 
 // Encode renders the frame for publishing, as json.Marshal renders it

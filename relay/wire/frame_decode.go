@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
@@ -43,6 +44,8 @@ func (p *jsonScanner) member(f *Frame, key string) bool {
 		return p.str(&f.Role)
 	case "content":
 		return p.str(&f.Content)
+	case "data":
+		return p.bytes(&f.Data)
 	case "tool_calls":
 		return p.raw(&f.ToolCalls)
 	case "reasoning":
@@ -107,6 +110,8 @@ func (p *jsonScanner) member(f *Frame, key string) bool {
 		return p.int(&f.Attempts)
 	case "traceparent":
 		return p.str(&f.TraceParent)
+	case "durable":
+		return p.raw(&f.Durable)
 	}
 	return false
 }
@@ -121,6 +126,22 @@ func (p *jsonScanner) str(dst *string) bool {
 		*dst = s
 	}
 	return ok
+}
+
+// bytes reads a standard base64 string, as encoding/json reads a []byte;
+// anything else (a null, base64 encoding/json would also take) is left to
+// encoding/json.
+func (p *jsonScanner) bytes(dst *[]byte) bool {
+	s, ok := p.string()
+	if !ok {
+		return false
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return false
+	}
+	*dst = b
+	return true
 }
 
 func (p *jsonScanner) bool(dst *bool) bool {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 )
@@ -25,6 +26,7 @@ func appendFrame(b []byte, f *Frame) ([]byte, bool) {
 	e.uint(`,"seq":`, f.Seq)
 	e.str(`,"role":`, f.Role)
 	e.str(`,"content":`, f.Content)
+	e.bytes(`,"data":`, f.Data)
 	e.raw(`,"tool_calls":`, f.ToolCalls)
 	e.str(`,"reasoning":`, f.Reasoning)
 	e.str(`,"reasoning_signature":`, f.ReasoningSignature)
@@ -63,6 +65,7 @@ func appendFrame(b []byte, f *Frame) ([]byte, bool) {
 	e.float(`,"cost":`, f.Cost)
 	e.int(`,"attempts":`, int64(f.Attempts))
 	e.str(`,"traceparent":`, f.TraceParent)
+	e.raw(`,"durable":`, f.Durable)
 	if e.refused {
 		return b, false
 	}
@@ -76,7 +79,7 @@ func encodedSize(f *Frame) int {
 		len(f.Refusal) + len(f.SystemFingerprint) + len(f.Provider) + len(f.Model) + len(f.Worker) + len(f.Tenant) +
 		len(f.FinishReason) + len(f.StopSequence) + len(f.TraceParent) +
 		len(f.ToolCalls) + len(f.Logprobs) + len(f.Annotations) + len(f.Citations) +
-		len(f.ChunkExtra) + len(f.ChoiceExtra) + len(f.DeltaExtra)
+		len(f.ChunkExtra) + len(f.ChoiceExtra) + len(f.DeltaExtra) + len(f.Durable) + base64.StdEncoding.EncodedLen(len(f.Data))
 	if f.Error != nil {
 		n += 64 + len(f.Error.Message) + len(f.Error.Type) + len(f.Error.Code) + len(f.Error.Param)
 	}
@@ -98,6 +101,16 @@ func (e *frameEncoder) str(key, s string) {
 	if s != "" {
 		e.b = append(e.b, key...)
 		e.b = AppendJSONString(e.b, s)
+	}
+}
+
+// bytes appends b in standard base64, as encoding/json renders a []byte.
+func (e *frameEncoder) bytes(key string, b []byte) {
+	if len(b) != 0 {
+		e.b = append(e.b, key...)
+		e.b = append(e.b, '"')
+		e.b = base64.StdEncoding.AppendEncode(e.b, b)
+		e.b = append(e.b, '"')
 	}
 }
 

@@ -50,14 +50,15 @@ func seedFrames() []Frame {
 // Bits of FuzzFrameEncode's mask past the two bits of each string member.
 const (
 	fuzzStrings    = 16                 // string members, two bits each
-	fuzzRawBit     = 2 * fuzzStrings    // 7 bits: which raw members are set
-	fuzzRawQuoted  = fuzzRawBit + 7     // raw members are raw as a JSON string
+	fuzzRawBit     = 2 * fuzzStrings    // 8 bits: which raw members are set
+	fuzzRawQuoted  = fuzzRawBit + 8     // raw members are raw as a JSON string
 	fuzzBoolBit    = fuzzRawQuoted + 1  // 3 bits: the booleans
 	fuzzIntBit     = fuzzBoolBit + 3    // 5 bits: which numbers are set
 	fuzzErrorBit   = fuzzIntBit + 5     // Error is set
 	fuzzUsageBit   = fuzzErrorBit + 1   // Usage is set
 	fuzzDetailsBit = fuzzUsageBit + 1   // Usage has details
 	fuzzCostBit    = fuzzDetailsBit + 1 // Cost is set
+	fuzzDataBit    = fuzzCostBit + 1    // Data is set (to raw's bytes)
 )
 
 // fuzzFrame builds a frame from FuzzFrameEncode's inputs: mask says which
@@ -73,7 +74,7 @@ func fuzzFrame(mask uint64, text, name string, raw []byte, n int64, cost float64
 	if mask&(1<<fuzzRawQuoted) != 0 {
 		raw, _ = json.Marshal(string(raw))
 	}
-	raws := []*json.RawMessage{&f.ToolCalls, &f.Logprobs, &f.Annotations, &f.Citations, &f.ChunkExtra, &f.ChoiceExtra, &f.DeltaExtra}
+	raws := []*json.RawMessage{&f.ToolCalls, &f.Logprobs, &f.Annotations, &f.Citations, &f.ChunkExtra, &f.ChoiceExtra, &f.DeltaExtra, &f.Durable}
 	for i, r := range raws {
 		if mask&(1<<(fuzzRawBit+i)) != 0 {
 			*r = raw
@@ -114,6 +115,9 @@ func fuzzFrame(mask uint64, text, name string, raw []byte, n int64, cost float64
 	}
 	if mask&(1<<fuzzCostBit) != 0 {
 		f.Cost = cost
+	}
+	if mask&(1<<fuzzDataBit) != 0 {
+		f.Data = append([]byte{}, raw...)
 	}
 	return f
 }
@@ -233,11 +237,11 @@ func TestFrameEncodeKnowsEveryField(t *testing.T) {
 		v    any
 		want []string
 	}{
-		{Frame{}, []string{"kind", "seq", "role", "content", "tool_calls", "reasoning", "reasoning_signature",
+		{Frame{}, []string{"kind", "seq", "role", "content", "data", "tool_calls", "reasoning", "reasoning_signature",
 			"redacted_reasoning", "refusal", "logprobs", "logprobs_gap", "annotations", "citations", "new_block",
 			"system_fingerprint", "chunk_extra", "choice_extra", "delta_extra", "provider", "model", "attempt", "seam",
 			"tokens", "upstream_ttft_ms", "cached", "worker", "tenant", "created", "status", "finish_reason", "stop_sequence", "error",
-			"usage", "cost", "attempts", "traceparent"}},
+			"usage", "cost", "attempts", "traceparent", "durable"}},
 		{Error{}, []string{"message", "type", "code", "param", "http_status", "retry_after_ms"}},
 		{Usage{}, []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
 			"completion_tokens_details", "server_tool_use"}},

@@ -14,10 +14,28 @@ import "strconv"
 // were partitions; partition k is RELAY_CHUNKS_<k> on
 // relay.chunks.<k>.<id>. Every partition republishes to relay.live.<id>, so
 // a reader of live frames does not care where a stream is stored.
+//
+// Generations (written by workers) and Durable Streams (written by edges,
+// for the backends that append to them) never share a partition: the
+// generations' are 0 to MaxPartitions-1, the Durable Streams' are
+// DurablePartition(0) to DurablePartition(MaxPartitions-1), so that NATS
+// permissions let each role write only its own streams' subjects, and an
+// edge cannot append a frame to a generation and fence its worker off.
 
-// MaxPartitions bounds the chunk streams: NATS permissions name every
-// stream a role may read, so the shipped ones list this many.
+// MaxPartitions bounds the partitions of each kind: NATS permissions name
+// every stream a role may read, so the shipped ones list this many of
+// each.
 const MaxPartitions = 8
+
+// AllPartitions counts every partition there may be, of both kinds.
+const AllPartitions = 2 * MaxPartitions
+
+// DurablePartition is the k-th partition of Durable Streams, for k below
+// MaxPartitions.
+func DurablePartition(k int) int { return MaxPartitions + k }
+
+// IsDurablePartition reports whether partition k holds Durable Streams.
+func IsDurablePartition(k int) bool { return k >= MaxPartitions }
 
 // ChunkStreamName is the name of partition k's chunk stream.
 func ChunkStreamName(k int) string {

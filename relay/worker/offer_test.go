@@ -342,3 +342,17 @@ func TestOfferWhoseClaimFailsIsNotTaken(t *testing.T) {
 		t.Fatalf("job ended %s, want fenced", status)
 	}
 }
+
+// TestRequestOfADurableStreamIsRefused: a worker takes only requests whose
+// stream is a generation's; one naming a Durable Stream's id (an edge's to
+// write) is refused before any frame, as a malformed id is.
+func TestRequestOfADurableStreamIsRefused(t *testing.T) {
+	if _, err := decodeRequest(requestData(wire.NewStreamIDIn(1), "hi")); err != nil {
+		t.Fatalf("a generation's request: %v", err)
+	}
+	for _, id := range []string{wire.NewStreamIDIn(wire.DurablePartition(0)), wire.NewStreamIDIn(wire.DurablePartition(wire.MaxPartitions - 1)), "s.forged"} {
+		if _, err := decodeRequest(requestData(id, "hi")); err == nil {
+			t.Errorf("a request of stream %q was taken", id)
+		}
+	}
+}

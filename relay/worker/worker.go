@@ -552,13 +552,14 @@ func (w *Worker) handleOffered(ctx context.Context, o offer) {
 }
 
 // decodeRequest parses a work-queue message and checks that its stream id
-// is safe to use as a subject token.
+// is safe to use as a subject token, and a generation's: a Durable
+// Stream's frames are its edges' to write.
 func decodeRequest(data []byte) (wire.Request, error) {
 	req, err := wire.DecodeRequest(data)
 	if err != nil {
 		return req, fmt.Errorf("worker: %w", err)
 	}
-	if !wire.ValidStreamID(req.StreamID) {
+	if !wire.ValidGenerationID(req.StreamID) {
 		return req, fmt.Errorf("worker: request has invalid stream id %q", req.StreamID)
 	}
 	return req, nil

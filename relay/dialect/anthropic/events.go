@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
@@ -63,6 +64,14 @@ type Events struct {
 	endErr   *wire.Error
 	// model is the model of the latest chunk: the one answering.
 	model string
+	// folding is set while deltas are folded (Fold); held is the delta
+	// rendered last, numbered heldID, not yet written: the next delta of
+	// the same block is added to it.
+	folding bool
+	held    *blockDeltaEvent
+	heldID  int
+	// heldText is held's text so far, set in held when it is written.
+	heldText strings.Builder
 }
 
 // NewEvents renders stream streamID, which asked for model requested,
@@ -142,9 +151,84 @@ const PingData = `{"type":"ping"}`
 func (m *Events) emit(out chat.EventWriter, typ string, ev any) {
 	n := m.next
 	m.next++
-	if out != nil && n > m.after {
-		out.Event(strconv.Itoa(n), typ, marshal(ev))
+	if out == nil || n <= m.after {
+		return
 	}
+	if m.folding {
+		d, ok := ev.(blockDeltaEvent)
+		if ok && m.held != nil && m.fold(d) {
+			m.heldID = n
+			return
+		}
+		m.writeHeld(out)
+		if _, text, foldable := deltaText(d); ok && foldable {
+			m.held, m.heldID = &d, n
+			m.heldText.Reset()
+			m.heldText.WriteString(text)
+			return
+		}
+	}
+	out.Event(strconv.Itoa(n), typ, marshal(ev))
+}
+
+// Fold starts folding: until Unfold, the deltas of one block that follow
+// each other (text, thinking, a tool's input) are written as one event,
+// with the id of the last of them. A resume with snapshot folds the events
+// the client has not seen, so that it gets what was said so far in a few
+// events rather than one per token; each event's id is still a point to
+// resume after, as the events it folds come before it.
+func (m *Events) Fold() { m.folding = true }
+
+// Unfold writes the delta held, if any, and stops folding.
+func (m *Events) Unfold(out chat.EventWriter) {
+	m.writeHeld(out)
+	m.folding = false
+}
+
+func (m *Events) writeHeld(out chat.EventWriter) {
+	if m.held == nil {
+		return
+	}
+	text := m.heldText.String()
+	switch d := m.held.Delta.(type) {
+	case textDelta:
+		d.Text = text
+		m.held.Delta = d
+	case thinkingDelta:
+		d.Thinking = text
+		m.held.Delta = d
+	case inputJSONDelta:
+		d.PartialJSON = text
+		m.held.Delta = d
+	}
+	out.Event(strconv.Itoa(m.heldID), "content_block_delta", marshal(*m.held))
+	m.held = nil
+}
+
+// deltaText is the type and text of d, if it is a delta that Fold folds:
+// signatures and citations are not text to add to.
+func deltaText(d blockDeltaEvent) (typ, text string, ok bool) {
+	switch e := d.Delta.(type) {
+	case textDelta:
+		return e.Type, e.Text, true
+	case thinkingDelta:
+		return e.Type, e.Thinking, true
+	case inputJSONDelta:
+		return e.Type, e.PartialJSON, true
+	}
+	return "", "", false
+}
+
+// fold adds delta d to the held one if both are deltas of one kind of the
+// same block, and reports whether it did.
+func (m *Events) fold(d blockDeltaEvent) bool {
+	typ, text, ok := deltaText(d)
+	held, _, _ := deltaText(*m.held)
+	if !ok || m.held.Index != d.Index || typ != held {
+		return false
+	}
+	m.heldText.WriteString(text)
+	return true
 }
 
 // Begin renders message_start, which precedes the first frame.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/relaydev/relay/relay/dialect/chat"
 	"github.com/relaydev/relay/relay/wire"
@@ -72,6 +73,13 @@ type Renderer struct {
 	failure  *wire.Error
 	// model is the model of the latest chunk: the one answering.
 	model string
+	// folding is set while deltas are folded (Fold); held is the delta
+	// written last, not yet written: the next delta of the same part is
+	// added to it.
+	folding bool
+	held    responseEvent
+	// heldDelta is held's delta so far, set in held when it is written.
+	heldDelta strings.Builder
 }
 
 // NewRenderer renders stream s, writing the events after sequence number
@@ -191,14 +199,94 @@ func newErrorEvent(seq int, e *wire.Error) *errorEvent {
 }
 
 // emit numbers an event and writes it to out, unless out is nil (only the
-// Response is built) or the client has it already.
+// Response is built) or the client has it already. While folding, a delta
+// is held until the next event: a delta of the same part is added to it.
 func (r *Renderer) emit(out chat.EventWriter, typ string, ev responseEvent) {
 	h := ev.head()
 	h.Type, h.SequenceNumber = typ, r.next
 	r.next++
-	if out != nil && h.SequenceNumber > r.after {
-		out.Event("", typ, marshal(ev))
+	if out == nil || h.SequenceNumber <= r.after {
+		return
 	}
+	if r.folding {
+		if r.held != nil && r.fold(ev) {
+			return
+		}
+		r.writeHeld(out)
+		if d, ok := deltaOf(ev); ok {
+			r.held = ev
+			r.heldDelta.Reset()
+			r.heldDelta.WriteString(*d)
+			return
+		}
+	}
+	out.Event("", typ, marshal(ev))
+}
+
+// Fold starts folding: until Unfold, the deltas of one part that follow
+// each other (text, reasoning, a call's arguments) are written as one,
+// numbered as the last of them. A resume with snapshot folds the events
+// the client has not seen, so that it gets what was said so far in a few
+// events rather than one per token; any event's number is still a point
+// to resume after (starting_after), as the events it folds come before it.
+func (r *Renderer) Fold() { r.folding = true }
+
+// Unfold writes the delta held, if any, and stops folding.
+func (r *Renderer) Unfold(out chat.EventWriter) {
+	r.writeHeld(out)
+	r.folding = false
+}
+
+func (r *Renderer) writeHeld(out chat.EventWriter) {
+	if r.held == nil {
+		return
+	}
+	d, _ := deltaOf(r.held)
+	*d = r.heldDelta.String()
+	out.Event("", r.held.head().Type, marshal(r.held))
+	r.held = nil
+}
+
+// deltaOf is the delta text of ev, if it is a delta that Fold folds.
+func deltaOf(ev responseEvent) (*string, bool) {
+	switch e := ev.(type) {
+	case *textDeltaEvent:
+		return &e.Delta, true
+	case *reasoningDeltaEvent:
+		return &e.Delta, true
+	case *argumentsDeltaEvent:
+		return &e.Delta, true
+	}
+	return nil, false
+}
+
+// fold adds delta ev to the held one if both are deltas of the same
+// part, and reports whether it did.
+func (r *Renderer) fold(ev responseEvent) bool {
+	switch h := r.held.(type) {
+	case *textDeltaEvent:
+		e, ok := ev.(*textDeltaEvent)
+		if !ok || e.ItemID != h.ItemID || e.ContentIndex != h.ContentIndex {
+			return false
+		}
+		h.Logprobs = append(h.Logprobs, e.Logprobs...)
+	case *reasoningDeltaEvent:
+		e, ok := ev.(*reasoningDeltaEvent)
+		if !ok || e.ItemID != h.ItemID || e.ContentIndex != h.ContentIndex {
+			return false
+		}
+	case *argumentsDeltaEvent:
+		e, ok := ev.(*argumentsDeltaEvent)
+		if !ok || e.ItemID != h.ItemID {
+			return false
+		}
+	default:
+		return false
+	}
+	d, _ := deltaOf(ev)
+	r.heldDelta.WriteString(*d)
+	r.held.head().SequenceNumber = ev.head().SequenceNumber
+	return true
 }
 
 // Begin renders the events that precede the first frame.
@@ -225,6 +313,7 @@ func (r *Renderer) Frame(out chat.EventWriter, f wire.Frame) {
 // repeats the number of the last event the client has, so that a client
 // that resumes after it misses nothing.
 func (r *Renderer) Cut(out chat.EventWriter, e *wire.Error) {
+	r.Unfold(out)
 	out.Event("", "error", marshal(newErrorEvent(max(r.next-1, r.after), e)))
 }
 

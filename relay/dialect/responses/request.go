@@ -98,7 +98,9 @@ func isString(raw json.RawMessage) bool {
 // honour.
 func translateFields(fields, to map[string]json.RawMessage) *wire.Error {
 	known := map[string]bool{"model": true, "input": true, "instructions": true, "stream": true, "background": true,
-		"max_output_tokens": true, "tools": true, "tool_choice": true, "text": true, "previous_response_id": true, "top_logprobs": true}
+		"max_output_tokens": true, "tools": true, "tool_choice": true, "text": true, "top_logprobs": true,
+		// The edge prepends the conversation it names, and removes it.
+		"previous_response_id": true}
 	for _, name := range ignored {
 		known[name] = true
 	}
@@ -112,10 +114,6 @@ func translateFields(fields, to map[string]json.RawMessage) *wire.Error {
 		if !known[name] {
 			return chat.Invalid(name, chat.CodeUnsupportedParameter, "unknown parameter: '%s'", name)
 		}
-	}
-	if raw, ok := fields["previous_response_id"]; ok && !isNull(raw) {
-		return chat.Invalid("previous_response_id", chat.CodeUnsupportedParameter,
-			"previous_response_id is not supported: the relay does not keep conversations; send the whole conversation as input")
 	}
 	if raw, ok := fields["top_logprobs"]; ok && !isNull(raw) && string(raw) != "0" {
 		to["logprobs"], to["top_logprobs"] = json.RawMessage("true"), raw
