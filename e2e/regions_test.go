@@ -261,9 +261,12 @@ func TestRegionPartitionAndHeal(t *testing.T) {
 		return errors.Is(err, jetstream.ErrKeyNotFound) && e == nil
 	})
 	t.Logf("b's trip reached a %v after the heal; b's overlay let go of it %v after", healed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return refused(t, a, "a after the heal") })
+	// Each region's roles see the record through their own watches, which
+	// a loaded machine may deliver a second or more after the bucket has
+	// it: the bound is generous, speed is the benchmark's to measure.
+	relaytest.Eventually(t, 5*time.Second, 5*time.Millisecond, func() bool { return refused(t, a, "a after the heal") })
 	// b's workers follow the overlay's release and the mirror's record as
 	// two watches: for a moment after the release they may not see the
 	// open breaker yet.
-	relaytest.Eventually(t, time.Second, 5*time.Millisecond, func() bool { return refused(t, b, "b after the heal") })
+	relaytest.Eventually(t, 5*time.Second, 5*time.Millisecond, func() bool { return refused(t, b, "b after the heal") })
 }
