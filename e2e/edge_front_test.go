@@ -18,9 +18,12 @@ import (
 // each request goes to the next edge in turn, on a connection of its own.
 // A request is sent to another edge only when it cannot have been served
 // by the first: its connection could not be made (the edge is down or
-// its listener closed), or a draining edge refused it before doing
-// anything (503 with code edge_draining, serve_drain.go). Anything else,
-// a failure mid-response included, reaches the client as it happened.
+// its listener closed), a draining edge refused it before doing anything
+// (503 with code edge_draining, serve_drain.go), or it is a GET or HEAD
+// whose connection closed before any answer (an edge shutting down
+// closes a connection it accepted but had not read yet; nginx sends such
+// idempotent requests on by default). Anything else, a failure
+// mid-response included, reaches the client as it happened.
 type edgeFront struct {
 	URL string
 
@@ -129,6 +132,10 @@ func (f *edgeFront) RoundTrip(req *http.Request) (*http.Response, error) {
 		switch {
 		case errors.As(err, &op) && op.Op == "dial":
 			f.retry("connection refused")
+			lastErr = err
+			continue
+		case err != nil && (req.Method == http.MethodGet || req.Method == http.MethodHead) && req.Context().Err() == nil:
+			f.retry("closed before an answer")
 			lastErr = err
 			continue
 		case err != nil:
